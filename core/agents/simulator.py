@@ -1,0 +1,186 @@
+"""The embedded deterministic simulator: agents scripted in YAML, offline and reproducible.
+
+A script says, per task label, what each purpose answers on each round:
+
+    seed: 7
+    speed: 1.0                      # multiply every delay (0 = instant)
+    agents:
+      builder: {role: executor, model: sim-standard, escalation_model: sim-strong}
+      checker: {role: spec_reviewer}
+      critic:  {role: quality_reviewer}
+    delay_ms: [150, 600]            # default think time, drawn from a seeded RNG
+    scripts:
+      flaky:                        # applies to tasks labelled "flaky"
+        execute:
+          - {fail: "integration test timed out"}
+          - {ok: true}
+        spec_gate:
+          - {verdict: changes_requested, findings: ["src/api.py:40: no pagination"]}
+          - {verdict: approved}
+
+Round N of a purpose picks entry N (the last one repeats). The same request always gets the
+same answer, whatever process asks: replies depend on (seed, task, purpose, round) only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import ValidationError
+from ..safe_yaml import load_file
+from .provider import ChatRequest, ProviderError, StreamEvent, Usage
+
+PURPOSES = ("execute", "spec_review", "spec_gate", "quality_gate")
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def count_tokens(text: str) -> int:
+    """A word-piece-ish count (words and punctuation). The simulator's usage figures."""
+    return len(_TOKEN.findall(text))
+
+
+class AgentDef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["executor", "spec_reviewer", "quality_reviewer", "orchestrator"]
+    model: str = "sim-standard"
+    escalation_model: str | None = None
+    provider: str = "simulator"
+
+
+class Step(BaseModel):
+    """One scripted answer. Executors use ok/fail/error; reviewers use verdict and findings."""
+
+    model_config = ConfigDict(extra="forbid")
+    ok: bool | None = None
+    fail: str | None = None
+    error: str | None = None  # the provider call itself fails (timeout, 500 ...)
+    verdict: str | None = None
+    findings: list[str] = Field(default_factory=list)
+    risk: str = "low"
+    maintainability: str = "readable; follows the existing module layout"
+    test_gaps: list[str] = Field(default_factory=list)
+    artifacts: list[dict[str, str]] = Field(default_factory=list)
+    summary: str | None = None
+    delay_ms: int | None = None
+    heartbeats: int = 2
+
+
+class SimScript(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    seed: int = 0
+    speed: float = Field(default=1.0, ge=0)
+    delay_ms: tuple[int, int] = (150, 600)
+    agents: dict[str, AgentDef] = Field(default_factory=dict)
+    scripts: dict[str, dict[str, list[Step]]] = Field(default_factory=dict)
+
+
+DEFAULT_AGENTS = {
+    "builder": AgentDef(role="executor", model="sim-standard", escalation_model="sim-strong"),
+    "checker": AgentDef(role="spec_reviewer", model="sim-standard"),
+    "critic": AgentDef(role="quality_reviewer", model="sim-standard"),
+}
+
+
+def load_script(path: str | Path) -> SimScript:
+    data = load_file(path)
+    try:
+        script = SimScript.model_validate(data or {})
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise ValidationError(f"{path}: field '{loc}': {err['msg']}") from None
+    for label, purposes in script.scripts.items():
+        for purpose in purposes:
+            if purpose not in PURPOSES:
+                raise ValidationError(
+                    f"{path}: field 'scripts.{label}.{purpose}': unknown purpose"
+                    f" (known: {', '.join(PURPOSES)})")
+    if not script.agents:
+        script.agents = dict(DEFAULT_AGENTS)
+    return script
+
+
+class Simulator:
+    """A Provider whose replies come from a SimScript."""
+
+    name = "simulator"
+
+    def __init__(self, script: SimScript | None = None) -> None:
+        self.script = script or SimScript(agents=dict(DEFAULT_AGENTS))
+
+    def _rng(self, *key: Any) -> random.Random:
+        digest = hashlib.sha256(json.dumps([self.script.seed, *key]).encode()).digest()
+        return random.Random(int.from_bytes(digest[:8], "big"))
+
+    def step_for(self, labels: list[str], purpose: str, round_: int) -> Step:
+        for label in labels:
+            steps = self.script.scripts.get(label, {}).get(purpose)
+            if steps:
+                return steps[min(round_, len(steps) - 1)]
+        return Step()
+
+    def delay_s(self, step: Step, *key: Any) -> float:
+        if step.delay_ms is not None:
+            ms = float(step.delay_ms)
+        else:
+            lo, hi = self.script.delay_ms
+            ms = self._rng(*key).uniform(lo, hi)
+        return ms / 1000.0 * self.script.speed
+
+    def reply(self, request: ChatRequest) -> tuple[Step, dict[str, Any]]:
+        md = request.metadata
+        purpose = str(md.get("purpose", "execute"))
+        labels = [str(x) for x in md.get("labels", [])]
+        round_ = int(md.get("round", 0))
+        step = self.step_for(labels, purpose, round_)
+        if purpose == "execute":
+            failed = step.fail is not None or step.ok is False
+            body: dict[str, Any] = {
+                "status": "failed" if failed else "succeeded",
+                "reason": step.fail or "",
+                "summary": step.summary or (f"attempt failed: {step.fail}" if failed else
+                                            f"implemented {md.get('title', 'the task')}"),
+                "artifacts": step.artifacts or ([] if failed else [{
+                    "name": f"{md.get('task', 'task')}-a{md.get('attempt', 1)}.patch",
+                    "uri": f"artifact://{md.get('task', 'task')}/{md.get('attempt', 1)}/patch",
+                    "summary": "the change set"}]),
+                "heartbeats": step.heartbeats,
+            }
+        elif purpose == "quality_gate":
+            rec = step.verdict or "approve"
+            body = {"recommendation": rec, "risk": step.risk,
+                    "maintainability": step.maintainability, "test_gaps": step.test_gaps,
+                    "findings": step.findings}
+        else:
+            body = {"verdict": step.verdict or "approved", "findings": step.findings}
+        return step, body
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        md = request.metadata
+        step, body = self.reply(request)
+        delay = self.delay_s(step, md.get("task"), md.get("purpose"), md.get("round"),
+                             md.get("attempt"))
+        if step.error:
+            await asyncio.sleep(delay)
+            raise ProviderError(self.name, f"{request.model}: {step.error}", retryable=True)
+        text = json.dumps(body, sort_keys=True)
+        chunks = [text[i:i + 24] for i in range(0, len(text), 24)] or [""]
+        per_chunk = delay / len(chunks)
+        for chunk in chunks:
+            if per_chunk > 0:
+                await asyncio.sleep(per_chunk)
+            yield StreamEvent(kind="text", text=chunk)
+        prompt = sum(count_tokens(m.content) for m in request.messages)
+        yield StreamEvent(kind="usage", usage=Usage(prompt_tokens=prompt,
+                                                    completion_tokens=count_tokens(text)))
+        yield StreamEvent(kind="done", finish_reason="stop")

@@ -1,0 +1,52 @@
+"""One approvals list for every kind of pending decision.
+
+Tasks' side effects now; workflow gates, input requests, tool permissions and expert confirm
+steps join the same table with their own `kind`. Deciding is one typed command: exactly
+once, by a named operator, checked against `required_approver` / `require_different_approver`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import NotFound
+from .store.interface import Store
+from .tasks import commands as c
+from .tasks.permissions import Role
+
+
+def _decode(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    out["context"] = json.loads(out["context"]) if isinstance(out["context"], str) else {}
+    out["require_different"] = bool(out["require_different"])
+    return out
+
+
+class Approvals:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def pending(self) -> list[dict[str, Any]]:
+        rows = await self.store.fetchall(
+            "SELECT * FROM approvals WHERE status='pending' ORDER BY seq")
+        return [_decode(r) for r in rows]
+
+    async def all(self, limit: int = 1000) -> list[dict[str, Any]]:
+        rows = await self.store.fetchall(
+            "SELECT * FROM approvals ORDER BY seq DESC LIMIT ?", (limit,))
+        return [_decode(r) for r in rows]
+
+    async def get(self, approval_id: str) -> dict[str, Any]:
+        row = await self.store.fetchone("SELECT * FROM approvals WHERE id=?", (approval_id,))
+        if row is None:
+            raise NotFound(f"approval {approval_id!r}: no such approval")
+        return _decode(row)
+
+    async def approve(self, approval_id: str, *, by: str, reason: str = "") -> dict[str, Any]:
+        return await self.store.execute(
+            lambda tx: c.decide_approval(tx, approval_id, True, by, reason, Role.OPERATOR))
+
+    async def reject(self, approval_id: str, *, by: str, reason: str = "") -> dict[str, Any]:
+        return await self.store.execute(
+            lambda tx: c.decide_approval(tx, approval_id, False, by, reason, Role.OPERATOR))

@@ -1,0 +1,305 @@
+"""Typed events: the only thing the store appends.
+
+Every payload is a pydantic model registered under a dotted type name. The log stores the
+name and the JSON payload; reading decodes it back to the model, so projections and
+replays work on typed data. Later features register their own payloads the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import ValidationError
+
+_REGISTRY: dict[str, type[Payload]] = {}
+
+P = TypeVar("P", bound="Payload")
+
+
+class Payload(BaseModel):
+    """Base of event payloads. Subclasses set TYPE (e.g. "task.created") and ENTITY."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    TYPE: ClassVar[str] = ""
+    ENTITY: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if cls.TYPE:
+            if cls.TYPE in _REGISTRY and _REGISTRY[cls.TYPE] is not cls:
+                raise TypeError(f"event type {cls.TYPE!r} registered twice")
+            _REGISTRY[cls.TYPE] = cls
+
+
+def payload_class(type_name: str) -> type[Payload]:
+    try:
+        return _REGISTRY[type_name]
+    except KeyError:
+        raise ValidationError(f"unknown event type {type_name!r}") from None
+
+
+def registered_types() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+class NewEvent(BaseModel):
+    """An event about to be appended: who did what to which entity."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entity_id: str
+    actor: str
+    role: str
+    payload: Payload
+    idem_key: str | None = None
+
+    @property
+    def type(self) -> str:
+        return self.payload.TYPE
+
+    @property
+    def entity(self) -> str:
+        return self.payload.ENTITY
+
+
+class StoredEvent(BaseModel):
+    """An event as the log holds it: with its global sequence number and commit time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    ts: float
+    entity: str
+    entity_id: str
+    type: str
+    actor: str
+    role: str
+    payload: Payload
+    idem_key: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "ts": self.ts,
+            "entity": self.entity,
+            "entity_id": self.entity_id,
+            "type": self.type,
+            "actor": self.actor,
+            "role": self.role,
+            "payload": self.payload.model_dump(mode="json"),
+            "idem_key": self.idem_key,
+        }
+
+
+def decode(type_name: str, payload_json: str) -> Payload:
+    return payload_class(type_name).model_validate_json(payload_json)
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+class TaskCreated(Payload):
+    TYPE = "task.created"
+    ENTITY = "task"
+    title: str
+    spec: dict[str, Any]
+    spec_ok: bool
+    spec_problems: list[str] = Field(default_factory=list)
+    source: str | None = None
+
+
+class TaskSpecUpdated(Payload):
+    TYPE = "task.spec_updated"
+    ENTITY = "task"
+    spec: dict[str, Any]
+    spec_ok: bool
+    spec_problems: list[str] = Field(default_factory=list)
+
+
+class TaskTransitioned(Payload):
+    TYPE = "task.transitioned"
+    ENTITY = "task"
+    from_phase: str
+    to_phase: str
+    reason: str
+    attempt: int = 0
+    reset_attempts: bool = False
+
+
+class ReviewAppended(Payload):
+    TYPE = "review.appended"
+    ENTITY = "task"
+    kind: str  # spec | quality
+    stage: str  # the phase the task was in: spec_review, spec_gate, quality_gate
+    reviewer: str
+    verdict: str
+    findings: list[dict[str, Any]] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+    attempt: int = 0
+
+
+class AttemptStarted(Payload):
+    TYPE = "attempt.started"
+    ENTITY = "task"
+    attempt: int
+    model: str
+    runtime: str = "local"
+    escalated: bool = False
+
+
+class AttemptHeartbeat(Payload):
+    TYPE = "attempt.heartbeat"
+    ENTITY = "task"
+    attempt: int
+    note: str = ""
+
+
+class AttemptCheckpoint(Payload):
+    TYPE = "attempt.checkpoint"
+    ENTITY = "task"
+    attempt: int
+    data: dict[str, Any]
+
+
+class AttemptFinished(Payload):
+    TYPE = "attempt.finished"
+    ENTITY = "task"
+    attempt: int
+    status: str  # succeeded | failed | abandoned
+    reason: str = ""
+    output: dict[str, Any] = Field(default_factory=dict)
+
+
+class RetryScheduled(Payload):
+    TYPE = "retry.scheduled"
+    ENTITY = "task"
+    attempt: int  # the attempt that failed
+    next_attempt: int
+    reason: str
+    not_before: float
+    escalate: bool = False
+
+
+class CircuitOpened(Payload):
+    TYPE = "circuit.opened"
+    ENTITY = "task"
+    failure_summary: str
+    attempts: int
+    last_good_artifact: str | None = None
+    unblock_options: list[str]
+
+
+class ArtifactRecorded(Payload):
+    TYPE = "artifact.recorded"
+    ENTITY = "task"
+    attempt: int
+    name: str
+    uri: str
+    digest: str = ""
+    summary: str = ""
+
+
+class SideEffectPlanned(Payload):
+    TYPE = "side_effect.planned"
+    ENTITY = "task"
+    effect_id: str
+    attempt: int
+    kind: str
+    description: str
+    target: str = ""
+    idem_key: str
+
+
+class SideEffectIntent(Payload):
+    TYPE = "side_effect.intent"
+    ENTITY = "task"
+    effect_id: str
+    idem_key: str
+
+
+class SideEffectDone(Payload):
+    TYPE = "side_effect.done"
+    ENTITY = "task"
+    effect_id: str
+    idem_key: str
+    result: str = ""
+
+
+# ------------------------------------------------------------------------- approvals
+
+
+class ApprovalRequested(Payload):
+    TYPE = "approval.requested"
+    ENTITY = "approval"
+    kind: str  # task_side_effect; later: workflow_gate, input, tool_permission, expert_confirm
+    subject: str  # the id of what waits (a task id, a run id, ...)
+    title: str
+    prompt: str
+    context: dict[str, Any] = Field(default_factory=dict)
+    preview: str = ""
+    required_approver: str | None = None
+    require_different_approver: bool = False
+
+
+class ApprovalDecided(Payload):
+    TYPE = "approval.decided"
+    ENTITY = "approval"
+    decision: str  # approved | rejected
+    reason: str = ""
+
+
+# ---------------------------------------------------------------------------- system
+
+
+class PermissionRefused(Payload):
+    TYPE = "permission.refused"
+    ENTITY = "security"
+    action: str
+    target: str
+    reason: str
+
+
+class LeaseAcquired(Payload):
+    TYPE = "lease.acquired"
+    ENTITY = "lease"
+    owner: str
+    expires_at: float
+    took_over_from: str | None = None
+
+
+class LeaseRenewed(Payload):
+    TYPE = "lease.renewed"
+    ENTITY = "lease"
+    owner: str
+    expires_at: float
+
+
+class LeaseReleased(Payload):
+    TYPE = "lease.released"
+    ENTITY = "lease"
+    owner: str
+
+
+class AgentUsage(Payload):
+    TYPE = "agent.usage"
+    ENTITY = "usage"
+    agent: str
+    model: str
+    purpose: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class Note(Payload):
+    """A free-form operator or system note about an entity; carries no control meaning."""
+
+    TYPE = "note.added"
+    ENTITY = "note"
+    text: str

@@ -1,0 +1,44 @@
+"""Leases: how several processes attached to one store avoid running the same work.
+
+A lease is held by one owner until it expires; the holder renews it; a dead holder's lease
+expires and another process takes over. Every change is an event.
+"""
+
+from __future__ import annotations
+
+from . import events as ev
+from .events import NewEvent
+from .store.interface import Store, WriteTx
+
+
+def _acquire(tx: WriteTx, name: str, owner: str, ttl: float) -> bool:
+    row = tx.one("SELECT * FROM leases WHERE name=?", (name,))
+    expires = tx.now + ttl
+    if row is not None and row["owner"] == owner and not row["released"] \
+            and row["expires_at"] > tx.now:
+        tx.emit(NewEvent(entity_id=name, actor=owner, role="system",
+                         payload=ev.LeaseRenewed(owner=owner, expires_at=expires)))
+        return True
+    if row is None or row["released"] or row["expires_at"] <= tx.now:
+        prev = row["owner"] if row is not None and not row["released"] else None
+        tx.emit(NewEvent(entity_id=name, actor=owner, role="system",
+                         payload=ev.LeaseAcquired(owner=owner, expires_at=expires,
+                                                  took_over_from=prev)))
+        return True
+    return False
+
+
+def _release(tx: WriteTx, name: str, owner: str) -> None:
+    row = tx.one("SELECT * FROM leases WHERE name=?", (name,))
+    if row is not None and row["owner"] == owner and not row["released"]:
+        tx.emit(NewEvent(entity_id=name, actor=owner, role="system",
+                         payload=ev.LeaseReleased(owner=owner)))
+
+
+async def acquire(store: Store, name: str, owner: str, ttl: float) -> bool:
+    """Take or renew `name` for `owner`; False if another live owner holds it."""
+    return await store.execute(lambda tx: _acquire(tx, name, owner, ttl))
+
+
+async def release(store: Store, name: str, owner: str) -> None:
+    await store.execute(lambda tx: _release(tx, name, owner))

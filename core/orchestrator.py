@@ -1,0 +1,421 @@
+"""The orchestrator loop: read stored state, dispatch one actor, store the result, decide.
+
+It is the only actor that moves phases. Every decision reads typed records (attempt
+status, review verdicts, approval status) from the store; agent text is parsed into those
+records by the executor/reviewer workers, through their own roles' permissions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from functools import partial
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from .agents.provider import ChatMessage, ChatRequest, ProviderError, complete
+from .agents.registry import AgentSet
+from .clock import Clock, SystemClock
+from .effects import EffectSink, MemorySink
+from .errors import ClawError
+from .store.interface import Store
+from .tasks import commands as c
+from .tasks.permissions import Role
+from .tasks.phases import MAX_ATTEMPTS, Phase
+from .tasks.service import Tasks
+
+log = logging.getLogger("clawtower.orchestrator")
+
+ORCH = "orchestrator"
+
+
+class ExecReport(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    status: str = Field(pattern="^(succeeded|failed)$")
+    reason: str = ""
+    summary: str = ""
+    artifacts: list[dict[str, str]] = Field(default_factory=list)
+    heartbeats: int = Field(default=1, ge=0, le=20)
+
+
+class SpecVerdict(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    verdict: str = Field(pattern="^(approved|changes_requested|blocked)$")
+    findings: list[Any] = Field(default_factory=list)
+
+
+class QualityVerdict(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    recommendation: str = Field(pattern="^(approve|rework)$")
+    risk: str = Field(default="low", pattern="^(low|medium|high)$")
+    maintainability: str = ""
+    test_gaps: list[str] = Field(default_factory=list)
+    findings: list[Any] = Field(default_factory=list)
+
+
+SYSTEM_PROMPTS = {
+    "execute": "You are the executor. Work only against the declared inputs and outputs. "
+               "Answer with JSON: {status, reason, summary, artifacts[]}.",
+    "spec_review": "You are the spec reviewer. Is this spec unambiguous and testable? "
+                   "Answer with JSON: {verdict: approved|changes_requested|blocked, findings[]}.",
+    "spec_gate": "You are the spec reviewer. Does the artifact satisfy the spec? "
+                 "Answer with JSON: {verdict, findings[] referencing files or artifacts}.",
+    "quality_gate": "You are the quality reviewer. Is the implementation maintainable and safe? "
+                    "Answer with JSON: {recommendation: approve|rework, risk, maintainability, "
+                    "test_gaps[], findings[]}.",
+}
+
+_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?|\n?```\s*$")
+
+
+class AgentOutputError(ClawError):
+    pass
+
+
+def parse_json_reply(text: str, model: type[BaseModel]) -> Any:
+    """Strip code fences, parse JSON, validate against the purpose's schema."""
+    body = _FENCE.sub("", text.strip())
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise AgentOutputError(f"agent returned invalid JSON ({exc.msg})") from None
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise AgentOutputError(f"agent JSON did not match schema: {exc.errors()[0]['msg']}") \
+            from None
+
+
+def _finding(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {"ref": value.get("ref"), "text": str(value.get("text", ""))}
+    return c.parse_finding(str(value))
+
+
+class Orchestrator:
+    def __init__(self, store: Store, agents: AgentSet, *, clock: Clock | None = None,
+                 effects: EffectSink | None = None, concurrency: int = 16,
+                 agent_timeout_s: float = 120.0) -> None:
+        self.store = store
+        self.tasks = Tasks(store)
+        self.agents = agents
+        self.clock = clock or SystemClock()
+        self.effects = effects or MemorySink()
+        self.concurrency = concurrency
+        self.agent_timeout_s = agent_timeout_s
+        self._inflight: dict[str, asyncio.Task[None]] = {}
+        self.errors: list[str] = []
+
+    # ------------------------------------------------------------------ loop
+
+    async def actionable(self) -> list[dict[str, Any]]:
+        """Tasks with something to do that needs no human."""
+        rows = await self.store.fetchall(
+            "SELECT t.id, t.phase, t.spec_ok, t.spec_version, t.retry_not_before FROM tasks t"
+            " WHERE t.phase NOT IN ('completed','failed','circuit_open')"
+            " AND (t.phase != 'awaiting_approval' OR EXISTS (SELECT 1 FROM approvals a"
+            "      WHERE a.subject=t.id AND a.kind='task_side_effect' AND a.status!='pending'"
+            "      AND a.seq = (SELECT max(seq) FROM approvals b WHERE b.subject=t.id)))"
+            " AND (t.phase != 'spec_draft' OR (t.spec_ok AND NOT EXISTS (SELECT 1 FROM reviews r"
+            "      WHERE r.task_id=t.id AND r.stage='spec_review' AND r.verdict!='approved'"
+            "      AND r.spec_version=t.spec_version)))"
+            " ORDER BY t.num")
+        return rows
+
+    async def tick(self) -> int:
+        """Start driving every actionable task not already in flight."""
+        started = 0
+        for row in await self.actionable():
+            tid = row["id"]
+            if tid in self._inflight or len(self._inflight) >= self.concurrency:
+                continue
+            self._inflight[tid] = asyncio.create_task(self._drive_guarded(tid))
+            started += 1
+        return started
+
+    async def _drive_guarded(self, task_id: str) -> None:
+        try:
+            await self.drive(task_id)
+        except asyncio.CancelledError:
+            raise
+        except ClawError as exc:
+            self.errors.append(f"{task_id}: {exc}")
+            log.warning("driving %s: %s", task_id, exc)
+            await self.clock.sleep(0.05)
+        except Exception as exc:  # a bug must not kill the loop; surface it
+            self.errors.append(f"{task_id}: {type(exc).__name__}: {exc}")
+            log.exception("driving %s", task_id)
+            await self.clock.sleep(0.05)
+        finally:
+            self._inflight.pop(task_id, None)
+
+    async def run(self, stop: asyncio.Event, *, poll_s: float = 0.5) -> None:
+        seq = await self.store.last_seq()
+        while not stop.is_set():
+            await self.tick()
+            waiter = asyncio.ensure_future(self.store.wait_for_change(seq, poll_s))
+            stopper = asyncio.ensure_future(stop.wait())
+            done_any = [waiter, stopper, *self._inflight.values()]
+            await asyncio.wait(done_any, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if waiter.done():
+                seq = waiter.result()
+            else:
+                waiter.cancel()
+        await self.cancel_inflight()
+
+    async def cancel_inflight(self) -> None:
+        for t in list(self._inflight.values()):
+            t.cancel()
+        for t in list(self._inflight.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._inflight.clear()
+
+    async def run_until_idle(self, timeout_s: float = 300.0) -> bool:
+        """Drive until nothing can happen without a human. True if idle, False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            await self.tick()
+            if not self._inflight:
+                if not await self.actionable():
+                    return True
+                await asyncio.sleep(0.01)
+                continue
+            await asyncio.wait(list(self._inflight.values()),
+                               return_when=asyncio.FIRST_COMPLETED)
+        return False
+
+    # ------------------------------------------------------------------ one step
+
+    async def drive(self, task_id: str) -> None:
+        """Take the next step of one task; loops until it needs a human or finishes."""
+        for _ in range(64):
+            task = await self.tasks.get(task_id)
+            phase = Phase(task["phase"])
+            moved = await self._step(task, phase)
+            if not moved:
+                return
+
+    async def _move(self, task: dict[str, Any], to: Phase, reason: str) -> None:
+        model = "default"
+        escalation = None
+        if to == Phase.EXECUTING:
+            _, agent = self.agents.for_role("executor")
+            model, escalation = agent.model, agent.escalation_model
+        await self.tasks.transition(task["id"], to, reason, actor=ORCH, role=Role.ORCHESTRATOR,
+                                    model=model, escalation_model=escalation)
+
+    async def _step(self, task: dict[str, Any], phase: Phase) -> bool:
+        if phase == Phase.SPEC_DRAFT:
+            if not task["spec_ok"]:
+                return False
+            await self._move(task, Phase.SPEC_REVIEW, "spec complete: submitted for review")
+            return True
+        if phase == Phase.SPEC_REVIEW:
+            review = self._latest(task, "spec_review", task["spec_version"], by_version=True)
+            if review is None:
+                await self._review(task, "spec_review")
+                return True
+            if review["verdict"] == "approved":
+                await self._move(task, Phase.EXECUTION_READY, "spec review approved the spec")
+            else:
+                await self._move(task, Phase.SPEC_DRAFT,
+                                 f"spec review: {review['verdict']}: {_summary(review)}")
+            return True
+        if phase == Phase.EXECUTION_READY:
+            if task["attempts"] >= MAX_ATTEMPTS:
+                await self._move(task, Phase.CIRCUIT_OPEN,
+                                 f"attempt budget exhausted ({task['attempts']}/{MAX_ATTEMPTS})")
+            else:
+                await self._move(task, Phase.EXECUTING, f"starting attempt {task['attempts'] + 1}")
+            return True
+        if phase == Phase.EXECUTING:
+            attempt = task["attempt_records"][-1] if task["attempt_records"] else None
+            if attempt is None:
+                return False
+            if attempt["status"] == "running":
+                await self._execute(task, attempt)
+                return True
+            if attempt["status"] == "succeeded":
+                await self._move(task, Phase.SPEC_GATE, f"attempt {attempt['n']} succeeded")
+            elif task["attempts"] < MAX_ATTEMPTS:
+                await self._move(task, Phase.RETRYING,
+                                 f"attempt {attempt['n']} failed: {attempt['reason']}")
+            else:
+                await self._move(task, Phase.CIRCUIT_OPEN,
+                                 f"attempt {attempt['n']} failed and the budget is spent")
+            return True
+        if phase == Phase.RETRYING:
+            wait = (task["retry_not_before"] or 0) - self.clock.now()
+            if wait > 0:
+                await self.clock.sleep(wait)
+            await self._move(task, Phase.EXECUTING,
+                             f"retry: attempt {task['attempts'] + 1}"
+                             + (" (escalated)" if task["retry_escalate"] else ""))
+            return True
+        if phase in (Phase.SPEC_GATE, Phase.QUALITY_GATE):
+            review = self._latest(task, phase.value, task["attempts"])
+            if review is None:
+                await self._review(task, phase.value)
+                return True
+            if phase == Phase.SPEC_GATE:
+                if review["verdict"] == "approved":
+                    await self._move(task, Phase.QUALITY_GATE, "spec review approved the artifact")
+                elif review["verdict"] == "blocked":
+                    await self._move(task, Phase.CIRCUIT_OPEN,
+                                     f"spec review blocked: {_summary(review)}")
+                else:
+                    await self._rework(task, f"spec review requested changes: {_summary(review)}")
+                return True
+            if review["verdict"] == "approve":
+                pending = [e for e in task["side_effects"] if e["status"] != "done"]
+                if pending:
+                    await self._move(task, Phase.AWAITING_APPROVAL,
+                                     f"{len(pending)} side effect(s) need an operator's approval")
+                else:
+                    await self._move(task, Phase.COMPLETED, "quality review approved")
+            else:
+                await self._rework(task, f"quality review recommends rework: {_summary(review)}")
+            return True
+        if phase == Phase.AWAITING_APPROVAL:
+            approval = task["approvals"][-1] if task["approvals"] else None
+            if approval is None or approval["status"] == "pending":
+                return False
+            if approval["status"] == "approved":
+                await self._move(task, Phase.READY_TO_RESUME,
+                                 f"approval {approval['id']} granted by {approval['decided_by']}")
+            else:
+                await self._move(task, Phase.FAILED,
+                                 f"approval {approval['id']} rejected by {approval['decided_by']}"
+                                 + (f": {approval['reason']}" if approval["reason"] else ""))
+            return True
+        if phase == Phase.READY_TO_RESUME:
+            await self._perform_effects(task)
+            await self._move(task, Phase.COMPLETED, "approved side effects performed")
+            return True
+        return False
+
+    async def _rework(self, task: dict[str, Any], reason: str) -> None:
+        if task["attempts"] >= MAX_ATTEMPTS:
+            await self._move(task, Phase.CIRCUIT_OPEN, f"{reason}; attempt budget spent")
+        else:
+            await self._move(task, Phase.EXECUTION_READY, reason)
+
+    @staticmethod
+    def _latest(task: dict[str, Any], stage: str, key: int,
+                by_version: bool = False) -> dict[str, Any] | None:
+        last_entry = max((h["seq"] for h in task["history"] if h["to_phase"] == stage), default=0)
+        for r in reversed(task["reviews"]):
+            if r["stage"] != stage or r["seq"] < last_entry:
+                continue
+            if (r["spec_version"] if by_version else r["attempt"]) == key:
+                return dict(r)
+        return None
+
+    # ------------------------------------------------------------------ actors
+
+    async def _call(self, role: str, purpose: str, task: dict[str, Any], round_: int,
+                    extra: dict[str, Any] | None = None) -> tuple[str, str, str]:
+        name, agent = self.agents.for_role(role)
+        attempt = task["attempts"]
+        model = agent.model
+        if purpose == "execute" and task["attempt_records"]:
+            model = task["attempt_records"][-1]["model"]
+        provider = self.agents.provider(agent)
+        user = json.dumps({"task": task["id"], "title": task["title"], "spec": task["spec"],
+                           "attempt": attempt, "artifacts": [a["uri"] for a in task["artifacts"]],
+                           **(extra or {})}, sort_keys=True)
+        request = ChatRequest(
+            model=model, messages=[ChatMessage(role="system", content=SYSTEM_PROMPTS[purpose]),
+                                   ChatMessage(role="user", content=user)],
+            metadata={"task": task["id"], "title": task["title"], "purpose": purpose,
+                      "round": round_, "attempt": attempt,
+                      "labels": task["spec"].get("labels", []), "agent": name},
+            timeout_s=self.agent_timeout_s)
+        result = await asyncio.wait_for(complete(provider, request), self.agent_timeout_s)
+        await self.store.execute(lambda tx: c.record_usage(
+            tx, task["id"], name, model, purpose, result.usage.prompt_tokens,
+            result.usage.completion_tokens))
+        return name, model, result.text
+
+    async def _review(self, task: dict[str, Any], stage: str) -> None:
+        role = "quality_reviewer" if stage == "quality_gate" else "spec_reviewer"
+        round_ = sum(1 for r in task["reviews"] if r["stage"] == stage)
+        name, _model, text = await self._call(role, stage, task, round_)
+        if stage == "quality_gate":
+            try:
+                q = parse_json_reply(text, QualityVerdict)
+            except AgentOutputError as exc:
+                q = QualityVerdict(recommendation="rework", findings=[f"reviewer output: {exc}"])
+            await self.tasks.review(
+                task["id"], role=Role.QUALITY_REVIEWER, reviewer=name, verdict=q.recommendation,
+                findings=[_finding(f) for f in q.findings] or (
+                    [] if q.recommendation == "approve" else [{"ref": None, "text": "rework"}]),
+                details={"risk": q.risk, "maintainability": q.maintainability,
+                         "test_gaps": q.test_gaps})
+        else:
+            try:
+                s = parse_json_reply(text, SpecVerdict)
+            except AgentOutputError as exc:
+                s = SpecVerdict(verdict="changes_requested", findings=[f"reviewer output: {exc}"])
+            findings = [_finding(f) for f in s.findings]
+            if s.verdict != "approved" and not findings:
+                findings = [{"ref": None, "text": "no findings given"}]
+            await self.tasks.review(task["id"], role=Role.SPEC_REVIEWER, reviewer=name,
+                                    verdict=s.verdict, findings=findings)
+
+    async def _execute(self, task: dict[str, Any], attempt: dict[str, Any]) -> None:
+        """The executor worker: calls the executor agent and records its work as executor."""
+        tid, n = task["id"], attempt["n"]
+        name, _ = self.agents.for_role("executor")
+        t = self.tasks
+        resume = attempt.get("checkpoint")
+        await t.heartbeat(tid, n, actor=name, note="started" if not resume else "resumed")
+        try:
+            _, model, text = await self._call("executor", "execute", task, n - 1,
+                                              {"resume_from": resume})
+            report = parse_json_reply(text, ExecReport)
+        except (ProviderError, AgentOutputError, TimeoutError) as exc:
+            reason = str(exc) or type(exc).__name__
+            await t.finish_attempt(tid, n, ok=False, reason=reason, actor=name)
+            return
+        for i in range(report.heartbeats):
+            await t.checkpoint(tid, n, {"step": i + 1, "of": report.heartbeats}, actor=name)
+        if report.status == "succeeded":
+            for a in report.artifacts:
+                await t.artifact(tid, n, a.get("name", "artifact"), a.get("uri", ""),
+                                 actor=name, summary=a.get("summary", ""))
+            planned = {(e["kind"], e["description"], e["target"]) for e in task["side_effects"]}
+            for eff in task["spec"].get("side_effects", []):
+                key = (eff["kind"], eff["description"], eff.get("target", ""))
+                if key not in planned:
+                    await t.plan_effect(tid, n, eff["kind"], eff["description"], actor=name,
+                                        target=eff.get("target", ""))
+        await t.finish_attempt(tid, n, ok=report.status == "succeeded",
+                               reason=report.reason, actor=name,
+                               output={"summary": report.summary, "model": model})
+
+    async def _perform_effects(self, task: dict[str, Any]) -> None:
+        """intent committed -> effect performed with its key -> done committed."""
+        tid = task["id"]
+        for e in task["side_effects"]:
+            if e["status"] == "done":
+                continue
+            eid = e["effect_id"]
+            key = await self.store.execute(partial(c.effect_intent, task_id=tid, effect_id=eid,
+                                                   actor=ORCH, role=Role.ORCHESTRATOR))
+            result = await self.effects.perform(e["kind"], e["target"], e["description"], key)
+            await self.store.execute(partial(c.effect_done, task_id=tid, effect_id=eid,
+                                             result=result, actor=ORCH, role=Role.ORCHESTRATOR))
+
+
+def _summary(review: dict[str, Any]) -> str:
+    texts = [f.get("text", "") for f in review.get("findings", []) if isinstance(f, dict)]
+    return "; ".join(t for t in texts if t)[:200] or review["verdict"]

@@ -1,0 +1,102 @@
+"""A bounded YAML/JSON loader for files users and packages hand us.
+
+`yaml.safe_load` still allows denial of service (alias bombs, merge-key bombs, deep nesting),
+so this loader refuses anchors/aliases and caps bytes, nodes and depth, and reports the file
+and line of every problem.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ValidationError
+
+MAX_BYTES = 1 << 20
+MAX_NODES = 100_000
+MAX_DEPTH = 64
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    nodes = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.YAMLError(f"line {mark.line + 1}: aliases are not allowed")
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if getattr(event, "anchor", None):
+            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: anchors are not allowed")
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: more than {MAX_NODES} nodes")
+        return super().compose_node(parent, index)
+
+
+def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    deepest = 0
+    while stack:
+        v, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > limit:
+            return d
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return deepest
+
+
+def loads(text: str, source: str) -> Any:
+    """Parse YAML (a superset of JSON) from `text`; `source` names it in errors."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        raise ValidationError(f"{source}: larger than {MAX_BYTES} bytes")
+    if "\x00" in text:
+        raise ValidationError(f"{source}: contains a NUL character")
+    try:
+        loader = _BoundedLoader(text)
+        try:
+            value = loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise ValidationError(f"{source}: {where}invalid YAML ({exc.problem or exc})") from None
+    except yaml.YAMLError as exc:
+        raise ValidationError(f"{source}: {exc}") from None
+    except (RecursionError, ValueError, TypeError) as exc:
+        raise ValidationError(f"{source}: unreadable document ({type(exc).__name__})") from None
+    if _depth(value) > MAX_DEPTH:
+        raise ValidationError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def load_file(path: str | Path) -> Any:
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ValidationError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise ValidationError(f"{p}: is a directory") from None
+    except OSError as exc:
+        raise ValidationError(f"{p}: cannot read ({exc.strerror})") from None
+    if len(raw) > MAX_BYTES:
+        raise ValidationError(f"{p}: larger than {MAX_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+    if p.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(
+                f"{p}: line {exc.lineno}: invalid JSON ({exc.msg})"
+            ) from None
+    return loads(text, str(p))

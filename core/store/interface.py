@@ -1,0 +1,60 @@
+"""The store contract every implementation meets (SQLite now; PostgreSQL on the scale path).
+
+Commands are synchronous functions run inside ONE write transaction by the store's writer:
+they read current state through `WriteTx`, decide, and `emit` events. Validation and the
+write are therefore atomic across processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+from ..events import NewEvent, StoredEvent
+
+T = TypeVar("T")
+
+
+class WriteTx(Protocol):
+    """What a command sees inside the write transaction."""
+
+    now: float
+
+    def emit(self, event: NewEvent) -> StoredEvent: ...
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None: ...
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]: ...
+
+    def defer_error(self, error: Exception) -> None:
+        """Commit what was emitted (e.g. a recorded refusal) and then raise `error`."""
+        ...
+
+
+Command = Callable[[WriteTx], T]
+
+
+class Store(Protocol):
+    path: str
+
+    async def execute(self, command: Command[T]) -> T: ...
+
+    async def append(self, events: Sequence[NewEvent]) -> list[int]: ...
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]: ...
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None: ...
+
+    async def events_after(
+        self, seq: int, limit: int = 1000, entity_id: str | None = None
+    ) -> list[StoredEvent]: ...
+
+    async def last_seq(self) -> int: ...
+
+    async def wait_for_change(self, after_seq: int, timeout: float) -> int: ...
+
+    async def verify_projections(self) -> list[str]: ...
+
+    async def rebuild_projections(self) -> int: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,294 @@
+"""Projections: pure functions from an event to table rows.
+
+The same handlers run inside the write transaction (live) and during `rebuild` (replay),
+so the two cannot drift. Handlers use only values carried by the event: never the clock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from .. import events as ev
+from ..events import StoredEvent
+
+Handler = Callable[[sqlite3.Connection, StoredEvent], None]
+_HANDLERS: dict[str, list[Handler]] = {}
+
+
+def projects(*types: type[ev.Payload]) -> Callable[[Handler], Handler]:
+    """Register a handler for payload types. Later features register their own tables."""
+
+    def wrap(fn: Handler) -> Handler:
+        for t in types:
+            _HANDLERS.setdefault(t.TYPE, []).append(fn)
+        return fn
+
+    return wrap
+
+
+def apply(conn: sqlite3.Connection, event: StoredEvent) -> None:
+    for handler in _HANDLERS.get(event.type, ()):
+        handler(conn, event)
+
+
+def _j(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+@projects(ev.TaskCreated)
+def _task_created(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.TaskCreated)
+    num = int(e.entity_id.split("-", 1)[1])
+    db.execute(
+        "INSERT INTO tasks (id, num, title, phase, spec, spec_ok, spec_problems, spec_version,"
+        " source, phase_reason, created_at, updated_at, last_seq)"
+        " VALUES (?, ?, ?, 'spec_draft', ?, ?, ?, 1, ?, ?, ?, ?, ?)",
+        (
+            e.entity_id, num, p.title, _j(p.spec), int(p.spec_ok), _j(p.spec_problems),
+            p.source, "; ".join(p.spec_problems), e.ts, e.ts, e.seq,
+        ),
+    )
+
+
+@projects(ev.TaskSpecUpdated)
+def _spec_updated(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.TaskSpecUpdated)
+    db.execute(
+        "UPDATE tasks SET spec=?, spec_ok=?, spec_problems=?, spec_version=spec_version+1,"
+        " phase_reason=?, updated_at=?, last_seq=? WHERE id=?",
+        (
+            _j(p.spec), int(p.spec_ok), _j(p.spec_problems), "; ".join(p.spec_problems),
+            e.ts, e.seq, e.entity_id,
+        ),
+    )
+
+
+@projects(ev.TaskTransitioned)
+def _transitioned(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.TaskTransitioned)
+    db.execute(
+        "INSERT INTO phase_history VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (e.seq, e.entity_id, p.from_phase, p.to_phase, e.actor, e.role, p.reason, p.attempt, e.ts),
+    )
+    extra = ", attempts=0" if p.reset_attempts else ""
+    circuit = "" if p.to_phase == "circuit_open" else ", circuit=NULL"
+    db.execute(
+        f"UPDATE tasks SET phase=?, phase_reason=?, updated_at=?, last_seq=?{extra}{circuit}"
+        " WHERE id=?",
+        (p.to_phase, p.reason, e.ts, e.seq, e.entity_id),
+    )
+
+
+@projects(ev.ReviewAppended)
+def _review(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.ReviewAppended)
+    db.execute(
+        "INSERT INTO reviews VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?,"
+        " (SELECT spec_version FROM tasks WHERE id=?), ?)",
+        (
+            e.seq, e.entity_id, p.kind, p.stage, p.reviewer, p.verdict, _j(p.findings),
+            _j(p.details), p.attempt, e.entity_id, e.ts,
+        ),
+    )
+    _touch(db, e)
+
+
+@projects(ev.AttemptStarted)
+def _attempt_started(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.AttemptStarted)
+    db.execute(
+        "INSERT INTO attempts (task_id, n, model, runtime, escalated, status, reason, started_at,"
+        " heartbeats) VALUES (?, ?, ?, ?, ?, 'running', '', ?, 0)",
+        (e.entity_id, p.attempt, p.model, p.runtime, int(p.escalated), e.ts),
+    )
+    db.execute(
+        "UPDATE tasks SET attempts=?, retry_not_before=NULL, retry_escalate=0, updated_at=?,"
+        " last_seq=? WHERE id=?",
+        (p.attempt, e.ts, e.seq, e.entity_id),
+    )
+
+
+@projects(ev.AttemptHeartbeat)
+def _heartbeat(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.AttemptHeartbeat)
+    db.execute(
+        "UPDATE attempts SET heartbeat_at=?, heartbeats=heartbeats+1 WHERE task_id=? AND n=?",
+        (e.ts, e.entity_id, p.attempt),
+    )
+
+
+@projects(ev.AttemptCheckpoint)
+def _checkpoint(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.AttemptCheckpoint)
+    db.execute(
+        "UPDATE attempts SET checkpoint=?, heartbeat_at=? WHERE task_id=? AND n=?",
+        (_j(p.data), e.ts, e.entity_id, p.attempt),
+    )
+
+
+@projects(ev.AttemptFinished)
+def _attempt_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.AttemptFinished)
+    db.execute(
+        "UPDATE attempts SET status=?, reason=?, output=?, finished_at=? WHERE task_id=? AND n=?",
+        (p.status, p.reason, _j(p.output), e.ts, e.entity_id, p.attempt),
+    )
+    _touch(db, e)
+
+
+@projects(ev.RetryScheduled)
+def _retry(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.RetryScheduled)
+    db.execute(
+        "INSERT INTO retries VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (e.seq, e.entity_id, p.attempt, p.next_attempt, p.reason, p.not_before,
+         int(p.escalate), e.ts),
+    )
+    db.execute(
+        "UPDATE tasks SET retry_not_before=?, retry_escalate=?, updated_at=?, last_seq=?"
+        " WHERE id=?",
+        (p.not_before, int(p.escalate), e.ts, e.seq, e.entity_id),
+    )
+
+
+@projects(ev.CircuitOpened)
+def _circuit(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.CircuitOpened)
+    db.execute(
+        "UPDATE tasks SET circuit=?, updated_at=?, last_seq=? WHERE id=?",
+        (_j(p.model_dump(mode="json")), e.ts, e.seq, e.entity_id),
+    )
+
+
+@projects(ev.ArtifactRecorded)
+def _artifact(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.ArtifactRecorded)
+    db.execute(
+        "INSERT INTO artifacts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (e.seq, e.entity_id, p.attempt, p.name, p.uri, p.digest, p.summary, e.ts),
+    )
+    _touch(db, e)
+
+
+@projects(ev.SideEffectPlanned)
+def _effect_planned(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.SideEffectPlanned)
+    db.execute(
+        "INSERT INTO side_effects VALUES (?, ?, ?, ?, ?, ?, ?, 'planned', '', ?, NULL)",
+        (p.effect_id, e.entity_id, p.attempt, p.kind, p.description, p.target, p.idem_key, e.ts),
+    )
+    _touch(db, e)
+
+
+@projects(ev.SideEffectIntent)
+def _effect_intent(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.SideEffectIntent)
+    db.execute("UPDATE side_effects SET status='intent' WHERE effect_id=?", (p.effect_id,))
+
+
+@projects(ev.SideEffectDone)
+def _effect_done(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.SideEffectDone)
+    db.execute(
+        "UPDATE side_effects SET status='done', result=?, done_at=? WHERE effect_id=?",
+        (p.result, e.ts, p.effect_id),
+    )
+    _touch(db, e)
+
+
+@projects(ev.ApprovalRequested)
+def _approval_requested(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.ApprovalRequested)
+    db.execute(
+        "INSERT INTO approvals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', NULL, NULL,"
+        " '', ?)",
+        (
+            e.entity_id, p.kind, p.subject, p.title, p.prompt, _j(p.context), p.preview,
+            e.actor, e.role, e.ts, p.required_approver, int(p.require_different_approver), e.seq,
+        ),
+    )
+
+
+@projects(ev.ApprovalDecided)
+def _approval_decided(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.ApprovalDecided)
+    db.execute(
+        "UPDATE approvals SET status=?, decided_by=?, decided_at=?, reason=? WHERE id=?",
+        (p.decision, e.actor, e.ts, p.reason, e.entity_id),
+    )
+
+
+@projects(ev.PermissionRefused)
+def _refused(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.PermissionRefused)
+    db.execute(
+        "INSERT INTO refusals VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (e.seq, e.actor, e.role, p.action, p.target, p.reason, e.ts),
+    )
+
+
+@projects(ev.LeaseAcquired)
+def _lease_acquired(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.LeaseAcquired)
+    db.execute(
+        "INSERT INTO leases VALUES (?, ?, ?, ?, 0) ON CONFLICT(name) DO UPDATE SET"
+        " owner=excluded.owner, expires_at=excluded.expires_at, since=excluded.since, released=0",
+        (e.entity_id, p.owner, p.expires_at, e.ts),
+    )
+
+
+@projects(ev.LeaseRenewed)
+def _lease_renewed(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.LeaseRenewed)
+    db.execute(
+        "UPDATE leases SET expires_at=? WHERE name=? AND owner=?",
+        (p.expires_at, e.entity_id, p.owner),
+    )
+
+
+@projects(ev.LeaseReleased)
+def _lease_released(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.LeaseReleased)
+    db.execute(
+        "UPDATE leases SET released=1, expires_at=? WHERE name=? AND owner=?",
+        (e.ts, e.entity_id, p.owner),
+    )
+
+
+@projects(ev.AgentUsage)
+def _usage(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.AgentUsage)
+    db.execute(
+        "INSERT INTO usage VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT(subject, agent, model) DO UPDATE"
+        " SET calls=calls+1, prompt_tokens=prompt_tokens+excluded.prompt_tokens,"
+        " completion_tokens=completion_tokens+excluded.completion_tokens",
+        (e.entity_id, p.agent, p.model, p.prompt_tokens, p.completion_tokens),
+    )
+
+
+def _touch(db: sqlite3.Connection, e: StoredEvent) -> None:
+    db.execute("UPDATE tasks SET updated_at=?, last_seq=? WHERE id=?", (e.ts, e.seq, e.entity_id))

@@ -1,0 +1,135 @@
+"""Versioned schema. The log table is permanent; projection tables are derived and rebuildable.
+
+`PRAGMA application_id` marks a file as a clawtower store and `PRAGMA user_version` holds
+the schema version, so a foreign or newer file is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+APPLICATION_ID = 0x436C5457  # "ClTW"
+
+LOG_SCHEMA = """
+CREATE TABLE events (
+    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts        REAL    NOT NULL,
+    entity    TEXT    NOT NULL,
+    entity_id TEXT    NOT NULL,
+    type      TEXT    NOT NULL,
+    actor     TEXT    NOT NULL,
+    role      TEXT    NOT NULL,
+    payload   TEXT    NOT NULL,
+    idem_key  TEXT    UNIQUE
+);
+CREATE INDEX events_by_entity ON events(entity, entity_id, seq);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+"""
+
+# Projection tables: everything here can be dropped and rebuilt from `events`.
+PROJECTION_SCHEMA = """
+CREATE TABLE tasks (
+    id            TEXT PRIMARY KEY,
+    num           INTEGER NOT NULL UNIQUE,
+    title         TEXT NOT NULL,
+    phase         TEXT NOT NULL,
+    spec          TEXT NOT NULL,
+    spec_ok       INTEGER NOT NULL,
+    spec_problems TEXT NOT NULL,
+    spec_version  INTEGER NOT NULL,
+    source        TEXT,
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    retry_not_before REAL,
+    retry_escalate INTEGER NOT NULL DEFAULT 0,
+    circuit       TEXT,
+    phase_reason  TEXT NOT NULL DEFAULT '',
+    created_at    REAL NOT NULL,
+    updated_at    REAL NOT NULL,
+    last_seq      INTEGER NOT NULL
+);
+CREATE INDEX tasks_by_phase ON tasks(phase, num);
+CREATE TABLE phase_history (
+    seq INTEGER PRIMARY KEY, task_id TEXT NOT NULL, from_phase TEXT NOT NULL,
+    to_phase TEXT NOT NULL, actor TEXT NOT NULL, role TEXT NOT NULL, reason TEXT NOT NULL,
+    attempt INTEGER NOT NULL, at REAL NOT NULL
+);
+CREATE INDEX phase_history_by_task ON phase_history(task_id, seq);
+CREATE TABLE reviews (
+    seq INTEGER PRIMARY KEY, task_id TEXT NOT NULL, kind TEXT NOT NULL, stage TEXT NOT NULL,
+    reviewer TEXT NOT NULL, verdict TEXT NOT NULL, findings TEXT NOT NULL,
+    details TEXT NOT NULL, attempt INTEGER NOT NULL, spec_version INTEGER NOT NULL,
+    at REAL NOT NULL
+);
+CREATE INDEX reviews_by_task ON reviews(task_id, seq);
+CREATE TABLE attempts (
+    task_id TEXT NOT NULL, n INTEGER NOT NULL, model TEXT NOT NULL, runtime TEXT NOT NULL,
+    escalated INTEGER NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL,
+    started_at REAL NOT NULL, finished_at REAL, heartbeat_at REAL, heartbeats INTEGER NOT NULL,
+    checkpoint TEXT, output TEXT,
+    PRIMARY KEY (task_id, n)
+);
+CREATE TABLE retries (
+    seq INTEGER PRIMARY KEY, task_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+    next_attempt INTEGER NOT NULL, reason TEXT NOT NULL, not_before REAL NOT NULL,
+    escalate INTEGER NOT NULL, at REAL NOT NULL
+);
+CREATE INDEX retries_by_task ON retries(task_id, seq);
+CREATE TABLE artifacts (
+    seq INTEGER PRIMARY KEY, task_id TEXT NOT NULL, attempt INTEGER NOT NULL, name TEXT NOT NULL,
+    uri TEXT NOT NULL, digest TEXT NOT NULL, summary TEXT NOT NULL, at REAL NOT NULL
+);
+CREATE INDEX artifacts_by_task ON artifacts(task_id, seq);
+CREATE TABLE side_effects (
+    effect_id TEXT PRIMARY KEY, task_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+    kind TEXT NOT NULL, description TEXT NOT NULL, target TEXT NOT NULL,
+    idem_key TEXT NOT NULL UNIQUE, status TEXT NOT NULL, result TEXT NOT NULL,
+    planned_at REAL NOT NULL, done_at REAL
+);
+CREATE INDEX side_effects_by_task ON side_effects(task_id, status);
+CREATE TABLE approvals (
+    id TEXT PRIMARY KEY, kind TEXT NOT NULL, subject TEXT NOT NULL, title TEXT NOT NULL,
+    prompt TEXT NOT NULL, context TEXT NOT NULL, preview TEXT NOT NULL,
+    requested_by TEXT NOT NULL, requested_role TEXT NOT NULL, requested_at REAL NOT NULL,
+    required_approver TEXT, require_different INTEGER NOT NULL,
+    status TEXT NOT NULL, decided_by TEXT, decided_at REAL, reason TEXT NOT NULL,
+    seq INTEGER NOT NULL
+);
+CREATE INDEX approvals_by_status ON approvals(status, seq);
+CREATE INDEX approvals_by_subject ON approvals(subject, seq);
+CREATE TABLE refusals (
+    seq INTEGER PRIMARY KEY, actor TEXT NOT NULL, role TEXT NOT NULL, action TEXT NOT NULL,
+    target TEXT NOT NULL, reason TEXT NOT NULL, at REAL NOT NULL
+);
+CREATE TABLE leases (
+    name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL, since REAL NOT NULL,
+    released INTEGER NOT NULL
+);
+CREATE TABLE usage (
+    subject TEXT NOT NULL, agent TEXT NOT NULL, model TEXT NOT NULL,
+    calls INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+    PRIMARY KEY (subject, agent, model)
+);
+"""
+
+PROJECTION_TABLES: dict[str, str] = {
+    # table -> ORDER BY used to compare live and rebuilt projections
+    "tasks": "id",
+    "phase_history": "seq",
+    "reviews": "seq",
+    "attempts": "task_id, n",
+    "retries": "seq",
+    "artifacts": "seq",
+    "side_effects": "effect_id",
+    "approvals": "id",
+    "refusals": "seq",
+    "leases": "name",
+    "usage": "subject, agent, model",
+}
+
+# (version, script). Version 1 creates everything; later versions append here.
+MIGRATIONS: list[tuple[int, str]] = [
+    (1, LOG_SCHEMA + PROJECTION_SCHEMA),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,478 @@
+"""SQLite store: WAL, one writer connection per process with group commit, separate readers.
+
+Why this shape (see durability notes in the README):
+- every write transaction starts with BEGIN IMMEDIATE, so busy waits honour busy_timeout;
+- a single writer task drains a queue of commands and runs a whole batch in ONE call on the
+  writer connection's thread (one await per batch instead of one per statement), each command
+  inside its own SAVEPOINT so one failing command never poisons the others;
+- callers are answered only after COMMIT: an acknowledged write is a durable write;
+- readers use their own connection in autocommit mode: no read transaction outlives a query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from ..clock import Clock, SystemClock
+from ..errors import ClawError, StoreClosed, StoreError
+from ..events import NewEvent, StoredEvent, decode
+from . import projections
+from .interface import Command
+from .schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS, PROJECTION_SCHEMA, PROJECTION_TABLES
+
+T = TypeVar("T")
+
+MAX_BATCH = 512
+BUSY_TIMEOUT_MS = 30_000
+
+
+def _dict_factory(cursor: sqlite3.Cursor, row: Sequence[Any]) -> dict[str, Any]:
+    return {d[0]: v for d, v in zip(cursor.description, row, strict=True)}
+
+
+class _Tx:
+    """The WriteTx handed to commands; lives on the writer thread only."""
+
+    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
+        self.conn = conn
+        self.now = now
+        self.deferred: Exception | None = None
+        self.emitted: list[StoredEvent] = []
+
+    def emit(self, event: NewEvent) -> StoredEvent:
+        payload_json = event.payload.model_dump_json()
+        cur = self.conn.execute(
+            "INSERT INTO events (ts, entity, entity_id, type, actor, role, payload, idem_key)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (self.now, event.entity, event.entity_id, event.type, event.actor, event.role,
+             payload_json, event.idem_key),
+        )
+        stored = StoredEvent(
+            seq=int(cur.lastrowid or 0), ts=self.now, entity=event.entity,
+            entity_id=event.entity_id, type=event.type, actor=event.actor, role=event.role,
+            payload=event.payload, idem_key=event.idem_key,
+        )
+        projections.apply(self.conn, stored)
+        self.emitted.append(stored)
+        return stored
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        cur = self.conn.execute(sql, params)
+        row = cur.fetchone()
+        cur.close()
+        return None if row is None else _dict_factory(cur, row)
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        cur = self.conn.execute(sql, params)
+        return [_dict_factory(cur, r) for r in cur.fetchall()]
+
+    def defer_error(self, error: Exception) -> None:
+        self.deferred = error
+
+
+@dataclass
+class _Job:
+    command: Command[Any]
+    future: asyncio.Future[Any]
+
+
+@dataclass
+class _BatchResult:
+    outcomes: list[tuple[bool, Any]] = field(default_factory=list)
+    last_seq: int = 0
+
+
+def _connect_sync(path: str, synchronous: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    return conn
+
+
+def check_and_migrate(conn: sqlite3.Connection, path: str) -> int:
+    """Refuse foreign or newer files; create or migrate ours. Returns the schema version."""
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: not a clawtower store ({exc})") from None
+    if app_id != APPLICATION_ID and (app_id != 0 or tables):
+        raise StoreError(f"{path}: not a clawtower store (foreign SQLite database)")
+    if version > LATEST_VERSION:
+        raise StoreError(
+            f"{path}: written by a newer clawtower (schema v{version}; this build reads up to "
+            f"v{LATEST_VERSION}); upgrade clawtower"
+        )
+    if version == LATEST_VERSION:
+        return int(version)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
+        for target, script in MIGRATIONS:
+            if target <= version:
+                continue
+            for statement in _split(script):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={target}")
+            version = target
+        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return int(version)
+
+
+def _split(script: str) -> list[str]:
+    """Split a schema script into statements (triggers contain inner semicolons)."""
+    out: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out
+
+
+class SQLiteStore:
+    """The embedded store. Create with `await open_store(path)`."""
+
+    def __init__(self, path: str, synchronous: str, clock: Clock) -> None:
+        self.path = path
+        self.synchronous = synchronous
+        self.clock = clock
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._queue: asyncio.Queue[_Job | None] = asyncio.Queue()
+        self._writer_task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._last_seq = 0
+        self._changed = asyncio.Condition()
+        self.batches = 0
+        self.commands = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def _open(self) -> None:
+        path = Path(self.path)
+        if str(path) != ":memory:":
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{self.path}: cannot create the store's folder ({exc.strerror})"
+                ) from None
+            if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+                raise StoreError(f"{self.path}: store file is not readable and writable")
+            if path.is_dir():
+                raise StoreError(f"{self.path}: is a directory, not a store file")
+        try:
+            self._writer = await aiosqlite.connect(
+                self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+            )
+            await self._writer._execute(self._init_writer)  # type: ignore[no-untyped-call]
+            self._reader = await aiosqlite.connect(
+                f"file:{Path(self.path).resolve()}?mode=ro", uri=True, isolation_level=None,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+            self._reader.row_factory = _dict_factory  # type: ignore[assignment]
+            await self._reader.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            await self._reader.execute("PRAGMA query_only=1")
+        except sqlite3.OperationalError as exc:
+            await self._close_connections()
+            raise StoreError(f"{self.path}: cannot open store ({exc})") from None
+        except BaseException:
+            await self._close_connections()
+            raise
+        self._last_seq = await self.last_seq()
+        self._writer_task = asyncio.create_task(self._writer_loop(), name="clawtower-writer")
+
+    def _init_writer(self) -> None:
+        assert self._writer is not None
+        conn = self._writer._conn
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        try:
+            check_and_migrate(conn, self.path)
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"{self.path}: cannot write the store ({exc})") from None
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal" and self.path != ":memory:":
+            raise StoreError(f"{self.path}: could not switch the store to WAL mode (got {mode})")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._writer_task is not None:
+            await self._queue.put(None)
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer_task
+        await self._close_connections()
+
+    async def _close_connections(self) -> None:
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+        self._reader = self._writer = None
+
+    async def __aenter__(self) -> SQLiteStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ writing
+
+    async def execute(self, command: Command[T]) -> T:
+        """Run `command` in a write transaction (batched with others); return its result."""
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        await self._queue.put(_Job(command, fut))
+        # Shielded: a cancelled caller never cancels a command mid-transaction; the command
+        # either commits whole or not at all.
+        return await asyncio.shield(fut)
+
+    async def append(self, events: Sequence[NewEvent]) -> list[int]:
+        """Append pre-validated events atomically. Returns their sequence numbers."""
+        evs = list(events)
+
+        def command(tx: Any) -> list[int]:
+            return [tx.emit(e).seq for e in evs]
+
+        return await self.execute(command)
+
+    async def _writer_loop(self) -> None:
+        assert self._writer is not None
+        stopping = False
+        while not stopping:
+            job = await self._queue.get()
+            if job is None:
+                break
+            jobs = [job]
+            while len(jobs) < MAX_BATCH:
+                try:
+                    nxt = self._queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    break
+                if nxt is None:
+                    stopping = True
+                    break
+                jobs.append(nxt)
+            try:
+                result: _BatchResult = await self._writer._execute(  # type: ignore[no-untyped-call]
+                    self._run_batch, jobs)
+            except Exception as exc:  # the COMMIT itself failed: nobody's write landed
+                err = exc if isinstance(exc, ClawError) else StoreError(
+                    f"{self.path}: write failed ({exc})"
+                )
+                for j in jobs:
+                    if not j.future.done():
+                        j.future.set_exception(err)
+                continue
+            self.batches += 1
+            self.commands += len(jobs)
+            for j, (ok, value) in zip(jobs, result.outcomes, strict=True):
+                if j.future.done():
+                    continue
+                if ok:
+                    j.future.set_result(value)
+                else:
+                    j.future.set_exception(value)
+            if result.last_seq > self._last_seq:
+                self._last_seq = result.last_seq
+                async with self._changed:
+                    self._changed.notify_all()
+
+    def _run_batch(self, jobs: list[_Job]) -> _BatchResult:
+        """Runs on the writer thread: one IMMEDIATE transaction, a savepoint per command."""
+        assert self._writer is not None
+        conn = self._writer._conn
+        now = self.clock.now()
+        result = _BatchResult()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for job in jobs:
+                tx = _Tx(conn, now)
+                conn.execute("SAVEPOINT cmd")
+                try:
+                    value = job.command(tx)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO cmd")
+                    conn.execute("RELEASE cmd")
+                    result.outcomes.append((False, _wrap(exc, self.path)))
+                    continue
+                conn.execute("RELEASE cmd")
+                if tx.deferred is not None:
+                    result.outcomes.append((False, tx.deferred))
+                else:
+                    result.outcomes.append((True, value))
+                if tx.emitted:
+                    result.last_seq = tx.emitted[-1].seq
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        return result
+
+    # ------------------------------------------------------------------ reading
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        if self._reader is None:
+            raise StoreClosed("the store is closed")
+        # execute_fetchall runs the statement to completion in ONE call on the reader's
+        # thread: interleaved execute/fetch calls from concurrent coroutines would keep a
+        # statement open and pin an old snapshot for everyone sharing the connection.
+        rows = await self._reader.execute_fetchall(sql, params)
+        return list(rows)  # type: ignore[arg-type]
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+    async def last_seq(self) -> int:
+        row = await self.fetchone("SELECT coalesce(max(seq), 0) AS s FROM events")
+        return int(row["s"]) if row else 0
+
+    async def events_after(
+        self, seq: int, limit: int = 1000, entity_id: str | None = None
+    ) -> list[StoredEvent]:
+        if entity_id is None:
+            rows = await self.fetchall(
+                "SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+            )
+        else:
+            rows = await self.fetchall(
+                "SELECT * FROM events WHERE entity_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (entity_id, seq, limit),
+            )
+        return [row_to_event(r) for r in rows]
+
+    async def wait_for_change(self, after_seq: int, timeout: float) -> int:
+        """Return the newest seq once it passes `after_seq` (own writes wake us at once;
+        other processes' writes are seen by polling), or the current seq on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if self._last_seq > after_seq:
+                return self._last_seq
+            seq = await self.last_seq()
+            if seq > after_seq:
+                self._last_seq = max(self._last_seq, seq)
+                return seq
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return seq
+            async with self._changed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), min(remaining, 0.1))
+
+    # ------------------------------------------------------------------ replay
+
+    async def verify_projections(self) -> list[str]:
+        """Replay the log into fresh projections and list every difference with the live ones."""
+        return await asyncio.to_thread(verify_file, self.path)
+
+    async def rebuild_projections(self) -> int:
+        """Throw the projections away and rebuild them from the log, in one write transaction."""
+
+        def command(tx: Any) -> int:
+            conn: sqlite3.Connection = tx.conn
+            for table in PROJECTION_TABLES:
+                conn.execute(f"DELETE FROM {table}")
+            n = 0
+            for row in conn.execute("SELECT * FROM events ORDER BY seq").fetchall():
+                projections.apply(conn, _tuple_to_event(row))
+                n += 1
+            return n
+
+        return await self.execute(command)
+
+
+def row_to_event(r: dict[str, Any]) -> StoredEvent:
+    return StoredEvent(
+        seq=r["seq"], ts=r["ts"], entity=r["entity"], entity_id=r["entity_id"], type=r["type"],
+        actor=r["actor"], role=r["role"], payload=decode(r["type"], r["payload"]),
+        idem_key=r["idem_key"],
+    )
+
+
+def _tuple_to_event(r: Sequence[Any]) -> StoredEvent:
+    seq, ts, entity, entity_id, type_, actor, role, payload, idem = r
+    return StoredEvent(
+        seq=seq, ts=ts, entity=entity, entity_id=entity_id, type=type_, actor=actor, role=role,
+        payload=decode(type_, payload), idem_key=idem,
+    )
+
+
+def verify_file(path: str) -> list[str]:
+    """Compare live projections with a replay, inside one read snapshot of `path`."""
+    live = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, isolation_level=None)
+    fresh = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        live.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        for statement in _split(PROJECTION_SCHEMA):
+            fresh.execute(statement)
+        live.execute("BEGIN")  # one snapshot for the log and the projections
+        fresh.execute("BEGIN")
+        for row in live.execute("SELECT * FROM events ORDER BY seq"):
+            projections.apply(fresh, _tuple_to_event(row))
+        fresh.execute("COMMIT")
+        problems: list[str] = []
+        for table, order in PROJECTION_TABLES.items():
+            a = live.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+            b = fresh.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+            if a != b:
+                sa, sb = set(a), set(b)
+                problems.append(
+                    f"{table}: {len(a)} live rows vs {len(b)} replayed; "
+                    f"{len(sa - sb)} only live, {len(sb - sa)} only replayed"
+                )
+        live.execute("COMMIT")
+        return problems
+    finally:
+        live.close()
+        fresh.close()
+
+
+def _wrap(exc: Exception, path: str) -> Exception:
+    if isinstance(exc, ClawError):
+        return exc
+    if isinstance(exc, sqlite3.IntegrityError) and "idem_key" in str(exc):
+        return StoreError(f"{path}: duplicate idempotency key ({exc})")
+    if isinstance(exc, sqlite3.Error):
+        return StoreError(f"{path}: write failed ({exc})")
+    return exc
+
+
+async def open_store(
+    path: str | os.PathLike[str], *, synchronous: str = "NORMAL", clock: Clock | None = None
+) -> SQLiteStore:
+    """Open (creating or migrating) the store at `path`."""
+    if synchronous.upper() not in {"NORMAL", "FULL", "OFF", "EXTRA"}:
+        raise StoreError(f"synchronous: unknown mode {synchronous!r}")
+    store = SQLiteStore(os.fspath(path), synchronous.upper(), clock or SystemClock())
+    await store._open()
+    return store
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

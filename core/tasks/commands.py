@@ -1,0 +1,473 @@
+"""Task protocol write commands. Each runs inside one write transaction (see core.store).
+
+Every command checks the permissions matrix first; a refused write is itself recorded as a
+`permission.refused` event and answered with PermissionDenied. Phase guards read stored
+evidence (reviews, attempts, approvals), never agent text.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+from .. import events as ev
+from ..errors import Conflict, IllegalTransition, NotFound, PermissionDenied, ValidationError
+from ..events import NewEvent
+from ..store.interface import WriteTx
+from .permissions import Action, Role, allowed
+from .phases import (
+    ESCALATE_AT_ATTEMPT,
+    MAX_ATTEMPTS,
+    TERMINAL,
+    TRANSITIONS,
+    UNBLOCK_OPTIONS,
+    Phase,
+    backoff_seconds,
+)
+from .spec import TaskSpec, spec_problems
+
+SPEC_VERDICTS = ("approved", "changes_requested", "blocked")
+QUALITY_VERDICTS = ("approve", "rework")
+RISKS = ("low", "medium", "high")
+
+
+def check_permission(tx: WriteTx, actor: str, role: Role, action: Action, target: str) -> bool:
+    """True if allowed; otherwise records the refusal and defers a PermissionDenied."""
+    if allowed(role, action):
+        return True
+    reason = f"role {role.value} may not {action.value}"
+    tx.emit(NewEvent(entity_id=target, actor=actor, role=role.value,
+                     payload=ev.PermissionRefused(action=action.value, target=target,
+                                                  reason=reason)))
+    tx.defer_error(PermissionDenied(f"{target}: {reason} (actor {actor})"))
+    return False
+
+
+def load_task(tx: WriteTx, task_id: str) -> dict[str, Any]:
+    row = tx.one("SELECT * FROM tasks WHERE id=?", (task_id,))
+    if row is None:
+        raise NotFound(f"task {task_id!r}: no such task")
+    return row
+
+
+def create_task(tx: WriteTx, spec: TaskSpec, actor: str, role: Role,
+                source: str | None = None) -> str | None:
+    if not check_permission(tx, actor, role, Action.TASK_CREATE, "task"):
+        return None
+    row = tx.one("SELECT coalesce(max(num), 0) + 1 AS n FROM tasks")
+    task_id = f"T-{row['n'] if row else 1}"
+    problems = spec_problems(spec)
+    tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.TaskCreated(
+        title=spec.display_title(), spec=spec.model_dump(mode="json"), spec_ok=not problems,
+        spec_problems=problems, source=source)))
+    return task_id
+
+
+def update_spec(tx: WriteTx, task_id: str, spec: TaskSpec, actor: str, role: Role) -> list[str]:
+    if not check_permission(tx, actor, role, Action.TASK_UPDATE_SPEC, task_id):
+        return []
+    task = load_task(tx, task_id)
+    if task["phase"] != Phase.SPEC_DRAFT:
+        raise IllegalTransition(
+            f"task {task_id}: the spec can only change in spec_draft (it is in {task['phase']})"
+        )
+    problems = spec_problems(spec)
+    tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.TaskSpecUpdated(
+        spec=spec.model_dump(mode="json"), spec_ok=not problems, spec_problems=problems)))
+    return problems
+
+
+def _latest_review(tx: WriteTx, task: dict[str, Any], stage: str) -> dict[str, Any] | None:
+    if stage == Phase.SPEC_REVIEW:
+        return tx.one(
+            "SELECT * FROM reviews WHERE task_id=? AND stage=? AND spec_version=?"
+            " AND seq > coalesce((SELECT max(seq) FROM phase_history WHERE task_id=?"
+            " AND to_phase='spec_review'), 0) ORDER BY seq DESC LIMIT 1",
+            (task["id"], stage, task["spec_version"], task["id"]),
+        )
+    return tx.one(
+        "SELECT * FROM reviews WHERE task_id=? AND stage=? AND attempt=?"
+        " ORDER BY seq DESC LIMIT 1",
+        (task["id"], stage, task["attempts"]),
+    )
+
+
+def _current_attempt(tx: WriteTx, task: dict[str, Any]) -> dict[str, Any] | None:
+    return tx.one("SELECT * FROM attempts WHERE task_id=? AND n=?", (task["id"], task["attempts"]))
+
+
+def _pending_effects(tx: WriteTx, task_id: str) -> list[dict[str, Any]]:
+    return tx.all(
+        "SELECT * FROM side_effects WHERE task_id=? AND status != 'done' ORDER BY planned_at,"
+        " effect_id", (task_id,),
+    )
+
+
+def _latest_approval(tx: WriteTx, task_id: str) -> dict[str, Any] | None:
+    return tx.one(
+        "SELECT * FROM approvals WHERE subject=? AND kind='task_side_effect'"
+        " ORDER BY seq DESC LIMIT 1", (task_id,),
+    )
+
+
+def guard(tx: WriteTx, task: dict[str, Any], dst: Phase) -> str | None:
+    """Why the evidence forbids moving `task` to `dst` (None = allowed).
+
+    The table says which moves exist; this says which are justified by what is stored.
+    """
+    src = Phase(task["phase"])
+    tid = task["id"]
+    if dst == Phase.FAILED or dst == Phase.CIRCUIT_OPEN:
+        return None  # the orchestrator may always stop or trip the breaker, with a reason
+    if src == Phase.SPEC_DRAFT and dst == Phase.SPEC_REVIEW:
+        if not task["spec_ok"]:
+            return f"the spec is not ready: {task['phase_reason'] or 'see spec problems'}"
+        return None
+    if src == Phase.SPEC_REVIEW and dst == Phase.EXECUTION_READY:
+        r = _latest_review(tx, task, Phase.SPEC_REVIEW)
+        if r is None or r["verdict"] != "approved":
+            return "no approving spec review of the current spec"
+        return None
+    if dst == Phase.EXECUTING:
+        if task["attempts"] >= MAX_ATTEMPTS:
+            return (f"attempt budget exhausted ({task['attempts']}/{MAX_ATTEMPTS}):"
+                    " open the circuit instead")
+        if src == Phase.RETRYING and task["retry_not_before"] is not None \
+                and tx.now < task["retry_not_before"]:
+            return f"retry backoff until {task['retry_not_before']:.3f} (now {tx.now:.3f})"
+        return None
+    if src == Phase.EXECUTING:
+        att = _current_attempt(tx, task)
+        status = att["status"] if att else "missing"
+        if dst == Phase.SPEC_GATE and status != "succeeded":
+            return f"attempt {task['attempts']} has not succeeded (status {status})"
+        if dst == Phase.RETRYING:
+            if status == "succeeded" or status == "running":
+                return f"attempt {task['attempts']} has not failed (status {status})"
+            if task["attempts"] >= MAX_ATTEMPTS:
+                return f"attempt budget exhausted ({task['attempts']}/{MAX_ATTEMPTS})"
+        return None
+    if src == Phase.SPEC_GATE:
+        r = _latest_review(tx, task, Phase.SPEC_GATE)
+        if r is None:
+            return f"no spec review of attempt {task['attempts']} yet"
+        if dst == Phase.QUALITY_GATE and r["verdict"] != "approved":
+            return f"the spec review says {r['verdict']}"
+        if dst == Phase.EXECUTION_READY and r["verdict"] == "approved":
+            return "the spec review approved the artifact: nothing to rework"
+        return None
+    if src == Phase.QUALITY_GATE:
+        r = _latest_review(tx, task, Phase.QUALITY_GATE)
+        if r is None:
+            return f"no quality review of attempt {task['attempts']} yet"
+        effects = _pending_effects(tx, tid)
+        if dst in (Phase.COMPLETED, Phase.AWAITING_APPROVAL) and r["verdict"] != "approve":
+            return f"the quality review recommends {r['verdict']}"
+        if dst == Phase.COMPLETED and effects:
+            return f"{len(effects)} planned side effect(s) need approval first"
+        if dst == Phase.AWAITING_APPROVAL and not effects:
+            return "no planned side effects to approve"
+        if dst == Phase.EXECUTION_READY and r["verdict"] == "approve":
+            return "the quality review approved: nothing to rework"
+        return None
+    if src == Phase.AWAITING_APPROVAL and dst == Phase.READY_TO_RESUME:
+        a = _latest_approval(tx, tid)
+        if a is None or a["status"] != "approved":
+            return f"approval {a['id'] if a else '(none)'} is {a['status'] if a else 'missing'}"
+        return None
+    if src == Phase.READY_TO_RESUME and dst == Phase.COMPLETED:
+        left = _pending_effects(tx, tid)
+        if left:
+            return f"{len(left)} approved side effect(s) not done yet"
+        return None
+    return None
+
+
+def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, role: Role,
+               *, model: str = "default", escalation_model: str | None = None,
+               failure_summary: str | None = None) -> dict[str, Any]:
+    """task_transition: the only way a phase moves. Orchestrator role only."""
+    if not check_permission(tx, actor, role, Action.TASK_TRANSITION, task_id):
+        return {}
+    if not reason.strip():
+        raise ValidationError("--reason: a transition needs a reason")
+    task = load_task(tx, task_id)
+    src = Phase(task["phase"])
+    if dst not in TRANSITIONS[src]:
+        allowed_next = ", ".join(sorted(p.value for p in TRANSITIONS[src])) or "none (terminal)"
+        raise IllegalTransition(
+            f"task {task_id}: {src.value} -> {dst.value} is not a legal transition"
+            f" (from {src.value}: {allowed_next})"
+        )
+    why_not = guard(tx, task, dst)
+    if why_not:
+        raise IllegalTransition(f"task {task_id}: {src.value} -> {dst.value} refused: {why_not}")
+    attempt = task["attempts"]
+    reset = src == Phase.CIRCUIT_OPEN
+    payload = ev.TaskTransitioned(from_phase=src.value, to_phase=dst.value, reason=reason,
+                                  attempt=attempt, reset_attempts=reset)
+    tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=payload))
+    if dst == Phase.EXECUTING:
+        n = attempt + 1
+        escalate = n >= ESCALATE_AT_ATTEMPT
+        chosen = escalation_model if (escalate and escalation_model) else model
+        tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.AttemptStarted(
+            attempt=n, model=chosen, escalated=bool(escalate and escalation_model))))
+    elif dst == Phase.RETRYING:
+        att = _current_attempt(tx, task)
+        failed_reason = (att or {}).get("reason") or reason
+        tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.RetryScheduled(
+            attempt=attempt, next_attempt=attempt + 1, reason=failed_reason,
+            not_before=tx.now + backoff_seconds(attempt),
+            escalate=attempt + 1 >= ESCALATE_AT_ATTEMPT)))
+    elif dst == Phase.CIRCUIT_OPEN:
+        last_good = tx.one(
+            "SELECT a.name, a.uri FROM artifacts a JOIN attempts t ON t.task_id=a.task_id"
+            " AND t.n=a.attempt WHERE a.task_id=? AND t.status='succeeded'"
+            " ORDER BY a.seq DESC LIMIT 1", (task_id,))
+        fails = tx.all("SELECT n, reason FROM attempts WHERE task_id=? AND status!='succeeded'"
+                       " ORDER BY n", (task_id,))
+        summary = failure_summary or "; ".join(
+            f"attempt {f['n']}: {f['reason'] or 'failed'}" for f in fails) or reason
+        tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.CircuitOpened(
+            failure_summary=summary, attempts=attempt,
+            last_good_artifact=(f"{last_good['name']} ({last_good['uri']})" if last_good else None),
+            unblock_options=UNBLOCK_OPTIONS)))
+    elif dst == Phase.AWAITING_APPROVAL:
+        effects = _pending_effects(tx, task_id)
+        request_approval(
+            tx, kind="task_side_effect", subject=task_id,
+            title=f"{task_id}: {len(effects)} side effect(s) of {task['title']!r}",
+            prompt=f"Allow {task_id} to perform its planned side effects?",
+            context={"task": task_id, "attempt": attempt, "phase": dst.value,
+                     "effects": [{k: e[k] for k in ("effect_id", "kind", "description",
+                                                       "target", "idem_key")} for e in effects]},
+            preview="\n".join(f"- {e['kind']}: {e['description']}"
+                              + (f" -> {e['target']}" if e["target"] else "") for e in effects),
+            actor=actor, role=role,
+        )
+    elif dst == Phase.FAILED and src == Phase.AWAITING_APPROVAL:
+        a = _latest_approval(tx, task_id)
+        if a is not None and a["status"] == "pending":
+            tx.emit(NewEvent(entity_id=a["id"], actor=actor, role=role.value,
+                             payload=ev.ApprovalDecided(decision="withdrawn", reason=reason)))
+    return {"task": task_id, "from": src.value, "to": dst.value, "attempt": attempt}
+
+
+def request_approval(tx: WriteTx, *, kind: str, subject: str, title: str, prompt: str,
+                     context: dict[str, Any], preview: str, actor: str, role: Role,
+                     required_approver: str | None = None,
+                     require_different_approver: bool = False) -> str:
+    """Add an item to the one approvals list (used by tasks now, by gates later)."""
+    for _ in range(16):
+        approval_id = secrets.token_hex(4)
+        if tx.one("SELECT 1 FROM approvals WHERE id=?", (approval_id,)) is None:
+            break
+    else:  # pragma: no cover - 16 collisions in 2^32 ids
+        raise ValidationError("could not allocate an approval id")
+    tx.emit(NewEvent(entity_id=approval_id, actor=actor, role=role.value,
+                     payload=ev.ApprovalRequested(
+                         kind=kind, subject=subject, title=title, prompt=prompt, context=context,
+                         preview=preview, required_approver=required_approver,
+                         require_different_approver=require_different_approver)))
+    return approval_id
+
+
+def decide_approval(tx: WriteTx, approval_id: str, approve: bool, by: str, reason: str,
+                    role: Role = Role.OPERATOR) -> dict[str, Any]:
+    """Approve or reject exactly once, by a named operator."""
+    if not by.strip():
+        raise ValidationError("--by: an approval needs the approver's name")
+    if not check_permission(tx, by, role, Action.APPROVAL_DECIDE, approval_id):
+        return {}
+    a = tx.one("SELECT * FROM approvals WHERE id=?", (approval_id,))
+    if a is None:
+        raise NotFound(f"approval {approval_id!r}: no such approval")
+    if a["status"] != "pending":
+        who = f" by {a['decided_by']}" if a["decided_by"] else ""
+        raise Conflict(f"approval {approval_id}: already {a['status']}{who}")
+    if a["required_approver"] and by != a["required_approver"]:
+        raise PermissionDenied(
+            f"approval {approval_id}: only {a['required_approver']} may decide it (not {by})")
+    if a["require_different"] and by == a["requested_by"]:
+        raise PermissionDenied(
+            f"approval {approval_id}: must be decided by someone other than {by}, who asked")
+    decision = "approved" if approve else "rejected"
+    tx.emit(NewEvent(entity_id=approval_id, actor=by, role=role.value,
+                     payload=ev.ApprovalDecided(decision=decision, reason=reason)))
+    return {"approval": approval_id, "decision": decision, "subject": a["subject"],
+            "kind": a["kind"]}
+
+
+# ----------------------------------------------------------------- reviewers' writes
+
+
+def append_review(tx: WriteTx, task_id: str, role: Role, reviewer: str, verdict: str,
+                  findings: list[dict[str, Any]], details: dict[str, Any] | None = None) -> int:
+    kind = "spec" if role == Role.SPEC_REVIEWER else "quality"
+    action = Action.REVIEW_SPEC if kind == "spec" else Action.REVIEW_QUALITY
+    if role not in (Role.SPEC_REVIEWER, Role.QUALITY_REVIEWER):
+        # record the refusal against the spec-review action: the role may not review at all
+        check_permission(tx, reviewer, role, Action.REVIEW_SPEC, task_id)
+        return 0
+    if not check_permission(tx, reviewer, role, action, task_id):
+        return 0
+    task = load_task(tx, task_id)
+    phase = task["phase"]
+    if kind == "spec":
+        if verdict not in SPEC_VERDICTS:
+            raise ValidationError(
+                f"--verdict: {verdict!r} is not one of {', '.join(SPEC_VERDICTS)}")
+        if phase not in (Phase.SPEC_REVIEW, Phase.SPEC_GATE):
+            raise IllegalTransition(
+                f"task {task_id}: is in {phase};"
+                " spec reviews are taken in spec_review or spec_gate")
+    else:
+        if verdict not in QUALITY_VERDICTS:
+            raise ValidationError(
+                f"--verdict: {verdict!r} is not one of {', '.join(QUALITY_VERDICTS)}")
+        if phase != Phase.QUALITY_GATE:
+            raise IllegalTransition(
+                f"task {task_id}: is in {phase}; quality reviews are taken in quality_gate")
+        details = dict(details or {})
+        risk = details.get("risk", "low")
+        if risk not in RISKS:
+            raise ValidationError(f"--risk: {risk!r} is not one of {', '.join(RISKS)}")
+        details.setdefault("risk", risk)
+        details.setdefault("maintainability", "")
+        details.setdefault("test_gaps", [])
+        details["recommendation"] = verdict
+    if verdict not in ("approved", "approve") and not findings:
+        raise ValidationError(f"--finding: a {verdict} verdict needs at least one finding")
+    stored = tx.emit(NewEvent(entity_id=task_id, actor=reviewer, role=role.value,
+                              payload=ev.ReviewAppended(
+                                  kind=kind, stage=phase, reviewer=reviewer, verdict=verdict,
+                                  findings=findings, details=details or {},
+                                  attempt=task["attempts"])))
+    return stored.seq
+
+
+def parse_finding(text: str) -> dict[str, Any]:
+    """'src/app.py:12: message' or 'artifact:report.md: message' -> {ref, text}; else text."""
+    head, sep, rest = text.partition(": ")
+    if sep and head and " " not in head and ("/" in head or "." in head or ":" in head):
+        return {"ref": head, "text": rest.strip()}
+    return {"ref": None, "text": text.strip()}
+
+
+# ----------------------------------------------------------------- executors' writes
+
+
+def _running_attempt(tx: WriteTx, task_id: str, attempt: int) -> dict[str, Any]:
+    task = load_task(tx, task_id)
+    if task["phase"] != Phase.EXECUTING or task["attempts"] != attempt:
+        raise IllegalTransition(
+            f"task {task_id}: attempt {attempt} is not the running attempt"
+            f" (phase {task['phase']}, attempt {task['attempts']})")
+    att = _current_attempt(tx, task)
+    if att is None or att["status"] != "running":
+        raise IllegalTransition(f"task {task_id}: attempt {attempt} already finished")
+    return task
+
+
+def heartbeat(tx: WriteTx, task_id: str, attempt: int, actor: str, role: Role,
+              note: str = "") -> None:
+    if check_permission(tx, actor, role, Action.ATTEMPT_HEARTBEAT, task_id):
+        _running_attempt(tx, task_id, attempt)
+        tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value,
+                         payload=ev.AttemptHeartbeat(attempt=attempt, note=note)))
+
+
+def checkpoint(tx: WriteTx, task_id: str, attempt: int, data: dict[str, Any], actor: str,
+               role: Role) -> None:
+    if check_permission(tx, actor, role, Action.ATTEMPT_CHECKPOINT, task_id):
+        _running_attempt(tx, task_id, attempt)
+        tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value,
+                         payload=ev.AttemptCheckpoint(attempt=attempt, data=data)))
+
+
+def record_artifact(tx: WriteTx, task_id: str, attempt: int, name: str, uri: str, actor: str,
+                    role: Role, digest: str = "", summary: str = "") -> None:
+    if check_permission(tx, actor, role, Action.ARTIFACT_RECORD, task_id):
+        _running_attempt(tx, task_id, attempt)
+        tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value,
+                         payload=ev.ArtifactRecorded(attempt=attempt, name=name, uri=uri,
+                                                     digest=digest, summary=summary)))
+
+
+def plan_side_effect(tx: WriteTx, task_id: str, attempt: int, kind: str, description: str,
+                     actor: str, role: Role, target: str = "") -> str | None:
+    if not check_permission(tx, actor, role, Action.SIDE_EFFECT_PLAN, task_id):
+        return None
+    _running_attempt(tx, task_id, attempt)
+    n = tx.one("SELECT count(*) AS c FROM side_effects WHERE task_id=?", (task_id,))
+    effect_id = f"{task_id}.e{(n['c'] if n else 0) + 1}"
+    idem_key = f"{task_id}/{effect_id}/{secrets.token_hex(8)}"
+    tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value,
+                     payload=ev.SideEffectPlanned(effect_id=effect_id, attempt=attempt,
+                                                  kind=kind, description=description,
+                                                  target=target, idem_key=idem_key)))
+    return effect_id
+
+
+def finish_attempt(tx: WriteTx, task_id: str, attempt: int, ok: bool, reason: str, actor: str,
+                   role: Role, output: dict[str, Any] | None = None,
+                   status: str | None = None) -> None:
+    if check_permission(tx, actor, role, Action.ATTEMPT_FINISH, task_id):
+        _running_attempt(tx, task_id, attempt)
+        tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value,
+                         payload=ev.AttemptFinished(
+                             attempt=attempt, status=status or ("succeeded" if ok else "failed"),
+                             reason=reason, output=output or {})))
+
+
+def effect_intent(tx: WriteTx, task_id: str, effect_id: str, actor: str, role: Role) -> str:
+    """Commit the intent before performing an effect; returns its idempotency key."""
+    if not check_permission(tx, actor, role, Action.SIDE_EFFECT_PERFORM, task_id):
+        return ""
+    task = load_task(tx, task_id)
+    if task["phase"] != Phase.READY_TO_RESUME:
+        raise IllegalTransition(f"task {task_id}: effects run only in ready_to_resume")
+    e = tx.one("SELECT * FROM side_effects WHERE effect_id=? AND task_id=?", (effect_id, task_id))
+    if e is None:
+        raise NotFound(f"side effect {effect_id!r}: no such effect")
+    if e["status"] == "planned":
+        tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value,
+                         payload=ev.SideEffectIntent(effect_id=effect_id,
+                                                     idem_key=e["idem_key"])))
+    return str(e["idem_key"])
+
+
+def effect_done(tx: WriteTx, task_id: str, effect_id: str, result: str, actor: str,
+                role: Role) -> None:
+    if not check_permission(tx, actor, role, Action.SIDE_EFFECT_PERFORM, task_id):
+        return
+    e = tx.one("SELECT * FROM side_effects WHERE effect_id=?", (effect_id,))
+    if e is None:
+        raise NotFound(f"side effect {effect_id!r}: no such effect")
+    if e["status"] == "done":
+        return
+    tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value,
+                     payload=ev.SideEffectDone(effect_id=effect_id, idem_key=e["idem_key"],
+                                               result=result)))
+
+
+def record_usage(tx: WriteTx, subject: str, agent: str, model: str, purpose: str,
+                 prompt_tokens: int, completion_tokens: int) -> None:
+    tx.emit(NewEvent(entity_id=subject, actor=agent, role=Role.SYSTEM.value,
+                     payload=ev.AgentUsage(agent=agent, model=model, purpose=purpose,
+                                           prompt_tokens=prompt_tokens,
+                                           completion_tokens=completion_tokens)))
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+__all__ = [
+    "TERMINAL", "append_review", "check_permission", "checkpoint", "create_task",
+    "decide_approval", "effect_done", "effect_intent", "finish_attempt", "guard", "heartbeat",
+    "parse_finding", "plan_side_effect", "record_artifact", "record_usage", "request_approval",
+    "transition", "update_spec",
+]
