@@ -1,0 +1,369 @@
+"""The operator console: a Textual app attached to one store, optionally driving an engine.
+
+Data flow: one async worker waits for the store to change (`wait_for_change` wakes at once for
+this process's writes and polls for other processes'), reads the delta (changed task rows,
+new events, pending approvals), and hands it to every screen inside `batch_update()`, at most
+once per `poll_interval`. Decisions go through the same core API as the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import time
+from collections.abc import Iterable
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import ModalScreen, Screen
+from textual.widgets import HelpPanel
+
+from core import (
+    AgentSet,
+    Approvals,
+    ClawError,
+    Engine,
+    JournalSink,
+    SimScript,
+    Store,
+    load_script,
+    open_store,
+)
+from core.config import effects_journal
+
+from .commands import ConsoleCommands, parse_command_line
+from .modals import CommandLineScreen, ConfirmScreen, ReasonScreen
+from .model import ConsoleModel, Delta, StoreFollower
+from .rowlist import RowList
+from .screens import (
+    ApprovalsScreen,
+    ConsoleScreen,
+    MeetingsScreen,
+    SessionsScreen,
+    TaskDetailScreen,
+    TasksScreen,
+)
+from .themes import ThemeLoad, load_themes, theme_folders, variable_defaults
+
+DEFAULT_THEME = "clawtower-dark"
+ACTIVE_PHASES = ("executing", "retrying", "spec_gate", "quality_gate", "ready_to_resume",
+                 "execution_ready", "spec_review")
+
+
+class View(Protocol):
+    def model_changed(self, delta: Delta) -> None: ...
+
+
+def default_operator() -> str:
+    name = os.environ.get("USER") or os.environ.get("USERNAME")
+    if not name:
+        with contextlib.suppress(Exception):
+            name = getpass.getuser()
+    return name or "operator"
+
+
+class ClawtowerApp(App[int]):
+    """The clawtower console."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "clawtower"
+    COMMANDS = App.COMMANDS | {ConsoleCommands}
+    MODES: ClassVar[dict[str, Any]] = {
+        "tasks": TasksScreen,
+        "approvals": ApprovalsScreen,
+        "meetings": MeetingsScreen,
+        "sessions": SessionsScreen,
+    }
+    DEFAULT_MODE = "tasks"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("1", "switch_mode('tasks')", "Tasks", id="mode.tasks",
+                tooltip="Tasks by phase"),
+        Binding("2", "switch_mode('approvals')", "Approvals", id="mode.approvals",
+                tooltip="Pending approvals"),
+        Binding("3", "switch_mode('meetings')", "Meetings", show=False, id="mode.meetings"),
+        Binding("4", "switch_mode('sessions')", "Sessions", show=False, id="mode.sessions"),
+        Binding("question_mark,f1", "toggle_help", "Keys", id="help",
+                tooltip="Show or hide the key panel"),
+        Binding("colon", "command_line", "Command", id="command-line",
+                tooltip="Type a command: approve ID, reject ID REASON, task ID, theme NAME, q"),
+        Binding("q", "quit_console", "Quit", id="quit", tooltip="Quit the console"),
+    ]
+
+    def __init__(self, db_path: str, *, run_engine: bool = True,
+                 agents_script: str | None = None, operator: str | None = None,
+                 poll_interval: float = 0.25) -> None:
+        # Script errors surface here, before the screen is taken over.
+        self.script: SimScript | None = load_script(agents_script) if agents_script else None
+        super().__init__()
+        self.db_path = str(db_path)
+        self.run_engine = run_engine
+        self.operator = operator or default_operator()
+        self.poll_interval = poll_interval
+        self.model = ConsoleModel()
+        self.store: Store | None = None
+        self.engine: Engine | None = None
+        self._engine_task: asyncio.Task[None] | None = None
+        self._follower: StoreFollower | None = None
+        self._views: list[View] = []
+        self.loaded = asyncio.Event()
+        self.deltas = 0
+        self.theme_load: ThemeLoad = load_themes(*theme_folders())
+        for theme in self.theme_load.themes:
+            self.register_theme(theme)
+        wanted = os.environ.get("CLAWTOWER_THEME") or os.environ.get("TEXTUAL_THEME")
+        if wanted and wanted in self.available_themes:
+            self.theme = wanted
+        elif DEFAULT_THEME in self.available_themes:
+            self.theme = DEFAULT_THEME
+
+    # ------------------------------------------------------------------ themes
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        theme = None
+        with contextlib.suppress(Exception):
+            theme = self.current_theme
+        return variable_defaults(theme)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def on_mount(self) -> None:
+        for problem in self.theme_load.problems:
+            self.log.warning(problem)
+            self.notify(problem, title="Theme skipped", severity="warning", timeout=10)
+        try:
+            self.store = await open_store(self.db_path)
+        except ClawError as exc:
+            self.exit(2, message=str(exc))
+            return
+        self._follower = StoreFollower(self.store, self.model)
+        try:
+            delta = await self._follower.load()
+        except ClawError as exc:
+            self.exit(1, message=str(exc))
+            return
+        self._deliver(delta)
+        self.loaded.set()
+        if self.run_engine:
+            agents = AgentSet.simulated(self.script) if self.script else AgentSet.simulated()
+            self.engine = Engine(self.store, agents,
+                                 effects=JournalSink(effects_journal(self.db_path)))
+            self._engine_task = asyncio.create_task(self._run_engine(), name="console-engine")
+        self.run_worker(self._follow(), group="follow", exclusive=True, exit_on_error=False)
+
+    async def _run_engine(self) -> None:
+        assert self.engine is not None
+        try:
+            await self.engine.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the console stays up; the store keeps the truth
+            self.log.error(f"engine stopped: {exc!r}")
+            self.notify(f"engine stopped: {exc}", title="Engine", severity="error", timeout=30)
+            self.engine = None
+
+    async def _follow(self) -> None:
+        assert self.store is not None and self._follower is not None
+        store, follower = self.store, self._follower
+        failures = 0
+        while True:
+            try:
+                newest = await store.wait_for_change(self.model.seq, timeout=2.0)
+                delta = await follower.poll(newest)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                if failures == 1:
+                    self.notify(f"reading the store: {exc}", severity="error", timeout=10)
+                await asyncio.sleep(1.0)
+                continue
+            failures = 0
+            self._deliver(delta)
+            if not delta.empty:
+                await asyncio.sleep(self.poll_interval)  # coalesce bursts: at most ~4 Hz
+
+    def _deliver(self, delta: Delta) -> None:
+        self.deltas += 1
+        with self.batch_update():
+            for view in list(self._views):
+                view.model_changed(delta)
+
+    async def on_unmount(self) -> None:
+        if self.engine is not None:
+            self.engine.stop()
+        if self._engine_task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._engine_task, 10)
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                await self.store.close()
+
+    def add_view(self, view: View) -> None:
+        if view not in self._views:
+            self._views.append(view)
+
+    def remove_view(self, view: View) -> None:
+        with contextlib.suppress(ValueError):
+            self._views.remove(view)
+
+    async def wait_loaded(self, timeout: float = 10.0) -> None:
+        await asyncio.wait_for(self.loaded.wait(), timeout)
+
+    def engine_status(self) -> str:
+        if self.engine is not None:
+            return "driving" if self.engine.holding else "standby"
+        lease = self.model.lease
+        if lease and not lease["released"] and lease["expires_at"] > time.time():
+            return "elsewhere"
+        return "none"
+
+    # ------------------------------------------------------------------ keys and commands
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # No mode switch or command line under a modal dialog: the dialog is waiting.
+        blocked = action in ("switch_mode", "command_line", "quit_console")
+        return not (blocked and isinstance(self.screen, ModalScreen))
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Tasks", "Mode 1: tasks by phase", partial(self.switch_mode, "tasks"))
+        yield SystemCommand("Approvals", "Mode 2: pending approvals",
+                            partial(self.switch_mode, "approvals"))
+
+    def action_toggle_help(self) -> None:
+        if self.screen.query(HelpPanel):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
+
+    def action_command_line(self) -> None:
+        self.push_screen(CommandLineScreen(), self.run_command_line)
+
+    def run_command_line(self, line: str | None) -> None:
+        if not line:
+            return
+        result = parse_command_line(self, line)
+        if isinstance(result, str):
+            self.notify(result, title="Command", severity="error")
+            return
+        self.call_later(result)
+
+    def filter_focused(self, text: str) -> None:
+        screen = self.screen
+        focused = screen.focused
+        if isinstance(focused, RowList) and isinstance(screen, ConsoleScreen):
+            focused.set_filter(text)
+            screen._filter_subtitle(focused)
+        else:
+            self.notify("filter: no list has focus", severity="warning")
+
+    def action_quit_console(self) -> None:
+        busy = sum(self.model.counts.get(p, 0) for p in ACTIVE_PHASES)
+        if self.engine is not None and self.engine.holding and busy:
+            self.push_screen(
+                ConfirmScreen("Quit the console?",
+                              f"This console's engine is driving {busy} task(s). They resume "
+                              "when an engine next runs on this store.", yes="Quit",
+                              destructive=True),
+                lambda ok: self.exit(0) if ok else None)
+            return
+        self.exit(0)
+
+    # ------------------------------------------------------------------ tasks
+
+    def open_task(self, task_id: str) -> None:
+        self.call_later(self._open_task, task_id)
+
+    async def _open_task(self, task_id: str) -> None:
+        if task_id not in self.model.tasks:
+            self.notify(f"task {task_id!r}: no such task", severity="error")
+            return
+        if self.current_mode != "tasks":
+            await self.switch_mode("tasks")
+        while isinstance(self.screen, TaskDetailScreen):
+            await self.pop_screen()
+        await self.push_screen(TaskDetailScreen(task_id))
+
+    # ------------------------------------------------------------------ approvals
+
+    def _describe(self, approval_id: str) -> dict[str, Any] | None:
+        a = self.model.approval(approval_id)
+        if a is None:
+            self.notify(f"approval {approval_id!r}: not pending (already decided, or no such id)",
+                        severity="error")
+        return a
+
+    def request_approve(self, approval_id: str) -> None:
+        """`a`: confirm (focus on No), then approve as the operator."""
+        a = self._describe(approval_id)
+        if a is None:
+            return
+        body = f"{a['title']}\n\n{a['prompt']}"
+        if a.get("preview"):
+            body += f"\n\n{a['preview']}"
+        body += f"\n\nDecided by {self.operator}."
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.decide(approval_id, approve=True)
+
+        self.push_screen(ConfirmScreen(f"Approve {approval_id}?", body, yes="Approve",
+                                       destructive=True), done)
+
+    def request_reject(self, approval_id: str) -> None:
+        """`r`: ask a reason, confirm (focus on No), then reject as the operator."""
+        a = self._describe(approval_id)
+        if a is None:
+            return
+
+        def confirmed(reason: str, ok: bool | None) -> None:
+            if ok:
+                self.decide(approval_id, approve=False, reason=reason)
+
+        def got_reason(reason: str | None) -> None:
+            if not reason:
+                return
+            self.push_screen(
+                ConfirmScreen(f"Reject {approval_id}?",
+                              f"{a['title']}\n\nReason: {reason}\n\nDecided by {self.operator}.",
+                              yes="Reject", destructive=True),
+                partial(confirmed, reason))
+
+        self.push_screen(ReasonScreen(f"Reject {approval_id}: why?", a["title"],
+                                      placeholder="reason (recorded with the decision)"),
+                         got_reason)
+
+    def decide(self, approval_id: str, *, approve: bool, reason: str = "") -> None:
+        self.run_worker(self._decide(approval_id, approve, reason), group="decide")
+
+    async def _decide(self, approval_id: str, approve: bool, reason: str) -> None:
+        if self.store is None:
+            return
+        approvals = Approvals(self.store)
+        try:
+            if approve:
+                await approvals.approve(approval_id, by=self.operator, reason=reason)
+            else:
+                await approvals.reject(approval_id, by=self.operator, reason=reason)
+        except ClawError as exc:
+            self.notify(str(exc), title="Not decided", severity="error")
+            return
+        verb = "approved" if approve else "rejected"
+        self.notify(f"{approval_id} {verb} by {self.operator}", title="Decided")
+
+
+def run_console(db_path: str, *, run_engine: bool = True, agents_script: str | None = None,
+                operator: str | None = None) -> int:
+    """Open the console on `db_path`; returns the process exit code."""
+    app = ClawtowerApp(str(Path(db_path).expanduser()), run_engine=run_engine,
+                       agents_script=agents_script, operator=operator)
+    app.run()
+    return int(app.return_code or 0)
+
+

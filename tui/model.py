@@ -1,0 +1,211 @@
+"""What the console knows about the store, kept current by one follower (no Textual here).
+
+`StoreFollower.poll()` reads what changed since the last seq it saw and returns a `Delta`:
+the task rows whose `last_seq` moved, the newest events for the log, and whether the
+pending approvals changed. The app applies deltas to `ConsoleModel` and hands them to the
+screens, so widgets update only the rows that changed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from core import Approvals, Phase, Store, StoredEvent
+
+TASK_COLUMNS = ("id, num, title, phase, attempts, spec_ok, phase_reason, created_at, updated_at,"
+                " last_seq")
+EVENT_LOG_SIZE = 500
+# Periodic lease renewals would drown the log; the lease's holder shows in the mode bar.
+QUIET_EVENTS = frozenset({"lease.renewed"})
+
+# Phases in the order an operator wants to see them: what waits on a human first,
+# then work in flight, then the finished.
+PHASE_ORDER: list[str] = [p.value for p in (
+    Phase.AWAITING_APPROVAL, Phase.CIRCUIT_OPEN, Phase.EXECUTING, Phase.RETRYING,
+    Phase.SPEC_GATE, Phase.QUALITY_GATE, Phase.READY_TO_RESUME, Phase.EXECUTION_READY,
+    Phase.SPEC_REVIEW, Phase.SPEC_DRAFT, Phase.COMPLETED, Phase.FAILED,
+)]
+
+PHASE_TONE: dict[str, str] = {
+    "awaiting_approval": "waiting", "circuit_open": "waiting",
+    "executing": "active", "retrying": "active", "spec_gate": "active",
+    "quality_gate": "active", "ready_to_resume": "active", "execution_ready": "active",
+    "spec_review": "active", "spec_draft": "idle", "completed": "done", "failed": "failed",
+}
+
+
+def fmt_time(ts: float | None) -> str:
+    """Absolute local wall time of an event (snapshots stay stable under a fixed clock/TZ)."""
+    if not ts:
+        return ""
+    return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+def fmt_datetime(ts: float | None) -> str:
+    if not ts:
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def one_line(text: Any, limit: int = 400) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def event_summary(e: StoredEvent) -> str:
+    """One line saying what an event did, for the event log."""
+    p: dict[str, Any] = e.payload.model_dump(mode="json")
+    t = e.type
+    if t == "task.created":
+        return f"created: {p.get('title', '')}" + ("" if p.get("spec_ok") else " (spec incomplete)")
+    if t == "task.spec_updated":
+        return "spec updated"
+    if t == "task.transitioned":
+        return f"{p['from_phase']} → {p['to_phase']}: {p.get('reason', '')}"
+    if t == "review.appended":
+        n = len(p.get("findings") or [])
+        more = f", {n} finding(s)" if n else ""
+        return f"{p['stage']} {p['verdict']} by {p['reviewer']}{more}"
+    if t == "attempt.started":
+        esc = " (escalated)" if p.get("escalated") else ""
+        return f"attempt {p['attempt']} started on {p['model']}{esc}"
+    if t == "attempt.heartbeat":
+        return f"attempt {p['attempt']} heartbeat {p.get('note', '')}".rstrip()
+    if t == "attempt.checkpoint":
+        return f"attempt {p['attempt']} checkpoint {one_line(p.get('data', {}), 80)}"
+    if t == "attempt.finished":
+        why = f": {p['reason']}" if p.get("reason") else ""
+        return f"attempt {p['attempt']} {p['status']}{why}"
+    if t == "retry.scheduled":
+        return f"retry {p['next_attempt']} scheduled: {p.get('reason', '')}"
+    if t == "circuit.opened":
+        return f"circuit opened after {p['attempts']} attempt(s): {p.get('failure_summary', '')}"
+    if t == "artifact.recorded":
+        return f"artifact {p['name']} {p['uri']}"
+    if t == "side_effect.planned":
+        return f"side effect planned: {p['kind']} {p.get('target', '')}".rstrip()
+    if t == "side_effect.intent":
+        return f"side effect {p['effect_id']} starting"
+    if t == "side_effect.done":
+        return f"side effect {p['effect_id']} done {p.get('result', '')}".rstrip()
+    if t == "approval.requested":
+        return f"approval asked ({p['kind']}) for {p['subject']}: {p.get('title', '')}"
+    if t == "approval.decided":
+        why = f": {p['reason']}" if p.get("reason") else ""
+        return f"{p['decision']} by {e.actor}{why}"
+    if t == "permission.refused":
+        return f"refused {p['action']} on {p['target']}: {p.get('reason', '')}"
+    if t.startswith("lease."):
+        return f"{t.split('.', 1)[1]} by {p.get('owner', e.actor)}"
+    if t == "agent.usage":
+        return (f"{p['agent']} {p['purpose']} on {p['model']}: {p['prompt_tokens']}+"
+                f"{p['completion_tokens']} tokens")
+    if t == "note.added":
+        return str(p.get("text", ""))
+    return one_line(p, 200)
+
+
+@dataclass
+class Delta:
+    """One batch of changes read from the store."""
+
+    seq: int
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    events: list[StoredEvent] = field(default_factory=list)
+    approvals_changed: bool = False
+    lease_changed: bool = False
+    full: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.tasks or self.events or self.approvals_changed or self.lease_changed
+                    or self.full)
+
+
+@dataclass
+class ConsoleModel:
+    """Everything the console shows, as plain data."""
+
+    seq: int = 0
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    events: deque[StoredEvent] = field(default_factory=lambda: deque(maxlen=EVENT_LOG_SIZE))
+    lease: dict[str, Any] | None = None
+    loaded: bool = False
+
+    def apply_tasks(self, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            old = self.tasks.get(row["id"])
+            if old is not None:
+                self.counts[old["phase"]] -= 1
+            self.tasks[row["id"]] = row
+            self.counts[row["phase"]] += 1
+
+    def approval(self, approval_id: str) -> dict[str, Any] | None:
+        for a in self.approvals:
+            if a["id"] == approval_id:
+                return a
+        return None
+
+    def pending_for(self, subject: str) -> dict[str, Any] | None:
+        for a in self.approvals:
+            if a["subject"] == subject:
+                return a
+        return None
+
+
+class StoreFollower:
+    """Reads what changed in the store since the last poll (any process's writes)."""
+
+    def __init__(self, store: Store, model: ConsoleModel) -> None:
+        self.store = store
+        self.model = model
+        self.approvals = Approvals(store)
+
+    async def load(self) -> Delta:
+        """The first, full read."""
+        seq = await self.store.last_seq()
+        rows = await self.store.fetchall(f"SELECT {TASK_COLUMNS} FROM tasks ORDER BY num")
+        events = await self.store.events_after(max(0, seq - EVENT_LOG_SIZE * 2),
+                                               limit=EVENT_LOG_SIZE * 2)
+        events = [e for e in events if e.type not in QUIET_EVENTS][-EVENT_LOG_SIZE:]
+        delta = Delta(seq=seq, tasks=rows, events=events, approvals_changed=True,
+                      lease_changed=True, full=True)
+        await self._apply(delta)
+        self.model.loaded = True
+        return delta
+
+    async def poll(self, newest: int) -> Delta:
+        """Read the changes between the model's seq and `newest` (or later)."""
+        after = self.model.seq
+        delta = Delta(seq=max(newest, after))
+        if newest <= after:
+            return delta
+        # The log shows only the newest events; far behind, skip straight to them.
+        start = max(after, newest - EVENT_LOG_SIZE)
+        events = await self.store.events_after(start, limit=EVENT_LOG_SIZE * 4)
+        if events:
+            delta.seq = max(delta.seq, events[-1].seq)
+        types = {e.type for e in events}
+        delta.events = [e for e in events if e.type not in QUIET_EVENTS]
+        delta.approvals_changed = start > after or any(t.startswith("approval.") for t in types)
+        delta.lease_changed = start > after or any(t.startswith("lease.") for t in types)
+        delta.tasks = await self.store.fetchall(
+            f"SELECT {TASK_COLUMNS} FROM tasks WHERE last_seq > ? ORDER BY num", (after,))
+        await self._apply(delta)
+        return delta
+
+    async def _apply(self, delta: Delta) -> None:
+        m = self.model
+        if delta.approvals_changed:
+            m.approvals = await self.approvals.pending()
+        if delta.lease_changed:
+            m.lease = await self.store.fetchone(
+                "SELECT owner, expires_at, released FROM leases WHERE name='orchestrator'")
+        m.apply_tasks(delta.tasks)
+        m.events.extend(delta.events)
+        m.seq = max(m.seq, delta.seq)

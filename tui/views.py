@@ -1,0 +1,174 @@
+"""The console's lists and bars, built on RowList and fed from ConsoleModel."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.widgets import Static
+
+from core import StoredEvent
+
+from .model import PHASE_ORDER, PHASE_TONE, event_summary, fmt_time, one_line
+from .rowlist import Cell, Column, RowList
+
+if TYPE_CHECKING:
+    from .app import ClawtowerApp
+
+
+def phase_label(phase: str) -> str:
+    return phase.replace("_", " ")
+
+
+class TaskList(RowList):
+    """Every task, grouped by phase (what waits on a human first)."""
+
+    columns: ClassVar[Sequence[Column]] = (
+        Column("ID", width=7), Column("Title", ratio=3), Column("Att", width=3, justify="right"),
+        Column("Updated", width=8), Column("Why it is here", ratio=4),
+    )
+    grouped = True
+    group_order = PHASE_ORDER
+    empty_text = "no tasks yet — create one with `clawtower task create SPEC.yaml`"
+
+    def row_cells(self, key: Hashable, data: Any) -> Sequence[Cell]:
+        return [
+            (data["id"], "key"),
+            data["title"],
+            (str(data["attempts"] or ""), "dim"),
+            (fmt_time(data["updated_at"]), "dim"),
+            (one_line(data["phase_reason"]), "dim"),
+        ]
+
+    def row_search_text(self, key: Hashable, data: Any) -> str:
+        return f"{data['id']} {data['title']} {data['phase']} {data['phase_reason']}"
+
+    def row_sort_key(self, key: Hashable, data: Any) -> Any:
+        return data["num"]
+
+    def row_group(self, key: Hashable, data: Any) -> str:
+        return str(data["phase"])
+
+    def group_cells(self, group: str, count: int, collapsed: bool) -> Sequence[Cell]:
+        mark = "▸" if collapsed else "▾"
+        tone = PHASE_TONE.get(group, "idle")
+        return [(f"{mark} ", None), (phase_label(group).upper(), tone), (f"  {count}", "dim")]
+
+    def load(self, tasks: Iterable[dict[str, Any]]) -> None:
+        self.set_rows((t["id"], t["last_seq"], t) for t in tasks)
+
+    def apply(self, tasks: Iterable[dict[str, Any]]) -> None:
+        self.update_rows((t["id"], t["last_seq"], t) for t in tasks)
+
+
+class ApprovalList(RowList):
+    """Pending decisions of every kind."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "screen.approve", "Approve", id="approval.approve",
+                tooltip="Approve the selected item (asks to confirm)"),
+        Binding("r", "screen.reject", "Reject", id="approval.reject",
+                tooltip="Reject the selected item (asks for a reason, then to confirm)"),
+    ]
+
+    columns: ClassVar[Sequence[Column]] = (
+        Column("ID", width=8), Column("Kind", width=16), Column("Subject", width=8),
+        Column("Title", ratio=1), Column("Asked", width=8),
+    )
+    empty_text = "nothing waits for a decision"
+
+    def row_cells(self, key: Hashable, data: Any) -> Sequence[Cell]:
+        return [
+            (data["id"], "key"), (data["kind"], "dim"), data["subject"], data["title"],
+            (fmt_time(data["requested_at"]), "dim"),
+        ]
+
+    def row_sort_key(self, key: Hashable, data: Any) -> Any:
+        return data["seq"]
+
+    def load(self, approvals: Iterable[dict[str, Any]]) -> None:
+        self.set_rows((a["id"], a["seq"], a) for a in approvals)
+
+
+def event_tone(e: StoredEvent) -> str | None:
+    p = e.payload
+    t = e.type
+    if t == "task.transitioned":
+        return PHASE_TONE.get(str(getattr(p, "to_phase", "")), None)
+    if t == "approval.decided":
+        return "done" if getattr(p, "decision", "") == "approved" else "failed"
+    if t in ("approval.requested", "circuit.opened"):
+        return "waiting"
+    if t == "attempt.finished":
+        return "done" if getattr(p, "status", "") == "succeeded" else "failed"
+    if t == "permission.refused":
+        return "failed"
+    if t == "review.appended":
+        verdict = str(getattr(p, "verdict", ""))
+        return "done" if verdict in ("approved", "approve") else "waiting"
+    return None
+
+
+class EventLog(RowList):
+    """The newest events of the store, any process's, as they land."""
+
+    columns: ClassVar[Sequence[Column]] = (
+        Column("Time", width=8), Column("Seq", width=6, justify="right"),
+        Column("Subject", width=10), Column("Event", width=18), Column("Actor", width=12),
+        Column("Detail", ratio=1),
+    )
+    empty_text = "no events yet"
+    tail = True
+    blur_cursor = False
+
+    def row_cells(self, key: Hashable, data: Any) -> Sequence[Cell]:
+        e: StoredEvent = data
+        return [
+            (fmt_time(e.ts), "dim"), (str(e.seq), "dim"), (e.entity_id, "key"),
+            (e.type, event_tone(e)), (e.actor, "dim"), event_summary(e),
+        ]
+
+    def row_sort_key(self, key: Hashable, data: Any) -> Any:
+        return key
+
+    def load(self, events: Iterable[StoredEvent]) -> None:
+        self.set_rows((e.seq, e.seq, e) for e in events)
+
+
+class ModeBar(Static):
+    """Top bar: the modes (clickable), the engine's state, the operator and the store."""
+
+    MODES: ClassVar[list[tuple[str, str, str]]] = [
+        ("1", "tasks", "Tasks"), ("2", "approvals", "Approvals"),
+        ("3", "meetings", "Meetings"), ("4", "sessions", "Sessions"),
+    ]
+
+    def __init__(self, mode: str, *, id: str | None = None) -> None:
+        super().__init__(id=id, markup=False)
+        self.mode = mode
+
+    def on_mount(self) -> None:
+        self.update_bar()
+
+    def update_bar(self) -> None:
+        app: ClawtowerApp = self.app  # type: ignore[assignment]
+        parts: list[Content] = [Content.from_markup("[b] clawtower [/b]")]
+        pending = len(app.model.approvals)
+        for key, mode, label in self.MODES:
+            extra = f" ({pending})" if mode == "approvals" and pending else ""
+            text = f" {key} {label}{extra} "
+            if mode == self.mode:
+                parts.append(Content.styled(text, "reverse bold"))
+            else:
+                style = "$warning" if extra else ""
+                parts.append(Content.from_markup(
+                    f"[@click=app.switch_mode('{mode}')]$text[/]", text=text).stylize(style))
+        right = Content(f"engine: {app.engine_status()} · {app.operator} · "
+                        f"{Path(app.db_path).name} ")
+        left = Content("").join(parts)
+        width = self.size.width or 120
+        gap = max(1, width - left.cell_length - right.cell_length)
+        self.update(Content.assemble(left, " " * gap, right.stylize("$text-muted")))
