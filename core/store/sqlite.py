@@ -153,6 +153,10 @@ def _split(script: str) -> list[str]:
 class SQLiteStore:
     """The embedded store. Create with `await open_store(path)`."""
 
+    #: how often waiters look at the file for commits made by other processes (one query
+    #: per period per store, shared by all waiters); our own commits wake them at once.
+    poll_s = 0.1
+
     def __init__(self, path: str, synchronous: str, clock: Clock) -> None:
         self.path = path
         self.synchronous = synchronous
@@ -164,6 +168,7 @@ class SQLiteStore:
         self._closed = False
         self._last_seq = 0
         self._changed = asyncio.Condition()
+        self._polled_at = float("-inf")  # loop time of the last look for other processes' writes
         self.batches = 0
         self.commands = 0
 
@@ -367,23 +372,34 @@ class SQLiteStore:
         return [row_to_event(r) for r in rows]
 
     async def wait_for_change(self, after_seq: int, timeout: float) -> int:
-        """Return the newest seq once it passes `after_seq` (own writes wake us at once;
-        other processes' writes are seen by polling), or the current seq on timeout."""
+        """Return the newest seq once it passes `after_seq`, or the newest known on timeout.
+
+        This process's own commits wake every waiter at once. Other processes' commits are
+        seen by looking at the file, at most once per `poll_s` for all waiters together:
+        a wake-up by our own writer never waits behind a query on the shared reader."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             if self._last_seq > after_seq:
                 return self._last_seq
-            seq = await self.last_seq()
-            if seq > after_seq:
-                self._last_seq = max(self._last_seq, seq)
-                return seq
-            remaining = deadline - loop.time()
+            now = loop.time()
+            if now - self._polled_at >= self.poll_s:
+                self._polled_at = now
+                seq = await self.last_seq()
+                if seq > self._last_seq:  # another process wrote: tell every waiter
+                    self._last_seq = seq
+                    async with self._changed:
+                        self._changed.notify_all()
+                continue
+            remaining = deadline - now
             if remaining <= 0:
-                return seq
+                return self._last_seq
             async with self._changed:
+                if self._last_seq > after_seq:
+                    continue  # committed while we were getting here: no lost wake-up
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), min(remaining, 0.1))
+                    await asyncio.wait_for(self._changed.wait(),
+                                           min(remaining, self._polled_at + self.poll_s - now))
 
     # ------------------------------------------------------------------ replay
 
