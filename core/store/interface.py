@@ -45,6 +45,12 @@ class Store(Protocol):
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None: ...
 
+    async def fetch_many(
+        self, queries: Sequence[tuple[str, Sequence[Any]]]
+    ) -> list[list[dict[str, Any]]]:
+        """Several reads in one call and one snapshot (rows as dicts, in query order)."""
+        ...
+
     async def events_after(
         self, seq: int, limit: int = 1000, entity_id: str | None = None
     ) -> list[StoredEvent]: ...

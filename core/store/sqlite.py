@@ -353,6 +353,26 @@ class SQLiteStore:
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
 
+    async def fetch_many(
+        self, queries: Sequence[tuple[str, Sequence[Any]]]
+    ) -> list[list[dict[str, Any]]]:
+        """Run several queries in ONE call on the reader's thread, in one short read
+        transaction: one await instead of one per query, and every result from the same
+        snapshot. The transaction ends inside the call, so it never pins the WAL."""
+        reader = self._reader
+        if reader is None:
+            raise StoreClosed("the store is closed")
+
+        def run() -> list[list[dict[str, Any]]]:
+            conn: sqlite3.Connection = reader._conn
+            conn.execute("BEGIN")
+            try:
+                return [conn.execute(sql, params).fetchall() for sql, params in queries]
+            finally:
+                conn.execute("COMMIT")
+
+        return await reader._execute(run)  # type: ignore[no-untyped-call,no-any-return]
+
     async def last_seq(self) -> int:
         row = await self.fetchone("SELECT coalesce(max(seq), 0) AS s FROM events")
         return int(row["s"]) if row else 0

@@ -103,27 +103,34 @@ class Tasks:
     async def get(self, task_id: str) -> dict[str, Any]:
         from ..errors import NotFound
 
-        row = await self.store.fetchone("SELECT * FROM tasks WHERE id=?", (task_id,))
-        if row is None:
+        # One reader call and one snapshot for the row and all its records (ten separate
+        # awaits cost ~0.7 ms per read on the orchestrator's hot path, and could mix states).
+        by_task = (task_id,)
+        (rows, history, reviews, attempts, retries, artifacts, effects, approvals, usage,
+         refusals) = await self.store.fetch_many([
+            ("SELECT * FROM tasks WHERE id=?", by_task),
+            ("SELECT seq, from_phase, to_phase, actor, role, reason, attempt, at"
+             " FROM phase_history WHERE task_id=? ORDER BY seq", by_task),
+            ("SELECT * FROM reviews WHERE task_id=? ORDER BY seq", by_task),
+            ("SELECT * FROM attempts WHERE task_id=? ORDER BY n", by_task),
+            ("SELECT * FROM retries WHERE task_id=? ORDER BY seq", by_task),
+            ("SELECT * FROM artifacts WHERE task_id=? ORDER BY seq", by_task),
+            ("SELECT * FROM side_effects WHERE task_id=? ORDER BY planned_at, effect_id",
+             by_task),
+            ("SELECT * FROM approvals WHERE subject=? ORDER BY seq", by_task),
+            ("SELECT * FROM usage WHERE subject=? ORDER BY agent", by_task),
+            ("SELECT * FROM refusals WHERE target=? ORDER BY seq", by_task),
+        ])
+        if not rows:
             raise NotFound(f"task {task_id!r}: no such task")
-        task = _decode(row)
-        q = self.store.fetchall
-        task["history"] = await q(
-            "SELECT seq, from_phase, to_phase, actor, role, reason, attempt, at"
-            " FROM phase_history WHERE task_id=? ORDER BY seq", (task_id,))
-        task["reviews"] = [_decode(r) for r in await q(
-            "SELECT * FROM reviews WHERE task_id=? ORDER BY seq", (task_id,))]
-        task["attempt_records"] = [_decode(r) for r in await q(
-            "SELECT * FROM attempts WHERE task_id=? ORDER BY n", (task_id,))]
-        task["retries"] = await q("SELECT * FROM retries WHERE task_id=? ORDER BY seq", (task_id,))
-        task["artifacts"] = await q(
-            "SELECT * FROM artifacts WHERE task_id=? ORDER BY seq", (task_id,))
-        task["side_effects"] = await q(
-            "SELECT * FROM side_effects WHERE task_id=? ORDER BY planned_at, effect_id",
-            (task_id,))
-        task["approvals"] = [_decode(r) for r in await q(
-            "SELECT * FROM approvals WHERE subject=? ORDER BY seq", (task_id,))]
-        task["usage"] = await q("SELECT * FROM usage WHERE subject=? ORDER BY agent", (task_id,))
-        task["refusals"] = await q(
-            "SELECT * FROM refusals WHERE target=? ORDER BY seq", (task_id,))
+        task = _decode(rows[0])
+        task["history"] = history
+        task["reviews"] = [_decode(r) for r in reviews]
+        task["attempt_records"] = [_decode(r) for r in attempts]
+        task["retries"] = retries
+        task["artifacts"] = artifacts
+        task["side_effects"] = effects
+        task["approvals"] = [_decode(r) for r in approvals]
+        task["usage"] = usage
+        task["refusals"] = refusals
         return task
