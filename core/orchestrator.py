@@ -70,6 +70,11 @@ SYSTEM_PROMPTS = {
                     "test_gaps[], findings[]}.",
 }
 
+# Phases with something left to do (everything but completed, failed, circuit_open).
+_ACTIVE_SQL = ",".join(
+    f"'{p.value}'" for p in Phase
+    if p not in (Phase.COMPLETED, Phase.FAILED, Phase.CIRCUIT_OPEN))
+
 _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?|\n?```\s*$")
 
 
@@ -115,12 +120,14 @@ class Orchestrator:
 
     async def actionable(self) -> list[dict[str, Any]]:
         """Tasks with something to do that needs no human."""
+        # Runs on every wake-up: `phase IN (active)` lets it use tasks_by_phase instead of
+        # scanning every finished task, and the latest approval is one index probe.
         rows = await self.store.fetchall(
             "SELECT t.id, t.phase, t.spec_ok, t.spec_version, t.retry_not_before FROM tasks t"
-            " WHERE t.phase NOT IN ('completed','failed','circuit_open')"
-            " AND (t.phase != 'awaiting_approval' OR EXISTS (SELECT 1 FROM approvals a"
-            "      WHERE a.subject=t.id AND a.kind='task_side_effect' AND a.status!='pending'"
-            "      AND a.seq = (SELECT max(seq) FROM approvals b WHERE b.subject=t.id)))"
+            f" WHERE t.phase IN ({_ACTIVE_SQL})"
+            " AND (t.phase != 'awaiting_approval' OR (SELECT a.kind='task_side_effect'"
+            "      AND a.status!='pending' FROM approvals a WHERE a.subject=t.id"
+            "      ORDER BY a.seq DESC LIMIT 1))"
             " AND (t.phase != 'spec_draft' OR (t.spec_ok AND NOT EXISTS (SELECT 1 FROM reviews r"
             "      WHERE r.task_id=t.id AND r.stage='spec_review' AND r.verdict!='approved'"
             "      AND r.spec_version=t.spec_version)))"
