@@ -348,12 +348,14 @@ class RowList(ScrollView, can_focus=True):
         self.post_message(self.Highlighted(self, self.cursor_key))
 
     def _scroll_to_cursor(self) -> None:
-        height = max(1, self.scrollable_content_region.height - 1)
+        if self.scrollable_content_region.height < 2:
+            return  # not laid out (or hidden): on_resize scrolls once there is room
+        height = self.scrollable_content_region.height - 1
         top = round(self.scroll_offset.y)
         if self.cursor < top:
-            self.scroll_to(y=self.cursor, animate=False)
+            self.scroll_to(y=self.cursor, animate=False, force=True)
         elif self.cursor >= top + height:
-            self.scroll_to(y=self.cursor - height + 1, animate=False)
+            self.scroll_to(y=self.cursor - height + 1, animate=False, force=True)
 
     # ------------------------------------------------------------------ actions
 

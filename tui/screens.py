@@ -29,7 +29,8 @@ class FilterBar(Input):
     """The `/` filter input: narrows the list that had focus; esc clears it."""
 
     def __init__(self) -> None:
-        super().__init__(placeholder="filter (enter keeps it, esc clears)", id="filter-bar")
+        super().__init__(placeholder="filter (enter keeps it, esc clears)", id="filter-bar",
+                         disabled=True)  # hidden and out of the focus chain until `/`
         self.target: RowList | None = None
 
 
@@ -37,6 +38,7 @@ class ConsoleScreen(Screen[None]):
     """A screen fed with the store's changes by the app."""
 
     MODE: ClassVar[str] = "tasks"
+    AUTO_FOCUS = None  # each screen focuses its main widget itself
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter", id="filter",
@@ -85,6 +87,7 @@ class ConsoleScreen(Screen[None]):
         bar = self.query_one(FilterBar)
         bar.target = target
         bar.value = target.filter_text
+        bar.disabled = False
         bar.display = True
         bar.focus()
 
@@ -103,6 +106,7 @@ class ConsoleScreen(Screen[None]):
         bar = self.query_one(FilterBar)
         target = bar.target
         bar.display = False
+        bar.disabled = True
         if target is not None:
             if clear:
                 target.set_filter("")
@@ -696,14 +700,15 @@ def approval_renderable(app: ClawtowerApp, a: dict[str, Any], *, keys: bool) -> 
         rows.append(("approver", f"only {a['required_approver']} may decide"))
     if a.get("require_different"):
         rows.append(("approver", f"someone other than {a['requested_by']}"))
-    parts: list[RenderableType] = [head, Text(""), Text(a["prompt"]), Text(""), _kv(pal, rows)]
+    parts: list[RenderableType] = [head, Text(""), Text(a["prompt"])]
+    if a.get("preview"):  # what will happen comes first; the bookkeeping after
+        parts += [Text(""), Text("Preview", style="bold"),
+                  Text(a["preview"], style=pal("accent"))]
+    parts += [Text(""), _kv(pal, rows)]
     ctx = a.get("context") or {}
     if ctx:
         ctx_rows = [(str(k), _context_value(v)) for k, v in ctx.items()]
         parts += [Text(""), Text("Context", style="bold"), _kv(pal, ctx_rows)]
-    if a.get("preview"):
-        parts += [Text(""), Text("Preview", style="bold"),
-                  Text(a["preview"], style=pal("accent"))]
     if keys:
         hint = Text("\n")
         hint.append(" a ", style=pal.tone("done", "bold reverse"))
