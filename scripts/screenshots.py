@@ -1,0 +1,146 @@
+"""Regenerate the console's pictures in screenshots/ (SVG, plus PNG when rsvg-convert exists).
+
+    .venv/bin/python scripts/screenshots.py [--out screenshots] [--size 140x40]
+
+Seeds a temporary store deterministically (examples/demo specs and agents, speed 0, a
+stepping fake clock, seeded approval ids), opens the console headless without an engine,
+and saves one picture per mode plus a drill-down, a confirmation and the light theme.
+PNGs need `rsvg-convert` (Debian: librsvg2-bin) and Fira Code (fonts-firacode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+os.environ["TZ"] = "UTC"  # the demo clock starts at 2027-01-15 08:00:00 UTC
+time.tzset()
+
+from textual.pilot import Pilot  # noqa: E402
+
+from tui.app import ClawtowerApp  # noqa: E402
+from tui.seed import seed_demo  # noqa: E402
+
+Step = Callable[[Pilot[None], ClawtowerApp], Awaitable[None]]
+
+
+async def _settle(pilot: Pilot[None]) -> None:
+    await pilot.pause()
+    await pilot.pause(0.1)
+
+
+async def tasks(pilot: Pilot[None], app: ClawtowerApp) -> None:
+    await _settle(pilot)
+
+
+async def approvals(pilot: Pilot[None], app: ClawtowerApp) -> None:
+    await pilot.press("2")
+    await _settle(pilot)
+
+
+def detail(task_id: str) -> Step:
+    async def step(pilot: Pilot[None], app: ClawtowerApp) -> None:
+        app.open_task(task_id)
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if getattr(app.screen, "detail", None) is not None:
+                break
+        await _settle(pilot)
+
+    return step
+
+
+async def confirm(pilot: Pilot[None], app: ClawtowerApp) -> None:
+    await pilot.press("2", "a")
+    await _settle(pilot)
+
+
+async def palette(pilot: Pilot[None], app: ClawtowerApp) -> None:
+    await pilot.press("ctrl+p", *"approve")
+    await pilot.pause(0.5)
+    await _settle(pilot)
+
+
+async def help_panel(pilot: Pilot[None], app: ClawtowerApp) -> None:
+    await pilot.press("question_mark")
+    await _settle(pilot)
+
+
+async def shoot(db: str, out: Path, name: str, step: Step, size: tuple[int, int],
+                theme: str | None = None) -> Path:
+    app = ClawtowerApp(db, run_engine=False, operator="alice")
+    if theme:
+        app.theme = theme
+    async with app.run_test(size=size) as pilot:
+        await app.wait_loaded()
+        await step(pilot, app)  # type: ignore[arg-type]
+        svg = app.export_screenshot(title=f"clawtower — {name}")
+    # Keep leading spaces in text runs: rsvg (and some viewers) collapse them otherwise.
+    svg = svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
+    path = out / f"{name}.svg"
+    path.write_text(svg)
+    return path
+
+
+async def main(out: Path, size: tuple[int, int]) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["CLAWTOWER_HOME"] = tmp  # no user themes in the pictures
+        db = str(Path(tmp) / "demo.db")
+        await seed_demo(db)
+        shots: list[tuple[str, Step, str | None]] = [
+            ("1-tasks", tasks, None),
+            ("2-approvals", approvals, None),
+            ("task-detail-circuit-open", detail("T-3"), None),
+            ("task-detail-awaiting-approval", detail("T-4"), None),
+            ("approve-confirm", confirm, None),
+            ("command-palette", palette, None),
+            ("key-panel", help_panel, None),
+            ("1-tasks-light", tasks, "clawtower-light"),
+            ("2-approvals-light", approvals, "clawtower-light"),
+        ]
+        paths = []
+        for name, step, theme in shots:
+            # each picture from a fresh copy, so none sees another's clicks
+            folder = Path(tmp) / name
+            folder.mkdir()
+            copy = str(folder / "demo.db")
+            shutil.copyfile(db, copy)
+            paths.append(await shoot(copy, out, name, step, size, theme))
+    return paths
+
+
+def to_png(svgs: list[Path], width: int = 1600) -> list[Path]:
+    tool = shutil.which("rsvg-convert")
+    if tool is None:
+        print("rsvg-convert not found (apt-get install librsvg2-bin fonts-firacode): SVG only")
+        return []
+    pngs = []
+    for svg in svgs:
+        png = svg.with_suffix(".png")
+        subprocess.run([tool, "-w", str(width), "-o", str(png), str(svg)], check=True)
+        pngs.append(png)
+    return pngs
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=str(ROOT / "screenshots"))
+    parser.add_argument("--size", default="140x40", help="terminal size, COLSxROWS")
+    args = parser.parse_args()
+    cols, rows = (int(x) for x in args.size.lower().split("x"))
+    svgs = asyncio.run(main(Path(args.out), (cols, rows)))
+    pngs = to_png(svgs)
+    for p in [*svgs, *pngs]:
+        print(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)

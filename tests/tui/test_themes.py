@@ -1,0 +1,87 @@
+"""Themes are files; bad ones are reported (file, field, reason) and skipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tui.app import ClawtowerApp
+from tui.themes import CUSTOM_VARIABLES, ThemeFile, load_themes, theme_folders
+
+from .conftest import SIZE
+
+PROJECT_THEMES = Path(__file__).resolve().parents[2] / "themes"
+
+
+def test_project_themes_load_cleanly() -> None:
+    result = load_themes(PROJECT_THEMES)
+    assert result.problems == []
+    names = {t.name for t in result.themes}
+    assert {"clawtower-dark", "clawtower-light"} <= names
+    assert any(t.dark for t in result.themes) and any(not t.dark for t in result.themes)
+    for theme in result.themes:  # every console variable is set by our own themes
+        assert set(CUSTOM_VARIABLES) <= set(theme.variables), theme.name
+
+
+def test_theme_folders_start_with_the_project() -> None:
+    assert theme_folders()[0] == PROJECT_THEMES
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("name: x\nprimary: blurple\n", "field 'primary': not a colour: 'blurple'"),
+    ("name: x\nprimary: '#fff'\nshade: 3\n", "field 'shade': unknown field"),
+    ("primary: '#fff'\n", "field 'name': Field required"),
+    ("name: Bad Name\nprimary: '#fff'\n", "field 'name': 'Bad Name'"),
+    ("name: x\nprimary: '#fff'\nvariables: {phase-done: nope}\n",
+     "field 'variables': phase-done: not a colour"),
+    ("name: x\nprimary: '#fff'\nvariables: {block-cursor-text-style: shiny}\n",
+     "not a text style"),
+    ("- just\n- a list\n", "a theme must be a mapping"),
+    ("name: [unclosed\n", "bad.yaml"),
+])
+def test_bad_theme_is_reported_with_file_and_field(tmp_path: Path, text: str,
+                                                    expected: str) -> None:
+    (tmp_path / "bad.yaml").write_text(text)
+    (tmp_path / "good.yaml").write_text("name: good\nprimary: '#336699'\n")
+    result = load_themes(tmp_path)
+    assert [t.name for t in result.themes] == ["good"]
+    [problem] = result.problems
+    assert problem.startswith(str(tmp_path / "bad.yaml"))
+    assert expected in problem
+
+
+def test_model_refuses_unknown_fields() -> None:
+    with pytest.raises(ValueError):
+        ThemeFile.model_validate({"name": "x", "primary": "#fff", "extra": 1})
+
+
+async def test_bad_theme_file_does_not_stop_the_console(tmp_path: Path, demo_db: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "mythemes"
+    folder.mkdir()
+    (folder / "broken.yaml").write_text("name: broken\nprimary: notacolour\n")
+    (folder / "mine.yaml").write_text("name: mine\ndark: false\nprimary: '#884400'\n")
+    monkeypatch.setenv("CLAWTOWER_THEMES", str(folder))
+    app = ClawtowerApp(demo_db, run_engine=False, operator="alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.pause()
+        assert "mine" in app.available_themes and "broken" not in app.available_themes
+        messages = [n.message for n in app._notifications]
+        assert any("broken.yaml: field 'primary'" in m for m in messages)
+        # a theme without the console's variables falls back to the defaults
+        app.theme = "mine"
+        await pilot.pause()
+        assert app.theme_variables["phase-waiting"]
+
+
+async def test_builtin_themes_work_thanks_to_variable_defaults(demo_db: str) -> None:
+    app = ClawtowerApp(demo_db, run_engine=False, operator="alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        for name in ("textual-light", "nord", "textual-dark"):
+            app.theme = name
+            await pilot.pause()
+            for var in CUSTOM_VARIABLES:
+                assert app.theme_variables[var], (name, var)
