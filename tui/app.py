@@ -139,13 +139,13 @@ class ClawtowerApp(App[int]):
         try:
             self.store = await open_store(self.db_path)
         except ClawError as exc:
-            self.exit(2, message=str(exc))
+            self.exit(return_code=exc.exit_code, message=str(exc))
             return
         self._follower = StoreFollower(self.store, self.model)
         try:
             delta = await self._follower.load()
         except ClawError as exc:
-            self.exit(1, message=str(exc))
+            self.exit(return_code=exc.exit_code, message=str(exc))
             return
         self._deliver(delta)
         self.loaded.set()
@@ -271,9 +271,9 @@ class ClawtowerApp(App[int]):
                               f"This console's engine is driving {busy} task(s). They resume "
                               "when an engine next runs on this store.", yes="Quit",
                               destructive=True),
-                lambda ok: self.exit(0) if ok else None)
+                lambda ok: self.exit(return_code=0) if ok else None)
             return
-        self.exit(0)
+        self.exit(return_code=0)
 
     # ------------------------------------------------------------------ tasks
 

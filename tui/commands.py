@@ -49,7 +49,7 @@ def parse_command_line(app: ClawtowerApp, line: str) -> Callable[[], object] | s
     verb = words[0].lower()
     args = words[1:]
     if verb in ("q", "quit", "exit", "q!"):
-        return app.action_quit_console if verb != "q!" else partial(app.exit, 0)
+        return app.action_quit_console if verb != "q!" else partial(app.exit, return_code=0)
     if verb in ("approve", "a"):
         if not args:
             return "approve: which approval? (:approve ID [REASON])"

@@ -48,13 +48,13 @@ class SteppingClock(FakeClock):
 def deterministic_ids(seed: int = 7) -> Iterator[None]:
     """Approval ids and idempotency keys from a seeded generator instead of `secrets`."""
     rng = random.Random(seed)
-    original = _commands.secrets
-    _commands.secrets = SimpleNamespace(  # type: ignore[assignment]
-        token_hex=lambda n=16: rng.randbytes(n).hex())
+    namespace = vars(_commands)
+    original = namespace["secrets"]
+    namespace["secrets"] = SimpleNamespace(token_hex=lambda n=16: rng.randbytes(n).hex())
     try:
         yield
     finally:
-        _commands.secrets = original  # type: ignore[assignment]
+        namespace["secrets"] = original
 
 
 EXTRA_SPECS: list[dict[str, Any]] = [

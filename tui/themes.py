@@ -181,9 +181,9 @@ def variable_defaults(theme: Theme | None) -> dict[str, str]:
     dark = theme.dark if theme is not None else True
     t = theme
     return {
-        "phase-waiting": pick(t and t.warning, "#d7a04b"),
-        "phase-active": pick(t and (t.accent or t.primary), "#4fa3d8"),
-        "phase-done": pick(t and t.success, "#5fa35f"),
-        "phase-failed": pick(t and t.error, "#d75f5f"),
+        "phase-waiting": pick(t.warning if t else None, "#d7a04b"),
+        "phase-active": pick((t.accent or t.primary) if t else None, "#4fa3d8"),
+        "phase-done": pick(t.success if t else None, "#5fa35f"),
+        "phase-failed": pick(t.error if t else None, "#d75f5f"),
         "phase-idle": "#8a8f98" if dark else "#6a6f78",
     }

@@ -294,3 +294,21 @@ async def test_in_process_engine_drives_new_tasks(tmp_path: Path) -> None:
         assert lease is not None and lease["released"]
     finally:
         await store.close()
+
+
+async def test_palette_finds_tasks(demo_db: str) -> None:
+    app = make_app(demo_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("ctrl+p", *"schema")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, TaskDetailScreen))
+        assert isinstance(app.screen, TaskDetailScreen) and app.screen.task_id == "T-3"
+
+
+async def test_unusable_store_is_reported_not_raised(tmp_path: Path) -> None:
+    app = make_app(str(tmp_path))  # a directory, not a store file
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+    assert app.return_code == 2

@@ -1,0 +1,31 @@
+"""`python -m tui STORE.db`: open the console directly (the CLI's `clawtower` does the same)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from core import ClawError
+from core.config import default_db
+
+from .app import run_console
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tui", description=__doc__)
+    parser.add_argument("db", nargs="?", default=str(default_db()), help="the store file")
+    parser.add_argument("--no-engine", action="store_true",
+                        help="attach to the store without driving tasks")
+    parser.add_argument("--agents", help="simulated agents script (YAML)")
+    parser.add_argument("--operator", help="your name on approvals (default: $USER)")
+    args = parser.parse_args(argv)
+    try:
+        return run_console(args.db, run_engine=not args.no_engine, agents_script=args.agents,
+                           operator=args.operator)
+    except ClawError as exc:
+        print(f"clawtower: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
