@@ -3,29 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tui.seed import EXAMPLES, seed_demo
 
-# Times in the console are local wall time; pin the zone so snapshots match anywhere.
-os.environ["TZ"] = "UTC"
-time.tzset()
-
 SIZE = (140, 40)
 
 
 @pytest.fixture(autouse=True)
-def _isolated_home(tmp_path_factory: pytest.TempPathFactory,
-                   monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_console(tmp_path_factory: pytest.TempPathFactory,
+                      monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No user themes leak in, and times render in UTC (the console shows local wall time;
+    snapshots must match on any machine). The zone is restored afterwards."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("CLAWTOWER_HOME", str(home))
     monkeypatch.delenv("CLAWTOWER_THEMES", raising=False)
     monkeypatch.delenv("CLAWTOWER_THEME", raising=False)
     monkeypatch.delenv("TEXTUAL_THEME", raising=False)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 def seed(path: Path, **kw: object) -> Path:
