@@ -11,8 +11,6 @@ import pytest
 
 from tui.seed import EXAMPLES, seed_demo
 
-SIZE = (140, 40)
-
 
 @pytest.fixture(autouse=True)
 def _isolated_console(tmp_path_factory: pytest.TempPathFactory,

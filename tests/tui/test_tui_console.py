@@ -5,31 +5,17 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from textual.pilot import Pilot
 from textual.widgets import HelpPanel, Input
+from tui_helpers import SIZE, until
 
 from core import Approvals, Tasks, TaskSpec, open_store
 from tui.app import ClawtowerApp
 from tui.modals import CommandLineScreen, ConfirmScreen, ReasonScreen
 from tui.rowlist import RowList
 from tui.screens import ApprovalsScreen, TaskDetailScreen, TasksScreen
-
-from .conftest import SIZE
-
-
-async def until(pilot: Pilot[Any], check: Callable[[], bool], timeout: float = 3.0) -> float:
-    """Let the app run until `check()` holds; returns the seconds it took."""
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"not true after {timeout} s")
-        await pilot.pause(0.02)
-    return time.monotonic() - start
 
 
 def make_app(db: str, **kw: Any) -> ClawtowerApp:

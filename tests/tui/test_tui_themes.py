@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tui_helpers import SIZE
 
 from tui.app import ClawtowerApp
 from tui.themes import CUSTOM_VARIABLES, ThemeFile, load_themes, theme_folders
-
-from .conftest import SIZE
 
 PROJECT_THEMES = Path(__file__).resolve().parents[2] / "themes"
 

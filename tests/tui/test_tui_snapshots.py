@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from textual.pilot import Pilot
+from tui_helpers import SIZE
 
 from tui.app import ClawtowerApp
-
-from .conftest import SIZE
 
 
 async def loaded(pilot: Pilot[Any]) -> None:

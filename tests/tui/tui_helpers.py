@@ -1,0 +1,23 @@
+"""Helpers shared by the console tests (imported as a top-level module: tests/tui is on
+sys.path under pytest's default import mode, and is deliberately not a package, so that
+`tui` always names the console package)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.pilot import Pilot
+
+SIZE = (140, 40)
+
+
+async def until(pilot: Pilot[Any], check: Callable[[], bool], timeout: float = 3.0) -> float:
+    """Let the app run until `check()` holds; returns the seconds it took."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"not true after {timeout} s")
+        await pilot.pause(0.02)
+    return time.monotonic() - start
