@@ -16,6 +16,8 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,9 +105,15 @@ def _connect_sync(path: str, synchronous: str) -> sqlite3.Connection:
 def check_and_migrate(conn: sqlite3.Connection, path: str) -> int:
     """Refuse foreign or newer files; create or migrate ours. Returns the schema version."""
     try:
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        # One read snapshot: another process creating the store commits its tables and its
+        # application_id together; read separately, we could see the tables without the id.
+        conn.execute("BEGIN")
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        finally:
+            conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: not a clawtower store ({exc})") from None
     if app_id != APPLICATION_ID and (app_id != 0 or tables):
@@ -133,6 +141,21 @@ def check_and_migrate(conn: sqlite3.Connection, path: str) -> int:
         conn.execute("ROLLBACK")
         raise
     return int(version)
+
+
+def _enable_wal(conn: sqlite3.Connection) -> str:
+    """Switch to WAL. Changing the journal mode can fail with "database is locked" at once,
+    without the busy handler, while other processes open the same new file: retry it."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _split(script: str) -> list[str]:
@@ -192,7 +215,7 @@ class SQLiteStore:
             )
             await self._writer._execute(self._init_writer)  # type: ignore[no-untyped-call]
             self._reader = await aiosqlite.connect(
-                f"file:{Path(self.path).resolve()}?mode=ro", uri=True, isolation_level=None,
+                _ro_uri(self.path), uri=True, isolation_level=None,
                 timeout=BUSY_TIMEOUT_MS / 1000,
             )
             self._reader.row_factory = _dict_factory  # type: ignore[assignment]
@@ -215,7 +238,7 @@ class SQLiteStore:
             check_and_migrate(conn, self.path)
         except sqlite3.OperationalError as exc:
             raise StoreError(f"{self.path}: cannot write the store ({exc})") from None
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        mode = _enable_wal(conn)
         if str(mode).lower() != "wal" and self.path != ":memory:":
             raise StoreError(f"{self.path}: could not switch the store to WAL mode (got {mode})")
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
@@ -461,7 +484,7 @@ def _tuple_to_event(r: Sequence[Any]) -> StoredEvent:
 
 def verify_file(path: str) -> list[str]:
     """Compare live projections with a replay, inside one read snapshot of `path`."""
-    live = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, isolation_level=None)
+    live = sqlite3.connect(_ro_uri(path), uri=True, isolation_level=None)
     fresh = sqlite3.connect(":memory:", isolation_level=None)
     try:
         live.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -487,6 +510,11 @@ def verify_file(path: str) -> list[str]:
     finally:
         live.close()
         fresh.close()
+
+
+def _ro_uri(path: str) -> str:
+    """A read-only URI for `path`; '?', '#' and '%' in a path must not be read as URI syntax."""
+    return f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro"
 
 
 def _wrap(exc: Exception, path: str) -> Exception:
