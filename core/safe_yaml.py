@@ -94,9 +94,14 @@ def load_file(path: str | Path) -> Any:
         raise ValidationError(f"{p}: not UTF-8 text (byte {exc.start})") from None
     if p.suffix.lower() == ".json":
         try:
-            return json.loads(text)
+            value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValidationError(
                 f"{p}: line {exc.lineno}: invalid JSON ({exc.msg})"
             ) from None
+        except (RecursionError, ValueError) as exc:
+            raise ValidationError(f"{p}: unreadable document ({type(exc).__name__})") from None
+        if _depth(value) > MAX_DEPTH:
+            raise ValidationError(f"{p}: nested deeper than {MAX_DEPTH} levels")
+        return value
     return loads(text, str(p))
