@@ -9,36 +9,43 @@ from __future__ import annotations
 from . import events as ev
 from .events import NewEvent
 from .store.interface import Store, WriteTx
+from .tasks.commands import check_permission
+from .tasks.permissions import Action, Role
 
 
-def _acquire(tx: WriteTx, name: str, owner: str, ttl: float) -> bool:
+def _acquire(tx: WriteTx, name: str, owner: str, ttl: float, role: Role = Role.SYSTEM) -> bool:
+    if not check_permission(tx, owner, role, Action.LEASE, name):
+        return False
     row = tx.one("SELECT * FROM leases WHERE name=?", (name,))
     expires = tx.now + ttl
     if row is not None and row["owner"] == owner and not row["released"] \
             and row["expires_at"] > tx.now:
-        tx.emit(NewEvent(entity_id=name, actor=owner, role="system",
+        tx.emit(NewEvent(entity_id=name, actor=owner, role=role.value,
                          payload=ev.LeaseRenewed(owner=owner, expires_at=expires)))
         return True
     if row is None or row["released"] or row["expires_at"] <= tx.now:
         prev = row["owner"] if row is not None and not row["released"] else None
-        tx.emit(NewEvent(entity_id=name, actor=owner, role="system",
+        tx.emit(NewEvent(entity_id=name, actor=owner, role=role.value,
                          payload=ev.LeaseAcquired(owner=owner, expires_at=expires,
                                                   took_over_from=prev)))
         return True
     return False
 
 
-def _release(tx: WriteTx, name: str, owner: str) -> None:
+def _release(tx: WriteTx, name: str, owner: str, role: Role = Role.SYSTEM) -> None:
+    if not check_permission(tx, owner, role, Action.LEASE, name):
+        return
     row = tx.one("SELECT * FROM leases WHERE name=?", (name,))
     if row is not None and row["owner"] == owner and not row["released"]:
-        tx.emit(NewEvent(entity_id=name, actor=owner, role="system",
+        tx.emit(NewEvent(entity_id=name, actor=owner, role=role.value,
                          payload=ev.LeaseReleased(owner=owner)))
 
 
-async def acquire(store: Store, name: str, owner: str, ttl: float) -> bool:
+async def acquire(store: Store, name: str, owner: str, ttl: float,
+                  role: Role = Role.SYSTEM) -> bool:
     """Take or renew `name` for `owner`; False if another live owner holds it."""
-    return await store.execute(lambda tx: _acquire(tx, name, owner, ttl))
+    return await store.execute(lambda tx: _acquire(tx, name, owner, ttl, role))
 
 
-async def release(store: Store, name: str, owner: str) -> None:
-    await store.execute(lambda tx: _release(tx, name, owner))
+async def release(store: Store, name: str, owner: str, role: Role = Role.SYSTEM) -> None:
+    await store.execute(lambda tx: _release(tx, name, owner, role))

@@ -237,9 +237,9 @@ class Orchestrator:
                                  f"spec review: {review['verdict']}: {_summary(review)}")
             return True
         if phase == Phase.EXECUTION_READY:
-            if task["attempts"] >= MAX_ATTEMPTS:
+            if _used(task) >= MAX_ATTEMPTS:
                 await self._move(task, Phase.CIRCUIT_OPEN,
-                                 f"attempt budget exhausted ({task['attempts']}/{MAX_ATTEMPTS})")
+                                 f"attempt budget exhausted ({_used(task)}/{MAX_ATTEMPTS})")
             else:
                 await self._move(task, Phase.EXECUTING, f"starting attempt {task['attempts'] + 1}")
             return True
@@ -252,7 +252,7 @@ class Orchestrator:
                 return True
             if attempt["status"] == "succeeded":
                 await self._move(task, Phase.SPEC_GATE, f"attempt {attempt['n']} succeeded")
-            elif task["attempts"] < MAX_ATTEMPTS:
+            elif _used(task) < MAX_ATTEMPTS:
                 await self._move(task, Phase.RETRYING,
                                  f"attempt {attempt['n']} failed: {attempt['reason']}")
             else:
@@ -310,7 +310,7 @@ class Orchestrator:
         return False
 
     async def _rework(self, task: dict[str, Any], reason: str) -> None:
-        if task["attempts"] >= MAX_ATTEMPTS:
+        if _used(task) >= MAX_ATTEMPTS:
             await self._move(task, Phase.CIRCUIT_OPEN, f"{reason}; attempt budget spent")
         else:
             await self._move(task, Phase.EXECUTION_READY, reason)
@@ -421,6 +421,15 @@ class Orchestrator:
             result = await self.effects.perform(e["kind"], e["target"], e["description"], key)
             await self.store.execute(partial(c.effect_done, task_id=tid, effect_id=eid,
                                              result=result, actor=ORCH, role=Role.ORCHESTRATOR))
+
+
+def _used(task: dict[str, Any]) -> int:
+    """Attempts spent of the current budget (a circuit unblock starts a fresh one)."""
+    base = 0
+    for h in task["history"]:
+        if h["from_phase"] == Phase.CIRCUIT_OPEN:
+            base = int(h["attempt"])
+    return int(task["attempts"]) - base
 
 
 def _summary(review: dict[str, Any]) -> str:

@@ -76,10 +76,11 @@ def _transitioned(db: sqlite3.Connection, e: StoredEvent) -> None:
         "INSERT INTO phase_history VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (e.seq, e.entity_id, p.from_phase, p.to_phase, e.actor, e.role, p.reason, p.attempt, e.ts),
     )
-    extra = ", attempts=0" if p.reset_attempts else ""
+    # `reset_attempts` (leaving circuit_open) starts a fresh attempt budget; attempt numbers
+    # keep counting up (see core.tasks.commands.budget_base), so `attempts` is not reset.
     circuit = "" if p.to_phase == "circuit_open" else ", circuit=NULL"
     db.execute(
-        f"UPDATE tasks SET phase=?, phase_reason=?, updated_at=?, last_seq=?{extra}{circuit}"
+        f"UPDATE tasks SET phase=?, phase_reason=?, updated_at=?, last_seq=?{circuit}"
         " WHERE id=?",
         (p.to_phase, p.reason, e.ts, e.seq, e.entity_id),
     )

@@ -37,11 +37,28 @@ def check_permission(tx: WriteTx, actor: str, role: Role, action: Action, target
     if allowed(role, action):
         return True
     reason = f"role {role.value} may not {action.value}"
+    refuse(tx, actor, role, action, target, reason, f"{target}: {reason} (actor {actor})")
+    return False
+
+
+def refuse(tx: WriteTx, actor: str, role: Role, action: Action, target: str, reason: str,
+           message: str) -> None:
+    """Record a refused write as a `permission.refused` event; the caller gets PermissionDenied
+    once the refusal is committed (the refused write itself is not made)."""
     tx.emit(NewEvent(entity_id=target, actor=actor, role=role.value,
                      payload=ev.PermissionRefused(action=action.value, target=target,
                                                   reason=reason)))
-    tx.defer_error(PermissionDenied(f"{target}: {reason} (actor {actor})"))
-    return False
+    tx.defer_error(PermissionDenied(message))
+
+
+def budget_base(tx: WriteTx, task_id: str) -> int:
+    """Attempts made before the circuit was last unblocked: the budget counts only later ones.
+
+    Attempt numbers never restart, so every attempt keeps its own records and reviews.
+    """
+    row = tx.one("SELECT attempt FROM phase_history WHERE task_id=? AND from_phase=?"
+                 " ORDER BY seq DESC LIMIT 1", (task_id, Phase.CIRCUIT_OPEN.value))
+    return int(row["attempt"]) if row else 0
 
 
 def load_task(tx: WriteTx, task_id: str) -> dict[str, Any]:
@@ -129,9 +146,10 @@ def guard(tx: WriteTx, task: dict[str, Any], dst: Phase) -> str | None:
         if r is None or r["verdict"] != "approved":
             return "no approving spec review of the current spec"
         return None
+    used = task["attempts"] - budget_base(tx, tid)
     if dst == Phase.EXECUTING:
-        if task["attempts"] >= MAX_ATTEMPTS:
-            return (f"attempt budget exhausted ({task['attempts']}/{MAX_ATTEMPTS}):"
+        if used >= MAX_ATTEMPTS:
+            return (f"attempt budget exhausted ({used}/{MAX_ATTEMPTS}):"
                     " open the circuit instead")
         if src == Phase.RETRYING and task["retry_not_before"] is not None \
                 and tx.now < task["retry_not_before"]:
@@ -145,8 +163,8 @@ def guard(tx: WriteTx, task: dict[str, Any], dst: Phase) -> str | None:
         if dst == Phase.RETRYING:
             if status == "succeeded" or status == "running":
                 return f"attempt {task['attempts']} has not failed (status {status})"
-            if task["attempts"] >= MAX_ATTEMPTS:
-                return f"attempt budget exhausted ({task['attempts']}/{MAX_ATTEMPTS})"
+            if used >= MAX_ATTEMPTS:
+                return f"attempt budget exhausted ({used}/{MAX_ATTEMPTS})"
         return None
     if src == Phase.SPEC_GATE:
         r = _latest_review(tx, task, Phase.SPEC_GATE)
@@ -190,6 +208,9 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
     """task_transition: the only way a phase moves. Orchestrator role only."""
     if not check_permission(tx, actor, role, Action.TASK_TRANSITION, task_id):
         return {}
+    if dst == Phase.EXECUTING and not check_permission(tx, actor, role, Action.ATTEMPT_START,
+                                                       task_id):
+        return {}
     if not reason.strip():
         raise ValidationError("--reason: a transition needs a reason")
     task = load_task(tx, task_id)
@@ -204,13 +225,14 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
     if why_not:
         raise IllegalTransition(f"task {task_id}: {src.value} -> {dst.value} refused: {why_not}")
     attempt = task["attempts"]
-    reset = src == Phase.CIRCUIT_OPEN
+    base = budget_base(tx, task_id)
+    reset = src == Phase.CIRCUIT_OPEN  # a fresh budget: see budget_base
     payload = ev.TaskTransitioned(from_phase=src.value, to_phase=dst.value, reason=reason,
                                   attempt=attempt, reset_attempts=reset)
     tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=payload))
     if dst == Phase.EXECUTING:
         n = attempt + 1
-        escalate = n >= ESCALATE_AT_ATTEMPT
+        escalate = n - base >= ESCALATE_AT_ATTEMPT
         chosen = escalation_model if (escalate and escalation_model) else model
         tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.AttemptStarted(
             attempt=n, model=chosen, escalated=bool(escalate and escalation_model))))
@@ -219,19 +241,19 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
         failed_reason = (att or {}).get("reason") or reason
         tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.RetryScheduled(
             attempt=attempt, next_attempt=attempt + 1, reason=failed_reason,
-            not_before=tx.now + backoff_seconds(attempt),
-            escalate=attempt + 1 >= ESCALATE_AT_ATTEMPT)))
+            not_before=tx.now + backoff_seconds(attempt - base),
+            escalate=attempt + 1 - base >= ESCALATE_AT_ATTEMPT)))
     elif dst == Phase.CIRCUIT_OPEN:
         last_good = tx.one(
             "SELECT a.name, a.uri FROM artifacts a JOIN attempts t ON t.task_id=a.task_id"
             " AND t.n=a.attempt WHERE a.task_id=? AND t.status='succeeded'"
             " ORDER BY a.seq DESC LIMIT 1", (task_id,))
         fails = tx.all("SELECT n, reason FROM attempts WHERE task_id=? AND status!='succeeded'"
-                       " ORDER BY n", (task_id,))
+                       " AND n > ? ORDER BY n", (task_id, base))
         summary = failure_summary or "; ".join(
             f"attempt {f['n']}: {f['reason'] or 'failed'}" for f in fails) or reason
         tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.CircuitOpened(
-            failure_summary=summary, attempts=attempt,
+            failure_summary=summary, attempts=attempt - base,
             last_good_artifact=(f"{last_good['name']} ({last_good['uri']})" if last_good else None),
             unblock_options=UNBLOCK_OPTIONS)))
     elif dst == Phase.AWAITING_APPROVAL:
@@ -260,6 +282,8 @@ def request_approval(tx: WriteTx, *, kind: str, subject: str, title: str, prompt
                      required_approver: str | None = None,
                      require_different_approver: bool = False) -> str:
     """Add an item to the one approvals list (used by tasks now, by gates later)."""
+    if not check_permission(tx, actor, role, Action.APPROVAL_REQUEST, subject):
+        return ""
     for _ in range(16):
         approval_id = secrets.token_hex(4)
         if tx.one("SELECT 1 FROM approvals WHERE id=?", (approval_id,)) is None:
@@ -288,11 +312,15 @@ def decide_approval(tx: WriteTx, approval_id: str, approve: bool, by: str, reaso
         who = f" by {a['decided_by']}" if a["decided_by"] else ""
         raise Conflict(f"approval {approval_id}: already {a['status']}{who}")
     if a["required_approver"] and by != a["required_approver"]:
-        raise PermissionDenied(
-            f"approval {approval_id}: only {a['required_approver']} may decide it (not {by})")
+        refuse(tx, by, role, Action.APPROVAL_DECIDE, approval_id,
+               f"only {a['required_approver']} may decide it",
+               f"approval {approval_id}: only {a['required_approver']} may decide it (not {by})")
+        return {}
     if a["require_different"] and by == a["requested_by"]:
-        raise PermissionDenied(
-            f"approval {approval_id}: must be decided by someone other than {by}, who asked")
+        refuse(tx, by, role, Action.APPROVAL_DECIDE, approval_id,
+               "the requester may not decide it",
+               f"approval {approval_id}: must be decided by someone other than {by}, who asked")
+        return {}
     decision = "approved" if approve else "rejected"
     tx.emit(NewEvent(entity_id=approval_id, actor=by, role=role.value,
                      payload=ev.ApprovalDecided(decision=decision, reason=reason)))
@@ -304,13 +332,15 @@ def decide_approval(tx: WriteTx, approval_id: str, approve: bool, by: str, reaso
 
 
 def append_review(tx: WriteTx, task_id: str, role: Role, reviewer: str, verdict: str,
-                  findings: list[dict[str, Any]], details: dict[str, Any] | None = None) -> int:
-    kind = "spec" if role == Role.SPEC_REVIEWER else "quality"
+                  findings: list[dict[str, Any]], details: dict[str, Any] | None = None,
+                  kind: str | None = None) -> int:
+    """Append a spec or quality review. `kind` defaults to the one the role writes; asking
+    for the other kind is a refused (and recorded) write, like any other role's review."""
+    if kind is None:
+        kind = "quality" if role == Role.QUALITY_REVIEWER else "spec"
+    if kind not in ("spec", "quality"):
+        raise ValidationError(f"--kind: {kind!r} is not one of spec, quality")
     action = Action.REVIEW_SPEC if kind == "spec" else Action.REVIEW_QUALITY
-    if role not in (Role.SPEC_REVIEWER, Role.QUALITY_REVIEWER):
-        # record the refusal against the spec-review action: the role may not review at all
-        check_permission(tx, reviewer, role, Action.REVIEW_SPEC, task_id)
-        return 0
     if not check_permission(tx, reviewer, role, action, task_id):
         return 0
     task = load_task(tx, task_id)
@@ -443,11 +473,15 @@ def effect_done(tx: WriteTx, task_id: str, effect_id: str, result: str, actor: s
                 role: Role) -> None:
     if not check_permission(tx, actor, role, Action.SIDE_EFFECT_PERFORM, task_id):
         return
-    e = tx.one("SELECT * FROM side_effects WHERE effect_id=?", (effect_id,))
+    e = tx.one("SELECT * FROM side_effects WHERE effect_id=? AND task_id=?", (effect_id, task_id))
     if e is None:
         raise NotFound(f"side effect {effect_id!r}: no such effect")
     if e["status"] == "done":
         return
+    if e["status"] != "intent":
+        # only an approved effect whose intent is committed (in ready_to_resume) can be done
+        raise IllegalTransition(
+            f"task {task_id}: side effect {effect_id} has no committed intent ({e['status']})")
     tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value,
                      payload=ev.SideEffectDone(effect_id=effect_id, idem_key=e["idem_key"],
                                                result=result)))
@@ -466,7 +500,7 @@ def dumps(value: Any) -> str:
 
 
 __all__ = [
-    "TERMINAL", "append_review", "check_permission", "checkpoint", "create_task",
+    "TERMINAL", "append_review", "budget_base", "check_permission", "checkpoint", "create_task",
     "decide_approval", "effect_done", "effect_intent", "finish_attempt", "guard", "heartbeat",
     "parse_finding", "plan_side_effect", "record_artifact", "record_usage", "request_approval",
     "transition", "update_spec",

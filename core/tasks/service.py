@@ -52,9 +52,9 @@ class Tasks:
 
     async def review(self, task_id: str, *, role: Role, reviewer: str, verdict: str,
                      findings: list[dict[str, Any]] | None = None,
-                     details: dict[str, Any] | None = None) -> int:
+                     details: dict[str, Any] | None = None, kind: str | None = None) -> int:
         return await self.store.execute(lambda tx: c.append_review(
-            tx, task_id, role, reviewer, verdict, findings or [], details))
+            tx, task_id, role, reviewer, verdict, findings or [], details, kind))
 
     async def heartbeat(self, task_id: str, attempt: int, *, actor: str,
                         role: Role = Role.EXECUTOR, note: str = "") -> None:
