@@ -1,0 +1,52 @@
+"""Shared fixtures for the core tests: a real store on a temp file, a fake clock, helpers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+HELPERS = Path(__file__).resolve().parent / "helpers"
+if str(HELPERS) not in sys.path:
+    sys.path.insert(0, str(HELPERS))
+
+from core.clock import FakeClock  # noqa: E402
+from core.store import open_store  # noqa: E402
+from core.tasks.service import Tasks  # noqa: E402
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "store.db"
+
+
+@pytest.fixture
+async def store(db_path: Path, clock: FakeClock):
+    s = await open_store(db_path, clock=clock)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+def tasks(store) -> Tasks:
+    return Tasks(store)
+
+
+def child_env() -> dict[str, str]:
+    """Environment for child Python processes: the repo and the helpers importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HELPERS), env.get("PYTHONPATH", "")])
+    env.pop("HYPOTHESIS_PROFILE", None)
+    return env
