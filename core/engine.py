@@ -15,6 +15,7 @@ import uuid
 
 from . import leases
 from .agents.registry import AgentSet
+from .aio import wait_event
 from .clock import Clock, SystemClock
 from .effects import EffectSink
 from .orchestrator import Orchestrator
@@ -45,15 +46,13 @@ class Engine:
                 self.holding = await leases.acquire(self.store, LEASE_NAME, self.owner,
                                                     self.lease_ttl_s)
                 if not self.holding:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stop.wait(), self.lease_ttl_s / 3)
+                    await wait_event(self._stop, self.lease_ttl_s / 3)
                     continue
                 drive_stop = asyncio.Event()
                 driver = asyncio.create_task(self.orchestrator.run(drive_stop))
                 try:
                     while not self._stop.is_set():
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(self._stop.wait(), self.lease_ttl_s / 3)
+                        await wait_event(self._stop, self.lease_ttl_s / 3)
                         if self._stop.is_set():
                             break
                         if not await leases.acquire(self.store, LEASE_NAME, self.owner,

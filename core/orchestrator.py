@@ -346,7 +346,8 @@ class Orchestrator:
                       "round": round_, "attempt": attempt,
                       "labels": task["spec"].get("labels", []), "agent": name},
             timeout_s=self.agent_timeout_s)
-        result = await asyncio.wait_for(complete(provider, request), self.agent_timeout_s)
+        async with asyncio.timeout(self.agent_timeout_s):
+            result = await complete(provider, request)
         await self.store.execute(lambda tx: c.record_usage(
             tx, task["id"], name, model, purpose, result.usage.prompt_tokens,
             result.usage.completion_tokens))

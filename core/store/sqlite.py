@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from ..aio import wait_event
 from ..clock import Clock, SystemClock
 from ..errors import ClawError, StoreClosed, StoreError
 from ..events import NewEvent, StoredEvent, decode
@@ -190,7 +191,9 @@ class SQLiteStore:
         self._writer_task: asyncio.Task[None] | None = None
         self._closed = False
         self._last_seq = 0
-        self._changed = asyncio.Condition()
+        # Broadcast without locks: waiters await the current Event; a change sets it and
+        # installs a fresh one. (Condition.wait under wait_for could hang on cancellation.)
+        self._changed = asyncio.Event()
         self._polled_at = float("-inf")  # loop time of the last look for other processes' writes
         self.batches = 0
         self.commands = 0
@@ -326,8 +329,7 @@ class SQLiteStore:
                     j.future.set_exception(value)
             if result.last_seq > self._last_seq:
                 self._last_seq = result.last_seq
-                async with self._changed:
-                    self._changed.notify_all()
+                self._notify_change()
 
     def _run_batch(self, jobs: list[_Job]) -> _BatchResult:
         """Runs on the writer thread: one IMMEDIATE transaction, a savepoint per command."""
@@ -414,6 +416,10 @@ class SQLiteStore:
             )
         return [row_to_event(r) for r in rows]
 
+    def _notify_change(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
     async def wait_for_change(self, after_seq: int, timeout: float) -> int:
         """Return the newest seq once it passes `after_seq`, or the newest known on timeout.
 
@@ -431,18 +437,15 @@ class SQLiteStore:
                 seq = await self.last_seq()
                 if seq > self._last_seq:  # another process wrote: tell every waiter
                     self._last_seq = seq
-                    async with self._changed:
-                        self._changed.notify_all()
+                    self._notify_change()
                 continue
             remaining = deadline - now
             if remaining <= 0:
                 return self._last_seq
-            async with self._changed:
-                if self._last_seq > after_seq:
-                    continue  # committed while we were getting here: no lost wake-up
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(),
-                                           min(remaining, self._polled_at + self.poll_s - now))
+            changed = self._changed  # taken before re-checking: no lost wake-up
+            if self._last_seq > after_seq:
+                continue
+            await wait_event(changed, min(remaining, self._polled_at + self.poll_s - now))
 
     # ------------------------------------------------------------------ replay
 

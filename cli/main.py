@@ -1,0 +1,404 @@
+"""`clawtower`: the command line. Every command goes through the same core API as the console.
+
+Exit codes: 0 ok, 1 runtime error, 2 usage or validation error (one line naming the file,
+field or id at fault).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+from core import (
+    AgentSet,
+    Approvals,
+    ClawError,
+    Engine,
+    JournalSink,
+    Phase,
+    Role,
+    Tasks,
+    ValidationError,
+    load_script,
+    load_spec,
+    open_store,
+)
+from core.config import default_db, effects_journal, home
+from core.store import SQLiteStore
+from core.tasks.commands import parse_finding
+from core.tasks.permissions import parse_role
+from core.tasks.phases import parse_phase
+
+from . import output
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def operator_name() -> str:
+    try:
+        return os.environ.get("CLAWTOWER_OPERATOR") or getpass.getuser() or "operator"
+    except Exception:
+        return "operator"
+
+
+def default_agents() -> str | None:
+    p = home() / "agents.yaml"
+    return str(p) if p.exists() else None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
+                        help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
+    p = _Parser(prog="clawtower", parents=[common],
+                description="Multi-agent orchestration engine with an operator console.")
+    p.add_argument("--agents", metavar="FILE", help="simulated agents script (YAML)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def cmd(name: str, help_: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_, parents=[common], **kw)
+
+    d = cmd("demo", "seed a live demo with simulated agents and open the console")
+    d.add_argument("--headless", action="store_true",
+                   help="run without a screen until a human is needed, print a summary")
+    d.add_argument("--speed", type=float, default=1.0,
+                   help="multiply simulated think times (0 = instant)")
+
+    s = cmd("serve", "run the engine without a console")
+    s.add_argument("--agents", metavar="FILE", help="simulated agents script (YAML)")
+    s.add_argument("--until-idle", action="store_true",
+                   help="exit once nothing more can happen without a human")
+
+    e = cmd("events", "print the event log")
+    e.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    e.add_argument("--json", action="store_true", help="one JSON object per line")
+    e.add_argument("--after", type=int, default=0, metavar="SEQ", help="start after SEQ")
+    e.add_argument("--entity", metavar="ID", help="only events of this entity id")
+
+    t = cmd("task", "create, list, show, move and review tasks")
+    tsub = t.add_subparsers(dest="task_cmd", metavar="ACTION", parser_class=_Parser,
+                            required=True)
+    tc = tsub.add_parser("create", help="create a task from a spec file", parents=[common])
+    tc.add_argument("spec", metavar="SPEC.yaml")
+    tc.add_argument("--json", action="store_true")
+    tu = tsub.add_parser("update-spec", help="replace a draft task's spec", parents=[common])
+    tu.add_argument("id")
+    tu.add_argument("spec", metavar="SPEC.yaml")
+    tl = tsub.add_parser("list", help="list tasks", parents=[common])
+    tl.add_argument("--phase", metavar="P")
+    tl.add_argument("--json", action="store_true")
+    tsh = tsub.add_parser("show", help="a task's history, reviews, attempts, artifacts",
+                          parents=[common])
+    tsh.add_argument("id")
+    tsh.add_argument("--json", action="store_true")
+    tt = tsub.add_parser("transition", help="move a task's phase (orchestrator only)",
+                         parents=[common])
+    tt.add_argument("id")
+    tt.add_argument("phase")
+    tt.add_argument("--as", dest="role", required=True, metavar="ROLE")
+    tt.add_argument("--reason", required=True)
+    tt.add_argument("--by", default=None, metavar="NAME")
+    tr = tsub.add_parser("review", help="append a spec or quality review", parents=[common])
+    tr.add_argument("id")
+    tr.add_argument("--as", dest="role", required=True, metavar="ROLE",
+                    help="spec_reviewer or quality_reviewer")
+    tr.add_argument("--verdict", required=True,
+                    help="spec: approved|changes_requested|blocked; quality: approve|rework")
+    tr.add_argument("--finding", action="append", default=[], metavar="TEXT",
+                    help="a finding; 'path:line: text' references a file (repeatable)")
+    tr.add_argument("--risk", choices=["low", "medium", "high"], help="quality reviews")
+    tr.add_argument("--maintainability", default="", help="quality reviews")
+    tr.add_argument("--test-gap", action="append", default=[], help="quality reviews")
+    tr.add_argument("--by", default=None, metavar="NAME")
+
+    a = cmd("approvals", "pending approvals, every kind, one list")
+    a.add_argument("--json", action="store_true")
+    a.add_argument("--all", action="store_true", help="include decided ones")
+    ap = cmd("approve", "approve a pending item")
+    ap.add_argument("id")
+    ap.add_argument("--by", default=None, metavar="NAME")
+    ap.add_argument("--reason", default="")
+    rj = cmd("reject", "reject a pending item")
+    rj.add_argument("id")
+    rj.add_argument("--reason", default="")
+    rj.add_argument("--by", default=None, metavar="NAME")
+
+    st = cmd("store", "check or rebuild the store's projections")
+    ssub = st.add_subparsers(dest="store_cmd", metavar="ACTION", parser_class=_Parser,
+                             required=True)
+    ssub.add_parser("verify", help="replay the log and compare with live projections",
+                    parents=[common])
+    ssub.add_parser("rebuild", help="rebuild projections from the log", parents=[common])
+    ssub.add_parser("info", help="schema version, events, size", parents=[common])
+    return p
+
+
+# --------------------------------------------------------------------------- commands
+
+
+async def _with_store(args: argparse.Namespace,
+                      fn: Callable[[SQLiteStore], Awaitable[int]]) -> int:
+    store = await open_store(args.db)
+    try:
+        return await fn(store)
+    finally:
+        await store.close()
+
+
+async def cmd_task(args: argparse.Namespace) -> int:
+    async def run(store: SQLiteStore) -> int:
+        tasks = Tasks(store)
+        tc = args.task_cmd
+        if tc == "create":
+            spec = load_spec(args.spec)
+            tid = await tasks.create(spec, actor=operator_name(), source=str(args.spec))
+            if args.json:
+                output.emit_json(await tasks.get(tid))
+            else:
+                print(tid)
+            return 0
+        if tc == "update-spec":
+            spec = load_spec(args.spec)
+            problems = await tasks.update_spec(args.id, spec, actor=operator_name())
+            print(f"{args.id}: spec updated" + (f"; not ready: {'; '.join(problems)}"
+                                                if problems else "; ready for review"))
+            return 0
+        if tc == "list":
+            phase = parse_phase(args.phase, "--phase") if args.phase else None
+            rows = await tasks.list(phase)
+            if args.json:
+                output.emit_json(rows)
+            else:
+                print(output.table([[r["id"], r["phase"], str(r["attempts"]), r["title"]]
+                                    for r in rows], ["ID", "PHASE", "ATT", "TITLE"]))
+            return 0
+        if tc == "show":
+            t = await tasks.get(args.id)
+            if args.json:
+                output.emit_json(t)
+            else:
+                print(output.task_detail(t))
+            return 0
+        if tc == "transition":
+            role = parse_role(args.role)
+            phase = parse_phase(args.phase, "PHASE")
+            r = await tasks.transition(args.id, phase, args.reason, role=role,
+                                       actor=args.by or operator_name())
+            print(f"{r['task']}: {r['from']} -> {r['to']}")
+            return 0
+        if tc == "review":
+            role = parse_role(args.role)
+            details = None
+            if role == Role.QUALITY_REVIEWER:
+                details = {"risk": args.risk or "low", "maintainability": args.maintainability,
+                           "test_gaps": args.test_gap}
+            seq = await tasks.review(args.id, role=role, reviewer=args.by or operator_name(),
+                                     verdict=args.verdict,
+                                     findings=[parse_finding(f) for f in args.finding],
+                                     details=details)
+            print(f"{args.id}: review recorded (event {seq})")
+            return 0
+        raise ValidationError(f"task: unknown action {tc!r}")
+
+    return await _with_store(args, run)
+
+
+async def cmd_approvals(args: argparse.Namespace) -> int:
+    async def run(store: SQLiteStore) -> int:
+        ap = Approvals(store)
+        rows = await (ap.all() if args.all else ap.pending())
+        if args.json:
+            output.emit_json(rows)
+            return 0
+        if not rows:
+            print("no pending approvals")
+            return 0
+        print(output.table(
+            [[r["id"], r["kind"], r["status"], r["subject"], r["requested_by"],
+              output.ts(r["requested_at"]), r["title"]] for r in rows],
+            ["ID", "KIND", "STATUS", "SUBJECT", "ASKED BY", "WHEN", "WHAT"]))
+        return 0
+
+    return await _with_store(args, run)
+
+
+async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
+    async def run(store: SQLiteStore) -> int:
+        ap = Approvals(store)
+        by = args.by or operator_name()
+        if approve:
+            r = await ap.approve(args.id, by=by, reason=args.reason)
+        else:
+            r = await ap.reject(args.id, by=by, reason=args.reason)
+        print(f"{r['approval']}: {r['decision']} by {by} ({r['kind']} {r['subject']})")
+        return 0
+
+    return await _with_store(args, run)
+
+
+async def cmd_events(args: argparse.Namespace) -> int:
+    async def run(store: SQLiteStore) -> int:
+        seq = args.after
+        while True:
+            batch = await store.events_after(seq, 1000, entity_id=args.entity)
+            for e in batch:
+                data = e.as_json()
+                if args.json:
+                    sys.stdout.write(output.json.dumps(data, sort_keys=True) + "\n")
+                else:
+                    sys.stdout.write(output.event_line(data) + "\n")
+                seq = e.seq
+            sys.stdout.flush()
+            if len(batch) == 1000:
+                continue
+            if not args.follow:
+                return 0
+            await store.wait_for_change(seq, 1.0)
+
+    return await _with_store(args, run)
+
+
+async def cmd_store(args: argparse.Namespace) -> int:
+    async def run(store: SQLiteStore) -> int:
+        if args.store_cmd == "verify":
+            problems = await store.verify_projections()
+            for p in problems:
+                print(p)
+            print("projections match the log" if not problems else
+                  f"{len(problems)} projection(s) differ from the log")
+            return 0 if not problems else 1
+        if args.store_cmd == "rebuild":
+            n = await store.rebuild_projections()
+            print(f"rebuilt projections from {n} events")
+            return 0
+        row = await store.fetchone("PRAGMA user_version")
+        print(f"store: {store.path}\nschema: v{next(iter(row.values())) if row else '?'}\n"
+              f"events: {await store.last_seq()}\n"
+              f"size: {Path(store.path).stat().st_size} bytes")
+        return 0
+
+    return await _with_store(args, run)
+
+
+async def _engine_until_stopped(store: SQLiteStore, agents_path: str | None, db: str,
+                                until_idle: bool, quiet: bool = False) -> int:
+    agents = AgentSet.simulated(load_script(agents_path) if agents_path else None)
+    engine = Engine(store, agents, effects=JournalSink(effects_journal(db)))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, engine.stop)
+    done = asyncio.Event()
+    follower = asyncio.create_task(_print_progress(store, await store.last_seq(), quiet, done))
+    runner = asyncio.create_task(engine.run())
+    try:
+        if until_idle:
+            while not engine.holding and not runner.done():
+                await asyncio.sleep(0.05)
+            idle = await engine.orchestrator.run_until_idle(timeout_s=3600)
+            engine.stop()
+            if not idle:
+                return 1
+        await runner
+    finally:
+        engine.stop()
+        await runner
+        done.set()
+        await follower
+    for err in engine.orchestrator.errors:
+        sys.stderr.write(f"clawtower: warning: {err}\n")
+    return 0
+
+
+async def _print_progress(store: SQLiteStore, seq: int, quiet: bool,
+                          done: asyncio.Event) -> None:
+    """Progress for long work: one line per phase change and approval request."""
+    while True:
+        finished = done.is_set()  # one last drain after the engine stopped
+        for e in await store.events_after(seq, 1000):
+            seq = e.seq
+            if not quiet and e.type in ("task.transitioned", "approval.requested",
+                                        "approval.decided", "lease.acquired"):
+                print(output.event_line(e.as_json()), flush=True)
+        if finished:
+            return
+        await store.wait_for_change(seq, 0.2)
+
+
+async def cmd_serve(args: argparse.Namespace) -> int:
+    agents = args.agents or default_agents()
+
+    async def run(store: SQLiteStore) -> int:
+        print(f"clawtower: engine on {store.path} (agents: {agents or 'built-in simulator'});"
+              " ctrl+c stops", flush=True)
+        return await _engine_until_stopped(store, agents, args.db, args.until_idle)
+
+    return await _with_store(args, run)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    if args.command is None:
+        from tui.app import run_console
+
+        store_check(args.db)
+        return run_console(args.db, run_engine=True,
+                           agents_script=args.agents or default_agents(),
+                           operator=operator_name())
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return run_demo(args)
+    handlers: dict[str, Callable[[argparse.Namespace], Awaitable[int]]] = {
+        "task": cmd_task, "approvals": cmd_approvals, "events": cmd_events,
+        "store": cmd_store, "serve": cmd_serve,
+        "approve": lambda a: cmd_decide(a, True), "reject": lambda a: cmd_decide(a, False),
+    }
+    return asyncio.run(handlers[args.command](args))
+
+
+def store_check(db: str) -> None:
+    """Open and close the store once, so a bad file fails before the console starts."""
+
+    async def check() -> None:
+        s = await open_store(db)
+        await s.close()
+
+    asyncio.run(check())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.db_given = hasattr(args, "db")
+    if not args.db_given:
+        args.db = str(default_db())
+    try:
+        return dispatch(args)
+    except ClawError as exc:
+        sys.stderr.write(f"clawtower: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
+
+
+__all__ = ["Phase", "main"]

@@ -1,0 +1,122 @@
+"""Plain-text rendering for the CLI (the console has its own widgets)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+
+def ts(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+
+
+def emit_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def table(rows: list[list[str]], headers: list[str]) -> str:
+    widths = [len(h) for h in headers]
+    for r in rows:
+        for i, cell in enumerate(r):
+            widths[i] = max(widths[i], len(cell))
+    widths[-1] = min(widths[-1], 80)
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for r in rows:
+        cells = [c if i < len(r) - 1 else c[:80] for i, c in enumerate(r)]
+        lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def event_line(e: dict[str, Any]) -> str:
+    p = e["payload"]
+    detail = ""
+    if e["type"] == "task.transitioned":
+        detail = f"{p['from_phase']} -> {p['to_phase']}: {p['reason']}"
+    elif e["type"] == "task.created":
+        detail = p["title"] + ("" if p["spec_ok"] else "  (spec not ready)")
+    elif e["type"] == "review.appended":
+        detail = f"{p['stage']} {p['verdict']} by {p['reviewer']}"
+    elif e["type"] == "attempt.started":
+        detail = f"attempt {p['attempt']} on {p['model']}"
+    elif e["type"] == "attempt.finished":
+        detail = f"attempt {p['attempt']} {p['status']}" + (f": {p['reason']}" if p["reason"]
+                                                             else "")
+    elif e["type"] == "approval.requested":
+        detail = p["title"]
+    elif e["type"] == "approval.decided":
+        detail = p["decision"] + (f": {p['reason']}" if p.get("reason") else "")
+    elif e["type"] == "permission.refused":
+        detail = p["reason"]
+    elif e["type"] == "retry.scheduled":
+        detail = f"attempt {p['next_attempt']} after backoff: {p['reason']}"
+    elif e["type"] == "circuit.opened":
+        detail = p["failure_summary"]
+    return (f"{e['seq']:>6}  {ts(e['ts'])}  {e['type']:<20} {e['entity_id']:<10} "
+            f"{e['actor']}({e['role']})  {detail}").rstrip()
+
+
+def task_detail(t: dict[str, Any]) -> str:
+    spec = t["spec"]
+    out = [f"{t['id']}  {t['title']}",
+           f"phase: {t['phase']}   attempts: {t['attempts']}   spec ok: {bool(t['spec_ok'])}"]
+    if t["phase_reason"]:
+        out.append(f"reason: {t['phase_reason']}")
+    out.append(f"goal: {spec.get('goal', '')}")
+    if spec.get("acceptance_criteria"):
+        out.append("acceptance criteria:")
+        out += [f"  - {c}" for c in spec["acceptance_criteria"]]
+    if t["circuit"]:
+        c = t["circuit"]
+        out += ["circuit open:", f"  failure: {c['failure_summary']}",
+                f"  attempts: {c['attempts']}",
+                f"  last good artifact: {c['last_good_artifact'] or '(none)'}",
+                "  unblock options:"] + [f"    - {o}" for o in c["unblock_options"]]
+    out.append("history:")
+    for h in t["history"]:
+        out.append(f"  {h['seq']:>5} {ts(h['at'])} {h['from_phase']} -> {h['to_phase']}"
+                   f"  [{h['actor']}] {h['reason']}")
+    if t["reviews"]:
+        out.append("reviews:")
+        for r in t["reviews"]:
+            out.append(f"  {r['seq']:>5} {r['stage']} attempt {r['attempt']}: {r['verdict']}"
+                       f" by {r['reviewer']}")
+            for f in r["findings"]:
+                ref = f"{f['ref']}: " if f.get("ref") else ""
+                out.append(f"          - {ref}{f.get('text', '')}")
+            d = r.get("details") or {}
+            if d.get("risk"):
+                out.append(f"          risk {d['risk']}; maintainability: "
+                           f"{d.get('maintainability', '')}; test gaps: "
+                           f"{', '.join(d.get('test_gaps', [])) or 'none'}")
+    if t["attempt_records"]:
+        out.append("attempts:")
+        for a in t["attempt_records"]:
+            out.append(f"  #{a['n']} {a['status']} on {a['model']}"
+                       + (" (escalated)" if a["escalated"] else "")
+                       + f", {a['heartbeats']} heartbeat(s)"
+                       + (f": {a['reason']}" if a["reason"] else ""))
+    if t["artifacts"]:
+        out.append("artifacts:")
+        out += [f"  attempt {a['attempt']}: {a['name']}  {a['uri']}" for a in t["artifacts"]]
+    if t["side_effects"]:
+        out.append("side effects:")
+        out += [f"  {e['effect_id']} {e['kind']} [{e['status']}] {e['description']}"
+                for e in t["side_effects"]]
+    if t["approvals"]:
+        out.append("approvals:")
+        for a in t["approvals"]:
+            by = f" by {a['decided_by']}" if a["decided_by"] else ""
+            out.append(f"  {a['id']} {a['status']}{by}  {a['title']}")
+    if t["usage"]:
+        out.append("tokens:")
+        out += [f"  {u['agent']} ({u['model']}): {u['calls']} call(s), {u['prompt_tokens']} in,"
+                f" {u['completion_tokens']} out" for u in t["usage"]]
+    if t["refusals"]:
+        out.append("refused writes:")
+        out += [f"  {r['seq']:>5} {r['actor']}({r['role']}) {r['action']}: {r['reason']}"
+                for r in t["refusals"]]
+    return "\n".join(out)
