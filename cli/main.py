@@ -160,11 +160,22 @@ async def _with_store(args: argparse.Namespace,
 
 
 async def cmd_task(args: argparse.Namespace) -> int:
+    # Every input is checked before the store is opened: a bad spec file, phase or role
+    # must not leave a store behind (nor the WAL files of a fresh one).
+    tc = args.task_cmd
+    spec = load_spec(args.spec) if tc in ("create", "update-spec") else None
+    phase: Phase | None = None
+    if tc == "list" and args.phase:
+        phase = parse_phase(args.phase, "--phase")
+    elif tc == "transition":
+        phase = parse_phase(args.phase, "PHASE")
+    role = parse_role(args.role) if tc in ("transition", "review") else None
+    findings = [parse_finding(f) for f in args.finding] if tc == "review" else []
+
     async def run(store: SQLiteStore) -> int:
         tasks = Tasks(store)
-        tc = args.task_cmd
         if tc == "create":
-            spec = load_spec(args.spec)
+            assert spec is not None
             tid = await tasks.create(spec, actor=operator_name(), source=str(args.spec))
             if args.json:
                 output.emit_json(await tasks.get(tid))
@@ -172,13 +183,12 @@ async def cmd_task(args: argparse.Namespace) -> int:
                 print(tid)
             return 0
         if tc == "update-spec":
-            spec = load_spec(args.spec)
+            assert spec is not None
             problems = await tasks.update_spec(args.id, spec, actor=operator_name())
             print(f"{args.id}: spec updated" + (f"; not ready: {'; '.join(problems)}"
                                                 if problems else "; ready for review"))
             return 0
         if tc == "list":
-            phase = parse_phase(args.phase, "--phase") if args.phase else None
             rows = await tasks.list(phase)
             if args.json:
                 output.emit_json(rows)
@@ -194,21 +204,20 @@ async def cmd_task(args: argparse.Namespace) -> int:
                 print(output.task_detail(t))
             return 0
         if tc == "transition":
-            role = parse_role(args.role)
-            phase = parse_phase(args.phase, "PHASE")
+            assert phase is not None and role is not None
             r = await tasks.transition(args.id, phase, args.reason, role=role,
                                        actor=args.by or operator_name())
             print(f"{r['task']}: {r['from']} -> {r['to']}")
             return 0
         if tc == "review":
-            role = parse_role(args.role)
+            assert role is not None
             details = None
             if role == Role.QUALITY_REVIEWER:
                 details = {"risk": args.risk or "low", "maintainability": args.maintainability,
                            "test_gaps": args.test_gap}
             seq = await tasks.review(args.id, role=role, reviewer=args.by or operator_name(),
                                      verdict=args.verdict,
-                                     findings=[parse_finding(f) for f in args.finding],
+                                     findings=findings,
                                      details=details)
             print(f"{args.id}: review recorded (event {seq})")
             return 0
