@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -43,10 +42,3 @@ async def store(db_path: Path, clock: FakeClock):
 def tasks(store) -> Tasks:
     return Tasks(store)
 
-
-def child_env() -> dict[str, str]:
-    """Environment for child Python processes: the repo and the helpers importable."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HELPERS), env.get("PYTHONPATH", "")])
-    env.pop("HYPOTHESIS_PROFILE", None)
-    return env
