@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,24 @@ if str(HELPERS) not in sys.path:
 from core.clock import FakeClock  # noqa: E402
 from core.store import open_store  # noqa: E402
 from core.tasks.service import Tasks  # noqa: E402
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run tests marked slow (the full-size durability figures)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked slow run only when asked: --run-slow, CLAWTOWER_RUN_SLOW=1, or a -m
+    expression naming slow. The default run covers each requirement at a smaller scale."""
+    markexpr = config.getoption("-m") or ""
+    if config.getoption("--run-slow") or os.environ.get("CLAWTOWER_RUN_SLOW") == "1" \
+            or "slow" in markexpr:
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow or -m slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture
