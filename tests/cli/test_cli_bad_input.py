@@ -311,3 +311,12 @@ def test_directory_as_db(run: Run, tmp_path: Path) -> None:
     r = run("task", "list", "--db", tmp_path)
     assert r.code == 2
     one_error_line(r.err, str(tmp_path), "is a directory")
+
+
+def test_demo_without_its_data(run: Run, tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    monkeypatch.setenv("CLAWTOWER_DEMO_DIR", str(tmp_path / "nowhere"))
+    r = run("demo", "--headless", "--speed", "0")
+    assert (r.code, r.out) == (2, "")
+    one_error_line(r.err, str(tmp_path / "nowhere"), "demo data not found")
+    assert not (home / "demo.db").exists()

@@ -1,0 +1,145 @@
+"""`clawtower demo --headless --speed 0`, then the operator's part: approve, serve, verify.
+
+The demo runs once per module (it waits out real retry backoffs, a few seconds); tests that
+change its store work on a copy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cli_helpers import OPERATOR, max_seq, query, run_cli
+
+
+@dataclass
+class Demo:
+    home: Path
+    proc: subprocess.CompletedProcess[str]
+    db: Path
+    approval: str
+
+    def phases(self) -> dict[str, tuple[str, int]]:
+        """The summary table: id -> (phase, attempts)."""
+        out: dict[str, tuple[str, int]] = {}
+        for line in self.proc.stdout.split("Demo summary\n", 1)[1].splitlines()[1:]:
+            if not line.strip():
+                break
+            tid, phase, att = line.split()[:3]
+            out[tid] = (phase, int(att))
+        return out
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    home = tmp_path_factory.mktemp("demo") / "home"
+    proc = run_cli(["demo", "--headless", "--speed", "0"], home, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    m = re.search(r"approve with: clawtower approve (\w+) --db (\S+)", proc.stdout)
+    assert m, proc.stdout
+    return Demo(home, proc, Path(m.group(2)), m.group(1))
+
+
+@pytest.fixture
+def demo_copy(demo: Demo, tmp_path: Path) -> Demo:
+    """A private copy of the demo's home (the store is closed: no WAL to carry over)."""
+    home = tmp_path / "home"
+    shutil.copytree(demo.home, home)
+    return Demo(home, demo.proc, home / demo.db.name, demo.approval)
+
+
+def test_demo_uses_clawtower_home(demo: Demo) -> None:
+    assert demo.db == demo.home / "demo.db"
+    assert demo.proc.stdout.startswith(f"clawtower demo: seeded 6 tasks into {demo.db}\n")
+    assert demo.proc.stderr == ""
+    assert f"events: {max_seq(demo.db)}   store: {demo.db}" in demo.proc.stdout
+
+
+def test_demo_summary_tells_the_story(demo: Demo) -> None:
+    phases = demo.phases()
+    assert len(phases) == 6
+    by_phase: dict[str, list[str]] = {}
+    for tid, (phase, _) in phases.items():
+        by_phase.setdefault(phase, []).append(tid)
+    assert by_phase["completed"], phases
+    assert len(by_phase["circuit_open"]) == 1
+    assert len(by_phase["spec_draft"]) == 1
+    assert len(by_phase["awaiting_approval"]) == 1
+    # a retry: some completed task needed a second attempt
+    assert any(phases[t][1] == 2 for t in by_phase["completed"]), phases
+    (doomed,) = by_phase["circuit_open"]
+    assert phases[doomed][1] == 3
+    assert f"{doomed} opened its circuit: attempt 1: " in demo.proc.stdout
+    (vague,) = by_phase["spec_draft"]
+    assert f"{vague} waits in spec_draft: acceptance_criteria[0]: too weak to test" \
+        in demo.proc.stdout
+    assert "Waiting for you in Approvals:" in demo.proc.stdout
+    assert f"  {demo.approval}  " in demo.proc.stdout
+
+
+def test_demo_store_matches_the_summary(demo: Demo) -> None:
+    rows = dict(query(demo.db, "SELECT id, phase FROM tasks"))
+    assert rows == {t: p for t, (p, _) in demo.phases().items()}
+    assert query(demo.db, "SELECT id, status FROM approvals") == [(demo.approval, "pending")]
+    retried = query(demo.db, "SELECT count(*) FROM events WHERE type='retry.scheduled'")
+    assert retried[0][0] >= 1
+
+
+def test_approve_then_serve_completes_the_task_once(demo_copy: Demo) -> None:
+    d = demo_copy
+    db = str(d.db)
+    journal = d.home / "demo.effects.jsonl"
+    assert not journal.exists()
+    (subject,) = query(d.db, "SELECT subject FROM approvals WHERE id=?", (d.approval,))[0]
+
+    r = run_cli(["approve", d.approval, "--db", db], d.home)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout == f"{d.approval}: approved by {OPERATOR} (task_side_effect {subject})\n"
+
+    r = run_cli(["serve", "--until-idle", "--db", db], d.home, timeout=60)
+    assert r.returncode == 0, r.stderr
+    moves = [ln.split(None, 6)[3:] for ln in r.stdout.splitlines() if "task.transitioned" in ln]
+    assert [(m[1], m[3].split(":")[0]) for m in moves] == [
+        (subject, "awaiting_approval -> ready_to_resume"),
+        (subject, "ready_to_resume -> completed")]
+    show = json.loads(run_cli(["task", "show", subject, "--json", "--db", db], d.home).stdout)
+    assert show["phase"] == "completed"
+    assert {e["status"] for e in show["side_effects"]} == {"done"}
+    effects = [json.loads(ln) for ln in journal.read_text().splitlines()]
+    assert [e["kind"] for e in effects] == ["notify", "deploy"]
+    assert len({e["idem_key"] for e in effects}) == 2
+
+    # a second engine run has nothing left to do: the journal is not written again
+    seq = max_seq(d.db)
+    r = run_cli(["serve", "--until-idle", "--db", db], d.home, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert len(journal.read_text().splitlines()) == 2
+    phases = dict(query(d.db, "SELECT id, phase FROM tasks"))
+    assert phases[subject] == "completed"
+    assert sorted(phases.values()).count("circuit_open") == 1
+    assert sorted(phases.values()).count("spec_draft") == 1
+    assert query(d.db, "SELECT count(*) FROM events WHERE seq > ? AND type='task.transitioned'",
+                 (seq,)) == [(0,)]
+
+    r = run_cli(["store", "verify", "--db", db], d.home)
+    assert (r.returncode, r.stdout) == (0, "projections match the log\n")
+    n = max_seq(d.db)
+    r = run_cli(["store", "rebuild", "--db", db], d.home)
+    assert (r.returncode, r.stdout) == (0, f"rebuilt projections from {n} events\n")
+    assert run_cli(["store", "verify", "--db", db], d.home).returncode == 0
+    assert dict(query(d.db, "SELECT id, phase FROM tasks")) == phases
+
+
+def test_demo_unblock_hint_works(demo_copy: Demo) -> None:
+    d = demo_copy
+    (doomed,) = query(d.db, "SELECT id FROM tasks WHERE phase='circuit_open'")[0]
+    hint = f"clawtower task transition {doomed} execution_ready --as orchestrator --reason '...'"
+    assert hint in d.proc.stdout
+    r = run_cli(["task", "transition", doomed, "execution_ready", "--as", "orchestrator",
+                 "--reason", "staging is back", "--db", str(d.db)], d.home)
+    assert (r.returncode, r.stdout) == (0, f"{doomed}: circuit_open -> execution_ready\n")
