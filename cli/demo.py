@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
 import tempfile
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from core import Approvals, Tasks, ValidationError, load_spec, open_store
+from core import Approvals, SimScript, Tasks, ValidationError, load_script, load_spec, open_store
 from core.config import effects_journal, home
 
 from . import output
@@ -92,24 +93,32 @@ async def summary(db: str) -> str:
 def run_demo(args: argparse.Namespace) -> int:
     from .main import _engine_until_stopped
 
+    # Check the inputs before anything is reset or seeded.
+    if not math.isfinite(args.speed) or args.speed < 0:
+        raise ValidationError(f"--speed: must be a number >= 0, got {args.speed}")
     d = demo_dir()
+    script: SimScript = load_script(d / "agents.yaml").model_copy(update={"speed": args.speed})
     given = getattr(args, "db_given", False)
     db = Path(args.db) if given else home() / "demo.db"
     if not given:
         db.parent.mkdir(parents=True, exist_ok=True)
         _reset(db)
-    agents = agents_with_speed(d / "agents.yaml", args.speed)
     ids = asyncio.run(seed(str(db), d / "specs"))
     print(f"clawtower demo: seeded {len(ids)} tasks into {db}", flush=True)
     if not args.headless:
         from tui.app import run_console
 
-        return run_console(str(db), run_engine=True, agents_script=agents, operator=None)
+        agents = agents_with_speed(d / "agents.yaml", args.speed)
+        try:
+            return run_console(str(db), run_engine=True, agents_script=agents, operator=None)
+        finally:
+            if agents != str(d / "agents.yaml"):
+                Path(agents).unlink(missing_ok=True)
 
     async def headless() -> int:
         store = await open_store(db)
         try:
-            return await _engine_until_stopped(store, agents, str(db), until_idle=True)
+            return await _engine_until_stopped(store, script, str(db), until_idle=True)
         finally:
             await store.close()
 

@@ -25,6 +25,7 @@ from core import (
     JournalSink,
     Phase,
     Role,
+    SimScript,
     Tasks,
     ValidationError,
     load_script,
@@ -303,9 +304,9 @@ async def cmd_store(args: argparse.Namespace) -> int:
     return await _with_store(args, run)
 
 
-async def _engine_until_stopped(store: SQLiteStore, agents_path: str | None, db: str,
+async def _engine_until_stopped(store: SQLiteStore, script: SimScript | None, db: str,
                                 until_idle: bool, quiet: bool = False) -> int:
-    agents = AgentSet.simulated(load_script(agents_path) if agents_path else None)
+    agents = AgentSet.simulated(script)
     engine = Engine(store, agents, effects=JournalSink(effects_journal(db)))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -350,11 +351,12 @@ async def _print_progress(store: SQLiteStore, seq: int, quiet: bool,
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     agents = args.agents or default_agents()
+    script = load_script(agents) if agents else None  # a bad script fails before the store
 
     async def run(store: SQLiteStore) -> int:
         print(f"clawtower: engine on {store.path} (agents: {agents or 'built-in simulator'});"
               " ctrl+c stops", flush=True)
-        return await _engine_until_stopped(store, agents, args.db, args.until_idle)
+        return await _engine_until_stopped(store, script, args.db, args.until_idle)
 
     return await _with_store(args, run)
 
@@ -395,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     args.db_given = hasattr(args, "db")
     if not args.db_given:
         args.db = str(default_db())
+    elif not args.db:
+        parser.error("argument --db: expected a path, got an empty string")
     try:
         return dispatch(args)
     except ClawError as exc:
