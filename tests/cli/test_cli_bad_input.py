@@ -320,3 +320,28 @@ def test_demo_without_its_data(run: Run, tmp_path: Path,
     assert (r.code, r.out) == (2, "")
     one_error_line(r.err, str(tmp_path / "nowhere"), "demo data not found")
     assert not (home / "demo.db").exists()
+
+
+def test_empty_db_path(run: Run, tmp_path: Path) -> None:
+    r = run("task", "list", "--db", "")
+    assert (r.code, r.out) == (2, "")
+    one_error_line(r.err, "--db", "empty")
+
+
+@pytest.mark.parametrize("speed", ["-1", "nan", "inf"])
+def test_demo_bad_speed_seeds_nothing(run: Run, home: Path, speed: str) -> None:
+    r = run("demo", "--headless", "--speed", speed)
+    assert (r.code, r.out) == (2, "")
+    one_error_line(r.err, "--speed", speed)
+    assert not (home / "demo.db").exists()
+
+
+def test_serve_bad_agents_script_touches_nothing(run: Run, tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    bad = tmp_path / "agents.yaml"
+    bad.write_text("speed: fast\n")
+    for script, needle in ((bad, "field 'speed'"), (tmp_path / "none.yaml", "no such file")):
+        r = run("serve", "--until-idle", "--agents", script, "--db", db)
+        assert (r.code, r.out) == (2, "")
+        one_error_line(r.err, str(script), needle)
+    assert not db.exists()
