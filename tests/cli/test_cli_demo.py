@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_helpers import OPERATOR, max_seq, query, run_cli
+from cli_helpers import OPERATOR, Run, max_seq, query, run_cli
 
 
 @dataclass
@@ -143,3 +143,19 @@ def test_demo_unblock_hint_works(demo_copy: Demo) -> None:
     r = run_cli(["task", "transition", doomed, "execution_ready", "--as", "orchestrator",
                  "--reason", "staging is back", "--db", str(d.db)], d.home)
     assert (r.returncode, r.stdout) == (0, f"{doomed}: circuit_open -> execution_ready\n")
+
+
+def test_show_circuit_and_retry_from_the_demo(demo: Demo, run: Run) -> None:
+    phases = demo.phases()
+    (doomed,) = [t for t, (p, _) in phases.items() if p == "circuit_open"]
+    text = run("task", "show", doomed, "--db", demo.db).out
+    assert "\ncircuit open:\n  failure: attempt 1: cannot reach the staging database;" in text
+    assert "  attempts: 3\n" in text
+    assert "    - execution_ready: retry with a fresh attempt budget\n" in text
+    assert "#3 failed on sim-strong (escalated)" in text
+    (retried,) = [t for t, (p, n) in phases.items() if p == "completed" and n == 2
+                  and "retrying" in run("task", "show", t, "--db", demo.db).out]
+    t = run("task", "show", retried, "--json", "--db", demo.db).json()
+    assert [a["status"] for a in t["attempt_records"]] == ["failed", "succeeded"]
+    assert [r["attempt"] for r in t["retries"]] == [1]
+    assert t["usage"], "simulated agents record their token usage"

@@ -147,3 +147,64 @@ def test_events_follow_prints_another_process_write(home: Path, run: Run) -> Non
             pytest.fail("`events --follow` did not stop on SIGTERM")
     assert code != 0
     assert max_seq(db) == 2
+
+
+def test_closed_pipe_is_not_an_error(home: Path, run: Run) -> None:
+    """`clawtower events | head -1`: the reader going away is a normal end, not a trace."""
+    import asyncio
+
+    from core import NewEvent, open_store
+    from core.events import AgentUsage
+
+    db = home / "clawtower.db"
+
+    async def fill() -> None:
+        store = await open_store(db)
+        try:
+            await store.append([NewEvent(entity_id="x", actor="sim", role="system",
+                                         payload=AgentUsage(agent="sim", model="m",
+                                                            purpose="p" * 300, prompt_tokens=1,
+                                                            completion_tokens=1))
+                                for _ in range(2000)])
+        finally:
+            await store.close()
+
+    asyncio.run(fill())
+    for argv in (["events", "--json"], ["events"]):
+        proc = subprocess.Popen([str(CLAWTOWER), *argv], env=child_env(home),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=30) == 0
+        assert err == b""
+
+
+def test_serve_runs_until_terminated(home: Path, run: Run) -> None:
+    assert run("task", "create", spec("01")).code == 0
+    proc = subprocess.Popen([str(CLAWTOWER), "serve"], env=child_env(home),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
+        assert _next_line(lines).startswith(f"clawtower: engine on {home / 'clawtower.db'}")
+        # the built-in simulator picks the task up: wait until it has moved
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if "task.transitioned" in _next_line(lines):
+                break
+        else:
+            pytest.fail("serve moved no task")
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        try:
+            code = proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail("serve did not stop on SIGTERM")
+    assert code == 0
+    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+    assert run("store", "verify").out == "projections match the log\n"
