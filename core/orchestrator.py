@@ -114,7 +114,11 @@ class Orchestrator:
         self.concurrency = concurrency
         self.agent_timeout_s = agent_timeout_s
         self._inflight: dict[str, asyncio.Task[None]] = {}
-        self.errors: list[str] = []
+        self.errors: list[str] = []  # the most recent driving errors, newest last
+        # per-task backoff after a driving error, so a persistent fault (a misconfigured
+        # agent, an unreachable provider) is retried slowly instead of spinning
+        self._failures: dict[str, int] = {}
+        self._retry_at: dict[str, float] = {}
 
     # ------------------------------------------------------------------ loop
 
@@ -137,9 +141,12 @@ class Orchestrator:
     async def tick(self) -> int:
         """Start driving every actionable task not already in flight."""
         started = 0
+        now = asyncio.get_running_loop().time()
         for row in await self.actionable():
             tid = row["id"]
             if tid in self._inflight or len(self._inflight) >= self.concurrency:
+                continue
+            if self._retry_at.get(tid, 0.0) > now:
                 continue
             self._inflight[tid] = asyncio.create_task(self._drive_guarded(tid))
             started += 1
@@ -148,16 +155,21 @@ class Orchestrator:
     async def _drive_guarded(self, task_id: str) -> None:
         try:
             await self.drive(task_id)
+            self._failures.pop(task_id, None)
+            self._retry_at.pop(task_id, None)
         except asyncio.CancelledError:
             raise
-        except ClawError as exc:
-            self.errors.append(f"{task_id}: {exc}")
-            log.warning("driving %s: %s", task_id, exc)
-            await self.clock.sleep(0.05)
-        except Exception as exc:  # a bug must not kill the loop; surface it
-            self.errors.append(f"{task_id}: {type(exc).__name__}: {exc}")
-            log.exception("driving %s", task_id)
-            await self.clock.sleep(0.05)
+        except Exception as exc:  # a fault (or a bug) must not kill the loop; surface it
+            msg = str(exc) if isinstance(exc, ClawError) else f"{type(exc).__name__}: {exc}"
+            self.errors = [*self.errors[-99:], f"{task_id}: {msg}"]
+            if isinstance(exc, ClawError):
+                log.warning("driving %s: %s", task_id, msg)
+            else:
+                log.exception("driving %s", task_id)
+            n = self._failures.get(task_id, 0) + 1
+            self._failures[task_id] = n
+            self._retry_at[task_id] = (asyncio.get_running_loop().time()
+                                       + min(30.0, 0.05 * 2 ** (n - 1)))
         finally:
             self._inflight.pop(task_id, None)
 
@@ -184,16 +196,24 @@ class Orchestrator:
                 await t
         self._inflight.clear()
 
+    STUCK_AFTER = 5  # consecutive driving errors after which run_until_idle gives up on a task
+
     async def run_until_idle(self, timeout_s: float = 300.0) -> bool:
-        """Drive until nothing can happen without a human. True if idle, False on timeout."""
+        """Drive until nothing can happen without a human. True if idle; False on timeout
+        or when every remaining task keeps failing (see `errors`)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while loop.time() < deadline:
             await self.tick()
             if not self._inflight:
-                if not await self.actionable():
+                waiting = await self.actionable()
+                if not waiting:
                     return True
-                await asyncio.sleep(0.01)
+                if all(self._failures.get(r["id"], 0) >= self.STUCK_AFTER for r in waiting):
+                    return False  # every remaining task keeps failing: say so, don't spin
+                now = loop.time()
+                nxt = min((self._retry_at.get(r["id"], now) for r in waiting), default=now)
+                await asyncio.sleep(min(max(0.01, nxt - now), 1.0))
                 continue
             await asyncio.wait(list(self._inflight.values()),
                                return_when=asyncio.FIRST_COMPLETED)

@@ -116,7 +116,9 @@ class Simulator:
     name = "simulator"
 
     def __init__(self, script: SimScript | None = None) -> None:
-        self.script = script or SimScript(agents=dict(DEFAULT_AGENTS))
+        self.script = script or SimScript()
+        if not self.script.agents:  # a script that names no agents gets the default cast
+            self.script = self.script.model_copy(update={"agents": dict(DEFAULT_AGENTS)})
 
     def _rng(self, *key: Any) -> random.Random:
         digest = hashlib.sha256(json.dumps([self.script.seed, *key]).encode()).digest()

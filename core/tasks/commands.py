@@ -258,6 +258,7 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
             unblock_options=UNBLOCK_OPTIONS)))
     elif dst == Phase.AWAITING_APPROVAL:
         effects = _pending_effects(tx, task_id)
+        spec = json.loads(task["spec"])
         request_approval(
             tx, kind="task_side_effect", subject=task_id,
             title=f"{task_id}: {len(effects)} side effect(s) of {task['title']!r}",
@@ -268,6 +269,8 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
             preview="\n".join(f"- {e['kind']}: {e['description']}"
                               + (f" -> {e['target']}" if e["target"] else "") for e in effects),
             actor=actor, role=role,
+            required_approver=spec.get("required_approver"),
+            require_different_approver=bool(spec.get("require_different_approver")),
         )
     elif dst == Phase.FAILED and src == Phase.AWAITING_APPROVAL:
         a = _latest_approval(tx, task_id)

@@ -34,6 +34,10 @@ class TaskSpec(BaseModel):
     acceptance_criteria: list[str] = Field(default_factory=list)
     risks: list[str] = Field(default_factory=list)
     side_effects: list[PlannedEffect] = Field(default_factory=list)
+    # who may approve the side effects (default: any operator), and whether the operator
+    # who created the task may approve them
+    required_approver: str | None = Field(default=None, min_length=1, max_length=100)
+    require_different_approver: bool = False
     labels: list[str] = Field(default_factory=list)
 
     @field_validator("scope_in", "scope_out", "inputs", "outputs", "risks", "labels",
