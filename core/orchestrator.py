@@ -243,6 +243,9 @@ class Orchestrator:
         if phase == Phase.SPEC_DRAFT:
             if not task["spec_ok"]:
                 return False
+            if any(r["stage"] == "spec_review" and r["verdict"] != "approved"
+                   and r["spec_version"] == task["spec_version"] for r in task["reviews"]):
+                return False  # the reviewer asked for changes: wait for a new spec version
             await self._move(task, Phase.SPEC_REVIEW, "spec complete: submitted for review")
             return True
         if phase == Phase.SPEC_REVIEW:
