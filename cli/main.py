@@ -270,7 +270,7 @@ async def cmd_events(args: argparse.Namespace) -> int:
                 if args.json:
                     sys.stdout.write(output.json.dumps(data, sort_keys=True) + "\n")
                 else:
-                    sys.stdout.write(output.event_line(data) + "\n")
+                    sys.stdout.write(output.event_line(e) + "\n")
                 seq = e.seq
             sys.stdout.flush()
             if len(batch) == 1000:
@@ -343,7 +343,7 @@ async def _print_progress(store: SQLiteStore, seq: int, quiet: bool,
             seq = e.seq
             if not quiet and e.type in ("task.transitioned", "approval.requested",
                                         "approval.decided", "lease.acquired"):
-                print(output.event_line(e.as_json()), flush=True)
+                print(output.event_line(e), flush=True)
         if finished:
             return
         await store.wait_for_change(seq, 0.2)

@@ -7,6 +7,9 @@ import sys
 import time
 from typing import Any
 
+from core.describe import event_summary
+from core.events import StoredEvent
+
 
 def ts(value: float | None) -> str:
     if value is None:
@@ -31,32 +34,9 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
-def event_line(e: dict[str, Any]) -> str:
-    p = e["payload"]
-    detail = ""
-    if e["type"] == "task.transitioned":
-        detail = f"{p['from_phase']} -> {p['to_phase']}: {p['reason']}"
-    elif e["type"] == "task.created":
-        detail = p["title"] + ("" if p["spec_ok"] else "  (spec not ready)")
-    elif e["type"] == "review.appended":
-        detail = f"{p['stage']} {p['verdict']} by {p['reviewer']}"
-    elif e["type"] == "attempt.started":
-        detail = f"attempt {p['attempt']} on {p['model']}"
-    elif e["type"] == "attempt.finished":
-        detail = f"attempt {p['attempt']} {p['status']}" + (f": {p['reason']}" if p["reason"]
-                                                             else "")
-    elif e["type"] == "approval.requested":
-        detail = p["title"]
-    elif e["type"] == "approval.decided":
-        detail = p["decision"] + (f": {p['reason']}" if p.get("reason") else "")
-    elif e["type"] == "permission.refused":
-        detail = p["reason"]
-    elif e["type"] == "retry.scheduled":
-        detail = f"attempt {p['next_attempt']} after backoff: {p['reason']}"
-    elif e["type"] == "circuit.opened":
-        detail = p["failure_summary"]
-    return (f"{e['seq']:>6}  {ts(e['ts'])}  {e['type']:<20} {e['entity_id']:<10} "
-            f"{e['actor']}({e['role']})  {detail}").rstrip()
+def event_line(e: StoredEvent) -> str:
+    return (f"{e.seq:>6}  {ts(e.ts)}  {e.type:<20} {e.entity_id:<10} "
+            f"{e.actor}({e.role})  {event_summary(e, arrow='->')}").rstrip()
 
 
 def task_detail(t: dict[str, Any]) -> str:

@@ -16,8 +16,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from core import ClawError, Tasks
+from core.describe import one_line
 
-from .model import PHASE_TONE, Delta, fmt_datetime, fmt_time, one_line
+from .model import PHASE_TONE, Delta, fmt_datetime, fmt_time
 from .rowlist import RowList
 from .views import ApprovalList, EventLog, ModeBar, TaskList, phase_label
 

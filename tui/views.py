@@ -11,8 +11,9 @@ from textual.content import Content
 from textual.widgets import Static
 
 from core import StoredEvent
+from core.describe import event_summary, one_line
 
-from .model import PHASE_ORDER, PHASE_TONE, event_summary, fmt_time, one_line
+from .model import PHASE_ORDER, PHASE_TONE, fmt_time
 from .rowlist import Cell, Column, RowList
 
 if TYPE_CHECKING:

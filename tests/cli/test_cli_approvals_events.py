@@ -68,14 +68,14 @@ def test_reject_with_a_reason(run: Run, awaiting: tuple[Path, str]) -> None:
     assert f"approval {approval} is rejected" in r.err
     lines = run("events", "--db", db).out.splitlines()
     assert lines[-1].split()[3:5] == ["approval.decided", approval]
-    assert lines[-1].endswith("rejected: not before the launch")
+    assert lines[-1].endswith(f"rejected by {OPERATOR}: not before the launch")
 
 
 def test_events_text_json_after_and_entity(run: Run, seeded: Path) -> None:
     db = seeded
     run("task", "transition", "T-1", "spec_review", "--as", "orchestrator", "--reason", "ready",
         "--db", db)
-    text = run("events", "--db", db)
+    assert lines[1].endswith("created: Make the dashboard better (spec incomplete)")
     assert text.code == 0
     lines = text.out.splitlines()
     assert len(lines) == 3
