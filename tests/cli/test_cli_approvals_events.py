@@ -75,12 +75,12 @@ def test_events_text_json_after_and_entity(run: Run, seeded: Path) -> None:
     db = seeded
     run("task", "transition", "T-1", "spec_review", "--as", "orchestrator", "--reason", "ready",
         "--db", db)
-    assert lines[1].endswith("created: Make the dashboard better (spec incomplete)")
+    text = run("events", "--db", db)
     assert text.code == 0
     lines = text.out.splitlines()
     assert len(lines) == 3
     assert lines[0].split()[0] == "1" and "task.created" in lines[0]
-    assert lines[1].endswith("Make the dashboard better  (spec not ready)")
+    assert lines[1].endswith("created: Make the dashboard better (spec incomplete)")
     assert lines[2].endswith("spec_draft -> spec_review: ready")
     assert f"{OPERATOR}(orchestrator)" in lines[2]
 
