@@ -1,0 +1,1 @@
+"""Consensus meetings: a coordinator, deterministic stances, rolling summaries, minutes."""
