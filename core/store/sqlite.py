@@ -276,6 +276,9 @@ class SQLiteStore:
         if self._closed:
             raise StoreClosed("the store is closed")
         fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        # If the caller is cancelled the outcome has no reader; retrieve it so a failed
+        # command does not log "Future exception was never retrieved".
+        fut.add_done_callback(_consume_outcome)
         await self._queue.put(_Job(command, fut))
         # Shielded: a cancelled caller never cancels a command mid-transaction; the command
         # either commits whole or not at all.
@@ -467,6 +470,11 @@ class SQLiteStore:
             return n
 
         return await self.execute(command)
+
+
+def _consume_outcome(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 def row_to_event(r: dict[str, Any]) -> StoredEvent:
