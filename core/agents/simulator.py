@@ -18,6 +18,10 @@ A script says, per task label, what each purpose answers on each round:
           - {verdict: changes_requested, findings: ["src/api.py:40: no pagination"]}
           - {verdict: approved}
 
+Meetings (core/meetings) use the purposes "meeting" (a participant's reply; scripts keyed by
+the agent's name, entry N = round N+1; `stance` picks the marker, `text` replaces the whole
+reply verbatim, e.g. to omit or forge a marker) and "meeting_summary" (the summarizer).
+
 Round N of a purpose picks entry N (the last one repeats). The same request always gets the
 same answer, whatever process asks: replies depend on (seed, task, purpose, round) only.
 """
@@ -40,7 +44,8 @@ from ..errors import ValidationError
 from ..safe_yaml import load_file
 from .provider import ChatRequest, ProviderError, StreamEvent, Usage
 
-PURPOSES = ("execute", "spec_review", "spec_gate", "quality_gate")
+PURPOSES = ("execute", "spec_review", "spec_gate", "quality_gate", "meeting", "meeting_summary")
+MEETING_PURPOSES = ("meeting", "meeting_summary")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -49,9 +54,22 @@ def count_tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
 
 
+def truncate_tokens(text: str, limit: int) -> str:
+    """The longest prefix of `text` holding at most `limit` tokens (as count_tokens counts)."""
+    if limit <= 0:
+        return ""
+    for i, match in enumerate(_TOKEN.finditer(text)):
+        if i == limit:
+            return text[: match.start()].rstrip()
+    return text
+
+
 class AgentDef(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    role: Literal["executor", "spec_reviewer", "quality_reviewer", "orchestrator"]
+    role: Literal[
+        "executor", "spec_reviewer", "quality_reviewer", "orchestrator", "participant",
+        "summarizer",
+    ]
     model: str = "sim-standard"
     escalation_model: str | None = None
     provider: str = "simulator"
@@ -73,6 +91,8 @@ class Step(BaseModel):
     summary: str | None = None
     delay_ms: int | None = None
     heartbeats: int = 2
+    stance: Literal["AGREE", "DISAGREE", "NEUTRAL"] | None = None  # meetings
+    text: str | None = None  # meetings: the whole reply, verbatim
 
 
 class SimScript(BaseModel):
@@ -163,19 +183,40 @@ class Simulator:
             body = {"recommendation": rec, "risk": step.risk,
                     "maintainability": step.maintainability, "test_gaps": step.test_gaps,
                     "findings": step.findings}
+        elif purpose == "meeting":
+            body = {"text": step.text if step.text is not None else self._meeting_reply(
+                request, step, round_)}
+        elif purpose == "meeting_summary":
+            body = {"text": step.text if step.text is not None else _sim_summary(request)}
         else:
             body = {"verdict": step.verdict or "approved", "findings": step.findings}
         return step, body
 
+    def _meeting_reply(self, request: ChatRequest, step: Step, round_: int) -> str:
+        md = request.metadata
+        agent = str(md.get("agent", "agent"))
+        rng = self._rng("meeting", str(md.get("topic", "")), agent, round_)
+        choices = ["AGREE", "AGREE", "NEUTRAL", "DISAGREE"]
+        stance: str = step.stance if step.stance is not None else rng.choice(choices)
+        opener = rng.choice(_OPENERS[stance])
+        detail = rng.choice(_DETAILS)
+        return f"{opener} {detail}\n\n[STANCE: {stance}]"
+
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         md = request.metadata
         step, body = self.reply(request)
-        delay = self.delay_s(step, md.get("task"), md.get("purpose"), md.get("round"),
-                             md.get("attempt"))
+        if md.get("purpose") in MEETING_PURPOSES:
+            delay = self.delay_s(step, md.get("agent"), md.get("purpose"), md.get("round"))
+        else:
+            delay = self.delay_s(step, md.get("task"), md.get("purpose"), md.get("round"),
+                                 md.get("attempt"))
         if step.error:
             await asyncio.sleep(delay)
             raise ProviderError(self.name, f"{request.model}: {step.error}", retryable=True)
-        text = json.dumps(body, sort_keys=True)
+        if md.get("purpose") in MEETING_PURPOSES:
+            text = str(body["text"])
+        else:
+            text = json.dumps(body, sort_keys=True)
         chunks = [text[i:i + 24] for i in range(0, len(text), 24)] or [""]
         per_chunk = delay / len(chunks)
         for chunk in chunks:
@@ -186,3 +227,31 @@ class Simulator:
         yield StreamEvent(kind="usage", usage=Usage(prompt_tokens=prompt,
                                                     completion_tokens=count_tokens(text)))
         yield StreamEvent(kind="done", finish_reason="stop")
+
+
+_OPENERS = {
+    "AGREE": ["The proposal holds up.", "I am in favour.", "This is the right call."],
+    "DISAGREE": ["I cannot support this yet.", "The risks outweigh the gain.",
+                 "This needs another design."],
+    "NEUTRAL": ["I see both sides.", "I have no strong view.", "It depends on the details."],
+}
+_DETAILS = [
+    "The rollback path is the part to watch.",
+    "Latency stays within budget if the cache is kept small.",
+    "The migration can run in two steps with a feature flag.",
+    "Tests cover the main paths but not the failure modes.",
+    "Cost is acceptable for the first quarter.",
+]
+
+
+def _sim_summary(request: ChatRequest) -> str:
+    """A deterministic "compression": this round's tally first, then the previous summary,
+    cut to the request's max_tokens (newest first, so the oldest detail goes)."""
+    user = request.messages[-1].content if request.messages else ""
+    previous, _, this_round = user.partition("\nTHIS ROUND:\n")
+    previous = previous.partition("PREVIOUS SUMMARY:\n")[2].strip()
+    tally = [line[2:].strip() for line in this_round.splitlines() if line.startswith("- ")]
+    text = " ".join(tally)
+    if previous and previous != "(none)":
+        text = f"{text} Earlier: {previous}"
+    return truncate_tokens(text, request.max_tokens or 500)

@@ -4,3 +4,7 @@ from .interface import Command, Store, WriteTx
 from .sqlite import SQLiteStore, open_store
 
 __all__ = ["Command", "SQLiteStore", "Store", "WriteTx", "open_store"]
+
+# Meeting events and their projections register themselves on import: any process that
+# opens a store can decode and replay them.
+from ..meetings import projections as _meeting_projections  # noqa: F401

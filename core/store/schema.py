@@ -28,7 +28,7 @@ BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
 """
 
 # Projection tables: everything here can be dropped and rebuilt from `events`.
-PROJECTION_SCHEMA = """
+PROJECTION_SCHEMA_V1 = """
 CREATE TABLE tasks (
     id            TEXT PRIMARY KEY,
     num           INTEGER NOT NULL UNIQUE,
@@ -112,6 +112,38 @@ CREATE TABLE usage (
 );
 """
 
+# Version 2: consensus meetings (core/meetings). Projections of the meeting.* events.
+MEETINGS_SCHEMA = """
+CREATE TABLE meetings (
+    id TEXT PRIMARY KEY, topic TEXT NOT NULL, participants TEXT NOT NULL,
+    summarizer TEXT NOT NULL, max_rounds INTEGER NOT NULL, summary_tokens INTEGER NOT NULL,
+    agent_timeout_s REAL NOT NULL, meeting_timeout_s REAL NOT NULL, status TEXT NOT NULL,
+    rounds INTEGER NOT NULL, result TEXT, end_reason TEXT, detail TEXT NOT NULL,
+    minutes_path TEXT, started_at REAL NOT NULL, ended_at REAL, last_seq INTEGER NOT NULL
+);
+CREATE INDEX meetings_by_status ON meetings(status, started_at);
+CREATE TABLE meeting_rounds (
+    meeting_id TEXT NOT NULL, round INTEGER NOT NULL, summary_in_tokens INTEGER NOT NULL,
+    consensus TEXT, reason TEXT NOT NULL, agree INTEGER, disagree INTEGER, neutral INTEGER,
+    started_at REAL NOT NULL, ended_at REAL,
+    PRIMARY KEY (meeting_id, round)
+);
+CREATE TABLE meeting_replies (
+    meeting_id TEXT NOT NULL, round INTEGER NOT NULL, agent TEXT NOT NULL, status TEXT NOT NULL,
+    raw TEXT NOT NULL, stance TEXT NOT NULL, why TEXT NOT NULL, model TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, elapsed_s REAL NOT NULL,
+    seq INTEGER NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (meeting_id, round, agent)
+);
+CREATE TABLE meeting_summaries (
+    meeting_id TEXT NOT NULL, round INTEGER NOT NULL, text TEXT NOT NULL,
+    tokens INTEGER NOT NULL, cap INTEGER NOT NULL, truncated INTEGER NOT NULL,
+    note TEXT NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+    seq INTEGER NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (meeting_id, round)
+);
+"""
+
 PROJECTION_TABLES: dict[str, str] = {
     # table -> ORDER BY used to compare live and rebuilt projections
     "tasks": "id",
@@ -125,11 +157,19 @@ PROJECTION_TABLES: dict[str, str] = {
     "refusals": "seq",
     "leases": "name",
     "usage": "subject, agent, model",
+    "meetings": "id",
+    "meeting_rounds": "meeting_id, round",
+    "meeting_replies": "meeting_id, round, agent",
+    "meeting_summaries": "meeting_id, round",
 }
 
 # (version, script). Version 1 creates everything; later versions append here.
 MIGRATIONS: list[tuple[int, str]] = [
-    (1, LOG_SCHEMA + PROJECTION_SCHEMA),
+    (1, LOG_SCHEMA + PROJECTION_SCHEMA_V1),
+    (2, MEETINGS_SCHEMA),
 ]
+
+# Every projection table as the latest version has it (replays build into a fresh database).
+PROJECTION_SCHEMA = PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA
 
 LATEST_VERSION = MIGRATIONS[-1][0]

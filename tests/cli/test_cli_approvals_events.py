@@ -8,6 +8,8 @@ from pathlib import Path
 
 from cli_helpers import OPERATOR, Run, max_seq, query, spec
 
+from core.store.schema import LATEST_VERSION
+
 
 def test_approvals_list_and_json(run: Run, awaiting: tuple[Path, str]) -> None:
     db, approval = awaiting
@@ -139,7 +141,7 @@ def test_store_verify_rebuild_info(run: Run, awaiting: tuple[Path, str]) -> None
     assert run("task", "show", "T-1", "--json", "--db", db).json()["phase"] == "awaiting_approval"
     assert run("store", "verify", "--db", db).out == "projections match the log\n"
     info = run("store", "info", "--db", db).out.splitlines()
-    assert info[:3] == [f"store: {db}", "schema: v1", f"events: {n}"]
+    assert info[:3] == [f"store: {db}", f"schema: v{LATEST_VERSION}", f"events: {n}"]
     assert max_seq(db) == n  # rebuilding rewrites projections, never the log
 
 

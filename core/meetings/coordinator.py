@@ -1,0 +1,297 @@
+"""The meeting coordinator (mediator pattern: agents never talk to each other).
+
+Each round every participant gets the question and the rolling summary, concurrently, and
+answers with reasoning and one stance marker. The coordinator parses each stance itself
+(stance.py), records the raw reply, the stance and why, decides consensus (consensus.py) and
+either ends the meeting or has the summarizer compress the previous summary plus this round
+into at most `summary_tokens` tokens. Everything goes into the store as meeting.* events.
+
+Timeouts: a participant that does not answer within `agent_timeout_s` counts as NEUTRAL for
+that round (status timed_out, noted in `why`); the whole meeting stops after
+`meeting_timeout_s`. Summaries are capped with `count_tokens` (the tokenizer the simulator's
+usage figures use); the summarizer is also asked for at most that many tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..agents.provider import ChatMessage, ChatRequest, ProviderError, complete
+from ..agents.registry import AgentSet
+from ..agents.simulator import AgentDef, count_tokens, truncate_tokens
+from ..errors import ValidationError
+from ..events import NewEvent, Payload
+from ..store.interface import Store, WriteTx
+from ..tasks.permissions import Role
+from . import events as mev
+from .consensus import MIN_AGENTS, Consensus, decide
+from .stance import Stance, parse_stance
+
+ACTOR = "coordinator"
+_MEETING_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+ROLE = Role.ORCHESTRATOR.value
+
+PARTICIPANT_PROMPT = (
+    "You are {agent}, one participant in a meeting run by a coordinator. Think about the "
+    "question on your own, give your reasoning briefly, then end with exactly one line that "
+    "holds only your stance marker: [STANCE: AGREE], [STANCE: DISAGREE] or [STANCE: NEUTRAL]. "
+    "Only a marker on its own line, outside quotes and code, counts."
+)
+SUMMARIZER_PROMPT = (
+    "You keep the minutes of a meeting. Compress the previous summary and this round's "
+    "replies into at most {cap} tokens: positions, arguments, open points. Plain prose."
+)
+
+
+class MeetingConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    topic: str
+    participants: list[str]
+    max_rounds: int = Field(default=5, ge=1, le=100)
+    summary_tokens: int = Field(default=500, ge=16, le=32_000)
+    agent_timeout_s: float = Field(default=60.0, gt=0)
+    meeting_timeout_s: float = Field(default=600.0, gt=0)
+    summarizer: str | None = None  # an agent name; default: the summarizer role, else the first
+
+
+class MeetingOutcome(BaseModel):
+    meeting_id: str
+    result: Consensus
+    reason: str  # consensus | max_rounds | timeout
+    rounds: int
+    detail: str
+    stances: dict[str, Stance]
+
+
+class _Reply(BaseModel):
+    agent: str
+    status: str
+    raw: str
+    stance: Stance
+    why: str
+
+
+def validate(config: MeetingConfig, agents: AgentSet) -> tuple[list[str], str]:
+    """Check a meeting's input; return (participants, summarizer). Raises ValidationError."""
+    topic = config.topic.strip()
+    if not topic:
+        raise ValidationError("meeting: the topic is empty")
+    names = [n.strip() for n in config.participants if n.strip()]
+    if len(set(names)) != len(names):
+        raise ValidationError(f"meeting: an agent is named twice in {', '.join(names)}")
+    if len(names) < MIN_AGENTS:
+        raise ValidationError(
+            f"meeting: needs at least {MIN_AGENTS} agents, got {len(names)}"
+            + (f" ({', '.join(names)})" if names else "")
+        )
+    unknown = [n for n in names if n not in agents.agents]
+    if unknown:
+        raise ValidationError(
+            f"meeting: unknown agent {', '.join(unknown)}"
+            f" (known: {', '.join(sorted(agents.agents)) or 'none'})"
+        )
+    summarizer = config.summarizer
+    if summarizer is None:
+        roles = [n for n, a in sorted(agents.agents.items()) if a.role == "summarizer"]
+        summarizer = roles[0] if roles else names[0]
+    if summarizer not in agents.agents:
+        raise ValidationError(f"meeting: unknown summarizer agent {summarizer}")
+    for name in {*names, summarizer}:
+        agents.provider(agents.agents[name])  # an unknown provider is bad input too
+    return names, summarizer
+
+
+class Coordinator:
+    def __init__(
+        self,
+        store: Store,
+        agents: AgentSet,
+        *,
+        tokens: Callable[[str], int] = count_tokens,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.agents = agents
+        self.tokens = tokens
+        self.monotonic = monotonic
+
+    async def _emit(self, meeting_id: str, *payloads: Payload | NewEvent) -> None:
+        events = [
+            p if isinstance(p, NewEvent)
+            else NewEvent(entity_id=meeting_id, actor=ACTOR, role=ROLE, payload=p)
+            for p in payloads
+        ]
+
+        def command(tx: WriteTx) -> None:
+            for event in events:
+                tx.emit(event)
+
+        await self.store.execute(command)
+
+    async def run(
+        self,
+        config: MeetingConfig,
+        *,
+        meeting_id: str | None = None,
+        minutes_dir: str | Path | None = None,
+    ) -> MeetingOutcome:
+        participants, summarizer = validate(config, self.agents)
+        mid = meeting_id or f"mtg-{uuid.uuid4().hex[:12]}"
+        if not _MEETING_ID.fullmatch(mid):
+            raise ValidationError(f"meeting: invalid id {mid!r} (letters, digits, . _ -)")
+        topic = config.topic.strip()
+        await self._emit(mid, mev.MeetingStarted(
+            topic=topic, participants=participants, summarizer=summarizer,
+            max_rounds=config.max_rounds, summary_tokens=config.summary_tokens,
+            agent_timeout_s=config.agent_timeout_s, meeting_timeout_s=config.meeting_timeout_s,
+        ))
+        summary = ""
+        rounds = 0
+        result, reason, detail = Consensus.NO, "max_rounds", ""
+        stances: dict[str, Stance] = {}
+        try:
+            async with asyncio.timeout(config.meeting_timeout_s):
+                for rnd in range(1, config.max_rounds + 1):
+                    rounds = rnd
+                    await self._emit(mid, mev.RoundStarted(
+                        round=rnd, summary_in_tokens=self.tokens(summary)))
+                    replies = await asyncio.gather(*(
+                        self._ask(mid, topic, config, agent, rnd, summary)
+                        for agent in participants))
+                    stances = {r.agent: r.stance for r in replies}
+                    decision = decide([r.stance for r in replies])
+                    await self._emit(mid, mev.RoundEnded(
+                        round=rnd, consensus=decision.consensus.value, reason=decision.reason,
+                        agree=decision.agree, disagree=decision.disagree,
+                        neutral=decision.neutral))
+                    result, detail = decision.consensus, decision.reason
+                    summary = await self._summarise(mid, topic, config, summarizer, rnd,
+                                                    summary, replies)
+                    if decision.consensus is not Consensus.NO:
+                        reason = "consensus"
+                        break
+                else:
+                    detail = f"no consensus after {config.max_rounds} rounds: {detail}"
+        except TimeoutError:
+            reason = "timeout"
+            result = Consensus.NO
+            detail = f"meeting timeout after {config.meeting_timeout_s:g} s in round {rounds}"
+        await self._emit(mid, mev.MeetingEnded(
+            result=result.value, reason=reason, rounds=rounds, detail=detail,
+            stances={k: v.value for k, v in stances.items()}))
+        if minutes_dir is not None:
+            from .minutes import write_minutes
+
+            path = await write_minutes(self.store, mid, minutes_dir)
+            await self._emit(mid, mev.MinutesWritten(path=str(path)))
+        return MeetingOutcome(meeting_id=mid, result=result, reason=reason, rounds=rounds,
+                              detail=detail, stances=stances)
+
+    def _agent(self, name: str) -> AgentDef:
+        return self.agents.agents[name]
+
+    async def _ask(
+        self, mid: str, topic: str, config: MeetingConfig, agent: str, rnd: int, summary: str
+    ) -> _Reply:
+        definition = self._agent(agent)
+        user = (
+            f"QUESTION: {topic}\n\nROUND {rnd} of at most {config.max_rounds}.\n\n"
+            f"SUMMARY SO FAR:\n{summary or '(none: this is the first round)'}\n\n"
+            "Give your reasoning and your stance."
+        )
+        request = ChatRequest(
+            model=definition.model,
+            messages=[ChatMessage(role="system", content=PARTICIPANT_PROMPT.format(agent=agent)),
+                      ChatMessage(role="user", content=user)],
+            timeout_s=config.agent_timeout_s,
+            metadata={"purpose": "meeting", "labels": [agent], "agent": agent, "meeting": mid,
+                      "topic": topic, "round": rnd - 1},
+        )
+        started = self.monotonic()
+        prompt_tokens = completion_tokens = 0
+        raw = ""
+        try:
+            async with asyncio.timeout(config.agent_timeout_s):
+                result = await complete(self.agents.provider(definition), request)
+            raw = result.text
+            prompt_tokens = result.usage.prompt_tokens or sum(
+                self.tokens(m.content) for m in request.messages)
+            completion_tokens = result.usage.completion_tokens or self.tokens(raw)
+            parsed = parse_stance(raw)
+            reply = _Reply(agent=agent, status="replied", raw=raw, stance=parsed.stance,
+                           why=parsed.reason)
+        except TimeoutError:
+            reply = _Reply(agent=agent, status="timed_out", raw="", stance=Stance.NEUTRAL,
+                           why=f"no reply within {config.agent_timeout_s:g} s: counted as"
+                               " NEUTRAL")
+        except ProviderError as exc:
+            reply = _Reply(agent=agent, status="error", raw="", stance=Stance.UNKNOWN,
+                           why=f"provider failed ({exc}): counted as NEUTRAL")
+        elapsed = round(self.monotonic() - started, 3)
+        await self._emit(mid, mev.ReplyRecorded(
+            round=rnd, agent=agent, status=reply.status, raw=reply.raw,
+            stance=reply.stance.value, why=reply.why, model=definition.model,
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            elapsed_s=elapsed))
+        return reply
+
+    async def _summarise(
+        self, mid: str, topic: str, config: MeetingConfig, summarizer: str, rnd: int,
+        previous: str, replies: Sequence[_Reply],
+    ) -> str:
+        cap = config.summary_tokens
+        tally = [f"- {r.agent} [{r.stance.value}]: {_first_line(r) }" for r in replies]
+        user = (
+            f"QUESTION: {topic}\nPREVIOUS SUMMARY:\n{previous or '(none)'}\n"
+            f"THIS ROUND:\n" + "\n".join(tally)
+            + "\n\nFULL REPLIES:\n"
+            + "\n\n".join(f"{r.agent}:\n{r.raw or '(no reply: ' + r.status + ')'}"
+                          for r in replies)
+        )
+        definition = self._agent(summarizer)
+        request = ChatRequest(
+            model=definition.model,
+            messages=[ChatMessage(role="system", content=SUMMARIZER_PROMPT.format(cap=cap)),
+                      ChatMessage(role="user", content=user)],
+            max_tokens=cap, timeout_s=config.agent_timeout_s,
+            metadata={"purpose": "meeting_summary", "labels": [summarizer],
+                      "agent": summarizer, "meeting": mid, "topic": topic, "round": rnd - 1},
+        )
+        note = ""
+        prompt_tokens = completion_tokens = 0
+        try:
+            async with asyncio.timeout(config.agent_timeout_s):
+                result = await complete(self.agents.provider(definition), request)
+            text = result.text.strip()
+            prompt_tokens = result.usage.prompt_tokens
+            completion_tokens = result.usage.completion_tokens
+        except (TimeoutError, ProviderError) as exc:
+            what = "timed out" if isinstance(exc, TimeoutError) else f"failed ({exc})"
+            note = f"summarizer {what}: kept the round's tally and the previous summary"
+            text = " ".join(t[2:] for t in tally) + (f" Earlier: {previous}" if previous else "")
+        truncated = self.tokens(text) > cap
+        if truncated:
+            text = truncate_tokens(text, cap)
+            while self.tokens(text) > cap:  # a different tokenizer than count_tokens
+                text = text[: max(0, len(text) - 8)]
+        await self._emit(mid, mev.SummaryRecorded(
+            round=rnd, text=text, tokens=self.tokens(text), cap=cap, truncated=truncated,
+            note=note, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens))
+        return text
+
+
+def _first_line(reply: _Reply, limit: int = 24) -> str:
+    if reply.status != "replied":
+        return f"({reply.why})"
+    for line in reply.raw.splitlines():
+        if line.strip() and parse_stance(line).stance is Stance.UNKNOWN:
+            return truncate_tokens(line.strip(), limit)
+    return "(stance only)"
