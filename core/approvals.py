@@ -16,7 +16,8 @@ from .tasks import commands as c
 from .tasks.permissions import Role
 
 
-def _decode(row: dict[str, Any]) -> dict[str, Any]:
+def decode_approval(row: dict[str, Any]) -> dict[str, Any]:
+    """An approvals row as the API returns it: context parsed, flags as bools."""
     out = dict(row)
     out["context"] = json.loads(out["context"]) if isinstance(out["context"], str) else {}
     out["require_different"] = bool(out["require_different"])
@@ -30,18 +31,18 @@ class Approvals:
     async def pending(self) -> list[dict[str, Any]]:
         rows = await self.store.fetchall(
             "SELECT * FROM approvals WHERE status='pending' ORDER BY seq")
-        return [_decode(r) for r in rows]
+        return [decode_approval(r) for r in rows]
 
     async def all(self, limit: int = 1000) -> list[dict[str, Any]]:
         rows = await self.store.fetchall(
             "SELECT * FROM approvals ORDER BY seq DESC LIMIT ?", (limit,))
-        return [_decode(r) for r in rows]
+        return [decode_approval(r) for r in rows]
 
     async def get(self, approval_id: str) -> dict[str, Any]:
         row = await self.store.fetchone("SELECT * FROM approvals WHERE id=?", (approval_id,))
         if row is None:
             raise NotFound(f"approval {approval_id!r}: no such approval")
-        return _decode(row)
+        return decode_approval(row)
 
     async def approve(self, approval_id: str, *, by: str, reason: str = "") -> dict[str, Any]:
         return await self.store.execute(

@@ -498,10 +498,6 @@ def record_usage(tx: WriteTx, subject: str, agent: str, model: str, purpose: str
                                            completion_tokens=completion_tokens)))
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
-
-
 __all__ = [
     "TERMINAL", "append_review", "budget_base", "check_permission", "checkpoint", "create_task",
     "decide_approval", "effect_done", "effect_intent", "finish_attempt", "guard", "heartbeat",

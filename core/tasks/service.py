@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..approvals import decode_approval
 from ..store.interface import Store
 from . import commands as c
 from .permissions import Role
@@ -130,7 +131,7 @@ class Tasks:
         task["retries"] = retries
         task["artifacts"] = artifacts
         task["side_effects"] = effects
-        task["approvals"] = [_decode(r) for r in approvals]
+        task["approvals"] = [decode_approval(r) for r in approvals]
         task["usage"] = usage
         task["refusals"] = refusals
         return task
