@@ -20,6 +20,8 @@ from .errors import (
     ValidationError,
 )
 from .events import NewEvent, StoredEvent
+from .meetings.coordinator import MeetingConfig, MeetingOutcome
+from .meetings.service import Meetings, start_meeting
 from .orchestrator import Orchestrator
 from .store import SQLiteStore, Store, open_store
 from .tasks.permissions import Role
@@ -29,8 +31,10 @@ from .tasks.spec import TaskSpec, load_spec
 
 __all__ = [
     "AgentSet", "Approvals", "ChatMessage", "ChatRequest", "ChatResult", "ClawError", "Conflict",
-    "Engine", "FakeClock", "IllegalTransition", "JournalSink", "MemorySink", "NewEvent",
+    "Engine", "FakeClock", "IllegalTransition", "JournalSink", "MeetingConfig", "MeetingOutcome",
+    "Meetings", "MemorySink", "NewEvent",
     "NotFound", "Orchestrator", "PermissionDenied", "Phase", "Provider", "ProviderError", "Role",
     "SQLiteStore", "SimScript", "Simulator", "Store", "StoreError", "StoredEvent", "SystemClock",
     "TaskSpec", "Tasks", "ValidationError", "load_script", "load_spec", "open_store",
+    "start_meeting",
 ]

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +30,7 @@ from ..agents.simulator import AgentDef, count_tokens, truncate_tokens
 from ..errors import ValidationError
 from ..events import NewEvent, Payload
 from ..store.interface import Store, WriteTx
+from ..tasks.commands import record_usage
 from ..tasks.permissions import Role
 from . import events as mev
 from .consensus import MIN_AGENTS, Consensus, decide
@@ -60,12 +62,15 @@ class MeetingConfig(BaseModel):
     agent_timeout_s: float = Field(default=60.0, gt=0)
     meeting_timeout_s: float = Field(default=600.0, gt=0)
     summarizer: str | None = None  # an agent name; default: the summarizer role, else the first
+    # What each agent is given: the rolling summary, or (a baseline for the token benchmark)
+    # the whole transcript of every earlier reply.
+    history: Literal["rolling", "full"] = "rolling"
 
 
 class MeetingOutcome(BaseModel):
     meeting_id: str
     result: Consensus
-    reason: str  # consensus | max_rounds | timeout
+    reason: str  # consensus | max_rounds | timeout | stopped
     rounds: int
     detail: str
     stances: dict[str, Stance]
@@ -143,28 +148,62 @@ class Coordinator:
         meeting_id: str | None = None,
         minutes_dir: str | Path | None = None,
     ) -> MeetingOutcome:
+        mid = await self.open(config, meeting_id=meeting_id)
+        return await self.proceed(mid, config, minutes_dir=minutes_dir)
+
+    async def open(self, config: MeetingConfig, *, meeting_id: str | None = None) -> str:
+        """Validate and record meeting.started; return the meeting id."""
         participants, summarizer = validate(config, self.agents)
         mid = meeting_id or f"mtg-{uuid.uuid4().hex[:12]}"
         if not _MEETING_ID.fullmatch(mid):
             raise ValidationError(f"meeting: invalid id {mid!r} (letters, digits, . _ -)")
-        topic = config.topic.strip()
         await self._emit(mid, mev.MeetingStarted(
-            topic=topic, participants=participants, summarizer=summarizer,
+            topic=config.topic.strip(), participants=participants, summarizer=summarizer,
             max_rounds=config.max_rounds, summary_tokens=config.summary_tokens,
             agent_timeout_s=config.agent_timeout_s, meeting_timeout_s=config.meeting_timeout_s,
         ))
+        return mid
+
+    async def proceed(
+        self, mid: str, config: MeetingConfig, *, minutes_dir: str | Path | None = None
+    ) -> MeetingOutcome:
+        """Run the rounds of an opened meeting until consensus, max rounds, timeout or stop.
+
+        Before each round the meeting row is read from the store, so a stop or a grant of
+        more rounds from another process is honoured between rounds; a round under way when
+        a stop arrives is finished (its replies and summary recorded) and the meeting then
+        ends with reason "stopped".
+        """
+        participants, summarizer = validate(config, self.agents)
+        topic = config.topic.strip()
         summary = ""
+        transcript: list[str] = []  # history="full": every reply so far, verbatim
         rounds = 0
         result, reason, detail = Consensus.NO, "max_rounds", ""
         stances: dict[str, Stance] = {}
+        max_rounds = config.max_rounds
         try:
             async with asyncio.timeout(config.meeting_timeout_s):
-                for rnd in range(1, config.max_rounds + 1):
-                    rounds = rnd
+                while True:
+                    row = await self.store.fetchone(
+                        "SELECT max_rounds, stop_requested, stop_by, stop_reason FROM meetings"
+                        " WHERE id=?", (mid,))
+                    if row is not None:
+                        max_rounds = int(row["max_rounds"])
+                        if row["stop_requested"]:
+                            reason, result = "stopped", Consensus.NO
+                            why = f": {row['stop_reason']}" if row["stop_reason"] else ""
+                            detail = f"stopped by {row['stop_by']} after {rounds} round(s){why}"
+                            break
+                    if rounds >= max_rounds:
+                        detail = f"no consensus after {max_rounds} rounds: {detail}"
+                        break
+                    rnd = rounds = rounds + 1
+                    context = summary if config.history == "rolling" else "\n\n".join(transcript)
                     await self._emit(mid, mev.RoundStarted(
-                        round=rnd, summary_in_tokens=self.tokens(summary)))
+                        round=rnd, summary_in_tokens=self.tokens(context)))
                     replies = await asyncio.gather(*(
-                        self._ask(mid, topic, config, agent, rnd, summary)
+                        self._ask(mid, topic, config, agent, rnd, context, max_rounds)
                         for agent in participants))
                     stances = {r.agent: r.stance for r in replies}
                     decision = decide([r.stance for r in replies])
@@ -173,13 +212,14 @@ class Coordinator:
                         agree=decision.agree, disagree=decision.disagree,
                         neutral=decision.neutral))
                     result, detail = decision.consensus, decision.reason
+                    if config.history == "full":
+                        transcript += [f"ROUND {rnd}, {r.agent}:\n{r.raw or '(' + r.status + ')'}"
+                                       for r in replies]
                     summary = await self._summarise(mid, topic, config, summarizer, rnd,
                                                     summary, replies)
                     if decision.consensus is not Consensus.NO:
                         reason = "consensus"
                         break
-                else:
-                    detail = f"no consensus after {config.max_rounds} rounds: {detail}"
         except TimeoutError:
             reason = "timeout"
             result = Consensus.NO
@@ -199,12 +239,14 @@ class Coordinator:
         return self.agents.agents[name]
 
     async def _ask(
-        self, mid: str, topic: str, config: MeetingConfig, agent: str, rnd: int, summary: str
+        self, mid: str, topic: str, config: MeetingConfig, agent: str, rnd: int, summary: str,
+        max_rounds: int,
     ) -> _Reply:
         definition = self._agent(agent)
         user = (
-            f"QUESTION: {topic}\n\nROUND {rnd} of at most {config.max_rounds}.\n\n"
-            f"SUMMARY SO FAR:\n{summary or '(none: this is the first round)'}\n\n"
+            f"QUESTION: {topic}\n\nROUND {rnd} of at most {max_rounds}.\n\n"
+            f"{'SUMMARY SO FAR' if config.history == 'rolling' else 'TRANSCRIPT SO FAR'}:\n"
+            f"{summary or '(none: this is the first round)'}\n\n"
             "Give your reasoning and your stance."
         )
         request = ChatRequest(
@@ -236,12 +278,26 @@ class Coordinator:
             reply = _Reply(agent=agent, status="error", raw="", stance=Stance.UNKNOWN,
                            why=f"provider failed ({exc}): counted as NEUTRAL")
         elapsed = round(self.monotonic() - started, 3)
-        await self._emit(mid, mev.ReplyRecorded(
+        recorded = mev.ReplyRecorded(
             round=rnd, agent=agent, status=reply.status, raw=reply.raw,
             stance=reply.stance.value, why=reply.why, model=definition.model,
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-            elapsed_s=elapsed))
+            elapsed_s=elapsed)
+        await self._record(mid, recorded, agent, definition.model, "meeting",
+                           prompt_tokens, completion_tokens)
         return reply
+
+    async def _record(self, mid: str, payload: Payload, agent: str, model: str, purpose: str,
+                      prompt_tokens: int, completion_tokens: int) -> None:
+        """Emit `payload` and, when the call used tokens, the per-agent usage row (subject:
+        the meeting id), in one transaction."""
+
+        def command(tx: WriteTx) -> None:
+            tx.emit(NewEvent(entity_id=mid, actor=ACTOR, role=ROLE, payload=payload))
+            if prompt_tokens or completion_tokens:
+                record_usage(tx, mid, agent, model, purpose, prompt_tokens, completion_tokens)
+
+        await self.store.execute(command)
 
     async def _summarise(
         self, mid: str, topic: str, config: MeetingConfig, summarizer: str, rnd: int,
@@ -282,9 +338,10 @@ class Coordinator:
             text = truncate_tokens(text, cap)
             while self.tokens(text) > cap:  # a different tokenizer than count_tokens
                 text = text[: max(0, len(text) - 8)]
-        await self._emit(mid, mev.SummaryRecorded(
+        await self._record(mid, mev.SummaryRecorded(
             round=rnd, text=text, tokens=self.tokens(text), cap=cap, truncated=truncated,
-            note=note, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens))
+            note=note, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+            summarizer, definition.model, "meeting_summary", prompt_tokens, completion_tokens)
         return text
 
 

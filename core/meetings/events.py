@@ -84,3 +84,24 @@ class MinutesWritten(Payload):
     TYPE = "meeting.minutes_written"
     ENTITY = "meeting"
     path: str
+
+
+class StopRequested(Payload):
+    """An operator asked the meeting to stop. The coordinator reads it (from the store, so it
+    may come from another process) before each round and ends the meeting with reason
+    "stopped"; a round already under way is finished first."""
+
+    TYPE = "meeting.stop_requested"
+    ENTITY = "meeting"
+    by: str
+    reason: str = ""
+
+
+class RoundsGranted(Payload):
+    """An operator granted more rounds: max_rounds becomes `max_rounds`."""
+
+    TYPE = "meeting.rounds_granted"
+    ENTITY = "meeting"
+    by: str
+    n: int
+    max_rounds: int

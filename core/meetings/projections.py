@@ -100,3 +100,23 @@ def _minutes(db: sqlite3.Connection, e: StoredEvent) -> None:
     db.execute(
         "UPDATE meetings SET minutes_path=?, last_seq=? WHERE id=?", (p.path, e.seq, e.entity_id)
     )
+
+
+@projects(mev.StopRequested)
+def _stop(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, mev.StopRequested)
+    db.execute(
+        "UPDATE meetings SET stop_requested=1, stop_by=?, stop_reason=?, last_seq=? WHERE id=?",
+        (p.by, p.reason, e.seq, e.entity_id),
+    )
+
+
+@projects(mev.RoundsGranted)
+def _granted(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, mev.RoundsGranted)
+    db.execute(
+        "UPDATE meetings SET max_rounds=?, last_seq=? WHERE id=?",
+        (p.max_rounds, e.seq, e.entity_id),
+    )

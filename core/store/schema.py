@@ -119,7 +119,8 @@ CREATE TABLE meetings (
     summarizer TEXT NOT NULL, max_rounds INTEGER NOT NULL, summary_tokens INTEGER NOT NULL,
     agent_timeout_s REAL NOT NULL, meeting_timeout_s REAL NOT NULL, status TEXT NOT NULL,
     rounds INTEGER NOT NULL, result TEXT, end_reason TEXT, detail TEXT NOT NULL,
-    minutes_path TEXT, started_at REAL NOT NULL, ended_at REAL, last_seq INTEGER NOT NULL
+    minutes_path TEXT, started_at REAL NOT NULL, ended_at REAL, last_seq INTEGER NOT NULL,
+    stop_requested INTEGER NOT NULL DEFAULT 0, stop_by TEXT, stop_reason TEXT
 );
 CREATE INDEX meetings_by_status ON meetings(status, started_at);
 CREATE TABLE meeting_rounds (

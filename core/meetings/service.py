@@ -1,0 +1,159 @@
+"""The meetings API the fronts use (CLI, console): list, get, stop, grant more rounds, start.
+
+Reads come from the projections; stop and grant are events, so they work from any process:
+the coordinator reads the meeting row before each round (see Coordinator.proceed). A stop
+that arrives during a round takes effect when that round has finished.
+
+Reply statuses are reported as 'replied' | 'timeout' | 'error' (the event says timed_out).
+An agent without a reply in the current round of a running meeting is still thinking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from ..agents.registry import AgentSet
+from ..errors import Conflict, NotFound, ValidationError
+from ..events import NewEvent
+from ..store.interface import Store, WriteTx
+from ..tasks.permissions import Role
+from . import events as mev
+from .coordinator import Coordinator, MeetingConfig, MeetingOutcome, validate
+
+_STATUS = {"timed_out": "timeout"}
+
+
+def _meeting(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "topic": row["topic"],
+        "status": row["status"],
+        "result": row["result"],
+        "reason": row["end_reason"],
+        "detail": row["detail"],
+        "rounds": row["rounds"],
+        "max_rounds": row["max_rounds"],
+        "participants": json.loads(row["participants"]),
+        "summarizer": row["summarizer"],
+        "summary_tokens": row["summary_tokens"],
+        "started_at": row["started_at"],
+        "ended_at": row["ended_at"],
+        "stop_requested": bool(row["stop_requested"]),
+        "stop_by": row["stop_by"],
+        "stop_reason": row["stop_reason"],
+        "last_seq": row["last_seq"],
+    }
+
+
+class Meetings:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def list(self, limit: int = 500) -> list[dict[str, Any]]:
+        """Newest first."""
+        rows = await self.store.fetchall(
+            "SELECT * FROM meetings ORDER BY started_at DESC, last_seq DESC LIMIT ?", (limit,))
+        return [_meeting(r) for r in rows]
+
+    async def get(self, meeting_id: str) -> dict[str, Any]:
+        meeting, rounds, replies, summaries = await self.store.fetch_many([
+            ("SELECT * FROM meetings WHERE id=?", (meeting_id,)),
+            ("SELECT * FROM meeting_rounds WHERE meeting_id=? ORDER BY round", (meeting_id,)),
+            ("SELECT * FROM meeting_replies WHERE meeting_id=? ORDER BY round, seq",
+             (meeting_id,)),
+            ("SELECT * FROM meeting_summaries WHERE meeting_id=? ORDER BY round", (meeting_id,)),
+        ])
+        if not meeting:
+            raise NotFound(f"meeting {meeting_id}: no such meeting")
+        out = _meeting(meeting[0])
+        out["minutes_path"] = meeting[0]["minutes_path"]
+        by_round: dict[int, list[dict[str, Any]]] = {}
+        for r in replies:
+            by_round.setdefault(r["round"], []).append({
+                "agent": r["agent"],
+                "status": _STATUS.get(r["status"], r["status"]),
+                "stance": r["stance"],
+                "why": r["why"],
+                "raw": r["raw"],
+                "prompt_tokens": r["prompt_tokens"],
+                "completion_tokens": r["completion_tokens"],
+                "elapsed_s": r["elapsed_s"],
+            })
+        sums = {s["round"]: s for s in summaries}
+        out["rounds"] = []
+        for rnd in rounds:
+            n = rnd["round"]
+            got = by_round.get(n, [])
+            s = sums.get(n)
+            out["rounds"].append({
+                "round": n,
+                "consensus": rnd["consensus"],
+                "reason": rnd["reason"],
+                "agree": rnd["agree"],
+                "disagree": rnd["disagree"],
+                "neutral": rnd["neutral"],
+                "summary_in_tokens": rnd["summary_in_tokens"],
+                "prompt_tokens": sum(r["prompt_tokens"] for r in got),
+                "completion_tokens": sum(r["completion_tokens"] for r in got),
+                "summary": s["text"] if s else None,
+                "summary_tokens": s["tokens"] if s else None,
+                "started_at": rnd["started_at"],
+                "ended_at": rnd["ended_at"],
+                "replies": got,
+            })
+        out["summary"] = summaries[-1]["text"] if summaries else ""
+        return out
+
+    async def request_stop(self, meeting_id: str, *, by: str, reason: str = "") -> None:
+        def command(tx: WriteTx) -> None:
+            _open_meeting(tx, meeting_id, "stop")
+            tx.emit(NewEvent(entity_id=meeting_id, actor=by, role=Role.OPERATOR.value,
+                             payload=mev.StopRequested(by=by, reason=reason)))
+
+        await self.store.execute(command)
+
+    async def grant_rounds(self, meeting_id: str, n: int, *, by: str) -> int:
+        if n < 1:
+            raise ValidationError(f"meeting {meeting_id}: grant at least 1 round, got {n}")
+
+        def command(tx: WriteTx) -> int:
+            row = _open_meeting(tx, meeting_id, "grant rounds to")
+            total = int(row["max_rounds"]) + n
+            tx.emit(NewEvent(entity_id=meeting_id, actor=by, role=Role.OPERATOR.value,
+                             payload=mev.RoundsGranted(by=by, n=n, max_rounds=total)))
+            return total
+
+        return await self.store.execute(command)
+
+
+def _open_meeting(tx: WriteTx, meeting_id: str, what: str) -> dict[str, Any]:
+    row = tx.one("SELECT * FROM meetings WHERE id=?", (meeting_id,))
+    if row is None:
+        raise NotFound(f"meeting {meeting_id}: no such meeting")
+    if row["status"] == "ended":
+        raise Conflict(f"meeting {meeting_id}: already ended ({row['end_reason']});"
+                       f" cannot {what} it")
+    return row
+
+
+async def start_meeting(
+    store: Store,
+    agents: AgentSet,
+    config: MeetingConfig,
+    *,
+    minutes_dir: str | Path | None = None,
+    meeting_id: str | None = None,
+) -> tuple[str, asyncio.Task[MeetingOutcome]]:
+    """Validate, record meeting.started, and run the rounds in a task; return (id, task)."""
+    validate(config, agents)
+    coordinator = Coordinator(store, agents)
+    mid = await coordinator.open(config, meeting_id=meeting_id)
+    task = asyncio.create_task(coordinator.proceed(mid, config, minutes_dir=minutes_dir),
+                               name=f"meeting {mid}")
+    return mid, task
+
+
+__all__ = ["Meetings", "start_meeting"]
