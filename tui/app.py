@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+import pydantic
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
@@ -35,7 +36,9 @@ from core import (
     open_store,
 )
 from core.config import effects_journal
+from core.meetings.coordinator import MeetingConfig
 
+from . import meetingdata
 from .commands import ConsoleCommands, parse_command_line
 from .modals import CommandLineScreen, ConfirmScreen, ReasonScreen
 from .model import ConsoleModel, Delta, StoreFollower
@@ -86,7 +89,8 @@ class ClawtowerApp(App[int]):
                 tooltip="Tasks by phase"),
         Binding("2", "switch_mode('approvals')", "Approvals", id="mode.approvals",
                 tooltip="Pending approvals"),
-        Binding("3", "switch_mode('meetings')", "Meetings", show=False, id="mode.meetings"),
+        Binding("3", "switch_mode('meetings')", "Meetings", show=False, id="mode.meetings",
+                tooltip="Consensus meetings, live"),
         Binding("4", "switch_mode('sessions')", "Sessions", show=False, id="mode.sessions"),
         Binding("question_mark,f1", "toggle_help", "Keys", id="help",
                 tooltip="Show or hide the key panel"),
@@ -112,6 +116,8 @@ class ClawtowerApp(App[int]):
         self._follower: StoreFollower | None = None
         self._views: list[View] = []
         self.loaded = asyncio.Event()
+        self.pending_meeting: str | None = None  # mode 3 selects it once it is listed
+        self._meeting_tasks: set[asyncio.Task[Any]] = set()
         self.deltas = 0
         self.theme_load: ThemeLoad = load_themes(*theme_folders())
         for theme in self.theme_load.themes:
@@ -195,6 +201,8 @@ class ClawtowerApp(App[int]):
                 view.model_changed(delta)
 
     async def on_unmount(self) -> None:
+        for task in list(self._meeting_tasks):
+            task.cancel()
         if self.engine is not None:
             self.engine.stop()
         if self._engine_task is not None:
@@ -235,6 +243,8 @@ class ClawtowerApp(App[int]):
         yield SystemCommand("Tasks", "Mode 1: tasks by phase", partial(self.switch_mode, "tasks"))
         yield SystemCommand("Approvals", "Mode 2: pending approvals",
                             partial(self.switch_mode, "approvals"))
+        yield SystemCommand("Meetings", "Mode 3: consensus meetings",
+                            partial(self.switch_mode, "meetings"))
 
     def action_toggle_help(self) -> None:
         if self.screen.query(HelpPanel):
@@ -242,8 +252,8 @@ class ClawtowerApp(App[int]):
         else:
             self.action_show_help_panel()
 
-    def action_command_line(self) -> None:
-        self.push_screen(CommandLineScreen(), self.run_command_line)
+    def action_command_line(self, value: str = "") -> None:
+        self.push_screen(CommandLineScreen(value), self.run_command_line)
 
     def run_command_line(self, line: str | None) -> None:
         if not line:
@@ -356,6 +366,91 @@ class ClawtowerApp(App[int]):
             return
         verb = "approved" if approve else "rejected"
         self.notify(f"{approval_id} {verb} by {self.operator}", title="Decided")
+
+    # ------------------------------------------------------------------ meetings
+
+    def agent_set(self) -> AgentSet:
+        return AgentSet.simulated(self.script) if self.script else AgentSet.simulated()
+
+    def start_meeting(self, participants: list[str], topic: str,
+                      max_rounds: int | None = None) -> None:
+        """Run a meeting in this app's loop (a worker); its events go to the store."""
+        self.run_worker(self._start_meeting(participants, topic, max_rounds), group="meetings",
+                        exit_on_error=False)
+
+    async def _start_meeting(self, participants: list[str], topic: str,
+                             max_rounds: int | None) -> None:
+        if self.store is None:
+            return
+        kw: dict[str, Any] = {"max_rounds": max_rounds} if max_rounds else {}
+        try:
+            config = MeetingConfig(topic=topic, participants=participants, **kw)
+            mid, task = await meetingdata.start(self.store, self.agent_set(), config)
+        except (ClawError, pydantic.ValidationError) as exc:
+            self.notify(str(exc).splitlines()[0] if isinstance(exc, pydantic.ValidationError)
+                        else str(exc), title="Meeting not started", severity="error")
+            return
+        self._meeting_tasks.add(task)
+        task.add_done_callback(self._meeting_tasks.discard)
+        self.pending_meeting = mid
+        self.notify(f"{mid}: {topic}", title="Meeting started")
+        if self.current_mode != "meetings":
+            await self.switch_mode("meetings")
+        try:
+            outcome = await task
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the meeting failed; the console stays up
+            self.notify(f"{mid}: {exc}", title="Meeting failed", severity="error", timeout=15)
+            return
+        result = getattr(outcome, "result", "")
+        result = getattr(result, "value", result)
+        reason = getattr(outcome, "reason", "")
+        self.notify(f"{mid}: {result} ({reason})", title="Meeting ended")
+
+    def request_stop_meeting(self, meeting_id: str) -> None:
+        """`s`: confirm (focus on No), then ask the meeting to stop."""
+        m = self.model.meeting(meeting_id)
+        if m is None or m.get("status") != "running":
+            self.notify(f"meeting {meeting_id!r}: not running", severity="error")
+            return
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.stop_meeting(meeting_id)
+
+        self.push_screen(ConfirmScreen(
+            f"Stop meeting {meeting_id}?",
+            f"{m['topic']}\n\nThe round under way finishes first; the meeting then ends "
+            f"with reason 'stopped'.\n\nRequested by {self.operator}.", yes="Stop",
+            destructive=True), done)
+
+    def stop_meeting(self, meeting_id: str, reason: str = "") -> None:
+        self.run_worker(self._stop_meeting(meeting_id, reason), group="meeting-ops")
+
+    async def _stop_meeting(self, meeting_id: str, reason: str) -> None:
+        if self.store is None:
+            return
+        try:
+            await meetingdata.request_stop(self.store, meeting_id, by=self.operator,
+                                           reason=reason)
+        except ClawError as exc:
+            self.notify(str(exc), title="Not stopped", severity="error")
+            return
+        self.notify(f"{meeting_id}: stop requested by {self.operator}", title="Meeting")
+
+    def grant_rounds(self, meeting_id: str, n: int = 1) -> None:
+        self.run_worker(self._grant_rounds(meeting_id, n), group="meeting-ops")
+
+    async def _grant_rounds(self, meeting_id: str, n: int) -> None:
+        if self.store is None:
+            return
+        try:
+            new_max = await meetingdata.grant_rounds(self.store, meeting_id, n, by=self.operator)
+        except ClawError as exc:
+            self.notify(str(exc), title="No rounds granted", severity="error")
+            return
+        self.notify(f"{meeting_id}: +{n} round(s), at most {new_max} now", title="Meeting")
 
 
 def run_console(db_path: str, *, run_engine: bool = True, agents_script: str | None = None,

@@ -35,8 +35,11 @@ HELP = """\
 :reject ID REASON       reject it, with the reason recorded
 :task ID                open a task (T-4, t4 or 4)
 :theme NAME             switch theme (no NAME: the picker)
+:meeting A,B,C TOPIC    start a meeting of agents A, B, C (simulator script)
+:stop ID [REASON]       stop a running meeting
+:grant ID N             give a running meeting N more rounds
 :filter TEXT            filter the focused list (empty: clear)
-:tasks · :approvals     switch mode (also 1 and 2)
+:tasks · :approvals · :meetings   switch mode (also 1, 2, 3)
 :help                   the key panel
 :q                      quit"""
 
@@ -73,6 +76,22 @@ def parse_command_line(app: ClawtowerApp, line: str) -> Callable[[], object] | s
             known = ", ".join(sorted(app.available_themes))
             return f"theme: unknown theme {name!r} (known: {known})"
         return partial(setattr, app, "theme", name)
+    if verb in ("meeting", "m"):
+        if len(args) < 2:
+            return "meeting: who and what? (:meeting ada,ben,cyd TOPIC)"
+        names = [n.strip() for n in args[0].split(",") if n.strip()]
+        return partial(app.start_meeting, names, args[1])
+    if verb == "stop":
+        if not args:
+            return "stop: which meeting? (:stop ID [REASON])"
+        return partial(app.stop_meeting, args[0], args[1] if len(args) > 1 else "")
+    if verb == "grant":
+        if not args:
+            return "grant: which meeting? (:grant ID N)"
+        n_text = args[1] if len(args) > 1 else "1"
+        if not n_text.isdigit() or int(n_text) < 1:
+            return f"grant: N must be a whole number of rounds >= 1, got {n_text!r}"
+        return partial(app.grant_rounds, args[0], int(n_text))
     if verb in ("tasks", "1"):
         return partial(app.switch_mode, "tasks")
     if verb in ("approvals", "2"):
@@ -86,7 +105,8 @@ def parse_command_line(app: ClawtowerApp, line: str) -> Callable[[], object] | s
         return partial(app.filter_focused, text)
     if verb in ("help", "h", "?"):
         return app.action_toggle_help
-    return f"unknown command {verb!r} (try approve, reject, task, theme, filter, help, q)"
+    return (f"unknown command {verb!r} (try approve, reject, task, meeting, stop, grant, theme,"
+            " filter, help, q)")
 
 
 class ConsoleCommands(Provider):
@@ -102,8 +122,10 @@ class ConsoleCommands(Provider):
             Command("Mode: Tasks", "Tasks by phase (1)", partial(app.switch_mode, "tasks")),
             Command("Mode: Approvals", "Pending approvals (2)",
                     partial(app.switch_mode, "approvals")),
-            Command("Mode: Meetings", "Consensus meetings (3, arrives later)",
+            Command("Mode: Meetings", "Consensus meetings (3)",
                     partial(app.switch_mode, "meetings")),
+            Command("Start a meeting…", "Agents and a topic: meeting ada,ben,cyd TOPIC",
+                    partial(app.action_command_line, "meeting ")),
             Command("Mode: Sessions", "Agent sessions (4, arrives later)",
                     partial(app.switch_mode, "sessions")),
             Command("Command line", "Type a command (:)", app.action_command_line),
@@ -114,6 +136,14 @@ class ConsoleCommands(Provider):
                                 partial(app.request_approve, a["id"])))
             cmds.append(Command(f"Reject {what}", a["prompt"],
                                 partial(app.request_reject, a["id"])))
+        for m in app.model.meetings:
+            if m.get("status") != "running":
+                continue
+            what = f"{m['id']} · {m['topic']}"
+            cmds.append(Command(f"Stop meeting {what}", "Ask it to stop after this round",
+                                partial(app.request_stop_meeting, m["id"])))
+            cmds.append(Command(f"Grant a round to meeting {what}", "One more round",
+                                partial(app.grant_rounds, m["id"], 1)))
         for name in sorted(app.available_themes):
             cmds.append(Command(f"Theme: {name}", "Switch the console's theme",
                                 partial(setattr, app, "theme", name)))

@@ -14,7 +14,7 @@ from textual.widgets import Button, Input, Label, Static
 
 COMMAND_WORDS = [
     "approve ", "reject ", "task ", "theme ", "tasks", "approvals", "meetings", "sessions",
-    "filter ", "help", "quit", "q",
+    "filter ", "help", "quit", "q", "meeting ", "stop ", "grant ",
 ]
 
 
@@ -100,11 +100,17 @@ class CommandLineScreen(ModalScreen[str | None]):
         Binding("escape", "cancel", "Cancel", id="command.cancel"),
     ]
 
+    def __init__(self, value: str = "") -> None:
+        super().__init__()
+        self.initial = value
+
     def compose(self) -> ComposeResult:
         with Horizontal(id="command-line"):
             yield Label(":", id="command-prompt")
             yield Input(
-                placeholder="approve ID · reject ID REASON · task ID · theme NAME · q",
+                self.initial,
+                placeholder="approve ID · reject ID REASON · task ID · meeting A,B,C TOPIC · "
+                            "theme NAME · q",
                 suggester=SuggestFromList(COMMAND_WORDS, case_sensitive=False),
                 id="command-input",
             )

@@ -15,6 +15,8 @@ from typing import Any
 
 from core import Approvals, Phase, Store, StoredEvent
 
+from .meetingdata import list_meetings
+
 TASK_COLUMNS = ("id, num, title, phase, attempts, spec_ok, phase_reason, created_at, updated_at,"
                 " last_seq")
 EVENT_LOG_SIZE = 500
@@ -59,12 +61,14 @@ class Delta:
     events: list[StoredEvent] = field(default_factory=list)
     approvals_changed: bool = False
     lease_changed: bool = False
+    meetings: set[str] = field(default_factory=set)  # ids of meetings that changed
+    meetings_changed: bool = False  # the meetings list was re-read
     full: bool = False
 
     @property
     def empty(self) -> bool:
         return not (self.tasks or self.events or self.approvals_changed or self.lease_changed
-                    or self.full)
+                    or self.meetings_changed or self.full)
 
 
 @dataclass
@@ -77,6 +81,7 @@ class ConsoleModel:
     approvals: list[dict[str, Any]] = field(default_factory=list)
     events: deque[StoredEvent] = field(default_factory=lambda: deque(maxlen=EVENT_LOG_SIZE))
     lease: dict[str, Any] | None = None
+    meetings: list[dict[str, Any]] = field(default_factory=list)  # newest first
     loaded: bool = False
 
     def apply_tasks(self, rows: list[dict[str, Any]]) -> None:
@@ -91,6 +96,12 @@ class ConsoleModel:
         for a in self.approvals:
             if a["id"] == approval_id:
                 return a
+        return None
+
+    def meeting(self, meeting_id: str) -> dict[str, Any] | None:
+        for m in self.meetings:
+            if m["id"] == meeting_id:
+                return m
         return None
 
     def pending_for(self, subject: str) -> dict[str, Any] | None:
@@ -116,7 +127,7 @@ class StoreFollower:
                                                limit=EVENT_LOG_SIZE * 2)
         events = [e for e in events if e.type not in QUIET_EVENTS][-EVENT_LOG_SIZE:]
         delta = Delta(seq=seq, tasks=rows, events=events, approvals_changed=True,
-                      lease_changed=True, full=True)
+                      lease_changed=True, meetings_changed=True, full=True)
         await self._apply(delta)
         self.model.loaded = True
         return delta
@@ -136,6 +147,8 @@ class StoreFollower:
         delta.events = [e for e in events if e.type not in QUIET_EVENTS]
         delta.approvals_changed = start > after or any(t.startswith("approval.") for t in types)
         delta.lease_changed = start > after or any(t.startswith("lease.") for t in types)
+        delta.meetings = {e.entity_id for e in events if e.type.startswith("meeting.")}
+        delta.meetings_changed = start > after or bool(delta.meetings)
         delta.tasks = await self.store.fetchall(
             f"SELECT {TASK_COLUMNS} FROM tasks WHERE last_seq > ? ORDER BY num", (after,))
         await self._apply(delta)
@@ -148,6 +161,10 @@ class StoreFollower:
         if delta.lease_changed:
             m.lease = await self.store.fetchone(
                 "SELECT owner, expires_at, released FROM leases WHERE name='orchestrator'")
+        if delta.meetings_changed:
+            m.meetings = await list_meetings(self.store)
+            if delta.full or not delta.meetings:
+                delta.meetings = {x["id"] for x in m.meetings}
         m.apply_tasks(delta.tasks)
         m.events.extend(delta.events)
         m.seq = max(m.seq, delta.seq)

@@ -18,14 +18,19 @@ from core import (
     AgentSet,
     FakeClock,
     MemorySink,
+    NewEvent,
     Orchestrator,
     Role,
+    SimScript,
     Tasks,
     TaskSpec,
     load_script,
     load_spec,
     open_store,
 )
+from core.agents.simulator import AgentDef, Step
+from core.meetings import events as mev
+from core.meetings.coordinator import Coordinator, MeetingConfig
 from core.tasks import commands as _commands
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "demo"
@@ -127,3 +132,80 @@ async def _seed_extra(tasks: Tasks, orch: Orchestrator) -> list[str]:
     await tasks.transition(tid, "spec_review", "spec complete: submitted for review")
     ids.append(tid)
     return ids
+
+
+# ---------------------------------------------------------------------------- meetings
+
+MEETING_AGENTS = ("ada", "ben", "cyd")
+
+
+def meeting_script(*, speed: float = 0.0, delay_ms: tuple[int, int] = (0, 0),
+                   stances: dict[str, list[str]] | None = None, seed: int = 11) -> SimScript:
+    """Three participants and a scribe; `stances` scripts each agent's marker per round."""
+    agents = {n: AgentDef(role="participant") for n in MEETING_AGENTS}
+    agents["scribe"] = AgentDef(role="summarizer")
+    scripts = {name: {"meeting": [Step(stance=s) for s in seq]}  # type: ignore[arg-type]
+               for name, seq in (stances or {}).items()}
+    return SimScript(seed=seed, speed=speed, delay_ms=delay_ms, agents=agents,
+                     scripts=scripts)  # type: ignore[arg-type]
+
+
+async def seed_meetings(db_path: str | Path) -> list[str]:
+    """Two finished meetings and one caught mid-round (fixed ids, a stepping clock)."""
+    clock = SteppingClock(start=START + 3600, step=0.75)
+    store = await open_store(db_path, clock=clock)
+    try:
+        script = meeting_script(stances={"ada": ["DISAGREE", "AGREE"],
+                                         "ben": ["NEUTRAL", "AGREE"], "cyd": ["AGREE"]})
+        team = AgentSet.simulated(script)
+        await Coordinator(store, team).run(
+            MeetingConfig(topic="Adopt the new cache layer?", participants=list(MEETING_AGENTS),
+                          max_rounds=4, summary_tokens=60), meeting_id="mtg-cache")
+        script = meeting_script(stances={"ada": ["AGREE"], "ben": ["DISAGREE"],
+                                         "cyd": ["NEUTRAL", "AGREE", "DISAGREE"]})
+        await Coordinator(store, AgentSet.simulated(script)).run(
+            MeetingConfig(topic="Move the standup to 10:00?", participants=list(MEETING_AGENTS),
+                          max_rounds=3, summary_tokens=60), meeting_id="mtg-standup")
+        await _live_meeting(store)
+        return ["mtg-cache", "mtg-standup", "mtg-ship-friday"]
+    finally:
+        await store.close()
+
+
+async def _live_meeting(store: Any) -> None:
+    """A meeting in round 2: ada has replied, ben timed out, cyd is still thinking."""
+    mid = "mtg-ship-friday"
+
+    def reply(rnd: int, agent: str, stance: str, text: str, status: str = "replied",
+              why: str = "one marker on its own line") -> mev.ReplyRecorded:
+        return mev.ReplyRecorded(round=rnd, agent=agent, status=status, raw=text, stance=stance,
+                                 why=why, model="sim-standard", prompt_tokens=96 + rnd * 12,
+                                 completion_tokens=len(text.split()))
+
+    steps: list[mev.Payload] = [
+        mev.MeetingStarted(topic="Should we ship on Friday?", participants=list(MEETING_AGENTS),
+                           summarizer="scribe", max_rounds=5, summary_tokens=80,
+                           agent_timeout_s=60, meeting_timeout_s=600),
+        mev.RoundStarted(round=1, summary_in_tokens=0),
+        reply(1, "ada", "AGREE", "The release is green. [STANCE: AGREE]"),
+        reply(1, "ben", "DISAGREE", "Nobody is on call at the weekend. [STANCE: DISAGREE]"),
+        reply(1, "cyd", "NEUTRAL", "It depends on the rollback. [STANCE: NEUTRAL]"),
+        mev.RoundEnded(round=1, consensus="NO", reason="1 of 3 agree, 1 disagree", agree=1,
+                       disagree=1, neutral=1),
+        mev.SummaryRecorded(round=1, text="Ada finds the release green; Ben objects that "
+                            "nobody is on call at the weekend; Cyd wants a tested rollback.",
+                            tokens=27, cap=80, prompt_tokens=140, completion_tokens=27),
+        mev.RoundStarted(round=2, summary_in_tokens=27),
+        reply(2, "ada", "AGREE", "Ben can hand over on-call to me. [STANCE: AGREE]"),
+        reply(2, "ben", "NEUTRAL", "", status="timed_out",
+              why="no reply within 60 s: counted as NEUTRAL"),
+    ]
+
+    for payload in steps:
+        event = NewEvent(entity_id=mid, actor="coordinator", role=Role.ORCHESTRATOR.value,
+                         payload=payload)
+
+        def command(tx: Any, event: NewEvent = event) -> None:
+            tx.emit(event)
+
+        await store.execute(command)

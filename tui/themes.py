@@ -33,7 +33,8 @@ from core.safe_yaml import load_file
 
 # The console's own CSS variables. Every one needs a fallback (see `variable_defaults`),
 # because a built-in Textual theme does not define them.
-CUSTOM_VARIABLES = ("phase-waiting", "phase-active", "phase-done", "phase-failed", "phase-idle")
+CUSTOM_VARIABLES = ("phase-waiting", "phase-active", "phase-done", "phase-failed", "phase-idle",
+                    "stance-agree", "stance-disagree", "stance-neutral", "stance-unknown")
 
 _TEXT_STYLE_WORDS = {"bold", "dim", "italic", "underline", "reverse", "strike", "none", "not",
                      "b", "i", "u", "s", "r", "blink", "underline2", "overline"}
@@ -186,4 +187,8 @@ def variable_defaults(theme: Theme | None) -> dict[str, str]:
         "phase-done": pick(t.success if t else None, "#5fa35f"),
         "phase-failed": pick(t.error if t else None, "#d75f5f"),
         "phase-idle": "#8a8f98" if dark else "#6a6f78",
+        "stance-agree": pick(t.success if t else None, "#5fa35f"),
+        "stance-disagree": pick(t.error if t else None, "#d75f5f"),
+        "stance-neutral": pick(t.warning if t else None, "#d7a04b"),
+        "stance-unknown": "#8a8f98" if dark else "#6a6f78",
     }

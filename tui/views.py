@@ -173,3 +173,68 @@ class ModeBar(Static):
         width = self.size.width or 120
         gap = max(1, width - left.cell_length - right.cell_length)
         self.update(Content.assemble(left, " " * gap, right.stylize("$text-muted")))
+
+
+def meeting_tone(m: dict[str, Any]) -> str:
+    if m.get("status") == "running":
+        return "active"
+    if m.get("result") in ("FULL", "MAJORITY"):
+        return "done"
+    if m.get("reason") in ("stopped", "timeout", "error"):
+        return "waiting"
+    return "failed"
+
+
+def meeting_outcome(m: dict[str, Any]) -> str:
+    if m.get("status") == "running":
+        return "running"
+    result = str(m.get("result") or "")
+    reason = str(m.get("reason") or "")
+    if result in ("FULL", "MAJORITY"):
+        return result.lower()
+    return reason.replace("_", " ") or "ended"
+
+
+class MeetingList(RowList):
+    """Every meeting, newest first; the running ones live."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "screen.stop_meeting", "Stop", id="meeting.stop",
+                tooltip="Stop the selected meeting (asks to confirm)"),
+        Binding("plus", "screen.grant_round", "+1 round", id="meeting.grant",
+                tooltip="Grant the selected meeting one more round"),
+    ]
+
+    columns: ClassVar[Sequence[Column]] = (
+        Column("ID", width=17), Column("Topic", ratio=1), Column("Round", width=5,
+                                                                  justify="right"),
+        Column("Outcome", width=11), Column("Started", width=8),
+    )
+    empty_text = "no meetings yet — start one with `:meeting ada,ben,cyd TOPIC`"
+
+    def row_cells(self, key: Hashable, data: Any) -> Sequence[Cell]:
+        rounds = data.get("rounds")
+        n = len(rounds) if isinstance(rounds, list) else int(rounds or 0)
+        return [
+            (data["id"], "key"),
+            one_line(data["topic"]),
+            (f"{n}/{data.get('max_rounds') or '?'}", "dim"),
+            (meeting_outcome(data), meeting_tone(data)),
+            (fmt_time(data.get("started_at")), "dim"),
+        ]
+
+    def row_search_text(self, key: Hashable, data: Any) -> str:
+        return f"{data['id']} {data['topic']} {' '.join(data.get('participants') or [])}"
+
+    def row_sort_key(self, key: Hashable, data: Any) -> Any:
+        return (-(data.get("started_at") or 0.0), str(data["id"]))
+
+    @staticmethod
+    def version(m: dict[str, Any]) -> Hashable:
+        rounds = m.get("rounds")
+        n = len(rounds) if isinstance(rounds, list) else rounds
+        return (m.get("status"), n, m.get("max_rounds"), m.get("result"), m.get("reason"),
+                m.get("ended_at"))
+
+    def load(self, meetings: Iterable[dict[str, Any]]) -> None:
+        self.set_rows((m["id"], self.version(m), m) for m in meetings)
