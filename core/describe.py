@@ -60,6 +60,39 @@ def event_summary(e: StoredEvent, arrow: str = "→") -> str:
     if t == "agent.usage":
         return (f"{p['agent']} {p['purpose']} on {p['model']}: {p['prompt_tokens']}+"
                 f"{p['completion_tokens']} tokens")
+    if t.startswith("meeting."):
+        return _meeting_summary(t, p)
     if t == "note.added":
         return str(p.get("text", ""))
+    return one_line(p, 200)
+
+
+def _meeting_summary(t: str, p: dict[str, Any]) -> str:
+    if t == "meeting.started":
+        return (f"meeting started: {one_line(p['topic'], 120)} with"
+                f" {', '.join(p['participants'])} (at most {p['max_rounds']} rounds)")
+    if t == "meeting.round_started":
+        return f"round {p['round']} started (summary of {p.get('summary_in_tokens', 0)} tokens)"
+    if t == "meeting.reply_recorded":
+        status = "" if p["status"] == "replied" else f" ({p['status'].replace('_', ' ')})"
+        return (f"round {p['round']}: {p['agent']} {p['stance']}{status}:"
+                f" {one_line(p.get('why', ''), 120)}")
+    if t == "meeting.round_ended":
+        return (f"round {p['round']}: {p['consensus']} consensus ({p['agree']} agree,"
+                f" {p['disagree']} disagree, {p['neutral']} neutral)")
+    if t == "meeting.summary_recorded":
+        cut = ", truncated" if p.get("truncated") else ""
+        note = f"; {p['note']}" if p.get("note") else ""
+        return f"round {p['round']} summary: {p['tokens']}/{p['cap']} tokens{cut}{note}"
+    if t == "meeting.ended":
+        detail = f": {one_line(p['detail'], 160)}" if p.get("detail") else ""
+        return (f"meeting ended after {p['rounds']} round(s): {p['result']}"
+                f" ({p['reason']}){detail}")
+    if t == "meeting.minutes_written":
+        return f"minutes written to {p['path']}"
+    if t == "meeting.stop_requested":
+        why = f": {p['reason']}" if p.get("reason") else ""
+        return f"stop requested by {p['by']}{why}"
+    if t == "meeting.rounds_granted":
+        return f"{p['n']} more round(s) granted by {p['by']} (now at most {p['max_rounds']})"
     return one_line(p, 200)

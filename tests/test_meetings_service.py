@@ -140,3 +140,31 @@ async def test_full_history_grows_the_prompt(store) -> None:
         prompts[history] = [r["prompt_tokens"] for r in m["rounds"]]
     assert prompts["full"][3] > 1.7 * prompts["full"][1]
     assert prompts["rolling"][3] < 1.5 * prompts["rolling"][1]
+
+
+async def test_every_meeting_event_has_wording(store) -> None:
+    from core.describe import event_summary
+    from core.events import StoredEvent
+
+    mid, task = await start_meeting(store, team({"alice": st("AGREE"), "bob": st("AGREE"),
+                                                 "carol": [Step(stance="AGREE",
+                                                                delay_ms=30_000)]},
+                                                speed=1.0),
+                                    MeetingConfig(topic="Cache?", participants=NAMES,
+                                                  agent_timeout_s=0.3, max_rounds=1))
+    await Meetings(store).grant_rounds(mid, 1, by="op")
+    await Meetings(store).request_stop(mid, by="op", reason="enough")
+    await task
+    events: list[StoredEvent] = await store.events_after(0, 1000, entity_id=mid)
+    lines = {e.type: event_summary(e) for e in events}
+    assert lines["meeting.started"].startswith("meeting started: Cache? with alice, bob, carol")
+    assert lines["meeting.rounds_granted"] == "1 more round(s) granted by op (now at most 2)"
+    assert lines["meeting.stop_requested"] == "stop requested by op: enough"
+    assert lines["meeting.round_started"].startswith("round 1 started")
+    assert lines["meeting.round_ended"].startswith("round 1: MAJORITY consensus (2 agree")
+    assert lines["meeting.summary_recorded"].startswith("round 1 summary: ")
+    assert lines["meeting.ended"].startswith("meeting ended after 1 round(s): MAJORITY")
+    carol = [event_summary(e) for e in events if e.type == "meeting.reply_recorded"
+             and e.payload.model_dump()["agent"] == "carol"]
+    assert carol[0].startswith("round 1: carol NEUTRAL (timed out)")
+    assert not any(line.startswith("{") for line in lines.values())

@@ -108,6 +108,18 @@ DEFAULT_AGENTS = {
     "builder": AgentDef(role="executor", model="sim-standard", escalation_model="sim-strong"),
     "checker": AgentDef(role="spec_reviewer", model="sim-standard"),
     "critic": AgentDef(role="quality_reviewer", model="sim-standard"),
+    # meeting participants and the minute-taker (`clawtower meeting run --agents ada,ben,cyd`)
+    "ada": AgentDef(role="participant", model="sim-standard"),
+    "ben": AgentDef(role="participant", model="sim-standard"),
+    "cyd": AgentDef(role="participant", model="sim-standard"),
+    "scribe": AgentDef(role="summarizer", model="sim-standard"),
+}
+
+# The default cast's meeting stances: ada and ben come round in round 2 (FULL consensus).
+DEFAULT_MEETING_SCRIPTS: dict[str, dict[str, list[Step]]] = {
+    "ada": {"meeting": [Step(stance="DISAGREE"), Step(stance="AGREE")]},
+    "ben": {"meeting": [Step(stance="NEUTRAL"), Step(stance="AGREE")]},
+    "cyd": {"meeting": [Step(stance="AGREE")]},
 }
 
 
@@ -127,6 +139,7 @@ def load_script(path: str | Path) -> SimScript:
                     f" (known: {', '.join(PURPOSES)})")
     if not script.agents:
         script.agents = dict(DEFAULT_AGENTS)
+        script.scripts = {**DEFAULT_MEETING_SCRIPTS, **script.scripts}
     return script
 
 
@@ -138,7 +151,9 @@ class Simulator:
     def __init__(self, script: SimScript | None = None) -> None:
         self.script = script or SimScript()
         if not self.script.agents:  # a script that names no agents gets the default cast
-            self.script = self.script.model_copy(update={"agents": dict(DEFAULT_AGENTS)})
+            self.script = self.script.model_copy(update={
+                "agents": dict(DEFAULT_AGENTS),
+                "scripts": {**DEFAULT_MEETING_SCRIPTS, **self.script.scripts}})
 
     def _rng(self, *key: Any) -> random.Random:
         digest = hashlib.sha256(json.dumps([self.script.seed, *key]).encode()).digest()

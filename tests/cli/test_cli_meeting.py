@@ -1,0 +1,142 @@
+"""`clawtower meeting run|list|show|stop|grant`: results, minutes, bad input writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from cli_helpers import ROOT, Run, run_cli
+
+FAST = "seed: 3\nspeed: 0\nagents:\n  a: {role: participant}\n  b: {role: participant}\n" \
+       "  c: {role: participant}\nscripts:\n  a: {meeting: [{stance: AGREE}]}\n" \
+       "  b: {meeting: [{stance: DISAGREE}]}\n  c: {meeting: [{stance: AGREE}]}\n"
+
+
+@pytest.fixture
+def fast(tmp_path: Path) -> Path:
+    p = tmp_path / "agents.yaml"
+    p.write_text(FAST)
+    return p
+
+
+def test_run_with_the_built_in_cast(run: Run, db: Path, home: Path) -> None:
+    r = run("meeting", "run", "--topic", "Adopt the cache?", "--agents", "ada,ben,cyd",
+            "--db", db)
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0].endswith(": Adopt the cache? (ada, ben, cyd)")
+    assert lines[1] == "round 1: NO (ada DISAGREE, ben NEUTRAL, cyd AGREE)"
+    assert lines[2] == "round 2: FULL (ada AGREE, ben AGREE, cyd AGREE)"
+    assert lines[3].startswith("result: FULL (consensus) after 2 round(s)")
+    mid = lines[0].split(":")[0]
+    minutes = home / "minutes" / f"{mid}.md"
+    assert lines[4] == f"minutes: {minutes}" and minutes.exists()
+    listed = run("meeting", "list", "--json", "--db", db).json()
+    assert [(m["id"], m["result"]) for m in listed] == [(mid, "FULL")]
+    shown = run("meeting", "show", mid, "--json", "--db", db).json()
+    assert len(shown["rounds"]) == 2 and shown["rounds"][0]["replies"][0]["stance"]
+    text = run("meeting", "show", mid, "--db", db)
+    assert text.code == 0 and "round 2: FULL" in text.out and "ada: AGREE" in text.out
+
+
+def test_no_consensus_still_exits_0(run: Run, db: Path, fast: Path, tmp_path: Path) -> None:
+    r = run("meeting", "run", "--topic", "t", "--agents", "a,b,c", "--agents-file", fast,
+            "--max-rounds", "3", "--summary-tokens", "32", "--minutes-dir", tmp_path / "m",
+            "--db", db)
+    assert r.code == 0, r.err
+    assert "result: NO (max_rounds) after 3 round(s)" in r.out
+    assert str(tmp_path / "m") in r.out
+    assert len(list((tmp_path / "m").glob("*.md"))) == 1
+
+
+def test_agents_yaml_in_home_is_used(run: Run, db: Path, home: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "agents.yaml").write_text(FAST)
+    r = run("meeting", "run", "--topic", "t", "--agents", "a,b", "--max-rounds", "1",
+            "--db", db)
+    assert r.code == 0, r.err
+    assert "round 1: NO (a AGREE, b DISAGREE)" in r.out
+
+
+@pytest.mark.parametrize(("agents", "topic", "message"), [
+    ("ada", "t", "needs at least 2 agents, got 1 (ada)"),
+    ("ada,zed", "t", "unknown agent zed"),
+    ("ada,ben", "  ", "the topic is empty"),
+    (",", "t", "needs at least 2 agents, got 0"),
+])
+def test_bad_input_exits_2_and_writes_nothing(run: Run, db: Path, agents: str, topic: str,
+                                              message: str) -> None:
+    r = run("meeting", "run", "--topic", topic, "--agents", agents, "--db", db)
+    assert r.code == 2 and r.out == ""
+    assert len(r.err.splitlines()) == 1 and message in r.err
+    assert not db.exists()
+
+
+def test_bad_numbers_and_files(run: Run, db: Path, tmp_path: Path) -> None:
+    r = run("meeting", "run", "--topic", "t", "--agents", "ada,ben", "--max-rounds", "0",
+            "--db", db)
+    assert r.code == 2 and "--max-rounds" in r.err and not db.exists()
+    r = run("meeting", "run", "--topic", "t", "--agents", "ada,ben", "--agents-file",
+            tmp_path / "missing.yaml", "--db", db)
+    assert r.code == 2 and len(r.err.splitlines()) == 1 and not db.exists()
+    r = run("meeting", "grant", "m", "0", "--db", db)
+    assert r.code == 2 and "at least 1" in r.err and not db.exists()
+
+
+def test_show_stop_grant_unknown_and_ended(run: Run, db: Path, fast: Path) -> None:
+    for args in (("show", "nope"), ("stop", "nope"), ("grant", "nope", "2")):
+        r = run("meeting", *args, "--db", db)
+        assert r.code == 2 and "meeting nope: no such meeting" in r.err, args
+    r = run("meeting", "run", "--topic", "t", "--agents", "a,b", "--agents-file", fast,
+            "--max-rounds", "1", "--db", db)
+    mid = r.out.split(":")[0]
+    for args in (("stop", mid), ("grant", mid, "2")):
+        r = run("meeting", *args, "--db", db)
+        assert r.code == 2 and "already ended" in r.err, args
+    assert run("meeting", "list", "--db", db).code == 0
+
+
+def test_stop_and_grant_from_another_process(run: Run, db: Path, tmp_path: Path,
+                                             home: Path) -> None:
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(FAST.replace("speed: 0", "speed: 1\ndelay_ms: [300, 300]"))
+    import subprocess
+
+    from cli_helpers import CLAWTOWER, child_env
+
+    proc = subprocess.Popen(
+        [str(CLAWTOWER), "meeting", "run", "--topic", "t", "--agents", "a,b,c",
+         "--agents-file", str(slow), "--max-rounds", "1", "--db", str(db)],
+        env=child_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        mid = ""
+        for _ in range(200):
+            listed = run("meeting", "list", "--json", "--db", db) if db.exists() else None
+            if listed is not None and listed.code == 0 and listed.json():
+                mid = listed.json()[0]["id"]
+                break
+            asyncio.run(asyncio.sleep(0.05))
+        assert mid
+        g = run("meeting", "grant", mid, "5", "--db", db)
+        assert g.code == 0 and "now at most 6" in g.out, g.err
+        s = run("meeting", "stop", mid, "--reason", "enough", "--db", db)
+        assert s.code == 0, s.err
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "result: NO (stopped)" in out and "enough" in out
+    shown = run("meeting", "show", mid, "--json", "--db", db).json()
+    assert shown["reason"] == "stopped" and shown["max_rounds"] == 6
+    assert len(shown["rounds"]) < 6
+
+
+def test_run_as_a_user_would(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    p = run_cli(["meeting", "run", "--topic", "Ship it?", "--agents", "ada,ben,cyd",
+                 "--agents-file", str(ROOT / "examples" / "demo" / "agents.yaml")], home)
+    assert p.returncode == 0, p.stderr
+    assert "result: FULL (consensus) after 2 round(s)" in p.stdout
+    assert (home / "minutes").is_dir()
