@@ -4,7 +4,8 @@
 
 Seeds a temporary store deterministically (examples/demo specs and agents, speed 0, a
 stepping fake clock, seeded approval ids), opens the console headless without an engine,
-and saves one picture per mode plus a drill-down, a confirmation and the light theme.
+adds seeded meetings for mode 3, and saves one picture per mode plus a drill-down, a
+confirmation and the light theme.
 PNGs need `rsvg-convert` (Debian: librsvg2-bin) and Fira Code (fonts-firacode).
 """
 
@@ -30,7 +31,7 @@ time.tzset()
 from textual.pilot import Pilot  # noqa: E402
 
 from tui.app import ClawtowerApp  # noqa: E402
-from tui.seed import seed_demo  # noqa: E402
+from tui.seed import seed_demo, seed_meetings  # noqa: E402
 
 Step = Callable[[Pilot[None], ClawtowerApp], Awaitable[None]]
 
@@ -59,6 +60,15 @@ def detail(task_id: str) -> Step:
         await _settle(pilot)
 
     return step
+
+
+async def meetings(pilot: Pilot[None], app: ClawtowerApp) -> None:
+    await pilot.press("3")
+    for _ in range(200):
+        await pilot.pause(0.02)
+        if getattr(app.screen, "detail", None) is not None:
+            break
+    await _settle(pilot)
 
 
 async def confirm(pilot: Pilot[None], app: ClawtowerApp) -> None:
@@ -102,6 +112,7 @@ async def main(out: Path, size: tuple[int, int]) -> list[Path]:
         shots: list[tuple[str, Step, str | None]] = [
             ("1-tasks", tasks, None),
             ("2-approvals", approvals, None),
+            ("3-meetings", meetings, None),
             ("task-detail-circuit-open", detail("T-3"), None),
             ("task-detail-awaiting-approval", detail("T-4"), None),
             ("approve-confirm", confirm, None),
@@ -109,6 +120,7 @@ async def main(out: Path, size: tuple[int, int]) -> list[Path]:
             ("key-panel", help_panel, None),
             ("1-tasks-light", tasks, "clawtower-light"),
             ("2-approvals-light", approvals, "clawtower-light"),
+            ("3-meetings-light", meetings, "clawtower-light"),
         ]
         paths = []
         for name, step, theme in shots:
@@ -117,6 +129,8 @@ async def main(out: Path, size: tuple[int, int]) -> list[Path]:
             folder.mkdir()
             copy = str(folder / "demo.db")
             shutil.copyfile(db, copy)
+            if name.startswith("3-meetings"):  # two finished meetings, one mid-round
+                await seed_meetings(copy)
             paths.append(await shoot(copy, out, name, step, size, theme))
     return paths
 

@@ -975,7 +975,7 @@ def stance_table(pal: Palette, m: dict[str, Any]) -> RenderableType:
 def tokens_table(pal: Palette, rounds: list[dict[str, Any]]) -> RenderableType:
     table = _table(pal, ("Round", {"justify": "right"}), ("Prompt", {"justify": "right"}),
                    ("Completion", {"justify": "right"}), ("Summary", {"justify": "right"}),
-                   ("Agree/Disagree/Neutral", {"no_wrap": True}), ("Consensus", {"ratio": 1}))
+                   ("Agree/Dis/Neu", {"no_wrap": True}), ("Consensus", {"ratio": 1}))
     for rnd in rounds:
         replies = rnd.get("replies") or []
         prompt = rnd.get("prompt_tokens")
