@@ -197,3 +197,16 @@ def test_meetings_mode_snapshot(snap_compare: Any, meetings_template: Path,
         await pilot.pause()
 
     assert snap_compare(make_app(db), terminal_size=SIZE, run_before=loaded)
+
+
+async def test_palette_starts_a_meeting_via_the_command_line(release_db: str) -> None:
+    from tui.modals import CommandLineScreen
+
+    app = make_app(release_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("ctrl+p", *"start a meeting")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, CommandLineScreen))
+        assert app.screen.query_one(Input).value == "meeting "
