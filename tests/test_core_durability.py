@@ -165,7 +165,6 @@ async def test_kill_9_during_appends_loses_no_acknowledged_event(tmp_path):
     assert fig["acknowledged_events"] > 0
     elapsed = time.monotonic() - t0
     _report("kill -9 during appends", {**fig, "seconds": round(elapsed, 1)})
-    assert elapsed < 30, f"10 kill trials took {elapsed:.1f} s"
 
 
 @pytest.mark.slow

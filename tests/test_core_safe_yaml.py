@@ -30,7 +30,9 @@ one: {<<: *base, y: 2}
 
 
 def refused(tmp_path, name: str, content: bytes | str, *fragments: str,
-            seconds: float = 1.0) -> str:
+            seconds: float = 5.0) -> str:
+    # `seconds` is a denial-of-service bound, not a speed target: an unbounded alias or
+    # merge-key bomb takes minutes; the bound is loose so a busy CI machine cannot trip it
     p = tmp_path / name
     if isinstance(content, str):
         p.write_text(content, encoding="utf-8")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 from typing import Any
 
 from textual.app import App, ComposeResult
@@ -104,17 +103,18 @@ async def test_enter_on_a_group_collapses_it() -> None:
         assert entries(tl) == ["[executing]", "T-1", "[completed]", "T-2"]
 
 
-async def test_ten_thousand_rows_stay_cheap() -> None:
-    """Load, update and paint costs at 10k rows (generous bounds; typical numbers ~10x lower)."""
+async def test_ten_thousand_rows_load_update_and_paint() -> None:
+    """10k rows: a 200-row batch updates exactly those rows; paint and cursor work at scale.
+
+    How fast this is lives in benchmarks/bench_console_rows.py (beside a DataTable), not here.
+    """
     phases = ["executing", "spec_review", "completed", "awaiting_approval", "failed"]
     rng = random.Random(1)
     rows = [task(n, rng.choice(phases)) for n in range(1, 10_001)]
     app = ListApp()
     async with app.run_test(size=(140, 40)) as pilot:
         tl = app.query_one(TaskList)
-        t0 = time.perf_counter()
         tl.load(rows)
-        load_s = time.perf_counter() - t0
         await pilot.pause()
         assert tl.visible_count == 10_000
 
@@ -123,26 +123,33 @@ async def test_ten_thousand_rows_stay_cheap() -> None:
         for i, n in enumerate(rng.sample(range(1, 10_001), 200)):
             phase = rng.choice(phases) if i % 4 == 0 else rows[n - 1]["phase"]
             batch.append(task(n, phase, seq=2))
-        t0 = time.perf_counter()
         with app.batch_update():
             tl.apply(batch)
-        update_s = time.perf_counter() - t0
+        await pilot.pause()
+        assert tl.visible_count == 10_000
+        expected = {r["id"]: r["phase"] for r in rows}
+        expected.update({r["id"]: r["phase"] for r in batch})
+        counts: dict[str, int] = {}
+        for phase in expected.values():
+            counts[phase] = counts.get(phase, 0) + 1
+        headers = [e for e in entries(tl) if e.startswith("[")]
+        assert sorted(headers) == sorted(f"[{p}]" for p in counts)
+        group = None
+        placed = {}
+        for kind, key in tl.lines:
+            if kind == "g":
+                group = key
+            else:
+                placed[key] = group
+        assert placed == expected  # every row sits under its (possibly new) phase
 
-        # painting a whole screen from a cold cache
         tl._cache.clear()
-        t0 = time.perf_counter()
-        for y in range(40):
-            tl.render_line(y)
-        paint_s = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
+        painted = [tl.render_line(y) for y in range(40)]
+        widths = {strip.cell_length for strip in painted}
+        assert len(widths) == 1 and widths.pop() >= tl.size.width - 2  # full rows (scrollbar aside)
+        assert any("T-" in "".join(seg.text for seg in strip) for strip in painted)
+        start = tl.cursor
         for _ in range(500):
             tl.action_cursor_down()
-        move_s = (time.perf_counter() - t0) / 500
         await pilot.pause()
-        print(f"10k rows: load {load_s * 1000:.1f} ms, 200-row batch {update_s * 1000:.1f} ms,"
-              f" cold screen paint {paint_s * 1000:.1f} ms, cursor move {move_s * 1e6:.0f} µs")
-        assert load_s < 1.5
-        assert update_s < 0.25
-        assert paint_s < 0.25
-        assert move_s < 0.005
+        assert tl.cursor == start + 500
