@@ -37,6 +37,7 @@ from core import (
     open_store,
     start_meeting,
 )
+from core.agents.config import load_agents
 from core.config import default_db, effects_journal, home
 from core.meetings.coordinator import validate as validate_meeting
 from core.store import SQLiteStore
@@ -157,8 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     mr.add_argument("--minutes-dir", default=None, metavar="DIR",
                     help="where the Markdown minutes go (default: $CLAWTOWER_HOME/minutes)")
     mr.add_argument("--agents-file", default=None, metavar="FILE",
-                    help="simulated agents script (default: $CLAWTOWER_HOME/agents.yaml,"
-                         " else the built-in cast)")
+                    help="agents file: a simulator script, optionally with real `providers:`"
+                         " (default: $CLAWTOWER_HOME/agents.yaml, else the built-in cast)")
     mr.add_argument("--json", action="store_true", help="print the meeting as JSON at the end")
     ml = msub.add_parser("list", help="meetings, newest first", parents=[common])
     ml.add_argument("--json", action="store_true")
@@ -316,7 +317,7 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
         # everything is checked before the store is opened: bad input writes nothing
         config = _meeting_config(args)
         script_path = args.agents_file or getattr(args, "agents", None) or default_agents()
-        agents = AgentSet.simulated(load_script(script_path) if script_path else None)
+        agents = load_agents(script_path) if script_path else AgentSet.simulated()
         validate_meeting(config, agents)
         minutes_dir = Path(args.minutes_dir) if args.minutes_dir else home() / "minutes"
     if mc == "grant" and args.n < 1:

@@ -124,7 +124,11 @@ DEFAULT_MEETING_SCRIPTS: dict[str, dict[str, list[Step]]] = {
 
 
 def load_script(path: str | Path) -> SimScript:
-    data = load_file(path)
+    return script_from_data(load_file(path), path)
+
+
+def script_from_data(data: Any, path: str | Path) -> SimScript:
+    """Validate a loaded script (`path` names it in errors)."""
     try:
         script = SimScript.model_validate(data or {})
     except pydantic.ValidationError as exc:

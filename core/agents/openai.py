@@ -1,0 +1,393 @@
+"""An OpenAI-compatible chat-completions provider over httpx (non-streaming and SSE).
+
+Handles what real servers do differently:
+- streamed tool-call deltas in OpenAI's style (id and name once, arguments in pieces) and in
+  the repeated-id style (llama-cpp-python repeats id and name in every chunk): merged by
+  index, else by id;
+- JSON output: `response_format: json_schema` first; a server that answers it with an error
+  (llama-cpp-python: 500) gets llama-cpp's `{"type": "json_object", "schema": ...}` instead,
+  remembered for the provider's lifetime;
+- usage from the response, or from the final chunk of a stream (`stream_options.include_usage`).
+
+Bounded retries with exponential backoff on 429, 5xx, timeouts and connect errors (never once
+a stream has started to yield). Every wait is bounded: httpx timeouts for connect/read/write,
+plus a deadline per call. Errors are ProviderError naming the provider.
+
+The API key is read at call time from the environment variable NAMED in config; its value is
+never put in an error, a log line, an event or the repr (errors are scrubbed of it too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .provider import ChatRequest, ChatResult, ProviderError, StreamEvent, ToolCall, Usage
+
+
+def _import_httpx() -> Any:
+    """`import httpx` loads its command-line entry point, which imports rich (and click)
+    when they are installed; core must never load console modules (tests/test_core_imports).
+    Hide httpx._main during the import (httpx then falls back to a stub `main`), and unhide
+    it so that an explicit `import httpx._main` elsewhere still works."""
+    if "httpx" in sys.modules or "httpx._main" in sys.modules:
+        import httpx
+
+        return httpx
+    sys.modules["httpx._main"] = None  # type: ignore[assignment]
+    try:
+        import httpx
+    finally:
+        del sys.modules["httpx._main"]
+    return httpx
+
+
+_import_httpx()
+import httpx  # noqa: E402  (already loaded, without its CLI)
+
+_SSE_FIELDS = ("data", "event", "id", "retry")
+_MAX_ERROR_CHARS = 300
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+class OpenAIProvider:
+    """A Provider for any OpenAI-compatible `/chat/completions` endpoint."""
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        api_key_env: str | None = None,
+        timeout_s: float = 60.0,
+        retries: int = 2,
+        max_concurrency: int = 4,
+        *,
+        backoff_s: float = 0.5,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self.timeout_s = timeout_s
+        self.retries = max(0, retries)
+        self.max_concurrency = max_concurrency
+        self.backoff_s = backoff_s
+        self._transport = transport
+        self._sem = asyncio.Semaphore(max_concurrency)
+        self.json_mode: Literal["json_schema", "json_object"] = "json_schema"
+
+    def __repr__(self) -> str:  # never the key, only the variable's name
+        return (f"OpenAIProvider(name={self.name!r}, base_url={self.base_url!r},"
+                f" api_key_env={self.api_key_env!r})")
+
+    # -- public API ------------------------------------------------------------------------
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        """One non-streaming call."""
+        async with self._sem, self._client(request) as client:
+            deadline = time.monotonic() + self._timeout(request)
+            resp = await self._open(client, request, stream=False, deadline=deadline)
+            try:
+                raw = await resp.aread()
+            except httpx.HTTPError as exc:
+                raise self._error(f"reading the response failed: {type(exc).__name__}",
+                                  retryable=True) from None
+            finally:
+                await resp.aclose()
+        try:
+            data = json.loads(raw)
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise self._error(f"malformed response: {self._clip(raw)}") from None
+        calls = [
+            ToolCall(id=str(c.get("id") or f"call_{i}"),
+                     name=str((c.get("function") or {}).get("name") or ""),
+                     arguments=_arguments((c.get("function") or {}).get("arguments")))
+            for i, c in enumerate(message.get("tool_calls") or [])
+        ]
+        return ChatResult(text=str(message.get("content") or ""), tool_calls=calls,
+                          usage=_usage(data.get("usage")),
+                          finish_reason=str(choice.get("finish_reason") or "stop"),
+                          model=str(data.get("model") or request.model), provider=self.name)
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """SSE streaming: text as it comes, tool calls (merged) and usage at the end."""
+        async with self._sem, self._client(request) as client:
+            deadline = time.monotonic() + self._timeout(request)
+            resp = await self._open(client, request, stream=True, deadline=deadline)
+            try:
+                async for event in self._events(resp, deadline):
+                    yield event
+            finally:
+                await resp.aclose()
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _timeout(self, request: ChatRequest) -> float:
+        return min(self.timeout_s, request.timeout_s)
+
+    def _client(self, request: ChatRequest) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=httpx.Timeout(self._timeout(request)),
+                                 transport=self._transport, trust_env=False)
+
+    def _key(self) -> str | None:
+        if not self.api_key_env:
+            return None
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise self._error(f"the API key variable {self.api_key_env} is not set")
+        return value
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json, text/event-stream"}
+        key = self._key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _error(self, message: str, *, retryable: bool = False) -> ProviderError:
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            message = message.replace(key, "***")
+        return ProviderError(self.name, message, retryable=retryable)
+
+    @staticmethod
+    def _clip(raw: bytes | str) -> str:
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        text = " ".join(text.split())
+        return text[:_MAX_ERROR_CHARS] + ("..." if len(text) > _MAX_ERROR_CHARS else "")
+
+    def _http_error(self, status: int, raw: bytes) -> ProviderError:
+        detail = ""
+        try:
+            data = json.loads(raw)
+            err = data.get("error") if isinstance(data, dict) else None
+            if isinstance(err, dict):
+                detail = str(err.get("message") or "")
+            elif isinstance(err, str):
+                detail = err
+            elif isinstance(data, dict) and "detail" in data:
+                detail = json.dumps(data["detail"])
+        except ValueError:
+            pass
+        detail = self._clip(detail or raw) or "(no body)"
+        if status in (401, 403):
+            return self._error(f"HTTP {status} (authentication failed; check the key in"
+                               f" {self.api_key_env or 'no key configured'}): {detail}")
+        return self._error(f"HTTP {status}: {detail}", retryable=status == 429 or status >= 500)
+
+    async def _open(self, client: httpx.AsyncClient, request: ChatRequest, *, stream: bool,
+                    deadline: float) -> httpx.Response:
+        """POST with bounded retries; returns a response with status < 400 (body unread)."""
+        url = f"{self.base_url}/chat/completions"
+        attempt = 0
+        while True:
+            mode = self.json_mode
+            body = self._body(request, stream, mode)
+            retry_after = 0.0
+            try:
+                resp = await client.send(
+                    client.build_request("POST", url, json=body, headers=self._headers()),
+                    stream=True)
+            except httpx.TimeoutException:
+                err = self._error(f"timed out after {self._timeout(request):g} s ({url})",
+                                  retryable=True)
+            except httpx.TransportError as exc:
+                err = self._error(f"cannot reach {url}: {type(exc).__name__}: {exc}",
+                                  retryable=True)
+            else:
+                if resp.status_code < 400:
+                    return resp
+                try:
+                    raw = await resp.aread()
+                except httpx.HTTPError:
+                    raw = b""
+                await resp.aclose()
+                if (request.response_schema is not None and mode == "json_schema"
+                        and resp.status_code not in (401, 403, 429)):
+                    self.json_mode = "json_object"  # remembered: this server wants json_object
+                    continue
+                err = self._http_error(resp.status_code, raw)
+                try:
+                    retry_after = float(resp.headers.get("retry-after", "0"))
+                except ValueError:
+                    retry_after = 0.0
+            if not err.retryable or attempt >= self.retries:
+                raise err
+            wait = max(self.backoff_s * (2 ** attempt), min(retry_after, 30.0))
+            if time.monotonic() + wait >= deadline:
+                raise err
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    def _body(self, request: ChatRequest, stream: bool,
+              mode: Literal["json_schema", "json_object"]) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = []
+        for m in request.messages:
+            msg: dict[str, Any] = {"role": m.role, "content": m.content}
+            if m.tool_calls:
+                msg["content"] = m.content or None
+                msg["tool_calls"] = [
+                    {"id": c.id, "type": "function",
+                     "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in m.tool_calls]
+            if m.tool_call_id is not None:
+                msg["tool_call_id"] = m.tool_call_id
+            messages.append(msg)
+        body: dict[str, Any] = {"model": request.model, "messages": messages, "stream": stream}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        if request.tools:
+            body["tools"] = [{"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in request.tools]
+        if request.tool_choice is not None:
+            if request.tool_choice in ("auto", "none", "required"):
+                body["tool_choice"] = request.tool_choice
+            else:
+                body["tool_choice"] = {"type": "function",
+                                       "function": {"name": request.tool_choice}}
+        if request.response_schema is not None:
+            if mode == "json_schema":
+                body["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": "response", "schema": request.response_schema, "strict": True}}
+            else:
+                body["response_format"] = {"type": "json_object",
+                                           "schema": request.response_schema}
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        return body
+
+    # -- SSE -------------------------------------------------------------------------------
+
+    async def _sse_data(self, resp: httpx.Response, deadline: float) -> AsyncIterator[str]:
+        """The `data` of each server-sent event (multi-line data joined with newlines)."""
+        data: list[str] = []
+        lines = resp.aiter_lines()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._error("stream exceeded its deadline", retryable=True)
+            try:
+                async with asyncio.timeout(left):
+                    line = await anext(lines)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                raise self._error("stream exceeded its deadline", retryable=True) from None
+            except httpx.HTTPError as exc:
+                raise self._error(f"stream broke: {type(exc).__name__}: {exc}",
+                                  retryable=True) from None
+            if not line:
+                if data:
+                    yield "\n".join(data)
+                    data = []
+                continue
+            if line.startswith(":"):
+                continue  # a comment / keep-alive
+            field, sep, value = line.partition(":")
+            if not sep or field not in _SSE_FIELDS:
+                raise self._error(f"malformed SSE line: {self._clip(line)}")
+            if field == "data":
+                data.append(value[1:] if value.startswith(" ") else value)
+        if data:
+            yield "\n".join(data)
+
+    async def _events(self, resp: httpx.Response, deadline: float) -> AsyncIterator[StreamEvent]:
+        calls: dict[Any, _PartialCall] = {}
+        order: list[Any] = []
+        usage: Usage | None = None
+        finish: str | None = None
+        done = False
+        async for data in self._sse_data(resp, deadline):
+            if data.strip() == "[DONE]":
+                done = True
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                raise self._error(f"malformed SSE data: {self._clip(data)}") from None
+            if not isinstance(chunk, dict):
+                raise self._error(f"malformed SSE data: {self._clip(data)}")
+            if "error" in chunk:
+                err = chunk["error"]
+                msg = err.get("message") if isinstance(err, dict) else err
+                raise self._error(f"stream error: {self._clip(str(msg))}")
+            if chunk.get("usage"):
+                usage = _usage(chunk["usage"])
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                text = delta.get("content")
+                if text:
+                    yield StreamEvent(kind="text", text=str(text))
+                for piece in delta.get("tool_calls") or []:
+                    _merge(calls, order, piece)
+                if choice.get("finish_reason"):
+                    finish = str(choice["finish_reason"])
+        if not done and finish is None:
+            raise self._error("malformed SSE: the stream ended before a finish_reason or [DONE]",
+                              retryable=True)
+        for i, key in enumerate(order):
+            c = calls[key]
+            yield StreamEvent(kind="tool_call", tool_call=ToolCall(
+                id=c.id or f"call_{i}", name=c.name, arguments=c.arguments))
+        if usage is not None:
+            yield StreamEvent(kind="usage", usage=usage)
+        yield StreamEvent(kind="done", finish_reason=finish or "stop")
+
+
+def _merge(calls: dict[Any, _PartialCall], order: list[Any], piece: dict[str, Any]) -> None:
+    """Fold one streamed tool-call delta into the calls so far (both delta styles)."""
+    fn = piece.get("function") or {}
+    cid = piece.get("id") or ""
+    if piece.get("index") is not None:
+        key: Any = ("index", piece["index"])
+    elif cid:
+        key = next((k for k in order if calls[k].id == cid), ("id", cid))
+    else:
+        key = order[-1] if order else ("index", 0)
+    if key not in calls:
+        calls[key] = _PartialCall()
+        order.append(key)
+    call = calls[key]
+    if cid and not call.id:
+        call.id = str(cid)
+    name = fn.get("name")
+    if name and not call.name:
+        call.name = str(name)  # repeated-id style repeats the name: keep the first
+    args = fn.get("arguments")
+    if args:
+        call.arguments += args if isinstance(args, str) else json.dumps(args)
+
+
+def _arguments(args: Any) -> str:
+    if args is None:
+        return ""
+    return args if isinstance(args, str) else json.dumps(args)
+
+
+def _usage(data: Any) -> Usage:
+    if not isinstance(data, dict):
+        return Usage()
+    return Usage(prompt_tokens=int(data.get("prompt_tokens") or 0),
+                 completion_tokens=int(data.get("completion_tokens") or 0))
+
+
+__all__ = ["OpenAIProvider"]

@@ -1,0 +1,85 @@
+"""The real llama-cpp-python server with SmolLM2-135M-Instruct, started on a free port.
+
+Installed by scripts/install-peers.sh into $CLAWTOWER_PEERS (default ~/.cache/clawtower-peers).
+When it is missing, tests that need it skip with the reason (printed with -rs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+PEERS = Path(os.environ.get("CLAWTOWER_PEERS", Path.home() / ".cache" / "clawtower-peers"))
+PYTHON = PEERS / "llama" / "bin" / "python"
+MODEL = PEERS / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+ALIAS = "smollm2"
+
+
+def missing_reason() -> str | None:
+    if not PYTHON.exists():
+        return (f"peer missing: no llama-cpp-python venv at {PEERS / 'llama'}"
+                " (run scripts/install-peers.sh llama)")
+    if not MODEL.exists() or MODEL.stat().st_size == 0:
+        return f"peer missing: no model at {MODEL} (run scripts/install-peers.sh llama)"
+    probe = subprocess.run([str(PYTHON), "-c", "import llama_cpp.server"], capture_output=True,
+                           timeout=60, check=False)
+    if probe.returncode != 0:
+        return f"peer missing: llama_cpp.server does not import in {PYTHON}"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def llama_server() -> Iterator[str]:
+    """Yield the server's base URL (…/v1); skip the caller when the peer is missing."""
+    reason = missing_reason()
+    if reason:
+        print(f"\nSKIP: {reason}")
+        pytest.skip(reason)
+    port = _free_port()
+    log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in the finally below)
+        prefix="llama-server-", suffix=".log", delete=False)
+    proc = subprocess.Popen(
+        [str(PYTHON), "-m", "llama_cpp.server", "--model", str(MODEL), "--model_alias", ALIAS,
+         "--chat_format", "chatml-function-calling", "--host", "127.0.0.1", "--port", str(port),
+         "--n_ctx", "4096", "--n_threads", "2"],
+        stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                tail = Path(log.name).read_text(errors="replace")[-800:]
+                pytest.fail(f"llama server exited with {proc.returncode}: {tail}")
+            try:
+                if httpx.get(f"{base}/models", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("llama server not ready within 60 s")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+        os.unlink(log.name)
