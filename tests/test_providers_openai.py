@@ -266,9 +266,11 @@ async def test_real_unreachable_port_fails_fast() -> None:
     b"<html>oops</html>\n",
     b"data: " + json.dumps(chunk({"content": "half"})).encode() + b"\n\n",  # no end
     b'data: {"error": {"message": "boom"}}\n\n',
+    b"",  # 200 and nothing: llama-cpp-python when it fails after starting the stream
 ])
 async def test_malformed_sse_is_a_provider_error(body: bytes) -> None:
-    with pytest.raises(ProviderError, match=r"provider local: (malformed SSE|stream error)"):
+    with pytest.raises(ProviderError,
+                       match=r"provider local: (malformed SSE|stream error|empty stream)"):
         await complete(provider(lambda r: stream_response(body), retries=0), req())
 
 
@@ -394,8 +396,13 @@ async def test_real_json_with_schema_via_json_object(llama: str) -> None:
 
 
 async def test_real_error_response(llama: str) -> None:
-    bad = ChatRequest(model="smollm2", messages=[], timeout_s=30)  # no messages at all
-    p = real(llama, retries=0)
+    """Measured: a prompt over n_ctx (4096) is HTTP 400 context_length_exceeded; not retried."""
+    p = real(llama, retries=2)
     with pytest.raises(ProviderError) as exc:
-        await p.chat(bad)
-    assert "provider smollm2: HTTP" in str(exc.value)
+        await p.chat(real_req("word " * 6000))
+    message = str(exc.value)
+    assert message.startswith("provider smollm2: HTTP 400") and "context length" in message
+    assert not exc.value.retryable
+    # streaming: the server answers 200 and then sends nothing at all
+    with pytest.raises(ProviderError, match="provider smollm2: empty stream"):
+        await complete(p, real_req("word " * 6000))

@@ -316,7 +316,9 @@ class OpenAIProvider:
         usage: Usage | None = None
         finish: str | None = None
         done = False
+        seen = 0
         async for data in self._sse_data(resp, deadline):
+            seen += 1
             if data.strip() == "[DONE]":
                 done = True
                 break
@@ -341,6 +343,11 @@ class OpenAIProvider:
                     _merge(calls, order, piece)
                 if choice.get("finish_reason"):
                     finish = str(choice["finish_reason"])
+        if not done and finish is None and not seen:
+            # measured with llama-cpp-python: a request that fails once the stream has begun
+            # (a prompt over n_ctx, tool_choice "auto") answers 200 and sends nothing at all
+            raise self._error("empty stream: the server answered 200 and sent no events"
+                              " (it probably failed after starting; see its log)")
         if not done and finish is None:
             raise self._error("malformed SSE: the stream ended before a finish_reason or [DONE]",
                               retryable=True)
