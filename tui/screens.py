@@ -36,6 +36,17 @@ if TYPE_CHECKING:
     from .app import ClawtowerApp
 
 
+
+def show_section(section: Static, renderable: RenderableType | None, title: str | None) -> None:
+    """Fill a detail section, or hide it when there is nothing to show."""
+    if renderable is None:
+        section.display = False
+        return
+    if title is not None:
+        section.border_title = title
+    section.update(renderable)
+    section.display = True
+
 class FilterBar(Input):
     """The `/` filter input: narrows the list that had focus; esc clears it."""
 
@@ -406,14 +417,7 @@ class MeetingsScreen(ConsoleScreen):
             self.capp.grant_rounds(m["id"], 1)
 
     def _set(self, key: str, renderable: RenderableType | None, title: str | None = None) -> None:
-        section = self.query_one(f"#mtg-{key}", Static)
-        if renderable is None:
-            section.display = False
-            return
-        if title is not None:
-            section.border_title = title
-        section.update(renderable)
-        section.display = True
+        show_section(self.query_one(f"#mtg-{key}", Static), renderable, title)
 
     def _render_detail(self) -> None:
         if not self.is_mounted:
@@ -558,14 +562,7 @@ class TaskDetailScreen(ConsoleScreen):
             self.capp.request_reject(a["id"])
 
     def _set(self, key: str, renderable: RenderableType | None, title: str | None = None) -> None:
-        section = self.query_one(f"#sec-{key}", Static)
-        if renderable is None:
-            section.display = False
-            return
-        if title is not None:
-            section.border_title = title
-        section.update(renderable)
-        section.display = True
+        show_section(self.query_one(f"#sec-{key}", Static), renderable, title)
 
     def _render_detail(self) -> None:
         t = self.detail
