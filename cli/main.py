@@ -45,7 +45,13 @@ from core.tasks.commands import parse_finding
 from core.tasks.permissions import parse_role
 from core.tasks.phases import parse_phase
 
+from . import agents as agents_cli
 from . import output
+from . import tools as tools_cli
+from . import workflow as workflow_cli
+
+# Command groups that live in modules of their own: each has register(cmd) and HANDLERS.
+EXTENSIONS = (workflow_cli, agents_cli, tools_cli)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -185,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
                     parents=[common])
     ssub.add_parser("rebuild", help="rebuild projections from the log", parents=[common])
     ssub.add_parser("info", help="schema version, events, size", parents=[common])
+    for ext in EXTENSIONS:
+        ext.register(cmd)
     return p
 
 
@@ -535,6 +543,8 @@ def dispatch(args: argparse.Namespace) -> int:
         "store": cmd_store, "serve": cmd_serve, "meeting": cmd_meeting,
         "approve": lambda a: cmd_decide(a, True), "reject": lambda a: cmd_decide(a, False),
     }
+    for ext in EXTENSIONS:
+        handlers.update(ext.HANDLERS)
     return asyncio.run(handlers[args.command](args))
 
 

@@ -4,7 +4,11 @@
 # so CI on the same machine builds them once. Each peer is optional: a failure is reported and
 # the tests that need it skip with the reason, never pass silently.
 #
-#   scripts/install-peers.sh [llama]      # llama-cpp-python server + SmolLM2-135M-Instruct
+#   scripts/install-peers.sh [all|llama|lobster|mcp]
+#     llama    llama-cpp-python server + SmolLM2-135M-Instruct   -> $PEERS/llama, $PEERS/models
+#     lobster  the Lobster CLI, npm @clawdbot/lobster@2026.9.13   -> $PEERS/lobster
+#     mcp      MCP servers: mcp-server-time, mcp-server-git (PyPI) and
+#              @modelcontextprotocol/server-everything (npm)      -> $PEERS/mcp, $PEERS/npm
 set -uo pipefail
 
 PEERS=${CLAWTOWER_PEERS:-$HOME/.cache/clawtower-peers}
@@ -37,8 +41,43 @@ PYEOF
   echo "peers: llama server ready: $venv/bin/python -m llama_cpp.server --model $model"
 }
 
+install_lobster() {
+  local dir="$PEERS/lobster"
+  if [ ! -x "$dir/node_modules/.bin/lobster" ]; then
+    echo "peers: installing the Lobster CLI (npm @clawdbot/lobster@2026.9.13)"
+    mkdir -p "$dir"
+    npm install --silent --no-audit --no-fund --prefix "$dir" '@clawdbot/lobster@2026.9.13' \
+      >/dev/null || return 1
+  fi
+  echo "peers: lobster ready: $dir/node_modules/.bin/lobster"
+}
+
+install_mcp() {
+  local venv="$PEERS/mcp" npmdir="$PEERS/npm"
+  if [ ! -x "$venv/bin/mcp-server-time" ] || [ ! -x "$venv/bin/mcp-server-git" ]; then
+    echo "peers: installing mcp-server-time and mcp-server-git"
+    rm -rf "$venv"
+    "$PY" -m venv "$venv" || return 1
+    "$venv/bin/pip" install --quiet 'mcp==2.3.0' 'mcp-server-time==2026.10.19' \
+      'mcp-server-git==2026.10.19' || return 1
+  fi
+  if [ ! -x "$npmdir/node_modules/.bin/mcp-server-everything" ]; then
+    echo "peers: installing npm @modelcontextprotocol/server-everything@2026.8.31"
+    mkdir -p "$npmdir"
+    npm install --silent --no-audit --no-fund --prefix "$npmdir" \
+      '@modelcontextprotocol/server-everything@2026.8.31' >/dev/null || return 1
+  fi
+  echo "peers: MCP servers ready in $venv/bin and $npmdir/node_modules/.bin"
+}
+
 status=0
 if [ "$want" = all ] || [ "$want" = llama ]; then
   install_llama || { echo "peers: llama server NOT installed (its tests will skip)"; status=1; }
+fi
+if [ "$want" = all ] || [ "$want" = lobster ]; then
+  install_lobster || { echo "peers: lobster NOT installed (its tests will skip)"; status=1; }
+fi
+if [ "$want" = all ] || [ "$want" = mcp ]; then
+  install_mcp || { echo "peers: MCP servers NOT installed (their tests will skip)"; status=1; }
 fi
 exit $status

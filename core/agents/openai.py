@@ -22,34 +22,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import httpx
+
 from .provider import ChatRequest, ChatResult, ProviderError, StreamEvent, ToolCall, Usage
-
-
-def _import_httpx() -> Any:
-    """`import httpx` loads its command-line entry point, which imports rich (and click)
-    when they are installed; core must never load console modules (tests/test_core_imports).
-    Hide httpx._main during the import (httpx then falls back to a stub `main`), and unhide
-    it so that an explicit `import httpx._main` elsewhere still works."""
-    if "httpx" in sys.modules or "httpx._main" in sys.modules:
-        import httpx
-
-        return httpx
-    sys.modules["httpx._main"] = None  # type: ignore[assignment]
-    try:
-        import httpx
-    finally:
-        del sys.modules["httpx._main"]
-    return httpx
-
-
-_import_httpx()
-import httpx  # noqa: E402  (already loaded, without its CLI)
 
 _SSE_FIELDS = ("data", "event", "id", "retry")
 _MAX_ERROR_CHARS = 300
