@@ -295,6 +295,63 @@ class AgentUsage(Payload):
     purpose: str
     prompt_tokens: int
     completion_tokens: int
+    cost_usd: float = 0.0  # US dollars, from the agent's price when the call was made
+
+
+# ------------------------------------------------------------------------------ turns
+# A turn (core/agents/turns.py): model -> tool calls -> tool results -> model. Entity id: the
+# turn id; `subject` is what the turn works for (a task, meeting, session, workflow run).
+
+
+class TurnStarted(Payload):
+    TYPE = "turn.started"
+    ENTITY = "turn"
+    subject: str
+    agent: str
+    model: str
+    budget: dict[str, Any] = Field(default_factory=dict)
+
+
+class TurnToolCalled(Payload):
+    TYPE = "turn.tool_called"
+    ENTITY = "turn"
+    round: int
+    call_id: str
+    name: str
+    arguments: str  # the model's JSON text, clipped
+
+
+class TurnToolResult(Payload):
+    TYPE = "turn.tool_result"
+    ENTITY = "turn"
+    round: int
+    call_id: str
+    name: str
+    content: str  # what the model was shown, clipped
+    is_error: bool = False
+    error_kind: str | None = None
+
+
+class TurnSteered(Payload):
+    TYPE = "turn.steered"
+    ENTITY = "turn"
+    round: int
+    messages: list[str] = Field(default_factory=list)  # the injected contents, clipped
+
+
+class TurnFinished(Payload):
+    TYPE = "turn.finished"
+    ENTITY = "turn"
+    # completed | max_tool_rounds | max_tokens | max_wall_clock | cancelled | error
+    stop_reason: str
+    rounds: int
+    model_calls: int
+    tool_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float = 0.0
+    text: str = ""  # the final answer (or the last text seen), clipped
+    error: str = ""
 
 
 class Note(Payload):

@@ -22,6 +22,19 @@ Meetings (core/meetings) use the purposes "meeting" (a participant's reply; scri
 the agent's name, entry N = round N+1; `stance` picks the marker, `text` replaces the whole
 reply verbatim, e.g. to omit or forge a marker) and "meeting_summary" (the summarizer).
 
+Structured calls (core/agents/llm_task.py) use the purpose "llm_task": entry N answers call N
+(0 = the first call, 1 = the repair call); `answer` is a JSON value sent as JSON, `text` a raw
+reply verbatim (fences, invalid JSON...). Unscripted, the simulator answers a minimal instance
+of the request's schema (`minimal_instance`), or {"ok": true, "input": <input>} without one.
+    scripts:
+      extract:
+        llm_task:
+          - {text: "not json"}          # invalid first ...
+          - {answer: {name: ada}}       # ... valid after the repair
+Tool-calling turns (core/agents/turns.py) use the purpose "turn": entry N answers model call N
+of the turn; `tool_calls: [{name, arguments}]` asks for tools, `text` is the reply. Scripts for
+these two purposes are looked up by the request's labels, then by its agent's name.
+
 Round N of a purpose picks entry N (the last one repeats). The same request always gets the
 same answer, whatever process asks: replies depend on (seed, task, purpose, round) only.
 """
@@ -42,10 +55,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ValidationError
 from ..safe_yaml import load_file
-from .provider import ChatRequest, ProviderError, StreamEvent, Usage
+from .provider import ChatRequest, ProviderError, StreamEvent, ToolCall, Usage
 
-PURPOSES = ("execute", "spec_review", "spec_gate", "quality_gate", "meeting", "meeting_summary")
+PURPOSES = ("execute", "spec_review", "spec_gate", "quality_gate", "meeting", "meeting_summary",
+            "llm_task", "turn")
 MEETING_PURPOSES = ("meeting", "meeting_summary")
+TEXT_PURPOSES = ("meeting", "meeting_summary", "llm_task", "turn")  # replies sent as plain text
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -75,6 +90,12 @@ class AgentDef(BaseModel):
     provider: str = "simulator"
 
 
+class SimToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    arguments: Any = Field(default_factory=dict)  # sent as JSON text; a str is sent verbatim
+
+
 class Step(BaseModel):
     """One scripted answer. Executors use ok/fail/error; reviewers use verdict and findings."""
 
@@ -92,7 +113,9 @@ class Step(BaseModel):
     delay_ms: int | None = None
     heartbeats: int = 2
     stance: Literal["AGREE", "DISAGREE", "NEUTRAL"] | None = None  # meetings
-    text: str | None = None  # meetings: the whole reply, verbatim
+    text: str | None = None  # meetings, llm_task, turn: the whole reply, verbatim
+    answer: Any = None  # llm_task: a JSON value, sent as JSON
+    tool_calls: list[SimToolCall] = Field(default_factory=list)  # turn: tools to call
 
 
 class SimScript(BaseModel):
@@ -182,6 +205,8 @@ class Simulator:
         md = request.metadata
         purpose = str(md.get("purpose", "execute"))
         labels = [str(x) for x in md.get("labels", [])]
+        if purpose in ("llm_task", "turn") and md.get("agent"):
+            labels.append(str(md["agent"]))
         round_ = int(md.get("round", 0))
         step = self.step_for(labels, purpose, round_)
         if purpose == "execute":
@@ -207,6 +232,12 @@ class Simulator:
                 request, step, round_)}
         elif purpose == "meeting_summary":
             body = {"text": step.text if step.text is not None else _sim_summary(request)}
+        elif purpose == "llm_task":
+            body = {"text": step.text if step.text is not None else json.dumps(
+                step.answer if step.answer is not None else _llm_task_answer(request))}
+        elif purpose == "turn":
+            body = {"text": step.text if step.text is not None else (
+                "" if step.tool_calls else f"{md.get('agent', 'agent')}: done")}
         else:
             body = {"verdict": step.verdict or "approved", "findings": step.findings}
         return step, body
@@ -232,7 +263,7 @@ class Simulator:
         if step.error:
             await asyncio.sleep(delay)
             raise ProviderError(self.name, f"{request.model}: {step.error}", retryable=True)
-        if md.get("purpose") in MEETING_PURPOSES:
+        if md.get("purpose") in TEXT_PURPOSES:
             text = str(body["text"])
         else:
             text = json.dumps(body, sort_keys=True)
@@ -241,11 +272,19 @@ class Simulator:
         for chunk in chunks:
             if per_chunk > 0:
                 await asyncio.sleep(per_chunk)
-            yield StreamEvent(kind="text", text=chunk)
+            if chunk:
+                yield StreamEvent(kind="text", text=chunk)
+        if md.get("purpose") == "turn":
+            for i, call in enumerate(step.tool_calls):
+                args = call.arguments if isinstance(call.arguments, str) else json.dumps(
+                    call.arguments, sort_keys=True)
+                yield StreamEvent(kind="tool_call", tool_call=ToolCall(
+                    id=f"call_{md.get('round', 0)}_{i}", name=call.name, arguments=args))
         prompt = sum(count_tokens(m.content) for m in request.messages)
         yield StreamEvent(kind="usage", usage=Usage(prompt_tokens=prompt,
                                                     completion_tokens=count_tokens(text)))
-        yield StreamEvent(kind="done", finish_reason="stop")
+        yield StreamEvent(kind="done", finish_reason="tool_calls" if md.get("purpose") == "turn"
+                          and step.tool_calls else "stop")
 
 
 _OPENERS = {
@@ -274,3 +313,85 @@ def _sim_summary(request: ChatRequest) -> str:
     if previous and previous != "(none)":
         text = f"{text} Earlier: {previous}"
     return truncate_tokens(text, request.max_tokens or 500)
+
+
+def _llm_task_answer(request: ChatRequest) -> Any:
+    """The unscripted llm-task answer: a minimal instance of the schema, else the input echoed."""
+    if request.response_schema is not None:
+        return minimal_instance(request.response_schema)
+    user = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+    _, found, raw = user.partition("INPUT_JSON:\n")
+    try:
+        value: Any = json.loads(raw) if found else None
+    except ValueError:
+        value = None
+    return {"ok": True, "input": value}
+
+
+def minimal_instance(schema: Any, root: Any = None, depth: int = 0) -> Any:
+    """A small deterministic value valid for common schemas: const, enum, default, examples,
+    then by type (required properties only; minLength, minimum, minItems honoured); local
+    `$ref`s ("#/..."), allOf (merged objects), anyOf/oneOf (the first) are followed."""
+    root = schema if root is None else root
+    if not isinstance(schema, dict) or depth > 32:
+        return None
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    if isinstance(schema.get("examples"), list) and schema["examples"]:
+        return schema["examples"][0]
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#"):
+        target: Any = root
+        for part in ref.lstrip("#").strip("/").split("/"):
+            if part:
+                target = target.get(part.replace("~1", "/").replace("~0", "~"), {}) \
+                    if isinstance(target, dict) else {}
+        return minimal_instance(target, root, depth + 1)
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return minimal_instance(schema[key][0], root, depth + 1)
+    if isinstance(schema.get("allOf"), list) and schema["allOf"]:
+        merged: dict[str, Any] = {}
+        for part in schema["allOf"]:
+            value = minimal_instance(part, root, depth + 1)
+            if not isinstance(value, dict):
+                return value
+            merged.update(value)
+        rest = {k: v for k, v in schema.items() if k != "allOf"}
+        base = minimal_instance(rest, root, depth + 1) if rest.get("type") == "object" else {}
+        return {**merged, **(base if isinstance(base, dict) else {})}
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), kind[0] if kind else None)
+    if kind is None:
+        kind = "object" if "properties" in schema else "array" if "items" in schema else None
+    if kind == "object":
+        props = schema.get("properties", {}) if isinstance(schema.get("properties"), dict) else {}
+        return {name: minimal_instance(props.get(name, {}), root, depth + 1)
+                for name in schema.get("required", []) if isinstance(name, str)}
+    if kind == "array":
+        items = schema.get("items", {})
+        n = int(schema.get("minItems", 0) or 0)
+        if isinstance(schema.get("prefixItems"), list):
+            return [minimal_instance(s, root, depth + 1) for s in schema["prefixItems"]][
+                :max(n, len(schema["prefixItems"]))]
+        return [minimal_instance(items, root, depth + 1) for _ in range(n)]
+    if kind == "string":
+        return "x" * int(schema.get("minLength", 0) or 0)
+    if kind in ("integer", "number"):
+        low = schema.get("minimum")
+        if low is None and schema.get("exclusiveMinimum") is not None:
+            low = schema["exclusiveMinimum"] + 1
+        value = low if low is not None else 0
+        if schema.get("maximum") is not None and value > schema["maximum"]:
+            value = schema["maximum"]
+        return int(value) if kind == "integer" else value
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    return {}

@@ -284,10 +284,63 @@ def _usage(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, ev.AgentUsage)
     db.execute(
-        "INSERT INTO usage VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT(subject, agent, model) DO UPDATE"
+        "INSERT INTO usage (subject, agent, model, calls, prompt_tokens, completion_tokens,"
+        " cost_usd) VALUES (?, ?, ?, 1, ?, ?, ?) ON CONFLICT(subject, agent, model) DO UPDATE"
         " SET calls=calls+1, prompt_tokens=prompt_tokens+excluded.prompt_tokens,"
-        " completion_tokens=completion_tokens+excluded.completion_tokens",
-        (e.entity_id, p.agent, p.model, p.prompt_tokens, p.completion_tokens),
+        " completion_tokens=completion_tokens+excluded.completion_tokens,"
+        " cost_usd=cost_usd+excluded.cost_usd",
+        (e.entity_id, p.agent, p.model, p.prompt_tokens, p.completion_tokens, p.cost_usd),
+    )
+
+
+@projects(ev.TurnStarted)
+def _turn_started(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.TurnStarted)
+    db.execute(
+        "INSERT INTO turns (id, subject, agent, model, status, rounds, tool_calls, started_at,"
+        " last_seq) VALUES (?, ?, ?, ?, 'running', 0, 0, ?, ?)",
+        (e.entity_id, p.subject, p.agent, p.model, e.ts, e.seq),
+    )
+
+
+@projects(ev.TurnToolCalled)
+def _turn_tool_called(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.TurnToolCalled)
+    db.execute(
+        "INSERT OR REPLACE INTO turn_tools VALUES (?, ?, ?, ?, ?, 'running', NULL, NULL, ?, ?)",
+        (e.entity_id, p.call_id, p.round, p.name, p.arguments, e.seq, e.ts),
+    )
+    db.execute(
+        "UPDATE turns SET rounds=max(rounds, ?), tool_calls=tool_calls+1, last_seq=?"
+        " WHERE id=?", (p.round, e.seq, e.entity_id))
+
+
+@projects(ev.TurnToolResult)
+def _turn_tool_result(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.TurnToolResult)
+    db.execute(
+        "UPDATE turn_tools SET status=?, error_kind=?, result=? WHERE turn_id=? AND call_id=?",
+        ("error" if p.is_error else "ok", p.error_kind, p.content, e.entity_id, p.call_id),
+    )
+    db.execute("UPDATE turns SET last_seq=? WHERE id=?", (e.seq, e.entity_id))
+
+
+@projects(ev.TurnFinished)
+def _turn_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.TurnFinished)
+    db.execute(
+        "UPDATE turns SET status=?, stop_reason=?, rounds=?, model_calls=?, tool_calls=?,"
+        " prompt_tokens=?, completion_tokens=?, cost_usd=?, text=?, error=?, ended_at=?,"
+        " last_seq=? WHERE id=?",
+        ("completed" if p.stop_reason == "completed" else
+         "cancelled" if p.stop_reason == "cancelled" else
+         "failed" if p.stop_reason == "error" else "stopped",
+         p.stop_reason, p.rounds, p.model_calls, p.tool_calls, p.prompt_tokens,
+         p.completion_tokens, p.cost_usd, p.text, p.error, e.ts, e.seq, e.entity_id),
     )
 
 

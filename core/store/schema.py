@@ -145,6 +145,25 @@ CREATE TABLE meeting_summaries (
 );
 """
 
+# Version 5: agent turns (core/agents/turns.py) and the cost of every model call.
+TURNS_SCHEMA = """
+ALTER TABLE usage ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+CREATE TABLE turns (
+    id TEXT PRIMARY KEY, subject TEXT NOT NULL, agent TEXT NOT NULL, model TEXT NOT NULL,
+    status TEXT NOT NULL, stop_reason TEXT, rounds INTEGER NOT NULL, model_calls INTEGER,
+    tool_calls INTEGER NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER,
+    cost_usd REAL, text TEXT, error TEXT, started_at REAL NOT NULL, ended_at REAL,
+    last_seq INTEGER NOT NULL
+);
+CREATE INDEX turns_by_subject ON turns(subject, started_at);
+CREATE TABLE turn_tools (
+    turn_id TEXT NOT NULL, call_id TEXT NOT NULL, round INTEGER NOT NULL, name TEXT NOT NULL,
+    arguments TEXT NOT NULL, status TEXT NOT NULL, error_kind TEXT, result TEXT,
+    called_seq INTEGER NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (turn_id, call_id)
+);
+"""
+
 PROJECTION_TABLES: dict[str, str] = {
     # table -> ORDER BY used to compare live and rebuilt projections
     "tasks": "id",
@@ -162,15 +181,19 @@ PROJECTION_TABLES: dict[str, str] = {
     "meeting_rounds": "meeting_id, round",
     "meeting_replies": "meeting_id, round, agent",
     "meeting_summaries": "meeting_id, round",
+    "turns": "id",
+    "turn_tools": "turn_id, call_id",
 }
 
 # (version, script). Version 1 creates everything; later versions append here.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, LOG_SCHEMA + PROJECTION_SCHEMA_V1),
     (2, MEETINGS_SCHEMA),
+    (5, TURNS_SCHEMA),
 ]
+MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 
 # Every projection table as the latest version has it (replays build into a fresh database).
-PROJECTION_SCHEMA = PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA
+PROJECTION_SCHEMA = PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + TURNS_SCHEMA
 
-LATEST_VERSION = MIGRATIONS[-1][0]
+LATEST_VERSION = max(v for v, _ in MIGRATIONS)
