@@ -19,9 +19,7 @@ never put in an error, a log line, an event or the repr (errors are scrubbed of 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,10 +27,8 @@ from typing import Any, Literal
 
 import httpx
 
-from .provider import ChatRequest, ChatResult, ProviderError, StreamEvent, ToolCall, Usage
-
-_SSE_FIELDS = ("data", "event", "id", "retry")
-_MAX_ERROR_CHARS = 300
+from .httpcommon import HTTPProvider, clip
+from .provider import ChatRequest, ChatResult, StreamEvent, ToolCall, Usage
 
 
 @dataclass
@@ -42,8 +38,10 @@ class _PartialCall:
     arguments: str = ""
 
 
-class OpenAIProvider:
+class OpenAIProvider(HTTPProvider):
     """A Provider for any OpenAI-compatible `/chat/completions` endpoint."""
+
+    kind = "openai"
 
     def __init__(
         self,
@@ -55,24 +53,12 @@ class OpenAIProvider:
         max_concurrency: int = 4,
         *,
         backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1")
-        self.name = name
-        self.base_url = base_url.rstrip("/")
-        self.api_key_env = api_key_env
-        self.timeout_s = timeout_s
-        self.retries = max(0, retries)
-        self.max_concurrency = max_concurrency
-        self.backoff_s = backoff_s
-        self._transport = transport
-        self._sem = asyncio.Semaphore(max_concurrency)
+        super().__init__(name, base_url, api_key_env, timeout_s, retries, max_concurrency,
+                         backoff_s=backoff_s, max_backoff_s=max_backoff_s, transport=transport)
         self.json_mode: Literal["json_schema", "json_object"] = "json_schema"
-
-    def __repr__(self) -> str:  # never the key, only the variable's name
-        return (f"OpenAIProvider(name={self.name!r}, base_url={self.base_url!r},"
-                f" api_key_env={self.api_key_env!r})")
 
     # -- public API ------------------------------------------------------------------------
 
@@ -93,7 +79,7 @@ class OpenAIProvider:
             choice = data["choices"][0]
             message = choice.get("message") or {}
         except (ValueError, KeyError, IndexError, TypeError):
-            raise self._error(f"malformed response: {self._clip(raw)}") from None
+            raise self._error(f"malformed response: {clip(raw)}") from None
         calls = [
             ToolCall(id=str(c.get("id") or f"call_{i}"),
                      name=str((c.get("function") or {}).get("name") or ""),
@@ -118,102 +104,24 @@ class OpenAIProvider:
 
     # -- HTTP ------------------------------------------------------------------------------
 
-    def _timeout(self, request: ChatRequest) -> float:
-        return min(self.timeout_s, request.timeout_s)
-
-    def _client(self, request: ChatRequest) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=httpx.Timeout(self._timeout(request)),
-                                 transport=self._transport, trust_env=False)
-
-    def _key(self) -> str | None:
-        if not self.api_key_env:
-            return None
-        value = os.environ.get(self.api_key_env)
-        if not value:
-            raise self._error(f"the API key variable {self.api_key_env} is not set")
-        return value
-
     def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json, text/event-stream"}
+        headers = super()._headers()
         key = self._key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    def _error(self, message: str, *, retryable: bool = False) -> ProviderError:
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        if key:
-            message = message.replace(key, "***")
-        return ProviderError(self.name, message, retryable=retryable)
-
-    @staticmethod
-    def _clip(raw: bytes | str) -> str:
-        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        text = " ".join(text.split())
-        return text[:_MAX_ERROR_CHARS] + ("..." if len(text) > _MAX_ERROR_CHARS else "")
-
-    def _http_error(self, status: int, raw: bytes) -> ProviderError:
-        detail = ""
-        try:
-            data = json.loads(raw)
-            err = data.get("error") if isinstance(data, dict) else None
-            if isinstance(err, dict):
-                detail = str(err.get("message") or "")
-            elif isinstance(err, str):
-                detail = err
-            elif isinstance(data, dict) and "detail" in data:
-                detail = json.dumps(data["detail"])
-        except ValueError:
-            pass
-        detail = self._clip(detail or raw) or "(no body)"
-        if status in (401, 403):
-            return self._error(f"HTTP {status} (authentication failed; check the key in"
-                               f" {self.api_key_env or 'no key configured'}): {detail}")
-        return self._error(f"HTTP {status}: {detail}", retryable=status == 429 or status >= 500)
+    def _refused(self, status: int, request: ChatRequest) -> bool:
+        if (request.response_schema is not None and self.json_mode == "json_schema"
+                and status not in (401, 403, 429)):
+            self.json_mode = "json_object"  # remembered: this server wants json_object
+            return True
+        return False
 
     async def _open(self, client: httpx.AsyncClient, request: ChatRequest, *, stream: bool,
                     deadline: float) -> httpx.Response:
-        """POST with bounded retries; returns a response with status < 400 (body unread)."""
-        url = f"{self.base_url}/chat/completions"
-        attempt = 0
-        while True:
-            mode = self.json_mode
-            body = self._body(request, stream, mode)
-            retry_after = 0.0
-            try:
-                resp = await client.send(
-                    client.build_request("POST", url, json=body, headers=self._headers()),
-                    stream=True)
-            except httpx.TimeoutException:
-                err = self._error(f"timed out after {self._timeout(request):g} s ({url})",
-                                  retryable=True)
-            except httpx.TransportError as exc:
-                err = self._error(f"cannot reach {url}: {type(exc).__name__}: {exc}",
-                                  retryable=True)
-            else:
-                if resp.status_code < 400:
-                    return resp
-                try:
-                    raw = await resp.aread()
-                except httpx.HTTPError:
-                    raw = b""
-                await resp.aclose()
-                if (request.response_schema is not None and mode == "json_schema"
-                        and resp.status_code not in (401, 403, 429)):
-                    self.json_mode = "json_object"  # remembered: this server wants json_object
-                    continue
-                err = self._http_error(resp.status_code, raw)
-                try:
-                    retry_after = float(resp.headers.get("retry-after", "0"))
-                except ValueError:
-                    retry_after = 0.0
-            if not err.retryable or attempt >= self.retries:
-                raise err
-            wait = max(self.backoff_s * (2 ** attempt), min(retry_after, 30.0))
-            if time.monotonic() + wait >= deadline:
-                raise err
-            await asyncio.sleep(wait)
-            attempt += 1
+        return await self._post(client, request, f"{self.base_url}/chat/completions",
+                                lambda: self._body(request, stream, self.json_mode), deadline)
 
     def _body(self, request: ChatRequest, stream: bool,
               mode: Literal["json_schema", "json_object"]) -> dict[str, Any]:
@@ -257,39 +165,6 @@ class OpenAIProvider:
 
     # -- SSE -------------------------------------------------------------------------------
 
-    async def _sse_data(self, resp: httpx.Response, deadline: float) -> AsyncIterator[str]:
-        """The `data` of each server-sent event (multi-line data joined with newlines)."""
-        data: list[str] = []
-        lines = resp.aiter_lines()
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise self._error("stream exceeded its deadline", retryable=True)
-            try:
-                async with asyncio.timeout(left):
-                    line = await anext(lines)
-            except StopAsyncIteration:
-                break
-            except TimeoutError:
-                raise self._error("stream exceeded its deadline", retryable=True) from None
-            except httpx.HTTPError as exc:
-                raise self._error(f"stream broke: {type(exc).__name__}: {exc}",
-                                  retryable=True) from None
-            if not line:
-                if data:
-                    yield "\n".join(data)
-                    data = []
-                continue
-            if line.startswith(":"):
-                continue  # a comment / keep-alive
-            field, sep, value = line.partition(":")
-            if not sep or field not in _SSE_FIELDS:
-                raise self._error(f"malformed SSE line: {self._clip(line)}")
-            if field == "data":
-                data.append(value[1:] if value.startswith(" ") else value)
-        if data:
-            yield "\n".join(data)
-
     async def _events(self, resp: httpx.Response, deadline: float) -> AsyncIterator[StreamEvent]:
         calls: dict[Any, _PartialCall] = {}
         order: list[Any] = []
@@ -297,21 +172,16 @@ class OpenAIProvider:
         finish: str | None = None
         done = False
         seen = 0
-        async for data in self._sse_data(resp, deadline):
+        async for sse in self._sse(resp, deadline):
             seen += 1
-            if data.strip() == "[DONE]":
+            if sse.data.strip() == "[DONE]":
                 done = True
                 break
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise self._error(f"malformed SSE data: {self._clip(data)}") from None
-            if not isinstance(chunk, dict):
-                raise self._error(f"malformed SSE data: {self._clip(data)}")
+            chunk = self._json(sse.data)
             if "error" in chunk:
                 err = chunk["error"]
                 msg = err.get("message") if isinstance(err, dict) else err
-                raise self._error(f"stream error: {self._clip(str(msg))}")
+                raise self._error(f"stream error: {clip(str(msg))}")
             if chunk.get("usage"):
                 usage = _usage(chunk["usage"])
             for choice in chunk.get("choices") or []:
