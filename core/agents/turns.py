@@ -1,0 +1,348 @@
+"""The turn loop: model -> tool calls -> tool results -> model, until the model answers.
+
+One turn is one `run_turn` call. It streams every model call (text deltas go to `on_text`),
+runs the tools the model asks for through a `ToolBox` (which never raises for the model's
+mistakes: a bad argument, an unknown or disallowed tool come back as error results the model
+reads), appends the results and calls the model again, until it answers without tool calls.
+
+Budgets (`TurnBudget`) end a turn with a stop reason, never a hang:
+
+- `max_tool_rounds`: the model asks for tools once more than allowed -> "max_tool_rounds"
+  (those calls are not run);
+- `max_tokens`: prompt + completion tokens of the whole turn; each call's completion is capped
+  to what is left, and once the budget is spent the turn stops before the next model call or
+  tool round -> "max_tokens" (a final answer that arrives in the call that crossed the line is
+  still the answer: "completed");
+- `max_wall_s`: the whole turn, model calls and tools included -> "max_wall_clock".
+
+Cancellation: an explicit `CancelHandle.cancel()` (from any task) interrupts the turn at once,
+even mid-call; the turn records `turn.finished` with stop reason "cancelled" and returns.
+Cancelling the task running the turn (asyncio cancellation) records the same and re-raises.
+Everything recorded before the cancellation (tool results, usage of finished calls) stays.
+
+Steering: after every tool round (the safe boundary: all results appended, no call in
+flight) `steer(state)` is awaited; the messages it returns are appended before the next
+model call and recorded as `turn.steered`.
+
+Events (when a store is given): `turn.started`, `turn.tool_called`, `turn.tool_result`,
+`turn.steered`, `turn.finished` on the turn's id, and one `agent.usage` per model call on the
+subject (task, meeting, session or workflow run id), with its cost when a price is known.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .. import events as ev
+from ..events import NewEvent
+from ..store.interface import Store
+from ..tools.types import ToolBox, ToolResult
+from .provider import ChatMessage, ChatRequest, Provider, ProviderError, ToolCall, ToolSpec, Usage
+from .usage import Price, UsageRecorder
+
+StopReason = Literal["completed", "max_tool_rounds", "max_tokens", "max_wall_clock",
+                     "cancelled", "error"]
+CLIP = 2000  # characters of arguments, results and texts kept in events
+
+
+@dataclass(frozen=True)
+class TurnBudget:
+    """Per-turn limits; None means unlimited (max_tool_rounds is always bounded)."""
+
+    max_tool_rounds: int = 8
+    max_tokens: int | None = None
+    max_wall_s: float | None = 300.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"max_tool_rounds": self.max_tool_rounds, "max_tokens": self.max_tokens,
+                "max_wall_s": self.max_wall_s}
+
+
+class CancelHandle:
+    """Cancel a running turn from anywhere in the same event loop."""
+
+    def __init__(self) -> None:
+        self.reason = ""
+        self._cancelled = False
+        self._task: asyncio.Task[Any] | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if self._cancelled:
+            return
+        self._cancelled = True
+        self.reason = reason
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:
+            current = None
+        # From inside the turn (a hook, a text callback) the loop stops at its next check;
+        # from anywhere else the turn's task is interrupted at once, even mid-call.
+        if self._task is not None and self._task is not current and not self._task.done():
+            self._task.cancel(msg=f"turn cancelled: {reason}")
+
+
+@dataclass
+class TurnState:
+    """What the steering hook sees at a safe boundary (read it; do not mutate messages)."""
+
+    turn_id: str
+    subject: str
+    agent: str
+    model: str
+    rounds: int  # tool rounds completed
+    model_calls: int
+    tool_calls: int
+    usage: Usage
+    elapsed_s: float
+    messages: list[ChatMessage]
+
+
+SteeringHook = Callable[[TurnState], Awaitable[list[ChatMessage]]]
+TextCallback = Callable[[str], None]
+
+
+class ToolRecord(BaseModel):
+    round: int
+    call: ToolCall
+    result: ToolResult
+
+
+class TurnResult(BaseModel):
+    turn_id: str
+    stop_reason: StopReason
+    text: str  # the final answer; on an early stop, the last text the model produced
+    messages: list[ChatMessage]  # the whole conversation, input included
+    rounds: int
+    model_calls: int
+    tools: list[ToolRecord] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    elapsed_s: float = 0.0
+    error: str = ""
+
+    @property
+    def completed(self) -> bool:
+        return self.stop_reason == "completed"
+
+
+@dataclass
+class _Run:
+    turn_id: str
+    messages: list[ChatMessage]
+    rounds: int = 0
+    model_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost: float = 0.0
+    text: str = ""
+    tools: list[ToolRecord] = field(default_factory=list)
+
+
+class _Stop(Exception):  # control flow inside the loop; never escapes run_turn
+    def __init__(self, reason: StopReason) -> None:
+        super().__init__(reason)
+        self.reason: StopReason = reason
+
+
+def _clip(text: str, limit: int = CLIP) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more]"
+
+
+async def run_turn(
+    provider: Provider,
+    *,
+    model: str,
+    messages: list[ChatMessage],
+    tools: ToolBox | None = None,
+    budget: TurnBudget | None = None,
+    subject: str = "adhoc",
+    agent: str = "agent",
+    store: Store | None = None,
+    price: Price | None = None,
+    steer: SteeringHook | None = None,
+    on_text: TextCallback | None = None,
+    cancel: CancelHandle | None = None,
+    temperature: float | None = None,
+    max_tokens_per_call: int | None = None,
+    call_timeout_s: float = 60.0,
+    metadata: dict[str, Any] | None = None,
+    turn_id: str | None = None,
+) -> TurnResult:
+    """Run one turn; see the module docstring. Never raises for budgets, tool errors or
+    provider errors (those are stop reasons); re-raises asyncio cancellation of its task."""
+    budget = budget or TurnBudget()
+    run = _Run(turn_id=turn_id or f"turn-{uuid.uuid4().hex[:12]}", messages=list(messages))
+    recorder = UsageRecorder(store, subject, agent, price)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    async def emit(payload: ev.Payload) -> None:
+        if store is not None:
+            await store.append([NewEvent(entity_id=run.turn_id, actor=agent, role="agent",
+                                         payload=payload)])
+
+    def state() -> TurnState:
+        return TurnState(turn_id=run.turn_id, subject=subject, agent=agent, model=model,
+                         rounds=run.rounds, model_calls=run.model_calls,
+                         tool_calls=len(run.tools), usage=run.usage,
+                         elapsed_s=loop.time() - started, messages=list(run.messages))
+
+    def tokens_left() -> int | None:
+        if budget.max_tokens is None:
+            return None
+        return budget.max_tokens - run.usage.total
+
+    async def call_model(specs: list[ToolSpec]) -> tuple[str, list[ToolCall]]:
+        left = tokens_left()
+        cap = max_tokens_per_call
+        if left is not None:
+            cap = left if cap is None else min(cap, left)
+        md = {"purpose": "turn", "agent": agent, "subject": subject, "turn": run.turn_id,
+              **(metadata or {}), "round": run.model_calls}
+        request = ChatRequest(model=model, messages=list(run.messages), tools=specs,
+                              max_tokens=cap, temperature=temperature,
+                              timeout_s=call_timeout_s, metadata=md)
+        parts: list[str] = []
+        calls: list[ToolCall] = []
+        usage = Usage()
+        run.model_calls += 1
+        try:
+            async with asyncio.timeout(call_timeout_s):
+                async for event in provider.stream(request):
+                    if event.kind == "text" and event.text:
+                        parts.append(event.text)
+                        if on_text is not None:
+                            on_text(event.text)
+                    elif event.kind == "tool_call" and event.tool_call is not None:
+                        calls.append(event.tool_call)
+                    elif event.kind == "usage" and event.usage is not None:
+                        usage = event.usage
+        except TimeoutError:
+            raise ProviderError(provider.name, f"{model}: no complete reply within"
+                                f" {call_timeout_s:g} s", retryable=True) from None
+        run.usage = Usage(prompt_tokens=run.usage.prompt_tokens + usage.prompt_tokens,
+                          completion_tokens=run.usage.completion_tokens
+                          + usage.completion_tokens)
+        run.cost += await recorder.record(model, "turn", usage)
+        return "".join(parts), calls
+
+    async def run_tool(call: ToolCall) -> ToolResult:
+        if tools is None:
+            return ToolResult(content=f"error: no tools are available (asked for {call.name!r})",
+                              is_error=True, error_kind="unknown")
+        try:
+            return await tools.call(call.name, call.arguments)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a ToolBox should not raise; if it does, the model is told
+            return ToolResult(content=f"error: tool {call.name!r} failed: {exc}",
+                              is_error=True, error_kind="failed")
+
+    async def body() -> StopReason:
+        specs = await tools.specs() if tools is not None else []
+        while True:
+            if cancel is not None and cancel.cancelled:
+                raise _Stop("cancelled")
+            left = tokens_left()
+            if left is not None and left <= 0:
+                raise _Stop("max_tokens")
+            text, calls = await call_model(specs)
+            if text:
+                run.text = text
+            run.messages.append(ChatMessage(role="assistant", content=text, tool_calls=calls))
+            if not calls:
+                return "completed"
+            if run.rounds >= budget.max_tool_rounds:
+                raise _Stop("max_tool_rounds")
+            left = tokens_left()
+            if left is not None and left <= 0:
+                raise _Stop("max_tokens")
+            run.rounds += 1
+            for call in calls:
+                if cancel is not None and cancel.cancelled:
+                    raise _Stop("cancelled")
+                await emit(ev.TurnToolCalled(round=run.rounds, call_id=call.id, name=call.name,
+                                             arguments=_clip(call.arguments)))
+                result = await run_tool(call)
+                run.tools.append(ToolRecord(round=run.rounds, call=call, result=result))
+                run.messages.append(ChatMessage(role="tool", tool_call_id=call.id,
+                                                content=result.content))
+                await emit(ev.TurnToolResult(round=run.rounds, call_id=call.id, name=call.name,
+                                             content=_clip(result.content),
+                                             is_error=result.is_error,
+                                             error_kind=result.error_kind))
+            if cancel is not None and cancel.cancelled:
+                raise _Stop("cancelled")
+            if steer is not None:
+                injected = await steer(state())
+                if injected:
+                    run.messages.extend(injected)
+                    await emit(ev.TurnSteered(round=run.rounds,
+                                              messages=[_clip(m.content) for m in injected]))
+
+    await emit(ev.TurnStarted(subject=subject, agent=agent, model=model,
+                              budget=budget.as_json()))
+    task = asyncio.current_task()
+    if cancel is not None:
+        if cancel.cancelled:
+            return await _finish(run, "cancelled", "", emit, started, loop)
+        cancel._task = task
+    stop: StopReason
+    error = ""
+    try:
+        try:
+            async with asyncio.timeout(budget.max_wall_s):
+                stop = await body()
+        finally:
+            if cancel is not None:
+                cancel._task = None
+    except _Stop as s:
+        stop = s.reason
+        if stop == "cancelled" and cancel is not None:
+            error = cancel.reason
+    except TimeoutError:
+        stop = "max_wall_clock"
+    except ProviderError as exc:
+        stop, error = "error", str(exc)
+    except Exception as exc:  # a bug below us: record the turn as failed, then raise
+        with contextlib.suppress(Exception):
+            await _finish(run, "error", f"{type(exc).__name__}: {exc}", emit, started, loop)
+        raise
+    except asyncio.CancelledError:
+        if cancel is not None and cancel.cancelled and task is not None:
+            task.uncancel()  # ours: the handle asked for it; the caller gets a result
+            return await _finish(run, "cancelled", cancel.reason, emit, started, loop)
+        # someone cancelled the task running the turn: record it, then let it propagate
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await _finish(run, "cancelled", "task cancelled", emit, started, loop)
+        raise
+    return await _finish(run, stop, error, emit, started, loop)
+
+
+async def _finish(run: _Run, stop: StopReason, error: str,
+                  emit: Callable[[ev.Payload], Awaitable[None]], started: float,
+                  loop: asyncio.AbstractEventLoop) -> TurnResult:
+    result = TurnResult(turn_id=run.turn_id, stop_reason=stop, text=run.text,
+                        messages=run.messages, rounds=run.rounds, model_calls=run.model_calls,
+                        tools=run.tools, usage=run.usage, cost_usd=run.cost,
+                        elapsed_s=loop.time() - started, error=error)
+    await emit(ev.TurnFinished(
+        stop_reason=stop, rounds=run.rounds, model_calls=run.model_calls,
+        tool_calls=len(run.tools), prompt_tokens=run.usage.prompt_tokens,
+        completion_tokens=run.usage.completion_tokens, cost_usd=run.cost,
+        text=_clip(run.text), error=_clip(error)))
+    return result
+
+
+__all__ = ["CancelHandle", "SteeringHook", "StopReason", "ToolRecord", "TurnBudget",
+           "TurnResult", "TurnState", "run_turn"]
