@@ -296,6 +296,7 @@ class AgentUsage(Payload):
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float = 0.0  # US dollars, from the agent's price when the call was made
+    estimated: bool = False  # the provider reported no usage; the figures were counted locally
 
 
 # ------------------------------------------------------------------------------ turns
@@ -352,6 +353,36 @@ class TurnFinished(Payload):
     cost_usd: float = 0.0
     text: str = ""  # the final answer (or the last text seen), clipped
     error: str = ""
+
+
+# ----------------------------------------------------------------------------- tools
+# Entity "tool", entity id the tool's full name `<server>.<tool>`. A definition is the
+# tool's description and input schema; its sha256 is taken over their canonical JSON.
+
+
+class ToolDefinitionSeen(Payload):
+    """A tool definition the registry had not seen before (first sight, or a change).
+    When it is not pinned, `approval_id` is the `tool_pin` approval requested with it."""
+
+    TYPE = "tool.definition_seen"
+    ENTITY = "tool"
+    server: str
+    sha256: str
+    definition: dict[str, Any]
+    approval_id: str | None = None
+    previous_sha256: str | None = None  # the pinned definition it replaces, if any
+
+
+class ToolPinned(Payload):
+    """A definition pinned without an approval (`pin: auto`). Approving a `tool_pin`
+    approval pins through the approval.decided event itself."""
+
+    TYPE = "tool.pinned"
+    ENTITY = "tool"
+    server: str
+    sha256: str
+    definition: dict[str, Any]
+    how: str = "auto"
 
 
 class Note(Payload):

@@ -344,5 +344,56 @@ def _turn_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
     )
 
 
+# ------------------------------------------------------------------ tool pins (v4)
+
+
+@projects(ev.ToolDefinitionSeen)
+def _tool_seen(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.ToolDefinitionSeen)
+    status = "pending" if p.approval_id else None
+    db.execute(
+        "INSERT INTO tool_pins (name, server, seen_sha256, seen_definition, seen_at,"
+        " approval_id, approval_status, last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT(name) DO UPDATE SET server=excluded.server,"
+        " seen_sha256=excluded.seen_sha256, seen_definition=excluded.seen_definition,"
+        " seen_at=excluded.seen_at, approval_id=excluded.approval_id,"
+        " approval_status=excluded.approval_status, last_seq=excluded.last_seq",
+        (e.entity_id, p.server, p.sha256, _j(p.definition), e.ts, p.approval_id, status, e.seq),
+    )
+
+
+@projects(ev.ToolPinned)
+def _tool_pinned(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.ToolPinned)
+    db.execute(
+        "UPDATE tool_pins SET pinned_sha256=?, pinned_definition=?, pinned_by=?, pinned_at=?,"
+        " approval_status=NULL, last_seq=? WHERE name=?",
+        (p.sha256, _j(p.definition), f"{e.actor} ({p.how})", e.ts, e.seq, e.entity_id),
+    )
+
+
+@projects(ev.ApprovalDecided)
+def _tool_pin_decided(db: sqlite3.Connection, e: StoredEvent) -> None:
+    """Approving a tool_pin approval pins the definition it was requested for (the one
+    seen with it: a later change withdraws the old request first)."""
+    p = e.payload
+    assert isinstance(p, ev.ApprovalDecided)
+    if p.decision == "approved":
+        db.execute(
+            "UPDATE tool_pins SET pinned_sha256=seen_sha256, pinned_definition=seen_definition,"
+            " pinned_by=?, pinned_at=?, approval_status='approved', last_seq=?"
+            " WHERE approval_id=? AND approval_status='pending'",
+            (e.actor, e.ts, e.seq, e.entity_id),
+        )
+    else:
+        db.execute(
+            "UPDATE tool_pins SET approval_status=?, last_seq=?"
+            " WHERE approval_id=? AND approval_status='pending'",
+            (p.decision, e.seq, e.entity_id),
+        )
+
+
 def _touch(db: sqlite3.Connection, e: StoredEvent) -> None:
     db.execute("UPDATE tasks SET updated_at=?, last_seq=? WHERE id=?", (e.ts, e.seq, e.entity_id))

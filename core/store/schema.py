@@ -164,6 +164,18 @@ CREATE TABLE turn_tools (
 );
 """
 
+# Version 4: pinned tool definitions (core/tools). One row per tool ever listed: the
+# definition last seen, the one pinned, and the pin approval pending for the seen one.
+TOOL_PINS_SCHEMA = """
+CREATE TABLE tool_pins (
+    name TEXT PRIMARY KEY, server TEXT NOT NULL, seen_sha256 TEXT NOT NULL,
+    seen_definition TEXT NOT NULL, seen_at REAL NOT NULL, pinned_sha256 TEXT,
+    pinned_definition TEXT, pinned_by TEXT, pinned_at REAL, approval_id TEXT,
+    approval_status TEXT, last_seq INTEGER NOT NULL
+);
+CREATE INDEX tool_pins_by_approval ON tool_pins(approval_id);
+"""
+
 PROJECTION_TABLES: dict[str, str] = {
     # table -> ORDER BY used to compare live and rebuilt projections
     "tasks": "id",
@@ -183,17 +195,19 @@ PROJECTION_TABLES: dict[str, str] = {
     "meeting_summaries": "meeting_id, round",
     "turns": "id",
     "turn_tools": "turn_id, call_id",
+    "tool_pins": "name",
 }
 
 # (version, script). Version 1 creates everything; later versions append here.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, LOG_SCHEMA + PROJECTION_SCHEMA_V1),
     (2, MEETINGS_SCHEMA),
+    (4, TOOL_PINS_SCHEMA),
     (5, TURNS_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 
 # Every projection table as the latest version has it (replays build into a fresh database).
-PROJECTION_SCHEMA = PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + TURNS_SCHEMA
+PROJECTION_SCHEMA = PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + TURNS_SCHEMA + TOOL_PINS_SCHEMA
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)
