@@ -27,7 +27,15 @@ import jsonschema.validators
 from pydantic import BaseModel, Field
 
 from ..errors import ClawError, ValidationError
-from .provider import ChatMessage, ChatRequest, Provider, ProviderError, Usage, complete
+from .provider import (
+    ChatMessage,
+    ChatRequest,
+    ChatResult,
+    Provider,
+    ProviderError,
+    Usage,
+    complete,
+)
 from .usage import UsageRecorder
 
 SYSTEM_PROMPT = ("You are a JSON-only function. Return ONLY a valid JSON value. Do not wrap in"
@@ -122,6 +130,17 @@ def _repair_message(problem: str, schema: dict[str, Any] | None) -> str:
             " JSON value: no markdown fences, no commentary.")
 
 
+async def _call(provider: Provider, request: ChatRequest) -> ChatResult:
+    """Nothing to stream here: a provider's non-streaming `chat` when it has one (servers such
+    as llama-cpp-python report usage only there), else the collected stream."""
+    chat = getattr(provider, "chat", None)
+    if callable(chat):
+        result = await chat(request)
+        if isinstance(result, ChatResult):
+            return result
+    return await complete(provider, request)
+
+
 def _parse(text: str, schema: dict[str, Any] | None) -> tuple[Any, str | None, list[str]]:
     """(value, problem, errors): problem is None when the value is usable."""
     try:
@@ -177,7 +196,7 @@ async def run_llm_task(
                               timeout_s=timeout_s, metadata={**md, "round": attempt})
         try:
             async with asyncio.timeout(timeout_s):
-                result = await complete(provider, request)
+                result = await _call(provider, request)
         except TimeoutError:
             raise ProviderError(provider.name, f"{model}: llm-task timed out after"
                                 f" {timeout_s:g} s", retryable=True) from None

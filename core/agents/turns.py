@@ -45,6 +45,7 @@ from ..events import NewEvent
 from ..store.interface import Store
 from ..tools.types import ToolBox, ToolResult
 from .provider import ChatMessage, ChatRequest, Provider, ProviderError, ToolCall, ToolSpec, Usage
+from .simulator import count_tokens
 from .usage import Price, UsageRecorder
 
 StopReason = Literal["completed", "max_tool_rounds", "max_tokens", "max_wall_clock",
@@ -230,10 +231,17 @@ async def run_turn(
         except TimeoutError:
             raise ProviderError(provider.name, f"{model}: no complete reply within"
                                 f" {call_timeout_s:g} s", retryable=True) from None
+        if usage.total == 0:  # the server streamed no usage (llama-cpp-python): estimate it
+            usage = Usage(prompt_tokens=sum(count_tokens(m.content) for m in request.messages),
+                          completion_tokens=count_tokens("".join(parts)) + sum(
+                              count_tokens(c.name + c.arguments) for c in calls))
+            estimated = True
+        else:
+            estimated = False
         run.usage = Usage(prompt_tokens=run.usage.prompt_tokens + usage.prompt_tokens,
                           completion_tokens=run.usage.completion_tokens
                           + usage.completion_tokens)
-        run.cost += await recorder.record(model, "turn", usage)
+        run.cost += await recorder.record(model, "turn", usage, estimated=estimated)
         return "".join(parts), calls
 
     async def run_tool(call: ToolCall) -> ToolResult:

@@ -47,8 +47,10 @@ class UsageRecorder:
     def cost(self, usage: Usage) -> float:
         return self.price.cost(usage) if self.price is not None else 0.0
 
-    async def record(self, model: str, purpose: str, usage: Usage) -> float:
-        """Record one call; returns its cost."""
+    async def record(self, model: str, purpose: str, usage: Usage, *,
+                     estimated: bool = False) -> float:
+        """Record one call; returns its cost. `estimated`: the provider reported no usage
+        and the figures were counted locally."""
         cost = self.cost(usage)
         if self.store is not None:
             await self.store.append([NewEvent(
@@ -56,7 +58,7 @@ class UsageRecorder:
                 payload=AgentUsage(agent=self.agent, model=model, purpose=purpose,
                                    prompt_tokens=usage.prompt_tokens,
                                    completion_tokens=usage.completion_tokens,
-                                   cost_usd=cost))])
+                                   cost_usd=cost, estimated=estimated))])
         return cost
 
 
