@@ -1,0 +1,122 @@
+"""`clawtower llm task --agent A --schema S.json [--input I.json] [--prompt TEXT]`.
+
+One structured call (core/agents/llm_task.py): prints the validated JSON on stdout. Exit 1
+with OpenClaw's wording when the model's reply is unusable after the repair attempt
+(`LLM returned invalid JSON`, `LLM JSON did not match schema: ...`) or the provider fails;
+exit 2 for a bad schema or input file (the message names the file) or an unknown agent.
+
+The `llm` command group is built in cli/agents.py, which calls `add_task_parser` for its
+`task` action and `cmd_llm_task` to run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from core.agents.config import load_agents
+from core.agents.llm_task import LlmTaskError, check_schema, run_llm_task
+from core.agents.registry import AgentSet
+from core.agents.usage import UsageRecorder
+from core.config import config_path, home
+from core.errors import ValidationError
+
+DEFAULT_PROMPT = ("Return the JSON value for INPUT_JSON that the task needs; it must match the"
+                  " JSON Schema you were given.")
+
+
+def add_task_parser(llm_sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add `task` to the `llm` subcommands (`llm_sub` is its add_subparsers() action)."""
+    t = llm_sub.add_parser("task", parents=parents,
+                           help="one JSON-only call validated against a JSON Schema")
+    t.add_argument("--agent", required=True, metavar="NAME", help="the agent that answers")
+    t.add_argument("--schema", required=True, metavar="S.json", help="JSON Schema file")
+    t.add_argument("--input", default=None, metavar="I.json",
+                   help="input JSON file (default: null)")
+    t.add_argument("--prompt", default=None, metavar="TEXT", help="what to do with the input")
+    t.add_argument("--agents-file", default=None, metavar="FILE",
+                   help="agents file (default: the project config, else"
+                        " $CLAWTOWER_HOME/agents.yaml, else the built-in simulator cast)")
+    t.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="seconds per model call (default 60)")
+    t.add_argument("--max-tokens", type=int, default=None, metavar="N")
+    t.add_argument("--temperature", type=float, default=None, metavar="T")
+    t.add_argument("--subject", default=None, metavar="ID",
+                   help="record the calls' usage in the store under this task/session/run id")
+    t.add_argument("--details", action="store_true",
+                   help="print {json, provider, model, usage, repaired} instead of the value")
+
+
+def _read_json(path: str, what: str) -> Any:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: {what} file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"{path}: cannot read the {what} file ({exc})") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValidationError(f"{path}: {what} file is not valid JSON ({exc})") from None
+
+
+def _agents(explicit: str | None) -> AgentSet:
+    if explicit:
+        return load_agents(explicit)
+    cfg, _ = config_path()
+    if cfg.exists():
+        return load_agents(cfg)
+    legacy = home() / "agents.yaml"
+    return load_agents(legacy) if legacy.exists() else AgentSet.simulated()
+
+
+async def cmd_llm_task(args: argparse.Namespace) -> int:
+    schema = _read_json(args.schema, "schema")
+    if not isinstance(schema, dict):
+        raise ValidationError(f"{args.schema}: schema file must hold a JSON object")
+    try:
+        check_schema(schema)
+    except ValidationError as exc:
+        raise ValidationError(f"{args.schema}: {str(exc).removeprefix('schema: ')}") from None
+    data = _read_json(args.input, "input") if args.input else None
+    if args.timeout <= 0:
+        raise ValidationError("--timeout: must be positive")
+    team = _agents(args.agents_file)
+    agent = team.agents.get(args.agent)
+    if agent is None:
+        raise ValidationError(f"--agent: unknown agent {args.agent!r}"
+                              f" (known: {', '.join(sorted(team.agents))})")
+    provider = team.provider(agent)
+    store = None
+    if args.subject:
+        from core.store import open_store
+
+        store = await open_store(args.db)
+    try:
+        recorder = UsageRecorder(store, args.subject, args.agent) if store else None
+        result = await run_llm_task(
+            provider, model=agent.model, prompt=args.prompt or DEFAULT_PROMPT, input=data,
+            schema=schema, max_tokens=args.max_tokens, timeout_s=args.timeout,
+            temperature=args.temperature, metadata={"agent": args.agent},
+            recorder=recorder)
+    except LlmTaskError as exc:
+        if exc.text:
+            sys.stderr.write(f"clawtower: the model's last reply: {exc.text[:500]}\n")
+        raise
+    finally:
+        if store is not None:
+            await store.close()
+    if args.details:
+        out: Any = {**result.details(), "usage": result.usage.model_dump(),
+                    "repaired": result.repaired, "calls": result.calls}
+    else:
+        out = result.data
+    print(json.dumps(out, indent=2, ensure_ascii=False))
+    return 0
+
+
+__all__ = ["add_task_parser", "cmd_llm_task"]
