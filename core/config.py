@@ -1,4 +1,5 @@
-"""Where things live: CLAWTOWER_HOME (default ~/.clawtower) and the store inside it."""
+"""Where things live: CLAWTOWER_HOME (default ~/.clawtower), the store and the project config
+file inside it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,18 @@ def home() -> Path:
 
 def default_db() -> Path:
     return home() / "clawtower.db"
+
+
+def config_path(explicit: str | os.PathLike[str] | None = None) -> tuple[Path, bool]:
+    """The project config file and whether it was asked for: `explicit` (a --config flag),
+    else $CLAWTOWER_CONFIG, else $CLAWTOWER_HOME/clawtower.yaml. A file that was asked for
+    must exist; the default one may be absent (then the built-in simulator cast plays)."""
+    if explicit:
+        return Path(explicit).expanduser(), True
+    env = os.environ.get("CLAWTOWER_CONFIG")
+    if env:
+        return Path(env).expanduser(), True
+    return home() / "clawtower.yaml", False
 
 
 def effects_journal(db_path: str | os.PathLike[str]) -> Path:
