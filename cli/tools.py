@@ -1,15 +1,139 @@
-"""`clawtower tools`: the tool registry (built-in and MCP tools), listed and called."""
+"""`clawtower tools`: the tool registry (built-in and MCP tools), listed and called.
+
+    clawtower tools list [--agent A] [--json]
+    clawtower tools call NAME --args JSON [--agent A] [--json]
+
+MCP servers come from the `mcp_servers:` key of the project config (--config FILE, else
+$CLAWTOWER_CONFIG, else $CLAWTOWER_HOME/clawtower.yaml). A tool whose definition is not
+pinned refuses to run and names the approval to decide with `clawtower approve ID`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from core import open_store
+from core.errors import ValidationError
+from core.tools.config import load_mcp_servers
+from core.tools.mcp import ToolProgress
+from core.tools.registry import ToolInfo, ToolRegistry, allowed
+
+from . import output
+
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
-HANDLERS: dict[str, Handler] = {}
+
+# error kinds that are the caller's input at fault (exit 2); the rest are runtime (exit 1)
+INPUT_ERRORS = ("policy", "unknown", "arguments")
 
 
 def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
     """Add this module's subcommands; `cmd(name, help)` makes a top-level subparser."""
-    _: Any = cmd
+    t = cmd("tools", "built-in and MCP tools: list, call")
+    sub = t.add_subparsers(dest="tools_cmd", metavar="ACTION", required=True,
+                           parser_class=type(t))  # the top level's one-line-error parser
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
+                        help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
+    common.add_argument("--config", default=None, metavar="FILE",
+                        help="project config with mcp_servers: (default: $CLAWTOWER_CONFIG,"
+                             " else $CLAWTOWER_HOME/clawtower.yaml)")
+    common.add_argument("--agent", default=None, metavar="A",
+                        help="only what this agent's tool allow-list lets it see and call")
+    common.add_argument("--json", action="store_true")
+    sub.add_parser("list", help="every tool: name, source, pin status, description",
+                   parents=[common])
+    c = sub.add_parser("call", help="run a tool (the real one) and print its result",
+                       parents=[common])
+    c.add_argument("name", metavar="NAME")
+    c.add_argument("--args", default="{}", metavar="JSON", help="the arguments, a JSON object")
+
+
+def _allow_list(args: argparse.Namespace) -> list[str] | None:
+    if not args.agent:
+        return None
+    from core.agents.config import load_config
+
+    return list(load_config(args.config).agent(args.agent).tools)
+
+
+def _parse_args_json(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"--args: not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise ValidationError(f"--args: must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _status(info: ToolInfo) -> str:
+    if info.status in ("pending", "changed") and info.approval_id:
+        return f"{info.status} ({info.approval_id})"
+    return info.status
+
+
+def _first_line(text: str, width: int = 72) -> str:
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+async def cmd_tools(args: argparse.Namespace) -> int:
+    # input first: a bad --args, config or agent writes nothing and starts nothing
+    servers = load_mcp_servers(args.config)
+    allow = _allow_list(args)
+    call_args = _parse_args_json(args.args) if args.tools_cmd == "call" else None
+    store = await open_store(args.db)
+    try:
+        async with ToolRegistry(store, servers) as registry:
+            if args.tools_cmd == "list":
+                return await _list(args, registry, allow)
+            assert call_args is not None
+            return await _call(args, registry, allow, call_args)
+    finally:
+        await store.close()
+
+
+async def _list(args: argparse.Namespace, registry: ToolRegistry,
+                allow: list[str] | None) -> int:
+    listing = await registry.list_tools()
+    tools = [t for t in listing.tools if allowed(t.name, allow)]
+    if args.json:
+        output.emit_json({"tools": [t.as_json() for t in tools], "errors": listing.errors})
+    elif tools:
+        print(output.table([[t.name, t.source, _status(t), _first_line(t.description)]
+                            for t in tools], ["NAME", "SOURCE", "STATUS", "DESCRIPTION"]))
+    else:
+        print("no tools" + (f" allowed for {args.agent}" if args.agent else ""))
+    for err in listing.errors.values():
+        sys.stderr.write(f"clawtower: error: {err}\n")
+    return 1 if listing.errors else 0
+
+
+async def _call(args: argparse.Namespace, registry: ToolRegistry, allow: list[str] | None,
+                call_args: dict[str, Any]) -> int:
+    from .main import operator_name
+
+    def progress(p: ToolProgress) -> None:
+        total = f"/{p.total:g}" if p.total is not None else ""
+        msg = f" {p.message}" if p.message else ""
+        sys.stderr.write(f"{p.tool}: progress {p.progress:g}{total}{msg}\n")
+        sys.stderr.flush()
+
+    result = await registry.call(args.name, call_args, allow=allow,
+                                 caller=args.agent or operator_name(), progress=progress)
+    if args.json:
+        output.emit_json(result.model_dump(mode="json"))
+    elif not result.is_error:
+        print(result.content)
+    if result.is_error:
+        if not args.json:
+            sys.stderr.write(f"clawtower: error: {result.content}\n")
+        return 2 if result.error_kind in INPUT_ERRORS else 1
+    return 0
+
+
+HANDLERS: dict[str, Handler] = {"tools": cmd_tools}
