@@ -99,6 +99,8 @@ def test_where_the_file_is_looked_for(tmp_path: Path, _home: Path,
     assert {"ada", "ben", "cyd", "scribe", "builder"} <= set(builtin.agents)
     assert all(a.provider == "simulator" for a in builtin.agents.values())
     _home.mkdir()
+    (_home / "agents.yaml").write_text("agents: {old: {role: executor}}\n")
+    assert set(load_config().agents) == {"old"}  # the older default agents file
     (_home / "clawtower.yaml").write_text("agents: {zed: {}}\n")
     assert set(load_config().agents) == {"zed"}
     other = write(tmp_path, "agents: {yan: {}}\n", "other.yaml")

@@ -24,8 +24,8 @@
     seed: 7                            # the simulator's script keys (see simulator.py):
     scripts: {...}                     #   seed, speed, delay_ms, scripts
 
-Where: `--config FILE`, else $CLAWTOWER_CONFIG, else $CLAWTOWER_HOME/clawtower.yaml; without
-any file the built-in simulator cast plays (`load_config()` then returns it). A plain
+Where: `--config FILE`, else $CLAWTOWER_CONFIG, else $CLAWTOWER_HOME/clawtower.yaml, else the
+older $CLAWTOWER_HOME/agents.yaml; without any file the built-in simulator cast plays. A plain
 simulator script (an agents file for `meeting run --agents-file`) is a config file too.
 
 A key never goes in the file: `api_key_env` holds a variable's NAME, a value that looks like
@@ -44,7 +44,7 @@ from typing import Any, Literal, get_args
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..config import config_path
+from ..config import config_path, home
 from ..errors import ValidationError
 from ..safe_yaml import load_file
 from .anthropic import AnthropicProvider
@@ -327,11 +327,15 @@ def _resolve_model(path: str | Path, name: str, agent: AgentConfig,
 
 def load_config(path: str | Path | None = None) -> ClawtowerConfig:
     """The project config: `path` (e.g. --config), else $CLAWTOWER_CONFIG, else
-    $CLAWTOWER_HOME/clawtower.yaml; the built-in simulator cast when there is no file."""
+    $CLAWTOWER_HOME/clawtower.yaml, else $CLAWTOWER_HOME/agents.yaml; the built-in simulator
+    cast when there is no file at all."""
     p, asked = config_path(path)
     if not p.exists():
         if asked:
             raise ValidationError(f"{p}: no such config file")
+        legacy = home() / "agents.yaml"  # the agents file `serve` and `meeting run` default to
+        if legacy.exists():
+            return config_from_data(load_file(legacy), legacy)
         return config_from_data({}, BUILTIN)
     return config_from_data(load_file(p), p)
 
