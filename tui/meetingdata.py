@@ -19,9 +19,13 @@ async def list_meetings(store: Store, limit: int = MEETING_LIMIT) -> list[dict[s
 async def get_meeting(store: Store, meeting_id: str) -> dict[str, Any] | None:
     """One meeting with its rounds and replies, or None if there is no such meeting."""
     try:
-        return await Meetings(store).get(meeting_id)
+        meeting = await Meetings(store).get(meeting_id)
     except NotFound:
         return None
+    # tokens and cost per agent (the `usage` projection; the meeting id is the subject)
+    meeting["usage"] = await store.fetchall(
+        "SELECT * FROM usage WHERE subject=? ORDER BY agent, model", (meeting_id,))
+    return meeting
 
 
 def rounds_of(m: dict[str, Any]) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from core import ClawError, Tasks
+from core.agents.usage import UsageTotals, format_usage
 from core.describe import one_line
 
 from .meetingdata import get_meeting, reply_state, rounds_of
@@ -448,7 +449,9 @@ class MeetingsScreen(ConsoleScreen):
         self._set("stances", stance_table(pal, m) if rounds else None)
         summary = str(m.get("summary") or "")
         self._set("summary", Text(summary) if summary else None)
-        self._set("tokens", tokens_table(pal, rounds) if rounds else None)
+        usage = m.get("usage")
+        self._set("tokens", tokens_table(pal, rounds) if rounds else None,
+                  f"Tokens per round · {usage_line(usage)}" if rounds and usage else None)
 
 
 class SessionsScreen(PlaceholderScreen):
@@ -586,7 +589,8 @@ class TaskDetailScreen(ConsoleScreen):
         has_evidence = t["artifacts"] or t["side_effects"]
         self._set("evidence", evidence_renderable(pal, t) if has_evidence else None)
         self._set("approvals", approvals_table(pal, t["approvals"]) if t["approvals"] else None)
-        self._set("usage", usage_renderable(pal, t["usage"]) if t["usage"] else None)
+        self._set("usage", usage_renderable(pal, t["usage"]) if t["usage"] else None,
+                  f"Agent usage · {usage_line(t['usage'])}" if t["usage"] else None)
         self._set("refusals", refusals_renderable(pal, t["refusals"]) if t["refusals"] else None)
 
 
@@ -814,13 +818,34 @@ def approvals_table(pal: Palette, approvals: list[dict[str, Any]]) -> Renderable
     return table
 
 
+def usage_totals(usage: list[dict[str, Any]]) -> UsageTotals:
+    """The sum of `usage` projection rows (one subject, any agents and models)."""
+    return UsageTotals(calls=sum(int(u.get("calls") or 0) for u in usage),
+                       prompt_tokens=sum(int(u.get("prompt_tokens") or 0) for u in usage),
+                       completion_tokens=sum(int(u.get("completion_tokens") or 0)
+                                             for u in usage),
+                       cost_usd=sum(float(u.get("cost_usd") or 0) for u in usage))
+
+
+def usage_line(usage: list[dict[str, Any]]) -> str:
+    """"3 calls · 1,234 tok (1,000 in / 234 out) · $0.0012" (the cost only when priced)."""
+    return format_usage(usage_totals(usage))
+
+
 def usage_renderable(pal: Palette, usage: list[dict[str, Any]]) -> RenderableType:
-    table = _table(pal, "Agent", "Model", ("Calls", {"justify": "right"}),
-                   ("Prompt tokens", {"justify": "right"}),
-                   ("Completion tokens", {"justify": "right"}))
+    priced = any(float(u.get("cost_usd") or 0) > 0 for u in usage)
+    cols: list[Any] = ["Agent", "Model", ("Calls", {"justify": "right"}),
+                       ("Prompt tokens", {"justify": "right"}),
+                       ("Completion tokens", {"justify": "right"})]
+    if priced:
+        cols.append(("Cost", {"justify": "right"}))
+    table = _table(pal, *cols)
     for u in usage:
-        table.add_row(u["agent"], u["model"], str(u["calls"]), str(u["prompt_tokens"]),
-                      str(u["completion_tokens"]))
+        cells = [u["agent"], u["model"], str(u["calls"]), str(u["prompt_tokens"]),
+                 str(u["completion_tokens"])]
+        if priced:
+            cells.append(f"${float(u.get('cost_usd') or 0):.4f}")
+        table.add_row(*cells)
     return table
 
 

@@ -1,0 +1,60 @@
+"""Tokens and cost in the console: the task detail's usage section and the meeting's tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tui_helpers import SIZE, until
+
+from core import open_store
+from core.agents.provider import Usage
+from core.agents.usage import Price, UsageRecorder
+from tui.app import ClawtowerApp
+from tui.rowlist import RowList
+from tui.screens import TaskDetailScreen, usage_line
+
+
+async def record(db: str, subject: str, agent: str, price: Price | None, n: int = 2) -> None:
+    store = await open_store(db)
+    try:
+        rec = UsageRecorder(store, subject, agent, price)
+        for _ in range(n):
+            await rec.record("gpt-x", "turn", Usage(prompt_tokens=1000, completion_tokens=500))
+    finally:
+        await store.close()
+
+
+def test_usage_line_sums_rows_and_shows_cost_only_when_priced() -> None:
+    rows: list[dict[str, Any]] = [
+        {"agent": "a", "model": "m", "calls": 2, "prompt_tokens": 1000,
+         "completion_tokens": 200, "cost_usd": 0.0},
+        {"agent": "b", "model": "m", "calls": 1, "prompt_tokens": 500,
+         "completion_tokens": 34, "cost_usd": 0.0},
+    ]
+    assert usage_line(rows) == "3 calls · 1,734 tok (1,500 in / 234 out)"
+    rows[1]["cost_usd"] = 0.0125
+    assert usage_line(rows).endswith(" · $0.0125")
+    assert usage_line([]) == "no model calls"
+
+
+async def test_task_detail_shows_tokens_and_cost(release_db: str) -> None:
+    await record(release_db, "T-1", "builder", Price(prompt_per_mtok=3, completion_per_mtok=15))
+    app = ClawtowerApp(release_db, run_engine=False, operator="alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        tasks = app.screen.query_one("#tasks", RowList)
+        assert tasks.move_cursor_to_key("T-1")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, TaskDetailScreen)
+                    and app.screen.detail is not None)
+        await pilot.pause()
+        section = app.screen.query_one("#sec-usage")
+        assert section.display
+        # the simulated lifecycle's 4 unpriced calls, plus our 2 priced ones:
+        # 2 x (1000 x $3 + 500 x $15) per million tokens = $0.021
+        title = str(section.border_title)
+        assert title.startswith("Agent usage · 6 calls · ") and title.endswith(" · $0.0210")
+        detail = app.screen.detail
+        assert detail is not None
+        costs = {(u["agent"], u["model"]): round(u["cost_usd"], 4) for u in detail["usage"]}
+        assert costs[("builder", "gpt-x")] == 0.021
