@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.agents.config import load_agents
+from core.agents.config import load_config
 from core.agents.llm_task import LlmTaskError, check_schema, run_llm_task
-from core.agents.registry import AgentSet
 from core.agents.usage import UsageRecorder
-from core.config import config_path, home
 from core.errors import ValidationError
+from core.store import open_store
 
+SUBJECT = "llm-task"
 DEFAULT_PROMPT = ("Return the JSON value for INPUT_JSON that the task needs; it must match the"
                   " JSON Schema you were given.")
 
@@ -37,17 +37,20 @@ def add_task_parser(llm_sub: Any, parents: list[argparse.ArgumentParser]) -> Non
     t.add_argument("--input", default=None, metavar="I.json",
                    help="input JSON file (default: null)")
     t.add_argument("--prompt", default=None, metavar="TEXT", help="what to do with the input")
-    t.add_argument("--agents-file", default=None, metavar="FILE",
-                   help="agents file (default: the project config, else"
-                        " $CLAWTOWER_HOME/agents.yaml, else the built-in simulator cast)")
+    t.add_argument("--config", "--agents-file", dest="config", default=None, metavar="FILE",
+                   help="project config (default: $CLAWTOWER_CONFIG, else"
+                        " $CLAWTOWER_HOME/clawtower.yaml, else the built-in simulator)")
     t.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="seconds per model call (default 60)")
-    t.add_argument("--max-tokens", type=int, default=None, metavar="N")
-    t.add_argument("--temperature", type=float, default=None, metavar="T")
-    t.add_argument("--subject", default=None, metavar="ID",
-                   help="record the calls' usage in the store under this task/session/run id")
+    t.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                   help="per call (default: the agent's max_output_tokens)")
+    t.add_argument("--temperature", type=float, default=None, metavar="T",
+                   help="default: the agent's temperature")
+    t.add_argument("--subject", default=SUBJECT, metavar="ID",
+                   help=f"record the calls' usage (tokens, cost) under this task, session or"
+                        f" workflow run id (default {SUBJECT})")
     t.add_argument("--details", action="store_true",
-                   help="print {json, provider, model, usage, repaired} instead of the value")
+                   help="print {json, provider, model, usage, cost_usd, repaired, calls} instead")
 
 
 def _read_json(path: str, what: str) -> Any:
@@ -64,16 +67,6 @@ def _read_json(path: str, what: str) -> Any:
         raise ValidationError(f"{path}: {what} file is not valid JSON ({exc})") from None
 
 
-def _agents(explicit: str | None) -> AgentSet:
-    if explicit:
-        return load_agents(explicit)
-    cfg, _ = config_path()
-    if cfg.exists():
-        return load_agents(cfg)
-    legacy = home() / "agents.yaml"
-    return load_agents(legacy) if legacy.exists() else AgentSet.simulated()
-
-
 async def cmd_llm_task(args: argparse.Namespace) -> int:
     schema = _read_json(args.schema, "schema")
     if not isinstance(schema, dict):
@@ -85,34 +78,29 @@ async def cmd_llm_task(args: argparse.Namespace) -> int:
     data = _read_json(args.input, "input") if args.input else None
     if args.timeout <= 0:
         raise ValidationError("--timeout: must be positive")
-    team = _agents(args.agents_file)
-    agent = team.agents.get(args.agent)
-    if agent is None:
-        raise ValidationError(f"--agent: unknown agent {args.agent!r}"
-                              f" (known: {', '.join(sorted(team.agents))})")
-    provider = team.provider(agent)
-    store = None
-    if args.subject:
-        from core.store import open_store
-
-        store = await open_store(args.db)
+    cfg = load_config(args.config)
+    agent = cfg.agent(args.agent)
+    provider = cfg.provider_for(args.agent)
+    store = await open_store(args.db)
     try:
-        recorder = UsageRecorder(store, args.subject, args.agent) if store else None
+        recorder = UsageRecorder(store, args.subject, args.agent, agent.unit_price)
         result = await run_llm_task(
             provider, model=agent.model, prompt=args.prompt or DEFAULT_PROMPT, input=data,
-            schema=schema, max_tokens=args.max_tokens, timeout_s=args.timeout,
-            temperature=args.temperature, metadata={"agent": args.agent},
-            recorder=recorder)
+            schema=schema, max_tokens=args.max_tokens or agent.max_output_tokens,
+            timeout_s=args.timeout,
+            temperature=args.temperature if args.temperature is not None
+            else agent.temperature,
+            metadata={"agent": args.agent}, recorder=recorder)
     except LlmTaskError as exc:
         if exc.text:
             sys.stderr.write(f"clawtower: the model's last reply: {exc.text[:500]}\n")
         raise
     finally:
-        if store is not None:
-            await store.close()
+        await store.close()
     if args.details:
         out: Any = {**result.details(), "usage": result.usage.model_dump(),
-                    "repaired": result.repaired, "calls": result.calls}
+                    "cost_usd": result.cost_usd, "repaired": result.repaired,
+                    "calls": result.calls}
     else:
         out = result.data
     print(json.dumps(out, indent=2, ensure_ascii=False))

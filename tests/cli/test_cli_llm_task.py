@@ -101,20 +101,30 @@ def test_bad_files_exit_2_naming_the_file(run: Run, files: dict[str, Path], whic
 
 def test_unknown_agent_and_missing_schema_option(run: Run, files: dict[str, Path]) -> None:
     r = task(run, files, "nobody")
-    assert r.code == 2 and "unknown agent 'nobody'" in r.err
+    assert r.code == 2 and "no agent 'nobody'" in r.err
     r = run("llm", "task", "--agent", "extractor")
     assert r.code == 2 and "--schema" in r.err
 
 
-def test_subject_records_usage(run: Run, files: dict[str, Path], db: Path) -> None:
-    r = task(run, files, "fixer", "--subject", "wf-7", "--db", db)
+def test_usage_and_cost_recorded_under_a_subject(run: Run, files: dict[str, Path],
+                                                 db: Path) -> None:
+    files["agents"].write_text(AGENTS.replace(
+        "  fixer: {role: executor, model: sim-standard}",
+        "  fixer: {role: executor, model: sim-standard,"
+        " price: {prompt: 1000000, completion: 1000000}}"))
+    r = task(run, files, "fixer", "--subject", "wf-7", "--db", db, "--details")
+    assert r.code == 0, r.err
+    out = r.json()
+    assert out["cost_usd"] == sum(out["usage"].values()) > 0  # $1 per token
+    r = task(run, files, "extractor", "--db", db)
     assert r.code == 0, r.err
     con = sqlite3.connect(db)
     try:
-        rows = con.execute("SELECT subject, agent, calls FROM usage").fetchall()
+        rows = con.execute("SELECT subject, agent, calls, cost_usd > 0 FROM usage"
+                           " ORDER BY subject").fetchall()
     finally:
         con.close()
-    assert rows == [("wf-7", "fixer", 2)]
+    assert rows == [("llm-task", "extractor", 1, 0), ("wf-7", "fixer", 2, 1)]
 
 
 def test_real_smollm2(run: Run, files: dict[str, Path]) -> None:
