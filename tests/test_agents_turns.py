@@ -312,3 +312,63 @@ async def test_usage_without_price_costs_nothing(store: Any) -> None:
     assert total.calls == 1 and total.cost_usd == 0.0
     assert total.tokens == Usage(prompt_tokens=total.prompt_tokens,
                                  completion_tokens=total.completion_tokens).total
+
+
+# -- a configured agent with the real tool registry (built-in tools, allow-list) --------------
+
+CONFIG = """
+speed: 0
+agents:
+  counter:
+    role: executor
+    system: You count words.
+    tools: [text.*]
+    budgets: {max_tool_rounds: 2, max_tokens: 5000, max_wall_s: 30}
+    price: {prompt: 2.0, completion: 4.0}
+scripts:
+  counter:
+    turn:
+      - tool_calls:
+          - {name: text.count, arguments: {text: "one two three"}}
+          - {name: clock.now, arguments: {}}
+      - {text: "three words"}
+"""
+
+
+async def test_configured_agent_with_the_tool_registry(store: Any, tmp_path: Any) -> None:
+    from core.agents.config import load_config
+    from core.agents.turns import run_agent_turn
+    from core.tools.registry import ToolRegistry
+
+    path = tmp_path / "clawtower.yaml"
+    path.write_text(CONFIG)
+    cfg = load_config(path)
+    seen: list[ChatRequest] = []
+    sim_provider = cfg.provider("simulator")
+    original = sim_provider.stream
+
+    def spy(request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        seen.append(request)
+        return original(request)
+
+    sim_provider.stream = spy  # type: ignore[method-assign]
+    async with ToolRegistry(store) as registry:
+        result = await run_agent_turn(cfg, "counter", [ChatMessage(role="user", content="Count")],
+                                      registry=registry, store=store, subject="task-3")
+    assert result.completed and result.text == "three words"
+    # the model saw only its allowed tools, and its system prompt first
+    assert {t.name for t in seen[0].tools} == {"text.count"}
+    assert seen[0].messages[0].content == "You count words."
+    ok, refused = result.tools
+    assert json.loads(ok.result.content) == {"characters": 13, "words": 3, "lines": 1}
+    assert refused.result.is_error and refused.result.error_kind == "policy"
+    assert "not allowed for counter" in refused.result.content
+    assert any("not allowed" in m.content for m in seen[1].messages if m.role == "tool")
+    # the refusal is recorded; usage and cost land on the subject
+    refusals = await store.fetchall("SELECT actor, target FROM refusals")
+    assert refusals == [{"actor": "counter", "target": "clock.now"}]
+    total = await usage_for_subject(store, "task-3")
+    assert total.calls == 2 and total.cost_usd == pytest.approx(
+        (total.prompt_tokens * 2.0 + total.completion_tokens * 4.0) / 1e6)
+    row = await store.fetchone("SELECT * FROM turns WHERE id=?", (result.turn_id,))
+    assert row is not None and row["model_calls"] == 2 and row["tool_calls"] == 2

@@ -36,7 +36,7 @@ import contextlib
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -47,6 +47,10 @@ from ..tools.types import ToolBox, ToolResult
 from .provider import ChatMessage, ChatRequest, Provider, ProviderError, ToolCall, ToolSpec, Usage
 from .simulator import count_tokens
 from .usage import Price, UsageRecorder
+
+if TYPE_CHECKING:
+    from ..tools.registry import ToolRegistry
+    from .config import ClawtowerConfig
 
 StopReason = Literal["completed", "max_tool_rounds", "max_tokens", "max_wall_clock",
                      "cancelled", "error"]
@@ -64,6 +68,13 @@ class TurnBudget:
     def as_json(self) -> dict[str, Any]:
         return {"max_tool_rounds": self.max_tool_rounds, "max_tokens": self.max_tokens,
                 "max_wall_s": self.max_wall_s}
+
+    @classmethod
+    def of(cls, budgets: Any) -> TurnBudget:
+        """From an agent's `budgets:` (core/agents/config.py Budgets, or any object with the
+        same three attributes)."""
+        return cls(max_tool_rounds=int(budgets.max_tool_rounds),
+                   max_tokens=budgets.max_tokens, max_wall_s=budgets.max_wall_s)
 
 
 class CancelHandle:
@@ -352,5 +363,29 @@ async def _finish(run: _Run, stop: StopReason, error: str,
     return result
 
 
+async def run_agent_turn(
+    config: ClawtowerConfig,
+    agent: str,
+    messages: list[ChatMessage],
+    *,
+    registry: ToolRegistry | None = None,
+    **kw: Any,
+) -> TurnResult:
+    """`run_turn` for a configured agent: its provider, model, system prompt (prepended when
+    `messages` has none), budgets, price, temperature and max_output_tokens, and — given a
+    tool registry — a ToolBox filtered by its allow-list (an agent with no `tools:` gets
+    none). Keyword arguments override (subject, store, steer, on_text, cancel, budget...)."""
+    a = config.agent(agent)
+    if a.system and not any(m.role == "system" for m in messages):
+        messages = [ChatMessage(role="system", content=a.system), *messages]
+    tools = registry.toolbox(a.tools, agent=agent) if registry is not None and a.tools else None
+    opts: dict[str, Any] = {
+        "model": a.model, "tools": tools, "budget": TurnBudget.of(a.budgets),
+        "agent": agent, "price": a.unit_price, "temperature": a.temperature,
+        "max_tokens_per_call": a.max_output_tokens}
+    opts.update(kw)
+    return await run_turn(config.provider(a.provider), messages=messages, **opts)
+
+
 __all__ = ["CancelHandle", "SteeringHook", "StopReason", "ToolRecord", "TurnBudget",
-           "TurnResult", "TurnState", "run_turn"]
+           "TurnResult", "TurnState", "run_agent_turn", "run_turn"]
