@@ -10,6 +10,8 @@ never the bottleneck: what is measured is the client reading and decoding the st
   raw   httpx: a fresh AsyncClient (as the provider makes one per call), `client.stream(
         "POST", ...)`, `aiter_lines()`, `json.loads` of every `data:` line, the delta's
         content appended: the least a correct client does
+  raw shared-client  the same with ONE AsyncClient kept across requests: what a provider
+        reusing its client would pay (creating an AsyncClient loads the CA bundle, ~25 ms)
 
 Both run interleaved, request by request, for each stream length; reported: median time per
 request, per token (µs), and the paired ratio ours ÷ raw. The per-token figure of a long
@@ -23,6 +25,8 @@ server with SmolLM2 (64 tokens, temperature 0): there the model is the bottlenec
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import socket
 import subprocess
@@ -118,14 +122,17 @@ async def ours(provider: OpenAIProvider, n: int, model: str = "bench") -> tuple[
     return time.perf_counter() - t0, pieces
 
 
-async def raw(base: str, n: int, model: str = "bench") -> tuple[float, int]:
+async def raw(base: str, n: int, model: str = "bench",
+              shared: httpx.AsyncClient | None = None) -> tuple[float, int]:
     body = {"model": model, "messages": [{"role": "user", "content": "Count."}],
             "max_tokens": n, "temperature": 0.0, "stream": True,
             "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
     parts: list[str] = []
-    async with httpx.AsyncClient(timeout=120) as client, client.stream(
-            "POST", f"{base}/chat/completions", json=body) as resp:
+    async with contextlib.AsyncExitStack() as stack:
+        client = shared or await stack.enter_async_context(httpx.AsyncClient(timeout=120))
+        resp = await stack.enter_async_context(
+            client.stream("POST", f"{base}/chat/completions", json=body))
         resp.raise_for_status()
         async for line in resp.aiter_lines():
             if not line.startswith("data:"):
@@ -145,27 +152,39 @@ async def raw(base: str, n: int, model: str = "bench") -> tuple[float, int]:
 async def measure(base: str, lengths: tuple[int, ...], reps: int, model: str = "bench",
                   warmup: int = 3) -> list[dict[str, Any]]:
     provider = OpenAIProvider("bench", base, timeout_s=120, retries=0)
+    shared = httpx.AsyncClient(timeout=120)
     rows = []
     for n in lengths:
         for _ in range(warmup):
             await ours(provider, n, model)
             await raw(base, n, model)
+            await raw(base, n, model, shared)
         t_ours: list[float] = []
         t_raw: list[float] = []
+        t_shared: list[float] = []
         ratios: list[float] = []
+        ratios_shared: list[float] = []
         tokens = 0
         for i in range(reps):
-            # alternate which side goes first
-            if i % 2:
-                (a, k1), (b, k2) = await raw(base, n, model), await ours(provider, n, model)
-                a, b = b, a
-            else:
-                (a, k1), (b, k2) = await ours(provider, n, model), await raw(base, n, model)
-            t_ours.append(a)
-            t_raw.append(b)
-            ratios.append(a / b)
-            tokens = max(tokens, k1, k2)
-        rows.append({"tokens": tokens, "requested": n, "ours_ms": cm.median(t_ours) * 1e3,
+            sides = [("ours", functools.partial(ours, provider, n, model)),
+                     ("raw", functools.partial(raw, base, n, model)),
+                     ("shared", functools.partial(raw, base, n, model, shared))]
+            if i % 2:  # alternate the order
+                sides.reverse()
+            got: dict[str, float] = {}
+            for name, fn in sides:
+                t, k = await fn()
+                got[name] = t
+                tokens = max(tokens, k)
+            t_ours.append(got["ours"])
+            t_raw.append(got["raw"])
+            t_shared.append(got["shared"])
+            ratios.append(got["ours"] / got["raw"])
+            ratios_shared.append(got["ours"] / got["shared"])
+        rows.append({"shared_ms": cm.median(t_shared) * 1e3,
+                     "shared_us_per_token": cm.median(t_shared) / max(tokens, 1) * 1e6,
+                     "ratio_shared": cm.median(ratios_shared),
+                     "tokens": tokens, "requested": n, "ours_ms": cm.median(t_ours) * 1e3,
                      "raw_ms": cm.median(t_raw) * 1e3,
                      "ours_us_per_token": cm.median(t_ours) / max(tokens, 1) * 1e6,
                      "raw_us_per_token": cm.median(t_raw) / max(tokens, 1) * 1e6,
@@ -173,16 +192,20 @@ async def measure(base: str, lengths: tuple[int, ...], reps: int, model: str = "
                      / max(tokens, 1) * 1e6,
                      "ratio": cm.median(ratios), "ratio_range": cm.spread(ratios),
                      "reps": reps})
+    await shared.aclose()
     return rows
 
 
 def table(title: str, rows: list[dict[str, Any]]) -> None:
-    cm.print_table(title, ["tokens", "ours ms", "raw ms", "ours µs/tok", "raw µs/tok",
-                           "extra µs/tok", "ours ÷ raw (range)"],
+    cm.print_table(title, ["tokens", "ours ms", "raw ms", "raw shared-client ms",
+                           "ours µs/tok", "raw µs/tok", "extra µs/tok", "ours ÷ raw (range)",
+                           "ours ÷ raw shared"],
                    [[r["tokens"], cm.fmt_num(r["ours_ms"]), cm.fmt_num(r["raw_ms"]),
+                     cm.fmt_num(r["shared_ms"]),
                      cm.fmt_num(r["ours_us_per_token"]), cm.fmt_num(r["raw_us_per_token"]),
                      cm.fmt_num(r["extra_us_per_token"]),
-                     f"{r['ratio']:.2f} ({r['ratio_range']})"] for r in rows])
+                     f"{r['ratio']:.2f} ({r['ratio_range']})",
+                     f"{r['ratio_shared']:.2f}"] for r in rows])
 
 
 async def main_async(args: Any) -> dict[str, Any]:
