@@ -1,15 +1,250 @@
-"""`clawtower workflow`: Lobster-compatible workflow runs (run, resume, list, show, graph)."""
+"""`clawtower workflow`: Lobster-compatible workflow runs (run, resume, list, show, graph).
+
+`run` and `resume` mirror `lobster run --mode tool` / `lobster resume`: they print Lobster's
+JSON envelope and exit 0 (ok, paused, cancelled), 1 (runtime error) or 2 (parse error), so
+scripts written against Lobster port unchanged. `list`, `show`, `cancel` and `graph` follow
+clawtower's own CLI conventions.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from core.errors import ClawError, ValidationError
+from core.workflows.graph import FORMATS, render_graph
+from core.workflows.jsvalues import UNDEFINED, parse_json
+from core.workflows.load import WorkflowError, load_workflow, resolve_workflow_file
+from core.workflows.runner import resolve_args
+from core.workflows.service import (
+    Workflows,
+    error_envelope,
+    exit_code,
+    normalize_args,
+    render,
+)
+
+from . import output
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 HANDLERS: dict[str, Handler] = {}
 
 
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
+                        help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
+    return common
+
+
 def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
     """Add this module's subcommands; `cmd(name, help)` makes a top-level subparser."""
-    _: Any = cmd
+    w = cmd("workflow", "Lobster-compatible workflows: run, resume, list, show, graph")
+    sub = w.add_subparsers(dest="workflow_cmd", metavar="ACTION", parser_class=type(w),
+                           required=True)
+    c = [_common()]
+    r = sub.add_parser("run", parents=c, help="run a workflow file; prints Lobster's envelope")
+    r.add_argument("path", nargs="?", metavar="FILE", help="the workflow (or --file)")
+    r.add_argument("--file", default=None, metavar="FILE")
+    r.add_argument("--args-json", default=None, metavar="JSON")
+    r.add_argument("--dry-run", action="store_true", help="print the plan to stderr, run nothing")
+    r.add_argument("--mode", default="tool", help=argparse.SUPPRESS)  # Lobster's; always tool
+    rs = sub.add_parser("resume", parents=c, help="approve, reject, answer or cancel a gate")
+    rs.add_argument("--token", default=None)
+    rs.add_argument("--id", default=None, metavar="APPROVAL_ID")
+    rs.add_argument("--approve", "--decision", dest="approve", default=None, metavar="yes|no")
+    rs.add_argument("--response-json", default=None, metavar="JSON")
+    rs.add_argument("--cancel", nargs="?", const="true", default=None, metavar="BOOL")
+    rs.add_argument("--by", default=None, metavar="NAME",
+                    help="approver (default: $LOBSTER_APPROVAL_APPROVED_BY)")
+    ls = sub.add_parser("list", parents=c, help="workflow runs, newest first")
+    ls.add_argument("--json", action="store_true")
+    sh = sub.add_parser("show", parents=c, help="a run's steps, results and gate")
+    sh.add_argument("id")
+    sh.add_argument("--json", action="store_true")
+    ca = sub.add_parser("cancel", parents=c, help="cancel a paused (or abandoned) run")
+    ca.add_argument("id")
+    ca.add_argument("--reason", default="")
+    ca.add_argument("--by", default=None, metavar="NAME")
+    g = sub.add_parser("graph", parents=c, help="draw a workflow's steps (mermaid by default)")
+    g.add_argument("path", nargs="?", metavar="FILE")
+    g.add_argument("--file", default=None, metavar="FILE")
+    g.add_argument("--format", default="mermaid", metavar="|".join(FORMATS))
+    g.add_argument("--args-json", default=None, metavar="JSON")
+    HANDLERS["workflow"] = cmd_workflow
+
+
+def _print(envelope: dict[str, Any]) -> int:
+    sys.stdout.write(render(envelope) + "\n")
+    sys.stdout.flush()
+    return exit_code(envelope)
+
+
+def _bool_arg(value: str) -> bool | None:
+    v = value.strip().lower()
+    return True if v in ("1", "true", "yes", "y") else False if v in ("0", "false", "no",
+                                                                      "n") else None
+
+
+class _ResumeArgs:
+    """`lobster resume`'s checks and messages (each a parse_error, exit 2)."""
+
+    def __init__(self, a: argparse.Namespace) -> None:
+        if not a.token and not a.id:
+            raise WorkflowError("resume requires --token or --id", "parse_error")
+        cancel = False
+        if a.cancel is not None:
+            parsed = _bool_arg(a.cancel)
+            if parsed is None:
+                raise WorkflowError("resume --cancel must be true or false", "parse_error")
+            cancel = parsed
+        intents = int(bool(a.approve)) + int(a.response_json is not None) + int(cancel)
+        if intents > 1:
+            raise WorkflowError("resume accepts only one of --approve, --response-json, or"
+                                " --cancel", "parse_error")
+        if intents == 0:
+            raise WorkflowError("resume requires --approve yes|no, --response-json, or --cancel",
+                                "parse_error")
+        self.cancel = cancel
+        self.response: Any = UNDEFINED
+        self.approve: bool | None = None
+        if a.response_json is not None:
+            try:
+                self.response = parse_json(a.response_json)
+            except ValueError:
+                raise WorkflowError("resume --response-json must be valid JSON",
+                                    "parse_error") from None
+        elif not cancel:
+            decision = str(a.approve).lower()
+            if decision not in ("yes", "y", "no", "n"):
+                raise WorkflowError("resume --approve must be yes or no", "parse_error")
+            self.approve = decision in ("yes", "y")
+
+
+async def cmd_workflow(args: argparse.Namespace) -> int:
+    wc = args.workflow_cmd
+    if wc == "graph":
+        return _graph(args)
+    if wc == "run":
+        file = args.file or args.path
+        if not file:
+            return _print(error_envelope("parse_error", "run requires a workflow file"
+                                         " (use --file <path>)"))
+        provided: dict[str, Any] = {}
+        if args.args_json:
+            try:
+                provided = normalize_args(parse_json(args.args_json))
+            except ValueError:
+                return _print(error_envelope("parse_error", "run --args-json must be valid JSON"))
+    if wc == "resume":
+        try:
+            resume = _ResumeArgs(args)
+        except WorkflowError as exc:
+            return _print(error_envelope(exc.kind, exc.message))
+
+    from core.store import open_store
+
+    store = await open_store(args.db)
+    try:
+        wf = Workflows(store, llm=_llm_call(), actor=_operator())
+        if wc == "run":
+            return _print(await wf.run(file, provided, dry_run=args.dry_run))
+        if wc == "resume":
+            by = args.by or os.environ.get("LOBSTER_APPROVAL_APPROVED_BY")
+            return _print(await wf.resume(token=args.token, approval_id=args.id,
+                                          approve=resume.approve, response=resume.response,
+                                          cancel=resume.cancel, approved_by=by))
+        if wc == "list":
+            rows = await wf.list()
+            if args.json:
+                output.emit_json(rows)
+            elif not rows:
+                print("no workflow runs")
+            else:
+                print(output.table(
+                    [[r["id"], r["status"], f"{r['steps_done']}/{r['steps_total']}",
+                      r["waiting_step"] or "-", r["approval_id"] or "-",
+                      output.ts(r["started_at"]), r["name"]] for r in rows],
+                    ["ID", "STATUS", "STEPS", "WAITING", "GATE", "STARTED", "NAME"]))
+            return 0
+        if wc == "show":
+            run = await wf.get(args.id)
+            if args.json:
+                output.emit_json(run)
+            else:
+                print(_detail(run))
+            return 0
+        if wc == "cancel":
+            await wf.cancel(args.id, by=args.by or _operator(), reason=args.reason)
+            print(f"{args.id}: cancelled")
+            return 0
+        raise ValidationError(f"workflow: unknown action {wc!r}")
+    finally:
+        await store.close()
+
+
+def _graph(args: argparse.Namespace) -> int:
+    file = args.file or args.path
+    if not file:
+        raise ValidationError("workflow graph: a workflow file is required (use --file <path>)")
+    if args.format not in FORMATS:
+        raise ValidationError("workflow graph: --format must be one of: mermaid, dot, ascii")
+    provided: dict[str, Any] = {}
+    if args.args_json:
+        try:
+            value = parse_json(args.args_json)
+        except ValueError:
+            raise ValidationError("workflow graph: --args-json must be valid JSON") from None
+        if not isinstance(value, dict):
+            raise ValidationError("workflow graph: --args-json must be a JSON object")
+        provided = value
+    try:
+        path = resolve_workflow_file(file)
+        workflow = load_workflow(path)
+    except WorkflowError as exc:
+        raise ClawError(f"{file}: {exc.message}") from None
+    sys.stdout.write(render_graph(workflow, args.format,
+                                  resolve_args(workflow.get("args"), provided)) + "\n")
+    return 0
+
+
+def _operator() -> str:
+    from .main import operator_name
+
+    return operator_name()
+
+
+def _llm_call() -> Any:
+    """llm.invoke / llm_task.invoke answer through the configured agents (simulator default)."""
+    try:
+        from core.workflows.llm import config_llm
+    except ImportError:  # pragma: no cover - the adapter is optional
+        return None
+    return config_llm(os.environ.get("CLAWTOWER_WORKFLOW_AGENT"))
+
+
+def _detail(run: dict[str, Any]) -> str:
+    lines = [f"{run['id']}: {run['name']} ({run['file']})",
+             f"  status: {run['status']}   steps: {run['steps_done']}/{run['steps_total']}"]
+    if run["args"]:
+        lines.append(f"  args: {json.dumps(run['args'], ensure_ascii=False)}")
+    if run["error"]:
+        lines.append(f"  error: {run['error']}")
+    gate = run.get("gate")
+    if gate:
+        req = gate["request"] or {}
+        lines.append(f"  waiting: {gate['kind']} gate at {gate['step']} (approval"
+                     f" {gate['approval_id']}): {req.get('prompt', '')}")
+    for s in run["steps"]:
+        extra = f"  {s['error']}" if s["error"] and s["status"] in ("failed", "retrying") else ""
+        tries = f" x{s['attempts']}" if s["attempts"] > 1 else ""
+        lines.append(f"  {s['status']:<9} {s['id']}{tries}{extra}")
+        for b in s["branches"]:
+            lines.append(f"    {b['status']:<9} {b['id']}")
+    if run["output"] is not None and run["status"] == "ok":
+        lines.append(f"  output: {json.dumps(run['output'], ensure_ascii=False)[:500]}")
+    return "\n".join(lines)

@@ -8,9 +8,12 @@ once, by a named operator, checked against `required_approver` / `require_differ
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import NotFound
+
+if TYPE_CHECKING:
+    from .workflows.service import Workflows
 from .store.interface import Store
 from .tasks import commands as c
 from .tasks.permissions import Role
@@ -45,9 +48,24 @@ class Approvals:
         return decode_approval(row)
 
     async def approve(self, approval_id: str, *, by: str, reason: str = "") -> dict[str, Any]:
+        if await self._is_workflow_gate(approval_id):
+            return await self._workflows().decide(approval_id, True, by=by, reason=reason)
         return await self.store.execute(
             lambda tx: c.decide_approval(tx, approval_id, True, by, reason, Role.OPERATOR))
 
     async def reject(self, approval_id: str, *, by: str, reason: str = "") -> dict[str, Any]:
+        if await self._is_workflow_gate(approval_id):
+            return await self._workflows().decide(approval_id, False, by=by, reason=reason)
         return await self.store.execute(
             lambda tx: c.decide_approval(tx, approval_id, False, by, reason, Role.OPERATOR))
+
+    async def _is_workflow_gate(self, approval_id: str) -> bool:
+        """Workflow gates are decided by resuming their run (approve continues it, reject
+        cancels it), not by a bare decision."""
+        row = await self.store.fetchone("SELECT kind FROM approvals WHERE id=?", (approval_id,))
+        return row is not None and str(row["kind"]).startswith("workflow_")
+
+    def _workflows(self) -> Workflows:
+        from .workflows.service import Workflows
+
+        return Workflows(self.store, actor="operator")

@@ -391,3 +391,100 @@ class Note(Payload):
     TYPE = "note.added"
     ENTITY = "note"
     text: str
+
+
+# -------------------------------------------------------------------------- workflows
+# A Lobster-compatible workflow run (core/workflows). Entity id: the run id (W-1, W-2, ...).
+# Step results are Lobster's result objects ({id, stdout, json, approved, ...}) as JSON: a
+# paused run is rebuilt from them in any process, so every result that a later step may
+# reference is in the log.
+
+
+class WorkflowStarted(Payload):
+    TYPE = "workflow.started"
+    ENTITY = "workflow"
+    file: str
+    name: str = ""
+    args: dict[str, Any] = Field(default_factory=dict)
+    steps: list[str] = Field(default_factory=list)  # the top-level step ids, in order
+
+
+class WorkflowStepStarted(Payload):
+    TYPE = "workflow.step_started"
+    ENTITY = "workflow"
+    step_id: str
+    index: int
+    kind: str  # shell | pipeline | workflow | parallel | for_each | approval | input | none
+    attempt: int = 1
+
+
+class WorkflowStepFinished(Payload):
+    TYPE = "workflow.step_finished"
+    ENTITY = "workflow"
+    step_id: str
+    index: int
+    result: dict[str, Any]
+    branches: dict[str, dict[str, Any]] = Field(default_factory=dict)  # parallel branch results
+
+
+class WorkflowStepSkipped(Payload):
+    TYPE = "workflow.step_skipped"
+    ENTITY = "workflow"
+    step_id: str
+    index: int
+
+
+class WorkflowStepFailed(Payload):
+    TYPE = "workflow.step_failed"
+    ENTITY = "workflow"
+    step_id: str
+    index: int
+    error: str
+    policy: str  # on_error: stop | continue | skip_rest
+    retrying: bool = False  # another attempt follows
+
+
+class WorkflowPaused(Payload):
+    """The run waits at a gate. Only the token's sha256 is stored, never the token."""
+
+    TYPE = "workflow.paused"
+    ENTITY = "workflow"
+    step_id: str
+    index: int
+    gate: str  # approval | input
+    resume_at: int
+    approval_id: str
+    token_hash: str
+    request: dict[str, Any]  # Lobster's requiresApproval / requiresInput, minus token and id
+    identity: dict[str, Any] = Field(default_factory=dict)
+    input_schema: Any = None
+    subject: Any = None
+
+
+class WorkflowResumed(Payload):
+    TYPE = "workflow.resumed"
+    ENTITY = "workflow"
+    step_id: str
+    decision: str  # approved | answered
+    by: str | None = None
+    result: dict[str, Any]  # the gate step's result with approved/approvedBy or response
+
+
+class WorkflowFinished(Payload):
+    TYPE = "workflow.finished"
+    ENTITY = "workflow"
+    output: list[Any] = Field(default_factory=list)
+
+
+class WorkflowCancelled(Payload):
+    TYPE = "workflow.cancelled"
+    ENTITY = "workflow"
+    reason: str = ""
+    by: str | None = None
+
+
+class WorkflowFailed(Payload):
+    TYPE = "workflow.failed"
+    ENTITY = "workflow"
+    error: str
+    kind: str = "runtime_error"

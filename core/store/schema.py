@@ -145,6 +145,26 @@ CREATE TABLE meeting_summaries (
 );
 """
 
+# Version 3: Lobster-compatible workflow runs (core/workflows). A paused run is rebuilt from
+# workflow_steps.result, so these are the whole resume state.
+WORKFLOWS_SCHEMA = """
+CREATE TABLE workflow_runs (
+    id TEXT PRIMARY KEY, num INTEGER NOT NULL UNIQUE, name TEXT NOT NULL, file TEXT NOT NULL,
+    args TEXT NOT NULL, steps TEXT NOT NULL, status TEXT NOT NULL,
+    waiting_step TEXT, gate TEXT, resume_at INTEGER, approval_id TEXT, token_hash TEXT,
+    request TEXT, identity TEXT, input_schema TEXT, subject TEXT,
+    output TEXT, error TEXT, started_by TEXT NOT NULL, started_at REAL NOT NULL,
+    ended_at REAL, updated_at REAL NOT NULL, last_seq INTEGER NOT NULL
+);
+CREATE INDEX workflow_runs_by_status ON workflow_runs(status, num);
+CREATE TABLE workflow_steps (
+    run_id TEXT NOT NULL, step_id TEXT NOT NULL, idx INTEGER NOT NULL, kind TEXT NOT NULL,
+    parent TEXT, status TEXT NOT NULL, attempts INTEGER NOT NULL, result TEXT, error TEXT,
+    started_at REAL, ended_at REAL, seq INTEGER NOT NULL,
+    PRIMARY KEY (run_id, step_id)
+);
+"""
+
 # Version 5: agent turns (core/agents/turns.py) and the cost of every model call.
 TURNS_SCHEMA = """
 ALTER TABLE usage ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
@@ -193,6 +213,8 @@ PROJECTION_TABLES: dict[str, str] = {
     "meeting_rounds": "meeting_id, round",
     "meeting_replies": "meeting_id, round, agent",
     "meeting_summaries": "meeting_id, round",
+    "workflow_runs": "id",
+    "workflow_steps": "run_id, step_id",
     "turns": "id",
     "turn_tools": "turn_id, call_id",
     "tool_pins": "name",
@@ -202,12 +224,14 @@ PROJECTION_TABLES: dict[str, str] = {
 MIGRATIONS: list[tuple[int, str]] = [
     (1, LOG_SCHEMA + PROJECTION_SCHEMA_V1),
     (2, MEETINGS_SCHEMA),
+    (3, WORKFLOWS_SCHEMA),
     (4, TOOL_PINS_SCHEMA),
     (5, TURNS_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 
 # Every projection table as the latest version has it (replays build into a fresh database).
-PROJECTION_SCHEMA = PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + TURNS_SCHEMA + TOOL_PINS_SCHEMA
+PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA
+                     + TOOL_PINS_SCHEMA)
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)

@@ -1,0 +1,32 @@
+"""`llm.invoke` / `llm_task.invoke` pipeline stages through clawtower's agent providers.
+
+The agent comes from the project config (core/agents/config.py); with no config the built-in
+simulator answers, so workflows with LLM stages run offline and deterministically.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..agents.config import load_config
+from ..agents.llm_task import run_llm_task
+from .pipeline import LlmAnswer, LlmCall
+
+
+def config_llm(agent_name: str | None = None, config_path: str | None = None) -> LlmCall:
+    """An LlmCall answering with `agent_name` (default: the first agent of the config)."""
+
+    async def call(prompt: str, items: list[Any], schema: dict[str, Any] | None,
+                   model: str) -> LlmAnswer:
+        cfg = load_config(config_path)
+        name = agent_name or sorted(cfg.agents)[0]
+        agent = cfg.agent(name)
+        provider = cfg.provider(agent.provider)
+        result = await run_llm_task(provider, model=model or agent.model, prompt=prompt,
+                                    input=items or None, schema=schema,
+                                    metadata={"agent": name})
+        usage = {"promptTokens": result.usage.prompt_tokens,
+                 "completionTokens": result.usage.completion_tokens}
+        return LlmAnswer(data=result.data, text=result.text, model=result.model, usage=usage)
+
+    return call

@@ -1,0 +1,64 @@
+"""Run a step's shell command: `/bin/sh -lc CMD` in a process group of its own.
+
+A timeout or a cancellation kills the whole group (a shell's background children too), so
+a timed-out step leaves nothing behind. Exit status and streams are what Lobster reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+
+SHELL = "/bin/sh"
+
+
+@dataclass(frozen=True)
+class ShellResult:
+    code: int | None
+    stdout: str
+    stderr: str
+
+
+class StepTimeout(Exception):
+    """The step's own timeout_ms elapsed (its process group was killed)."""
+
+
+def _kill_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+async def run_shell(command: str, *, stdin: str | None, env: dict[str, str], cwd: str | None,
+                    timeout_s: float | None = None) -> ShellResult:
+    """Run and wait; on timeout raise StepTimeout, on cancellation re-raise, after killing."""
+    shell = (env.get("LOBSTER_SHELL") or "").strip() or SHELL
+    argv = [shell, "-lc", command] if shell == SHELL or not shell.endswith(
+        ("cmd.exe", "powershell", "pwsh")) else [shell, "-c", command]
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, start_new_session=True)
+    data = stdin.encode("utf-8") if stdin is not None else None
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(data), timeout_s)
+    except TimeoutError:
+        _kill_group(proc, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            await proc.wait()
+        raise StepTimeout() from None
+    except BaseException:
+        _kill_group(proc, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(proc.wait())
+        raise
+    return ShellResult(proc.returncode if proc.returncode is not None and proc.returncode >= 0
+                       else None,
+                       out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+def failure_message(result: ShellResult, command: str) -> str:
+    code = "null" if result.code is None else str(result.code)
+    detail = result.stderr.strip() or result.stdout.strip() or command
+    return f"workflow command failed ({code}): {detail}"
