@@ -440,3 +440,17 @@ async def test_concurrency_is_limited_per_provider() -> None:
     gate.set()
     results = await asyncio.gather(*tasks)
     assert [r.text for r in results] == ["ok"] * 5 and peak == 2
+
+
+@pytest.mark.parametrize("base", ["http://h.test", "http://h.test/", "http://h.test/v1",
+                                  "http://h.test/v1/"])
+async def test_base_url_with_or_without_v1(base: str) -> None:
+    urls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        urls.append(str(request.url))
+        return stream_response(sse(start(), *text_block(0, "ok"), *end()))
+
+    p = AnthropicProvider("claude", base, transport=httpx.MockTransport(handler))
+    await complete(p, req())
+    assert urls == ["http://h.test/v1/messages"]

@@ -1,7 +1,7 @@
 """An Anthropic Messages-compatible provider over httpx (streaming SSE and non-streaming).
 
-POST {base_url}/v1/messages with `x-api-key` (the key read at call time from the variable
-NAMED in config) and `anthropic-version: 2023-06-01`.
+POST {base_url}/v1/messages (a base_url ending in /v1 is not doubled) with `x-api-key` (the
+key read at call time from the variable NAMED in config) and `anthropic-version: 2023-06-01`.
 
 Our ChatMessage history is converted to the Messages shape: system messages become the
 top-level `system`; an assistant message with tool calls becomes text + `tool_use` blocks;
@@ -115,6 +115,9 @@ class AnthropicProvider(HTTPProvider):
     # -- HTTP ------------------------------------------------------------------------------
 
     def _url(self) -> str:
+        # the SDKs' base_url has no /v1; a configured ".../v1" is taken as meant, not doubled
+        if self.base_url.endswith("/v1"):
+            return f"{self.base_url}/messages"
         return f"{self.base_url}/v1/messages"
 
     def _headers(self) -> dict[str, str]:
