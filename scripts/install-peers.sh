@@ -50,6 +50,26 @@ install_lobster() {
       >/dev/null || return 1
   fi
   echo "peers: lobster ready: $dir/node_modules/.bin/lobster"
+  # OpenClaw's example workflows (differential-test fixtures). They ship in the openclaw npm
+  # package (~95 MB packed); only these two files are kept, never committed to this repository.
+  local ex="$dir/openclaw-examples" f missing=0
+  for f in inbox-triage.lobster pr-intake.lobster; do [ -s "$ex/$f" ] || missing=1; done
+  if [ "$missing" = 1 ]; then
+    echo "peers: extracting OpenClaw's taskflow examples from npm openclaw@2026.9.6"
+    local tmp; tmp=$(mktemp -d)
+    if (cd "$tmp" && npm pack --silent 'openclaw@2026.9.6' >/dev/null 2>&1) \
+        && tar -xzf "$tmp"/openclaw-2026.9.6.tgz -C "$tmp" \
+             package/skills/taskflow/examples/inbox-triage.lobster \
+             package/skills/taskflow/examples/pr-intake.lobster; then
+      mkdir -p "$ex"
+      cp "$tmp"/package/skills/taskflow/examples/*.lobster "$ex"/
+    else
+      echo "peers: OpenClaw examples NOT extracted (their differential cases will skip)"
+    fi
+    rm -rf "$tmp"
+  fi
+  [ -s "$ex/inbox-triage.lobster" ] && echo "peers: OpenClaw examples ready in $ex"
+  return 0
 }
 
 install_mcp() {
