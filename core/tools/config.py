@@ -13,6 +13,7 @@ someone else's and are left alone).
         connect_timeout_s: 30
         call_timeout_s: 60
         pin: manual                      # manual (default) | auto: pin on first sight
+                                         # (a later change still needs an approval)
 
 The child gets only HOME LOGNAME PATH SHELL TERM USER (the SDK's default) plus `env` and
 `env_from`: credentials are passed by naming the variable that holds them, so the file

@@ -95,7 +95,7 @@ def observe(tx: WriteTx, name: str, server: str, definition: dict[str, Any],
                                                        definition=definition,
                                                        previous_sha256=pinned_sha)))
         return PinState("pinned", None, sha, sha)
-    if auto_pin:
+    if auto_pin and pinned_sha is None:  # trust on first use; a change still needs a human
         tx.emit(NewEvent(entity_id=name, actor=ACTOR, role=ROLE.value,
                          payload=ev.ToolDefinitionSeen(server=server, sha256=sha,
                                                        definition=definition,
