@@ -454,3 +454,17 @@ async def test_base_url_with_or_without_v1(base: str) -> None:
     p = AnthropicProvider("claude", base, transport=httpx.MockTransport(handler))
     await complete(p, req())
     assert urls == ["http://h.test/v1/messages"]
+
+
+def test_retry_after_header_forms() -> None:
+    import email.utils
+    import time
+
+    from core.agents.httpcommon import retry_after_s
+
+    assert retry_after_s("2") == 2.0 and retry_after_s("0.5") == 0.5
+    assert retry_after_s(None) == 0.0 and retry_after_s("soon") == 0.0
+    assert retry_after_s("-3") == 0.0
+    later = email.utils.formatdate(time.time() + 120, usegmt=True)
+    assert 100 < retry_after_s(later) <= 121
+    assert retry_after_s(email.utils.formatdate(time.time() - 60, usegmt=True)) == 0.0
