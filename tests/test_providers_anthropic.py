@@ -468,3 +468,26 @@ def test_retry_after_header_forms() -> None:
     later = email.utils.formatdate(time.time() + 120, usegmt=True)
     assert 100 < retry_after_s(later) <= 121
     assert retry_after_s(email.utils.formatdate(time.time() - 60, usegmt=True)) == 0.0
+
+
+async def test_waiting_for_a_concurrency_slot_is_bounded_by_the_deadline() -> None:
+    gate = asyncio.Event()
+
+    async def held() -> AsyncIterator[bytes]:
+        await gate.wait()
+        yield sse(start(), *text_block(0, "ok"), *end())
+
+    p = provider(lambda r: httpx.Response(200, content=held(),
+                                          headers={"content-type": "text/event-stream"}),
+                 max_concurrency=1)
+    first = asyncio.create_task(complete(p, req()))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    second = req()
+    second.timeout_s = 0.2
+    with pytest.raises(ProviderError, match="provider claude: no free slot before the call's"
+                                            " deadline"):
+        await asyncio.wait_for(complete(p, second), 5)
+    gate.set()
+    assert (await first).text == "ok"
+    assert (await complete(p, req())).text == "ok"  # the slot was given back

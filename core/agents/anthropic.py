@@ -26,7 +26,6 @@ Retries, deadlines, concurrency and key handling: see httpcommon.py (529 "overlo
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,8 +61,8 @@ class AnthropicProvider(HTTPProvider):
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         """One non-streaming call."""
-        async with self._sem, self._client(request) as client:
-            deadline = time.monotonic() + self._timeout(request)
+        deadline = self._deadline(request)
+        async with self._slot(deadline), self._client(request) as client:
             resp = await self._post(client, request, self._url(),
                                     lambda: self._body(request, stream=False), deadline)
             try:
@@ -102,8 +101,8 @@ class AnthropicProvider(HTTPProvider):
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """SSE streaming: text as it comes; each tool call when its block ends; usage last."""
-        async with self._sem, self._client(request) as client:
-            deadline = time.monotonic() + self._timeout(request)
+        deadline = self._deadline(request)
+        async with self._slot(deadline), self._client(request) as client:
             resp = await self._post(client, request, self._url(),
                                     lambda: self._body(request, stream=True), deadline)
             try:

@@ -11,6 +11,7 @@ at most `retries` more attempts, waiting backoff_s * 2**attempt or the server's 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import functools
 import json
@@ -144,6 +145,25 @@ class HTTPProvider:
                            retryable=status in (408, 429) or status >= 500)
 
     # -- HTTP -----------------------------------------------------------------------------
+
+    def _deadline(self, request: ChatRequest) -> float:
+        return time.monotonic() + self._timeout(request)
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, deadline: float) -> AsyncIterator[None]:
+        """One of the provider's max_concurrency slots; the wait counts against the call's
+        deadline, like everything else the call does."""
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                await self._sem.acquire()
+        except TimeoutError:
+            raise self._error(f"no free slot before the call's deadline ({self.max_concurrency}"
+                              " calls already in flight: max_concurrency)",
+                              retryable=True) from None
+        try:
+            yield
+        finally:
+            self._sem.release()
 
     def _timeout(self, request: ChatRequest) -> float:
         return min(self.timeout_s, request.timeout_s)

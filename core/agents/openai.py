@@ -20,7 +20,6 @@ never put in an error, a log line, an event or the repr (errors are scrubbed of 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -64,8 +63,8 @@ class OpenAIProvider(HTTPProvider):
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         """One non-streaming call."""
-        async with self._sem, self._client(request) as client:
-            deadline = time.monotonic() + self._timeout(request)
+        deadline = self._deadline(request)
+        async with self._slot(deadline), self._client(request) as client:
             resp = await self._open(client, request, stream=False, deadline=deadline)
             try:
                 raw = await resp.aread()
@@ -93,8 +92,8 @@ class OpenAIProvider(HTTPProvider):
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """SSE streaming: text as it comes, tool calls (merged) and usage at the end."""
-        async with self._sem, self._client(request) as client:
-            deadline = time.monotonic() + self._timeout(request)
+        deadline = self._deadline(request)
+        async with self._slot(deadline), self._client(request) as client:
             resp = await self._open(client, request, stream=True, deadline=deadline)
             try:
                 async for event in self._events(resp, deadline):
