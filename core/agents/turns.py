@@ -198,10 +198,14 @@ async def run_turn(
     loop = asyncio.get_running_loop()
     started = loop.time()
 
-    async def emit(payload: ev.Payload) -> None:
-        if store is not None:
-            await store.append([NewEvent(entity_id=run.turn_id, actor=agent, role="agent",
-                                         payload=payload)])
+    def turn_event(payload: ev.Payload) -> NewEvent:
+        return NewEvent(entity_id=run.turn_id, actor=agent, role="agent", payload=payload)
+
+    async def emit(*payloads: ev.Payload | NewEvent) -> None:
+        """Append in ONE commit (payloads become events of this turn)."""
+        if store is not None and payloads:
+            await store.append([p if isinstance(p, NewEvent) else turn_event(p)
+                                for p in payloads])
 
     def state() -> TurnState:
         return TurnState(turn_id=run.turn_id, subject=subject, agent=agent, model=model,
@@ -214,7 +218,9 @@ async def run_turn(
             return None
         return budget.max_tokens - run.usage.total
 
-    async def call_model(specs: list[ToolSpec]) -> tuple[str, list[ToolCall]]:
+    async def call_model(specs: list[ToolSpec]) -> tuple[str, list[ToolCall], NewEvent]:
+        """One streamed call. Returns its text, tool calls and its (not yet appended)
+        `agent.usage` event, which the caller commits with the round's next events."""
         left = tokens_left()
         cap = max_tokens_per_call
         if left is not None:
@@ -252,8 +258,9 @@ async def run_turn(
         run.usage = Usage(prompt_tokens=run.usage.prompt_tokens + usage.prompt_tokens,
                           completion_tokens=run.usage.completion_tokens
                           + usage.completion_tokens)
-        run.cost += await recorder.record(model, "turn", usage, estimated=estimated)
-        return "".join(parts), calls
+        usage_event, cost = recorder.event(model, "turn", usage, estimated=estimated)
+        run.cost += cost
+        return "".join(parts), calls, usage_event
 
     async def run_tool(call: ToolCall) -> ToolResult:
         if tools is None:
@@ -275,23 +282,28 @@ async def run_turn(
             left = tokens_left()
             if left is not None and left <= 0:
                 raise _Stop("max_tokens")
-            text, calls = await call_model(specs)
+            text, calls, usage_event = await call_model(specs)
             if text:
                 run.text = text
             run.messages.append(ChatMessage(role="assistant", content=text, tool_calls=calls))
-            if not calls:
-                return "completed"
-            if run.rounds >= budget.max_tool_rounds:
-                raise _Stop("max_tool_rounds")
             left = tokens_left()
-            if left is not None and left <= 0:
-                raise _Stop("max_tokens")
+            stop: StopReason | None = (
+                None if not calls else "max_tool_rounds"
+                if run.rounds >= budget.max_tool_rounds else "max_tokens"
+                if left is not None and left <= 0 else None)
+            if not calls or stop is not None:
+                await emit(usage_event)
+                if stop is not None:
+                    raise _Stop(stop)
+                return "completed"
             run.rounds += 1
+            # the call's usage and every tool call it asked for, in one commit
+            await emit(usage_event, *(
+                ev.TurnToolCalled(round=run.rounds, call_id=c.id, name=c.name,
+                                  arguments=_clip(c.arguments)) for c in calls))
             for call in calls:
                 if cancel is not None and cancel.cancelled:
                     raise _Stop("cancelled")
-                await emit(ev.TurnToolCalled(round=run.rounds, call_id=call.id, name=call.name,
-                                             arguments=_clip(call.arguments)))
                 result = await run_tool(call)
                 run.tools.append(ToolRecord(round=run.rounds, call=call, result=result))
                 run.messages.append(ChatMessage(role="tool", tool_call_id=call.id,

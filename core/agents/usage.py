@@ -47,18 +47,25 @@ class UsageRecorder:
     def cost(self, usage: Usage) -> float:
         return self.price.cost(usage) if self.price is not None else 0.0
 
+    def event(self, model: str, purpose: str, usage: Usage, *,
+              estimated: bool = False) -> tuple[NewEvent, float]:
+        """The `agent.usage` event of one call and its cost, for a caller that appends it
+        together with other events (one commit)."""
+        cost = self.cost(usage)
+        return NewEvent(
+            entity_id=self.subject, actor=self.agent, role=self.actor_role,
+            payload=AgentUsage(agent=self.agent, model=model, purpose=purpose,
+                               prompt_tokens=usage.prompt_tokens,
+                               completion_tokens=usage.completion_tokens,
+                               cost_usd=cost, estimated=estimated)), cost
+
     async def record(self, model: str, purpose: str, usage: Usage, *,
                      estimated: bool = False) -> float:
         """Record one call; returns its cost. `estimated`: the provider reported no usage
         and the figures were counted locally."""
-        cost = self.cost(usage)
+        event, cost = self.event(model, purpose, usage, estimated=estimated)
         if self.store is not None:
-            await self.store.append([NewEvent(
-                entity_id=self.subject, actor=self.agent, role=self.actor_role,
-                payload=AgentUsage(agent=self.agent, model=model, purpose=purpose,
-                                   prompt_tokens=usage.prompt_tokens,
-                                   completion_tokens=usage.completion_tokens,
-                                   cost_usd=cost, estimated=estimated))])
+            await self.store.append([event])
         return cost
 
 

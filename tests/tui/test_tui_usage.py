@@ -58,3 +58,30 @@ async def test_task_detail_shows_tokens_and_cost(release_db: str) -> None:
         assert detail is not None
         costs = {(u["agent"], u["model"]): round(u["cost_usd"], 4) for u in detail["usage"]}
         assert costs[("builder", "gpt-x")] == 0.021
+
+
+async def test_meeting_detail_totals_its_usage(release_db: str) -> None:
+    from core import AgentSet, MeetingConfig
+    from core.agents.simulator import SimScript
+    from core.meetings.coordinator import Coordinator
+    from tui.screens import MeetingsScreen
+
+    store = await open_store(release_db)
+    try:
+        await Coordinator(store, AgentSet.simulated(SimScript(speed=0))).run(
+            MeetingConfig(topic="Ship it?", participants=["ada", "ben", "cyd"], max_rounds=2),
+            meeting_id="mtg-u")
+        rows = await store.fetchall("SELECT * FROM usage WHERE subject='mtg-u'")
+    finally:
+        await store.close()
+    app = ClawtowerApp(release_db, run_engine=False, operator="alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("3")
+        screen = app.screen
+        assert isinstance(screen, MeetingsScreen)
+        await until(pilot, lambda: screen.detail is not None and screen.detail["id"] == "mtg-u")
+        await pilot.pause()
+        title = str(screen.query_one("#mtg-tokens").border_title)
+        assert title == f"Tokens per round · {usage_line(rows)}"
+        assert title.startswith("Tokens per round · ") and " calls · " in title
