@@ -192,6 +192,8 @@ def test_history_conversion_tool_use_and_tool_result_blocks() -> None:
         ChatMessage(role="tool", tool_call_id="toolu_1", content="-3 C"),
         ChatMessage(role="tool", tool_call_id="toolu_2", content="error: no city"),
         ChatMessage(role="user", content="And tomorrow?"),
+        ChatMessage(role="user", content=""),  # empty text blocks are refused by the API
+        ChatMessage(role="assistant", content=""),
         ChatMessage(role="system", content="Answer in one line."),
     ])
     assert system == "You are terse.\n\nAnswer in one line."

@@ -256,7 +256,7 @@ def convert_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, A
                 blocks.append({"type": "tool_use", "id": c.id, "name": c.name,
                                "input": _input(c.arguments)})
             add("assistant", blocks)
-        else:
+        elif m.content:  # the API refuses empty text blocks
             add("user", [{"type": "text", "text": m.content}])
     return "\n\n".join(system), out
 
