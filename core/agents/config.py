@@ -36,6 +36,7 @@ path and never quote the offending value. The provider "simulator" always exists
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -122,6 +123,11 @@ class ProviderConfig(BaseModel):
     def _url(self) -> ProviderConfig:
         if not re.match(r"^https?://[^/\s]", self.base_url):
             raise ValueError("base_url: must be an http:// or https:// URL")
+        parts = urllib.parse.urlsplit(self.base_url)
+        if "@" in parts.netloc or parts.query or parts.fragment:
+            # errors quote the URL: a key in it would leak (and it is no place for one)
+            raise ValueError("base_url: no user:password@, query or fragment; name the key's"
+                             " variable in api_key_env")
         return self
 
 
