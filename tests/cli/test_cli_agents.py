@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from cli_helpers import Result, Run, query
+from cli_helpers import Result, Run, query, run_cli
 
 CANARY = "sk-ant-canary-4d3c2b1a0f9e"
 
@@ -173,6 +173,13 @@ def test_llm_ask_streams_offline_with_zero_config(streamed: Streamed, db: Path) 
     assert int(row[4]) > 0 and int(row[5]) > 0  # type: ignore[call-overload]
     (ev,) = query(db, "SELECT type, entity_id, actor FROM events")
     assert ev == ("agent.usage", "llm-ask", "ada")
+
+
+def test_the_installed_script_streams_to_a_pipe(home: Path) -> None:
+    p = run_cli(["llm", "ask", "--agent", "cyd", "Ship on Friday?"], home)
+    assert p.returncode == 0, p.stderr
+    assert "[STANCE:" in p.stdout and p.stderr.startswith("cyd · simulator/sim-standard · ")
+    assert (home / "clawtower.db").exists()
 
 
 def test_agents_list_and_show_with_zero_config(run: Run) -> None:
