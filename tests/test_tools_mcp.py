@@ -101,6 +101,33 @@ async def test_a_hung_call_times_out_naming_the_server(tmp_path: Path) -> None:
         await server.aclose()
 
 
+async def test_a_hung_listing_times_out_naming_the_server(tmp_path: Path) -> None:
+    flag = tmp_path / "hang-list"
+    server = McpServer(fake_config(tmp_path, list_timeout_s=1,
+                                   env={"FAKE_MCP_HANG_LIST": str(flag)}))
+    try:
+        assert len(await server.list_tools()) == 5
+        flag.touch()
+        with pytest.raises(McpServerError) as err:
+            await server.list_tools()
+        assert (err.value.kind, str(err.value)) == (
+            "timeout", "mcp server 'fake': tools/list: no answer within 1s")
+    finally:
+        await server.aclose()
+
+
+async def test_a_failing_progress_listener_does_not_break_the_call(tmp_path: Path) -> None:
+    def broken(p: ToolProgress) -> None:
+        raise RuntimeError("listener bug")
+
+    server = McpServer(fake_config(tmp_path))
+    try:
+        r = await server.call_tool("progress", {"steps": 2}, progress=broken)
+        assert (r.is_error, r.content) == (False, "done")
+    finally:
+        await server.aclose()
+
+
 async def test_a_server_hung_from_the_start_times_out_connecting(tmp_path: Path) -> None:
     server = McpServer(fake_config(tmp_path, connect_timeout_s=1,
                                    env={"FAKE_MCP_HANG_START": "1"}))

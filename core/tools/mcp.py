@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,6 +27,8 @@ from mcp.shared.message import SessionMessage
 
 from ..errors import ClawError, ValidationError
 from .config import McpServerConfig
+
+log = logging.getLogger(__name__)
 
 CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
@@ -297,10 +300,14 @@ class McpServer:
         report = progress
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            if report is not None:
+            if report is None:
+                return
+            try:
                 r = report(ToolProgress(full, progress, total, message))
                 if r is not None:
                     await r
+            except Exception:  # a listener's bug must not break the call
+                log.exception("progress callback failed for %s", full)
 
         try:
             # the SDK's read timeout answers first; ours is the backstop for anything else

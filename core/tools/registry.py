@@ -31,7 +31,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import mcp_types
@@ -45,9 +45,12 @@ from ..store.interface import Store
 from ..tasks.permissions import Role
 from . import pins
 from .builtin import BuiltinTool, builtin_tools
-from .config import McpServerConfig, load_mcp_servers
+from .config import McpServerConfig, load_mcp_servers, mcp_servers_from_data
 from .mcp import McpServer, McpServerError, ProgressFn, ToolProgress
 from .types import ToolResult
+
+if TYPE_CHECKING:
+    from ..agents.config import ClawtowerConfig
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +178,15 @@ class ToolRegistry:
     @classmethod
     def from_config(cls, store: Store | None, path: str | Path | None = None,
                     **kw: Any) -> ToolRegistry:
+        """The servers of the project config file (`--config`, $CLAWTOWER_CONFIG, else
+        $CLAWTOWER_HOME/clawtower.yaml); only its `mcp_servers:` key is read."""
         return cls(store, load_mcp_servers(path), **kw)
+
+    @classmethod
+    def from_project(cls, store: Store | None, project: ClawtowerConfig,
+                     **kw: Any) -> ToolRegistry:
+        """The servers of an already loaded project config (its raw `mcp_servers`)."""
+        return cls(store, mcp_servers_from_data(project.mcp_servers, project.source), **kw)
 
     async def __aenter__(self) -> ToolRegistry:
         return self

@@ -5,6 +5,7 @@ Driven by environment variables (the client passes them through `env:`):
                        (rewrite it to change the definition under a running client)
   FAKE_MCP_CALLS_FILE  every tools/call appends the tool's name and a newline here
   FAKE_MCP_HANG_START  when "1", never answer anything (a server hung from the start)
+  FAKE_MCP_HANG_LIST   when this file exists, tools/list never answers
 
 Tools: echo(text), crash() exits the process mid-call, hang() never answers,
 progress(steps) reports progress, fail() returns an isError result.
@@ -37,6 +38,9 @@ def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 
 async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+    hang = os.environ.get("FAKE_MCP_HANG_LIST")
+    if hang and os.path.exists(hang):
+        await anyio.sleep_forever()
     return types.ListToolsResult(tools=[
         types.Tool(name="echo", description=_desc(),
                    input_schema=_schema({"text": {"type": "string"}}, ["text"])),
