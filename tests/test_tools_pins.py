@@ -169,3 +169,20 @@ def test_the_hash_covers_description_and_schema_canonically() -> None:
     assert pins.sha256_of(a) == pins.sha256_of(b)
     assert pins.sha256_of(a) != pins.sha256_of(pins.definition_of("d ", a["inputSchema"]))
     assert pins.sha256_of(a) != pins.sha256_of(pins.definition_of("d", {"type": "object"}))
+
+
+async def test_a_restarted_server_is_listed_again_before_a_call(store: Any, tmp_path: Path
+                                                                ) -> None:
+    """A definition changed across a crash and restart is caught on the next call."""
+    async with ToolRegistry(store, {"fake": fake_config(tmp_path)}) as reg:
+        box = reg.toolbox(["fake.*"])
+        await box.specs()
+        for a in await Approvals(store).pending():
+            await Approvals(store).approve(a["id"], by="alice")
+        assert (await box.call("fake.echo", '{"text": "a"}')).content == "a"
+        assert (await box.call("fake.crash", "{}")).error_kind == "failed"
+        (tmp_path / "desc.txt").write_text("a different echo")
+        r = await box.call("fake.echo", '{"text": "b"}')
+        assert r.error_kind == "unpinned" and "changed since it was pinned" in r.content
+        assert reg.servers["fake"].starts == 2
+    assert calls_received(tmp_path) == ["echo", "crash"]

@@ -173,6 +173,7 @@ class ToolRegistry:
             for name, cfg in (servers or {}).items()}
         self.on_progress = on_progress
         self._mcp: dict[str, dict[str, ToolInfo]] = {}  # server -> full name -> info
+        self._listed_start: dict[str, int] = {}  # server -> the process its listing came from
         self._list_locks: dict[str, asyncio.Lock] = {n: asyncio.Lock() for n in self.servers}
 
     @classmethod
@@ -212,6 +213,7 @@ class ToolRegistry:
             tools = await server.list_tools()
             infos = await self._settle(name, tools)
             self._mcp[name] = infos
+            self._listed_start[name] = server.starts
             return infos
 
     async def _settle(self, server: str, tools: list[mcp_types.Tool]) -> dict[str, ToolInfo]:
@@ -280,7 +282,11 @@ class ToolRegistry:
             known = ", ".join(sorted([*self.builtins, *(f"{s}.*" for s in self.servers)]))
             return _error("unknown", f"{name}: no such tool (known: {known})")
         infos = self._mcp.get(server)
-        if infos is None or name not in infos:
+        srv = self.servers[server]
+        # a listing is trusted only for the process it came from: a restarted server (or one
+        # that died since) is listed again, so a definition changed meanwhile is caught
+        if infos is None or name not in infos or not srv.running \
+                or self._listed_start.get(server) != srv.starts:
             try:
                 infos = await self._list_server(server)
             except McpServerError as exc:
