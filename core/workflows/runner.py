@@ -350,7 +350,7 @@ class Runner:
         for c in (*candidates, self.workflow.get("cwd")):
             if c is not None:
                 resolved = resolve_cwd(c, self.args)
-                return resolved or self.ctx.cwd
+                return os.path.join(self.ctx.cwd, resolved) if resolved else self.ctx.cwd
         return self.ctx.cwd
 
     async def _shell(self, sid: str, command: str, stdin: str | None, env: dict[str, str],

@@ -1,0 +1,128 @@
+"""The workflow loader: every refusal in Lobster's exact words, before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.workflows.graph import render_graph
+from core.workflows.load import WorkflowError, load_workflow, resolve_workflow_file
+
+
+def write(tmp_path: Path, text: str, name: str = "wf.lobster") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+BAD = [
+    ("steps: []", "Workflow file requires a non-empty steps array"),
+    ("- 1", "Workflow file requires a non-empty steps array"),
+    ("steps:\n  - run: echo", "Workflow step requires an id"),
+    ("steps:\n  - id: a", "Workflow step a requires run, command, pipeline, workflow, parallel,"
+     " for_each, approval, or input"),
+    ("steps:\n  - id: a\n    run: echo\n    pipeline: exec x",
+     "Workflow step a can only define one of run, command, pipeline, workflow, parallel, or"
+     " for_each"),
+    ("steps:\n  - id: a\n    run: echo\n  - id: a\n    run: echo", "Duplicate workflow step id: a"),
+    ("steps:\n  - id: a\n    run: echo\n    timeout_ms: 0",
+     "Workflow step a timeout_ms must be a positive integer between 1 and 2147483647"),
+    ("steps:\n  - id: a\n    run: echo\n    timeout_ms: 2147483648",
+     "Workflow step a timeout_ms must be a positive integer between 1 and 2147483647"),
+    ("steps:\n  - id: a\n    run: echo\n    on_error: ignore",
+     'Workflow step a on_error must be "stop", "continue", or "skip_rest"'),
+    ("steps:\n  - id: a\n    run: echo\n    retry: {max: 0}",
+     "Workflow step a retry.max must be a positive integer"),
+    ("steps:\n  - id: a\n    run: echo\n    retry: {backoff: linear}",
+     'Workflow step a retry.backoff must be "fixed" or "exponential"'),
+    ("steps:\n  - id: a\n    run: echo\n    retry: {jitter: 1}",
+     "Workflow step a retry.jitter must be a boolean"),
+    ("steps:\n  - id: a\n    input: {prompt: p}",
+     "Workflow step a input.responseSchema must be an object"),
+    ("steps:\n  - id: a\n    input: {prompt: p, responseSchema: {type: 5}}",
+     "Workflow step a input.responseSchema is invalid"),
+    ("steps:\n  - id: a\n    approval: true\n    input: {prompt: p, responseSchema: {}}",
+     "Workflow step a cannot define both approval and input"),
+    ("steps:\n  - id: p\n    parallel:\n      branches:\n        - id: x\n          run: echo\n"
+     "  - id: x\n    run: echo", "Duplicate workflow step id: x"),
+    ("steps:\n  - id: x\n    run: echo\n  - id: p\n    parallel:\n      branches:\n"
+     "        - id: x\n          run: echo",
+     "Duplicate workflow id across steps/parallel branches: x"),
+    ("steps:\n  - id: p\n    parallel:\n      branches:\n        - id: b\n          run: a\n"
+     "        - id: b\n          run: b", "Workflow step p duplicate parallel branch id: b"),
+    ("steps:\n  - id: p\n    parallel: {wait: some, branches: [{id: b, run: x}]}",
+     'Workflow step p parallel wait must be "all" or "any"'),
+    ("steps:\n  - id: l\n    for_each: $x.json\n    steps:\n      - id: s\n        approval: true",
+     "Workflow step l for_each sub-steps cannot contain approval or input steps"),
+    ("steps:\n  - id: l\n    for_each: $x.json\n    item_var: i\n    index_var: i\n    steps:\n"
+     "      - id: s\n        run: echo",
+     "Workflow step l item_var and index_var cannot be the same"),
+    ("steps:\n  - id: a\n    approval: {required_approver: 5}",
+     "Workflow step a approval.required_approver must be a string"),
+    ("cost_limit: {max_usd: -1}\nsteps:\n  - id: a\n    run: echo",
+     "Workflow cost_limit.max_usd must be a non-negative number"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD)
+def test_bad_files_are_refused_with_lobsters_message(tmp_path: Path, text: str,
+                                                     message: str) -> None:
+    with pytest.raises(WorkflowError) as err:
+        load_workflow(write(tmp_path, text))
+    assert err.value.message.startswith(message)
+    assert err.value.kind == "runtime_error"
+
+
+def test_invalid_yaml_and_json_are_runtime_errors(tmp_path: Path) -> None:
+    with pytest.raises(WorkflowError):
+        load_workflow(write(tmp_path, "steps: [\n"))
+    with pytest.raises(WorkflowError):
+        load_workflow(write(tmp_path, "{steps: ", "wf.json"))
+
+
+def test_json_and_yaml_extensions_load(tmp_path: Path) -> None:
+    j = write(tmp_path, '{"steps": [{"id": "a", "run": "echo"}]}', "wf.json")
+    assert load_workflow(j)["steps"][0]["id"] == "a"
+    y = write(tmp_path, "steps:\n  - id: a\n    command: echo\n", "wf.yml")
+    assert load_workflow(y)["steps"][0]["command"] == "echo"
+
+
+def test_file_argument_checks_are_parse_errors(tmp_path: Path) -> None:
+    with pytest.raises(WorkflowError) as err:
+        resolve_workflow_file(str(tmp_path / "missing.lobster"))
+    assert err.value.kind == "parse_error"
+    assert "ENOENT" in err.value.message
+    txt = write(tmp_path, "steps: []", "wf.txt")
+    with pytest.raises(WorkflowError) as err:
+        resolve_workflow_file(str(txt))
+    assert err.value.message == "Workflow file must end in .lobster, .yaml, .yml, or .json"
+
+
+def test_mermaid_graph(tmp_path: Path) -> None:
+    wf = load_workflow(write(tmp_path, """
+args: {who: {default: team}}
+steps:
+  - id: prep
+    run: echo ${who}
+  - id: gate
+    approval: "ok?"
+    stdin: $prep.json
+  - id: 2go
+    run: echo "a|b"
+    when: $gate.approved
+"""))
+    out = render_graph(wf, "mermaid", {"who": "team"})
+    assert out.splitlines() == [
+        "flowchart TD",
+        '  prep["prep\\nrun: echo team"]',
+        '  gate{"gate\\napproval gate"}',
+        '  s_2go["2go\\nrun: echo &quot;a&#124;b&quot;"]',
+        "",
+        "  prep -->|next| gate",
+        "  prep -->|stdin| gate",
+        "  gate -->|next| s_2go",
+        "  gate -->|when: $gate.approved| s_2go",
+    ]
+    assert render_graph(wf, "dot").startswith("digraph workflow {")
+    assert "Edges:" in render_graph(wf, "ascii")

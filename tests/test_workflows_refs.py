@@ -1,0 +1,120 @@
+"""`${arg}` / `$step.path` substitution, stdin values, env layering and the condition grammar."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.workflows.conditions import (
+    ConditionError,
+    check_workflow_conditions,
+    evaluate_condition,
+)
+from core.workflows.jsvalues import UNDEFINED, js_string, to_json
+from core.workflows.load import WorkflowError, load_workflow
+from core.workflows.refs import (
+    RefError,
+    merge_env,
+    resolve_args_template,
+    resolve_input_value,
+    resolve_shell_stdin,
+    resolve_template,
+)
+
+RESULTS = {
+    "a": {"id": "a", "stdout": "hi\n", "json": {"x": [1, 2, {"k": "v"}], "s": "str", "f": 1.0}},
+    "g": {"id": "g", "approved": True},
+    "sk": {"id": "sk", "skipped": True},
+}
+
+
+def test_args_only_declared_names_are_substituted() -> None:
+    assert resolve_args_template("${who} ${nope} ${n}", {"who": "team", "n": 2.0}) == (
+        "team ${nope} 2")
+    assert js_string([1, "a", None]) == "1,a,"
+    assert js_string({"a": 1}) == "[object Object]"
+
+
+def test_step_refs_render_like_lobster() -> None:
+    t = "$a.stdout|$a.json.x.1|$a.json.x.2|$a.json.f|$a.json.nope|$g.approved|$a.approved|"
+    t += "$a.skipped|$nope.json|$a.json.x.9"
+    assert resolve_template(t, {}, RESULTS) == (
+        'hi\n|2|{"k":"v"}|1||true|false|false|$nope.json|')
+
+
+def test_stdin_single_ref_is_the_value_and_strict() -> None:
+    assert resolve_input_value("$a.json.x", {}, RESULTS) == [1, 2, {"k": "v"}]
+    assert resolve_input_value(" $a.json.nope ", {}, RESULTS) is UNDEFINED
+    assert resolve_shell_stdin("$a.json.x", {}, RESULTS) == '[1,2,{"k":"v"}]'
+    assert resolve_shell_stdin("say $a.json.s", {}, RESULTS) == "say str"
+    assert resolve_shell_stdin({"k": 1}, {}, RESULTS) == '{"k":1}'
+    with pytest.raises(RefError, match=r"Unknown step reference: b\.json"):
+        resolve_input_value("$b.json", {}, RESULTS)
+
+
+def test_env_layers_in_order() -> None:
+    env = merge_env({"PATH": "/bin", "KEEP": "p"}, {"W": "${who}", "KEEP": "w"},
+                    {"KEEP": "$a.json.s", "N": 5}, {"who": "team", "my-arg x": 1}, RESULTS)
+    assert env["PATH"] == "/bin"
+    assert env["LOBSTER_ARGS_JSON"] == '{"who":"team","my-arg x":1}'
+    assert env["LOBSTER_ARG_WHO"] == "team"
+    assert env["LOBSTER_ARG_MY_ARG_X"] == "1"
+    assert env["W"] == "team"
+    assert env["KEEP"] == "str"  # the step's env wins
+    assert "N" not in env  # non-string values are ignored
+
+
+def test_json_output_matches_json_stringify() -> None:
+    assert to_json({"a": 1.0, "b": [0.5, 1e21], "c": "é"}) == '{"a":1,"b":[0.5,1e+21],"c":"é"}'
+
+
+@pytest.mark.parametrize(("expr", "expected"), [
+    ("$a.json.x.0 == 1", True),
+    ("$a.json.x.0 == '1'", False),
+    ("$a.json.s == str", True),  # a bare identifier on the right is a string
+    ('$a.json.s != "str"', False),
+    ("$a.json.x.1 > 1 && $a.json.x.1 <= 2", True),
+    ("$a.json.s > 1", False),  # non-numeric ordering is false
+    ("!$g.approved || $sk.skipped", True),
+    ("($a.json.x == $a.json.x) && $a.json.x.2 == $a.json.x.2", True),
+    ("$a.json.nope == null", False),  # undefined is not null
+    ("$a.json.f == 1", True),
+    ("true", True),
+    (" false ", False),
+])
+def test_condition_grammar(expr: str, expected: bool) -> None:
+    assert evaluate_condition(expr, RESULTS) is expected
+
+
+@pytest.mark.parametrize("expr", ["$a.json.x ==", "(true", "foo", "$a.json.x = 1", "'open",
+                                  "1 2", "$a"])
+def test_bad_condition_syntax(expr: str) -> None:
+    with pytest.raises(ConditionError, match="Unsupported condition"):
+        evaluate_condition(expr, RESULTS)
+
+
+def test_unknown_ref_is_reported_before_a_later_syntax_error() -> None:
+    with pytest.raises(RefError, match=r"Unknown step reference: zz\.json"):
+        evaluate_condition("$zz.json == (", RESULTS)
+    with pytest.raises(ConditionError):
+        evaluate_condition(5, RESULTS)
+    assert evaluate_condition(None, RESULTS) is True
+    assert evaluate_condition(False, RESULTS) is False
+
+
+def test_conditions_are_checked_before_any_step_runs(tmp_path: Path) -> None:
+    wf = tmp_path / "wf.lobster"
+    wf.write_text("steps:\n  - id: a\n    run: echo\n  - id: b\n    run: echo\n"
+                  "    when: $a.json ==\n")
+    with pytest.raises(WorkflowError, match=r"Unsupported condition: \$a.json =="):
+        check_workflow_conditions(load_workflow(wf))
+    wf.write_text("steps:\n  - id: a\n    run: echo\n    when: $b.approved\n"
+                  "  - id: b\n    approval: true\n")
+    with pytest.raises(WorkflowError, match=r"Unknown step reference: b\.approved"):
+        check_workflow_conditions(load_workflow(wf))
+    wf.write_text("steps:\n  - id: p\n    parallel:\n      branches: [{id: br, run: x}]\n"
+                  "  - id: l\n    for_each: $p.json\n    steps:\n"
+                  "      - id: s\n        run: echo\n        when: $br.json && $item.json\n"
+                  "      - id: t\n        run: echo\n        when: $s.stdout\n")
+    check_workflow_conditions(load_workflow(wf))
