@@ -266,7 +266,7 @@ class ToolRegistry:
                     res = McpServerError(name, "protocol", str(res))
                 listing.errors[name] = str(res)
                 self._mcp.pop(name, None)
-                log.warning("%s", res)
+                log.info("%s", res)  # reported in the listing; callers decide
                 continue
             listing.tools.extend(sorted(res.values(), key=lambda i: i.name))
         return listing

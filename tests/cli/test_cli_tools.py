@@ -153,3 +153,8 @@ def test_a_server_that_cannot_start(run: Run, db: Path, home: Path) -> None:
                      " No such file or directory\n")
     r = run("tools", "call", "ghost.x", "--db", db)
     assert r.code == 1 and r.err.startswith("clawtower: error: mcp server 'ghost': cannot start")
+    # as a user sees it: one line on stderr, not also a log record
+    p = run_cli(["tools", "list"], home)
+    assert p.returncode == 1
+    assert p.stderr == ("clawtower: error: mcp server 'ghost': cannot start '/no/such/server':"
+                        " No such file or directory\n")
