@@ -276,3 +276,18 @@ def test_load_reads_only_its_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert list(load_mcp_servers()) == ["time"]
     with pytest.raises(ValidationError, match="no such config file"):
         load_mcp_servers(tmp_path / "nope.yaml")
+
+
+async def test_secret_values_never_come_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    monkeypatch.setenv("OUR_TOKEN", "tok-123456789")
+    server = McpServer(fake_config(tmp_path, env_from={"FAKE_TOKEN": "OUR_TOKEN"}))
+    try:
+        r = await server.call_tool("echo", {"text": "$FAKE_TOKEN"})
+        assert (r.content, r.structured["echo"]) == ("token=[secret OUR_TOKEN]",) * 2
+        with pytest.raises(McpServerError) as err:
+            await server.call_tool("crash", {})
+        assert "my token is [secret OUR_TOKEN]" in str(err.value)
+        assert "tok-123456789" not in str(err.value)
+    finally:
+        await server.aclose()

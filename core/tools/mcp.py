@@ -143,6 +143,25 @@ class McpServer:
         self._stderr: TextIO | None = None
         self.starts = 0  # how many processes were started (restarts = starts - 1)
         self.connect_seconds: float | None = None  # the last start's spawn + handshake time
+        self._secrets: dict[str, str] = {}  # env_from values -> their variable's name
+
+    def redact(self, text: str) -> str:
+        """`text` with the values passed through `env_from` replaced by their names: what a
+        server prints or returns never carries a secret into errors, events or the model."""
+        for value, name in self._secrets.items():
+            text = text.replace(value, f"[secret {name}]")
+        return text
+
+    def _redact_value(self, value: Any) -> Any:
+        if not self._secrets:
+            return value
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, list):
+            return [self._redact_value(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self._redact_value(v) for k, v in value.items()}
+        return value
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -151,7 +170,7 @@ class McpServer:
         return self._client is not None and not self._dead
 
     def _error(self, kind: str, message: str) -> McpServerError:
-        return McpServerError(self.name, kind, message)
+        return McpServerError(self.name, kind, self.redact(message))
 
     def stderr_tail(self) -> str:
         if self._stderr is None:
@@ -177,6 +196,9 @@ class McpServer:
         cfg = self.config
         params = StdioServerParameters(command=cfg.resolved_command(), args=list(cfg.args),
                                        env=cfg.resolved_env() or None, cwd=cfg.resolved_cwd())
+        env = params.env or {}
+        self._secrets = {env[child]: ours for child, ours in cfg.env_from.items()
+                         if len(env.get(child, "")) >= 4}
         self._stderr = cast(TextIO, tempfile.TemporaryFile(  # noqa: SIM115 (closed on shutdown)
             mode="w+", encoding="utf-8", errors="replace"))
         self._stop = asyncio.Event()
@@ -316,8 +338,8 @@ class McpServer:
                                                 progress_callback=on_progress)
         except (Exception, TimeoutError) as exc:
             raise self._fault(exc, f"tools/call {tool}", timeout) from None
-        return McpCallResult(content=content_text(list(result.content)),
-                             structured=result.structured_content,
+        return McpCallResult(content=self.redact(content_text(list(result.content))),
+                             structured=self._redact_value(result.structured_content),
                              is_error=bool(result.is_error))
 
 

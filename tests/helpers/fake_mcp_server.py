@@ -62,9 +62,14 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
             f.write(params.name + "\n")
     args = params.arguments or {}
     if params.name == "echo":
+        if args["text"] == "$FAKE_TOKEN":
+            args = {"text": f"token={os.environ.get('FAKE_TOKEN')}"}
         return types.CallToolResult(content=[types.TextContent(type="text", text=args["text"])],
                                     structured_content={"echo": args["text"], "pid": os.getpid()})
     if params.name == "crash":
+        token = os.environ.get("FAKE_TOKEN")
+        if token:
+            sys.stderr.write(f"fake server: my token is {token}\n")
         sys.stderr.write("fake server: crashing on purpose\n")
         sys.stderr.flush()
         os._exit(3)
