@@ -4,8 +4,8 @@
 
 Seeds a temporary store deterministically (examples/demo specs and agents, speed 0, a
 stepping fake clock, seeded approval ids), opens the console headless without an engine,
-adds seeded meetings for mode 3, and saves one picture per mode plus a drill-down, a
-confirmation and the light theme.
+adds seeded meetings for mode 3 and workflow runs for mode 5, and saves one picture per
+mode plus a drill-down, a confirmation, an input gate's JSON editor and the light theme.
 PNGs need `rsvg-convert` (Debian: librsvg2-bin) and Fira Code (fonts-firacode).
 """
 
@@ -31,7 +31,7 @@ time.tzset()
 from textual.pilot import Pilot  # noqa: E402
 
 from tui.app import ClawtowerApp  # noqa: E402
-from tui.seed import seed_demo, seed_meetings  # noqa: E402
+from tui.seed import seed_demo, seed_meetings, seed_workflows  # noqa: E402
 
 Step = Callable[[Pilot[None], ClawtowerApp], Awaitable[None]]
 
@@ -82,6 +82,29 @@ async def palette(pilot: Pilot[None], app: ClawtowerApp) -> None:
     await _settle(pilot)
 
 
+async def workflows(pilot: Pilot[None], app: ClawtowerApp) -> None:
+    await pilot.press("5")
+    for _ in range(200):
+        await pilot.pause(0.02)
+        if getattr(app.screen, "detail", None) is not None:
+            break
+    await _settle(pilot)
+
+
+async def answer_input(pilot: Pilot[None], app: ClawtowerApp) -> None:
+    """The input gate's JSON editor, with an answer the schema refuses."""
+    from textual.widgets import TextArea
+
+    await pilot.press("2")
+    await _settle(pilot)
+    gate = next(a for a in app.model.approvals if a["kind"] == "workflow_input")
+    app.request_answer(gate["id"])
+    await _settle(pilot)
+    app.screen.query_one(TextArea).text = '{"title": "v2", "audience": "everyone"}'
+    await pilot.press("ctrl+s")
+    await _settle(pilot)
+
+
 async def help_panel(pilot: Pilot[None], app: ClawtowerApp) -> None:
     await pilot.press("question_mark")
     await _settle(pilot)
@@ -121,6 +144,9 @@ async def main(out: Path, size: tuple[int, int]) -> list[Path]:
             ("1-tasks-light", tasks, "clawtower-light"),
             ("2-approvals-light", approvals, "clawtower-light"),
             ("3-meetings-light", meetings, "clawtower-light"),
+            ("5-workflows", workflows, None),
+            ("5-workflows-light", workflows, "clawtower-light"),
+            ("workflow-input-answer", answer_input, None),
         ]
         paths = []
         for name, step, theme in shots:
@@ -131,6 +157,8 @@ async def main(out: Path, size: tuple[int, int]) -> list[Path]:
             shutil.copyfile(db, copy)
             if name.startswith("3-meetings"):  # two finished meetings, one mid-round
                 await seed_meetings(copy)
+            if name.startswith(("5-workflows", "workflow-")):  # one done, two at gates
+                await seed_workflows(copy)
             paths.append(await shoot(copy, out, name, step, size, theme))
     return paths
 

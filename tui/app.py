@@ -38,9 +38,9 @@ from core import (
 from core.config import effects_journal
 from core.meetings.coordinator import MeetingConfig
 
-from . import meetingdata
+from . import meetingdata, workflowdata
 from .commands import ConsoleCommands, parse_command_line
-from .modals import CommandLineScreen, ConfirmScreen, ReasonScreen
+from .modals import CommandLineScreen, ConfirmScreen, JsonAnswerScreen, ReasonScreen
 from .model import ConsoleModel, Delta, StoreFollower
 from .rowlist import RowList
 from .screens import (
@@ -52,6 +52,8 @@ from .screens import (
     TasksScreen,
 )
 from .themes import ThemeLoad, load_themes, theme_folders, variable_defaults
+from .views import ApprovalList
+from .workflows_screen import WorkflowsScreen
 
 DEFAULT_THEME = "clawtower-dark"
 ACTIVE_PHASES = ("executing", "retrying", "spec_gate", "quality_gate", "ready_to_resume",
@@ -81,6 +83,7 @@ class ClawtowerApp(App[int]):
         "approvals": ApprovalsScreen,
         "meetings": MeetingsScreen,
         "sessions": SessionsScreen,
+        "workflows": WorkflowsScreen,
     }
     DEFAULT_MODE = "tasks"
 
@@ -92,6 +95,8 @@ class ClawtowerApp(App[int]):
         Binding("3", "switch_mode('meetings')", "Meetings", show=False, id="mode.meetings",
                 tooltip="Consensus meetings, live"),
         Binding("4", "switch_mode('sessions')", "Sessions", show=False, id="mode.sessions"),
+        Binding("5", "switch_mode('workflows')", "Workflows", show=False, id="mode.workflows",
+                tooltip="Workflow runs and their steps, live"),
         Binding("question_mark,f1", "toggle_help", "Keys", id="help",
                 tooltip="Show or hide the key panel"),
         Binding("colon", "command_line", "Command", id="command-line",
@@ -310,9 +315,13 @@ class ClawtowerApp(App[int]):
         return a
 
     def request_approve(self, approval_id: str) -> None:
-        """`a`: confirm (focus on No), then approve as the operator."""
+        """`a`: confirm (focus on No), then approve as the operator. An input gate asks
+        for its JSON answer instead."""
         a = self._describe(approval_id)
         if a is None:
+            return
+        if a["kind"] == workflowdata.INPUT_GATE:
+            self.request_answer(approval_id)
             return
         body = f"{a['title']}\n\n{a['prompt']}"
         if a.get("preview"):
@@ -350,6 +359,15 @@ class ClawtowerApp(App[int]):
                          got_reason)
 
     def decide(self, approval_id: str, *, approve: bool, reason: str = "") -> None:
+        a = self.model.approval(approval_id)
+        if a is not None and a["kind"] in workflowdata.GATE_KIND_SET:
+            if approve and a["kind"] == workflowdata.INPUT_GATE:
+                self.request_answer(approval_id)
+                return
+            # The run continues in this process until it ends or pauses again.
+            self.run_worker(self._decide_gate(approval_id, approve, reason),
+                            group="workflow-runs", exit_on_error=False)
+            return
         self.run_worker(self._decide(approval_id, approve, reason), group="decide")
 
     async def _decide(self, approval_id: str, approve: bool, reason: str) -> None:
@@ -366,6 +384,115 @@ class ClawtowerApp(App[int]):
             return
         verb = "approved" if approve else "rejected"
         self.notify(f"{approval_id} {verb} by {self.operator}", title="Decided")
+
+    # ------------------------------------------------------------------ workflows
+
+    def request_answer(self, approval_id: str) -> None:
+        """An input gate: the operator types JSON, checked against the gate's schema (in
+        the runner's own words) before it is sent."""
+        a = self._describe(approval_id)
+        if a is None:
+            return
+        ctx = a.get("context") or {}
+
+        def done(value: Any) -> None:
+            if value is not None:
+                self.run_worker(self._answer_gate(approval_id, value), group="workflow-runs",
+                                exit_on_error=False)
+
+        self.push_screen(JsonAnswerScreen(
+            f"Answer {approval_id} · {a['title']}", a["prompt"], ctx.get("responseSchema"),
+            ctx.get("defaults"), check=partial(workflowdata.input_problem, a)), done)
+
+    def _gate_outcome(self, approval_id: str, outcome: dict[str, Any]) -> None:
+        envelope = outcome.get("envelope") or {}
+        run = outcome.get("subject")
+        if not envelope.get("ok", True):
+            err = envelope.get("error") or {}
+            self.notify(f"{run}: {err.get('message')}", title=f"{approval_id} decided · run"
+                        " failed", severity="error")
+            return
+        status = {"needs_approval": "waits for another approval",
+                  "needs_input": "waits for an answer"}.get(str(envelope.get("status")),
+                                                            str(outcome.get("run_status")))
+        self.notify(f"{run} {status}", title=f"{approval_id} {outcome.get('decision')} by"
+                    f" {self.operator}")
+
+    async def _decide_gate(self, approval_id: str, approve: bool, reason: str) -> None:
+        if self.store is None:
+            return
+        try:
+            out = await workflowdata.decide_gate(self.store, approval_id, approve,
+                                                 by=self.operator, reason=reason)
+        except ClawError as exc:
+            self.notify(str(exc), title="Not decided", severity="error")
+            return
+        self._gate_outcome(approval_id, out)
+
+    async def _answer_gate(self, approval_id: str, value: Any) -> None:
+        if self.store is None:
+            return
+        try:
+            out = await workflowdata.answer_gate(self.store, approval_id, value,
+                                                 by=self.operator)
+        except ClawError as exc:
+            self.notify(str(exc), title="Not answered", severity="error")
+            return
+        self._gate_outcome(approval_id, out)
+
+    def open_approval(self, approval_id: str) -> None:
+        self.call_later(self._open_approval, approval_id)
+
+    async def _open_approval(self, approval_id: str) -> None:
+        if self.current_mode != "approvals":
+            await self.switch_mode("approvals")
+        for lst in self.screen.query(ApprovalList):
+            if approval_id in lst:
+                lst.move_cursor_to_key(approval_id)
+
+    def request_cancel_run(self, run_id: str) -> None:
+        """`c` in mode 5: confirm (focus on No), then cancel the paused run."""
+        run = self.model.workflow(run_id)
+        if run is None or run["status"] != "paused":
+            self.notify(f"workflow run {run_id!r}: not waiting at a gate", severity="error")
+            return
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.run_worker(self._cancel_run(run_id), group="workflow-ops")
+
+        self.push_screen(ConfirmScreen(
+            f"Cancel run {run_id}?",
+            f"{run.get('name') or run.get('file')}\n\nIt waits at step {run['waiting_step']};"
+            f" its gate is withdrawn and the run ends 'cancelled'.\n\nBy {self.operator}.",
+            yes="Cancel run", no="Keep it", destructive=True), done)
+
+    async def _cancel_run(self, run_id: str) -> None:
+        if self.store is None:
+            return
+        try:
+            await workflowdata.cancel_run(self.store, run_id, by=self.operator)
+        except ClawError as exc:
+            self.notify(str(exc), title="Not cancelled", severity="error")
+            return
+        self.notify(f"{run_id} cancelled by {self.operator}", title="Workflow")
+
+    def start_workflow(self, file: str, args: dict[str, Any] | None = None) -> None:
+        """`:workflow FILE [ARGS-JSON]`: run it here until it ends or waits at a gate."""
+        self.run_worker(self._start_workflow(file, args), group="workflow-runs",
+                        exit_on_error=False)
+
+    async def _start_workflow(self, file: str, args: dict[str, Any] | None) -> None:
+        if self.store is None:
+            return
+        envelope = await workflowdata.start_run(self.store, file, args, by=self.operator)
+        if not envelope["ok"]:
+            self.notify(envelope["error"]["message"], title=f"Workflow {file} not run",
+                        severity="error")
+            return
+        self.notify(f"{file}: {envelope['status']}", title="Workflow")
+        if self.current_mode != "workflows":
+            await self.switch_mode("workflows")
 
     # ------------------------------------------------------------------ meetings
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -38,8 +39,9 @@ HELP = """\
 :meeting A,B,C TOPIC    start a meeting of agents A, B, C (simulator script)
 :stop ID [REASON]       stop a running meeting
 :grant ID N             give a running meeting N more rounds
+:workflow FILE [JSON]   run a Lobster workflow here (JSON: its args object)
 :filter TEXT            filter the focused list (empty: clear)
-:tasks · :approvals · :meetings   switch mode (also 1, 2, 3)
+:tasks · :approvals · :meetings · :workflows   switch mode (also 1, 2, 3, 5)
 :help                   the key panel
 :q                      quit"""
 
@@ -100,13 +102,33 @@ def parse_command_line(app: ClawtowerApp, line: str) -> Callable[[], object] | s
         return partial(app.switch_mode, "meetings")
     if verb in ("sessions", "4"):
         return partial(app.switch_mode, "sessions")
+    if verb in ("workflows", "5"):
+        return partial(app.switch_mode, "workflows")
+    if verb in ("workflow", "w"):
+        if not args:
+            return "workflow: which file? (:workflow FILE [ARGS-JSON])"
+        return _workflow_command(app, args)
     if verb in ("filter", "f"):
         text = " ".join(args)
         return partial(app.filter_focused, text)
     if verb in ("help", "h", "?"):
         return app.action_toggle_help
-    return (f"unknown command {verb!r} (try approve, reject, task, meeting, stop, grant, theme,"
-            " filter, help, q)")
+    return (f"unknown command {verb!r} (try approve, reject, task, meeting, stop, grant,"
+            " workflow, theme, filter, help, q)")
+
+
+def _workflow_command(app: ClawtowerApp, args: list[str]) -> Callable[[], Any] | str:
+    """`:workflow FILE [ARGS-JSON]`: the args must be a JSON object, checked here."""
+    parsed: dict[str, Any] | None = None
+    if len(args) > 1:
+        try:
+            value = json.loads(args[1])
+        except json.JSONDecodeError as exc:
+            return f"workflow: ARGS-JSON is not JSON ({exc.msg})"
+        if not isinstance(value, dict):
+            return "workflow: ARGS-JSON must be a JSON object"
+        parsed = value
+    return partial(app.start_workflow, args[0], parsed)
 
 
 class ConsoleCommands(Provider):
@@ -128,6 +150,10 @@ class ConsoleCommands(Provider):
                     partial(app.action_command_line, "meeting ")),
             Command("Mode: Sessions", "Agent sessions (4, arrives later)",
                     partial(app.switch_mode, "sessions")),
+            Command("Mode: Workflows", "Workflow runs and their steps (5)",
+                    partial(app.switch_mode, "workflows")),
+            Command("Run a workflow…", "A Lobster file, then optional JSON args: workflow F",
+                    partial(app.action_command_line, "workflow ")),
             Command("Command line", "Type a command (:)", app.action_command_line),
         ]
         for a in app.model.approvals:

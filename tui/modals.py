@@ -1,20 +1,24 @@
-"""Small modal screens: y/n confirmation, a reason prompt, the `:` command line."""
+"""Small modal screens: y/n confirmation, a reason prompt, a JSON answer to an input gate,
+the `:` command line."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
 
+from jsonschema import Draft202012Validator
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, Static, TextArea
 
 COMMAND_WORDS = [
     "approve ", "reject ", "task ", "theme ", "tasks", "approvals", "meetings", "sessions",
-    "filter ", "help", "quit", "q", "meeting ", "stop ", "grant ",
+    "filter ", "help", "quit", "q", "meeting ", "stop ", "grant ", "workflow ", "workflows",
 ]
 
 
@@ -121,6 +125,75 @@ class CommandLineScreen(ModalScreen[str | None]):
     @on(Input.Submitted)
     def _submit(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class JsonAnswerScreen(ModalScreen[Any]):
+    """Answer an input gate: type JSON, checked against the gate's schema before it is sent.
+
+    ctrl+s sends (only a valid answer leaves the dialog), esc cancels (dismisses None).
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "send", "Send", id="answer.send"),
+        Binding("escape", "cancel", "Cancel", id="answer.cancel"),
+    ]
+
+    def __init__(self, title: str, prompt: str, schema: dict[str, Any] | None,
+                 initial: Any = None, *, check: Callable[[Any], str | None] | None = None
+                 ) -> None:
+        super().__init__()
+        self.title_text = title
+        self.prompt_text = prompt
+        self.schema = schema or {}
+        self.initial = initial
+        self.check = check  # the receiver's own validation wording, when it has one
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="answer"):
+            yield Label(self.title_text, id="dialog-title")
+            if self.prompt_text:
+                yield Static(self.prompt_text, id="dialog-body", markup=False)
+            schema = Static(json.dumps(self.schema, indent=2), id="answer-schema", markup=False)
+            schema.border_title = "Schema"
+            yield schema
+            text = "" if self.initial is None else json.dumps(self.initial, indent=2)
+            yield TextArea(text, language=None, id="answer-json", soft_wrap=True,
+                           show_line_numbers=False)
+            yield Static("", id="answer-error", markup=False)
+            yield Label("ctrl+s sends · esc cancels", id="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(TextArea).focus()
+
+    def problem(self, text: str) -> tuple[Any, str | None]:
+        """(value, None) when `text` is JSON valid against the schema, else (None, why)."""
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return None, f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        if self.check is not None:
+            why = self.check(value)
+            return (None, why) if why else (value, None)
+        errors = sorted(Draft202012Validator(self.schema).iter_errors(value),
+                        key=lambda e: list(e.absolute_path))
+        if errors:
+            first = errors[0]
+            where = "/" + "/".join(str(p) for p in first.absolute_path)
+            more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+            return None, f"at {where}: {first.message}{more}"
+        return value, None
+
+    def action_send(self) -> None:
+        value, why = self.problem(self.query_one(TextArea).text)
+        err = self.query_one("#answer-error", Static)
+        if why is not None:
+            err.update(why)
+            err.add_class("shown")
+            return
+        self.dismiss(value)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

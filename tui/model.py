@@ -16,6 +16,7 @@ from typing import Any
 from core import Approvals, Phase, Store, StoredEvent
 
 from .meetingdata import list_meetings
+from .workflowdata import list_runs
 
 TASK_COLUMNS = ("id, num, title, phase, attempts, spec_ok, phase_reason, created_at, updated_at,"
                 " last_seq")
@@ -63,12 +64,14 @@ class Delta:
     lease_changed: bool = False
     meetings: set[str] = field(default_factory=set)  # ids of meetings that changed
     meetings_changed: bool = False  # the meetings list was re-read
+    workflows: set[str] = field(default_factory=set)  # ids of workflow runs that changed
+    workflows_changed: bool = False  # the runs list was re-read
     full: bool = False
 
     @property
     def empty(self) -> bool:
         return not (self.tasks or self.events or self.approvals_changed or self.lease_changed
-                    or self.meetings_changed or self.full)
+                    or self.meetings_changed or self.workflows_changed or self.full)
 
 
 @dataclass
@@ -82,6 +85,7 @@ class ConsoleModel:
     events: deque[StoredEvent] = field(default_factory=lambda: deque(maxlen=EVENT_LOG_SIZE))
     lease: dict[str, Any] | None = None
     meetings: list[dict[str, Any]] = field(default_factory=list)  # newest first
+    workflows: list[dict[str, Any]] = field(default_factory=list)  # runs, newest first
     loaded: bool = False
 
     def apply_tasks(self, rows: list[dict[str, Any]]) -> None:
@@ -102,6 +106,12 @@ class ConsoleModel:
         for m in self.meetings:
             if m["id"] == meeting_id:
                 return m
+        return None
+
+    def workflow(self, run_id: str) -> dict[str, Any] | None:
+        for r in self.workflows:
+            if r["id"] == run_id:
+                return r
         return None
 
     def pending_for(self, subject: str) -> dict[str, Any] | None:
@@ -127,7 +137,8 @@ class StoreFollower:
                                                limit=EVENT_LOG_SIZE * 2)
         events = [e for e in events if e.type not in QUIET_EVENTS][-EVENT_LOG_SIZE:]
         delta = Delta(seq=seq, tasks=rows, events=events, approvals_changed=True,
-                      lease_changed=True, meetings_changed=True, full=True)
+                      lease_changed=True, meetings_changed=True, workflows_changed=True,
+                      full=True)
         await self._apply(delta)
         self.model.loaded = True
         return delta
@@ -149,6 +160,8 @@ class StoreFollower:
         delta.lease_changed = start > after or any(t.startswith("lease.") for t in types)
         delta.meetings = {e.entity_id for e in events if e.type.startswith("meeting.")}
         delta.meetings_changed = start > after or bool(delta.meetings)
+        delta.workflows = {e.entity_id for e in events if e.type.startswith("workflow.")}
+        delta.workflows_changed = start > after or bool(delta.workflows)
         delta.tasks = await self.store.fetchall(
             f"SELECT {TASK_COLUMNS} FROM tasks WHERE last_seq > ? ORDER BY num", (after,))
         await self._apply(delta)
@@ -165,6 +178,10 @@ class StoreFollower:
             m.meetings = await list_meetings(self.store)
             if delta.full or not delta.meetings:
                 delta.meetings = {x["id"] for x in m.meetings}
+        if delta.workflows_changed:
+            m.workflows = await list_runs(self.store)
+            if delta.full or not delta.workflows:
+                delta.workflows = {x["id"] for x in m.workflows}
         m.apply_tasks(delta.tasks)
         m.events.extend(delta.events)
         m.seq = max(m.seq, delta.seq)

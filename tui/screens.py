@@ -869,6 +869,14 @@ def _context_value(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+# What `a` and `r` do on a workflow gate (the run continues or ends in this console).
+GATE_VERBS = {
+    "workflow_approval": (" approve: the run continues   ", " reject: the run is cancelled"),
+    "workflow_input": (" answer (JSON, checked against the schema)   ",
+                       " reject: the run is cancelled"),
+}
+
+
 def approval_renderable(app: ClawtowerApp, a: dict[str, Any], *, keys: bool) -> RenderableType:
     """What an approval asks, in its own words, with its context and preview."""
     pal = Palette(app)
@@ -892,11 +900,12 @@ def approval_renderable(app: ClawtowerApp, a: dict[str, Any], *, keys: bool) -> 
         ctx_rows = [(str(k), _context_value(v)) for k, v in ctx.items()]
         parts += [Text(""), Text("Context", style="bold"), _kv(pal, ctx_rows)]
     if keys:
+        verbs = GATE_VERBS.get(a["kind"], (" approve   ", " reject (asks a reason)"))
         hint = Text("\n")
         hint.append(" a ", style=pal.tone("done", "bold reverse"))
-        hint.append(" approve   ")
+        hint.append(verbs[0])
         hint.append(" r ", style=pal.tone("failed", "bold reverse"))
-        hint.append(" reject (asks a reason)")
+        hint.append(verbs[1])
         parts.append(hint)
     return Group(*parts)
 

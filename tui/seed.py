@@ -209,3 +209,25 @@ async def _live_meeting(store: Any) -> None:
             tx.emit(event)
 
         await store.execute(command)
+
+
+WORKFLOWS = Path(__file__).resolve().parent.parent / "examples" / "workflows"
+
+
+async def seed_workflows(db_path: str | Path) -> list[str]:
+    """Three runs of examples/workflows: a release approved and finished, a review waiting
+    for its JSON answer, a release waiting for approval (a stepping clock, seeded ids)."""
+    from core.workflows.service import Workflows
+
+    clock = SteppingClock(start=START + 7200, step=0.5)
+    store = await open_store(db_path, clock=clock)
+    quiet = Workflows(store, actor="alice", stderr=lambda _text: None, cwd=str(WORKFLOWS))
+    try:
+        with deterministic_ids(11):
+            first = await quiet.run("release.lobster", {"version": "1.3.2"})
+            await quiet.decide(first["requiresApproval"]["approvalId"], True, by="bob")
+            await quiet.run("review.lobster")
+            await quiet.run("release.lobster")
+        return [r["id"] for r in await quiet.list()]
+    finally:
+        await store.close()

@@ -15,6 +15,7 @@ from core.describe import event_summary, one_line
 
 from .model import PHASE_ORDER, PHASE_TONE, fmt_time
 from .rowlist import Cell, Column, RowList
+from .workflowdata import RUN_TONE
 
 if TYPE_CHECKING:
     from .app import ClawtowerApp
@@ -145,6 +146,7 @@ class ModeBar(Static):
     MODES: ClassVar[list[tuple[str, str, str]]] = [
         ("1", "tasks", "Tasks"), ("2", "approvals", "Approvals"),
         ("3", "meetings", "Meetings"), ("4", "sessions", "Sessions"),
+        ("5", "workflows", "Workflows"),
     ]
 
     def __init__(self, mode: str, *, id: str | None = None) -> None:
@@ -238,3 +240,40 @@ class MeetingList(RowList):
 
     def load(self, meetings: Iterable[dict[str, Any]]) -> None:
         self.set_rows((m["id"], self.version(m), m) for m in meetings)
+
+
+class WorkflowList(RowList):
+    """Every workflow run, newest first; running and paused ones live."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "screen.cancel_run", "Cancel run", id="workflow.cancel",
+                tooltip="Cancel the selected paused run (asks to confirm)"),
+    ]
+
+    columns: ClassVar[Sequence[Column]] = (
+        Column("Run", width=8), Column("Workflow", ratio=1), Column("Steps", width=7,
+                                                                   justify="right"),
+        Column("Status", width=16), Column("Started", width=8),
+    )
+    empty_text = "no workflow runs yet — `clawtower workflow run --file F` or `:workflow F`"
+
+    def row_cells(self, key: Hashable, data: Any) -> Sequence[Cell]:
+        status = str(data["status"])
+        if status == "paused":
+            status = f"waiting {data.get('gate_kind') or 'gate'}"
+        return [
+            (data["id"], "key"),
+            one_line(str(data.get("name") or data.get("file") or "")),
+            (f"{data['steps_done']}/{data['steps_total']}", "dim"),
+            (status, RUN_TONE.get(str(data["status"]), "idle")),
+            (fmt_time(data.get("started_at")), "dim"),
+        ]
+
+    def row_search_text(self, key: Hashable, data: Any) -> str:
+        return f"{data['id']} {data.get('name') or ''} {data.get('file') or ''} {data['status']}"
+
+    def row_sort_key(self, key: Hashable, data: Any) -> Any:
+        return (-(data.get("started_at") or 0.0), str(data["id"]))
+
+    def load(self, runs: Iterable[dict[str, Any]]) -> None:
+        self.set_rows((r["id"], r["last_seq"], r) for r in runs)

@@ -4,10 +4,12 @@ sys.path under pytest's default import mode, and is deliberately not a package, 
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.console import Console
 from textual.pilot import Pilot
 
 SIZE = (140, 40)
@@ -21,3 +23,10 @@ async def until(pilot: Pilot[Any], check: Callable[[], bool], timeout: float = 3
             raise AssertionError(f"not true after {timeout} s")
         await pilot.pause(0.02)
     return time.monotonic() - start
+
+
+def shown(widget: Any, width: int = 200) -> str:
+    """The plain text a Static shows (Rich renderables rendered, styles dropped)."""
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()

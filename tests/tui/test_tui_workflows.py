@@ -1,0 +1,227 @@
+"""Mode 5 and workflow gates in mode 2: runs listed with live steps, an approval gate
+approved from the console (the run continues here), an input gate answered with JSON that is
+checked against its schema before it is sent, a paused run cancelled, `:workflow FILE`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Static, TextArea
+from tui_helpers import SIZE, shown, until
+
+from core import open_store
+from core.workflows.service import Workflows
+from tui.app import ClawtowerApp
+from tui.modals import ConfirmScreen, JsonAnswerScreen
+from tui.seed import seed_workflows
+from tui.views import ApprovalList, WorkflowList
+from tui.workflows_screen import WorkflowsScreen
+
+ROOT = Path(__file__).resolve().parents[2]
+
+APPROVE_FLOW = """\
+name: ship
+steps:
+  - id: plan
+    run: "echo '{\\"files\\": 2}'"
+  - id: gate
+    approval:
+      prompt: Ship the 2 files?
+      items: [a.txt, b.txt]
+  - id: ship
+    run: echo shipped
+    when: $gate.approved
+"""
+
+INPUT_FLOW = """\
+name: review
+steps:
+  - id: draft
+    run: echo draft
+  - id: review
+    input:
+      prompt: Title for the release?
+      responseSchema:
+        type: object
+        required: [title]
+        properties:
+          title: {type: string}
+  - id: publish
+    run: echo "published $review.response.title"
+"""
+
+
+def make_app(db: str) -> ClawtowerApp:
+    return ClawtowerApp(db, run_engine=False, operator="alice")
+
+
+def paused(db: str, tmp_path: Path, text: str, name: str) -> dict[str, Any]:
+    """Start a run in another process, as `clawtower workflow run` would, paused at a gate."""
+    flow = tmp_path / name
+    flow.write_text(text)
+    out = subprocess.run([sys.executable, "-m", "cli.main", "--db", db, "workflow", "run",
+                          "--file", str(flow)], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    envelope = json.loads(out.stdout)
+    assert envelope["ok"], out.stdout + out.stderr
+    return envelope
+
+
+async def run_state(db: str) -> dict[str, Any]:
+    store = await open_store(db)
+    try:
+        [run] = await Workflows(store).list()
+        return await Workflows(store).get(run["id"])
+    finally:
+        await store.close()
+
+
+async def test_an_approval_gate_is_approved_from_the_console_and_the_run_continues(
+        tmp_path: Path) -> None:
+    db = str(tmp_path / "store.db")
+    envelope = paused(db, tmp_path, APPROVE_FLOW, "ship.lobster")
+    assert envelope["status"] == "needs_approval"
+    gate_id = envelope["requiresApproval"]["approvalId"]
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("2")
+        await until(pilot, lambda: gate_id in app.screen.query_one(ApprovalList))
+        body = shown(app.screen.query_one("#approval-body", Static))
+        assert "Ship the 2 files?" in body and "a.txt" in body
+        assert "the run continues" in body
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: gate_id not in app.model.approvals and
+                    bool(app.model.workflows) and app.model.workflows[0]["status"] == "ok",
+                    timeout=30)
+        await pilot.press("5")
+        await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen)
+                    and app.screen.detail is not None
+                    and app.screen.detail["status"] == "ok")
+        steps = shown(app.screen.query_one("#wf-steps", Static))
+        assert "ship" in steps and "done" in steps
+    run = await run_state(db)
+    assert [s["status"] for s in run["steps"]] == ["done", "done", "done"]
+    assert run["output"] == ["shipped\n"]
+    assert run["steps"][1]["result"]["approvedBy"] == "alice"
+
+
+async def test_an_input_gate_refuses_bad_json_and_schema_violations_before_sending(
+        tmp_path: Path) -> None:
+    db = str(tmp_path / "store.db")
+    envelope = paused(db, tmp_path, INPUT_FLOW, "review.lobster")
+    assert envelope["status"] == "needs_input"
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("2")
+        await until(pilot, lambda: len(app.model.approvals) == 1)
+        gate_id = app.model.approvals[0]["id"]
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, JsonAnswerScreen))
+        modal = app.screen
+        assert isinstance(modal, JsonAnswerScreen)
+        area = modal.query_one(TextArea)
+        error = modal.query_one("#answer-error", Static)
+        area.text = "{not json"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert "not JSON" in shown(error)
+        area.text = '{"headline": "x"}'
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        # the runner's own (Lobster's) wording, and nothing was sent
+        assert "must have required property 'title'" in shown(error)
+        assert isinstance(app.screen, JsonAnswerScreen)
+        assert app.model.approval(gate_id) is not None
+        area.text = '{"title": "v2"}'
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: bool(app.model.workflows)
+                    and app.model.workflows[0]["status"] == "ok", timeout=30)
+    run = await run_state(db)
+    assert run["steps"][1]["result"]["response"] == {"title": "v2"}
+    assert run["output"] == ["published v2\n"]
+
+
+async def test_mode_5_lists_runs_and_cancels_a_paused_one(tmp_path: Path) -> None:
+    db = str(tmp_path / "store.db")
+    paused(db, tmp_path, APPROVE_FLOW, "ship.lobster")
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("5")
+        await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen)
+                    and app.screen.detail is not None)
+        lst = app.screen.query_one(WorkflowList)
+        assert len(app.model.workflows) == 1
+        run_id = app.model.workflows[0]["id"]
+        assert run_id in lst
+        gate = shown(app.screen.query_one("#wf-gate", Static))
+        assert "Ship the 2 files?" in gate and "a.txt" in gate
+        steps = shown(app.screen.query_one("#wf-steps", Static))
+        assert "waiting" in steps and "pending" in steps
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: app.model.workflows[0]["status"] == "cancelled"
+                    and not app.model.approvals, timeout=10)
+    run = await run_state(db)
+    assert run["status"] == "cancelled"
+
+
+async def test_a_workflow_started_from_the_command_line_runs_in_the_console(
+        tmp_path: Path) -> None:
+    db = str(tmp_path / "store.db")
+    flow = tmp_path / "hello.lobster"
+    flow.write_text("args:\n  who: {default: world}\nsteps:\n"
+                    "  - id: hi\n    run: echo hello ${who}\n")
+    store = await open_store(db)
+    await store.close()
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("colon")
+        await pilot.pause()
+        await pilot.press(*f'workflow {flow} {{"who":"team"}}')
+        await pilot.press("enter")
+        await until(pilot, lambda: bool(app.model.workflows)
+                    and app.model.workflows[0]["status"] == "ok", timeout=30)
+        await until(pilot, lambda: app.current_mode == "workflows")
+        await asyncio.sleep(0)
+    run = await run_state(db)
+    assert run["output"] == ["hello team\n"]
+    assert run["started_by"] == "alice"
+
+
+@pytest.fixture(scope="session")
+def workflows_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("workflows") / "store.db"
+    asyncio.run(seed_workflows(path))
+    return path
+
+
+def test_workflows_mode_snapshot(snap_compare: Any, workflows_template: Path,
+                                 tmp_path: Path) -> None:
+    from conftest import copy_store
+
+    db = copy_store(workflows_template, tmp_path / "store.db")
+
+    async def loaded(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, ClawtowerApp)
+        await app.wait_loaded()
+        await pilot.press("5")
+        await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen)
+                    and app.screen.detail is not None)
+        await pilot.pause()
+
+    assert snap_compare(make_app(db), terminal_size=SIZE, run_before=loaded)

@@ -1,0 +1,71 @@
+"""Workflow runs as the console reads and drives them, through core's `Workflows` service
+(no Textual here). Gates are decided here so the run continues in the console's process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core import NotFound, Store
+from core.workflows.ajv import validate_response
+from core.workflows.service import GATE_KINDS, Workflows
+
+RUN_LIMIT = 500
+
+
+def _quiet(_text: str) -> None:
+    """Retry notices go to the store as events; the console must not write to the terminal."""
+APPROVAL_GATE = GATE_KINDS["approval"]
+INPUT_GATE = GATE_KINDS["input"]
+GATE_KIND_SET = frozenset(GATE_KINDS.values())
+
+# What each status means to an operator, as a tone the theme colours.
+RUN_TONE = {"running": "active", "paused": "waiting", "ok": "done", "failed": "failed",
+            "cancelled": "idle"}
+STEP_TONE = {"running": "active", "retrying": "active", "waiting": "waiting", "done": "done",
+             "failed": "failed", "skipped": "idle", "cancelled": "idle", "pending": "dim"}
+
+
+async def list_runs(store: Store, limit: int = RUN_LIMIT) -> list[dict[str, Any]]:
+    """Newest first."""
+    return await Workflows(store).list(limit=limit)
+
+
+async def get_run(store: Store, run_id: str) -> dict[str, Any] | None:
+    """A run with its steps and the gate it waits at, or None if there is no such run."""
+    try:
+        return await Workflows(store).get(run_id)
+    except NotFound:
+        return None
+
+
+def input_problem(approval: dict[str, Any], response: Any) -> str | None:
+    """Why an input gate would refuse `response` (the runner's own wording), or None."""
+    ctx = approval.get("context") or {}
+    schema = ctx.get("responseSchema")
+    if schema is None:
+        return None
+    return validate_response(schema, response, str(ctx.get("step") or "input"))
+
+
+async def decide_gate(store: Store, approval_id: str, approve: bool, *, by: str,
+                      reason: str = "") -> dict[str, Any]:
+    """Approve (the run continues here until it ends or pauses again) or reject (cancelled)."""
+    service = Workflows(store, actor=by, stderr=_quiet)
+    return await service.decide(approval_id, approve, by=by, reason=reason)
+
+
+async def answer_gate(store: Store, approval_id: str, response: Any, *,
+                      by: str) -> dict[str, Any]:
+    """Answer an input gate; the run continues here."""
+    return await Workflows(store, actor=by, stderr=_quiet).respond(approval_id, response, by=by)
+
+
+async def start_run(store: Store, file: str, args: dict[str, Any] | None, *,
+                    by: str) -> dict[str, Any]:
+    """Run a workflow file until it ends or pauses; answers Lobster's envelope."""
+    return await Workflows(store, actor=by, stderr=_quiet).run(file, args or {})
+
+
+async def cancel_run(store: Store, run_id: str, *, by: str, reason: str = "") -> None:
+    """Cancel a paused run: its gate is withdrawn."""
+    await Workflows(store, actor=by, stderr=_quiet).cancel(run_id, by=by, reason=reason)

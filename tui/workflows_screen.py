@@ -1,0 +1,266 @@
+"""Mode 5: workflow runs, newest first; the selected run's steps live (running, done,
+skipped, failed, waiting), its gate, its output or error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Static
+
+from core.describe import one_line
+
+from .model import Delta, fmt_datetime, fmt_time
+from .rowlist import RowList
+from .screens import ConsoleScreen, Palette, _kv, _table, show_section
+from .views import ModeBar, WorkflowList
+from .workflowdata import RUN_TONE, STEP_TONE, get_run
+
+PREVIEW_CHARS = 600
+
+
+def _short(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def step_summary(step: dict[str, Any]) -> str:
+    """One line on what a step produced: its error, its json, else its stdout."""
+    if step.get("error"):
+        return one_line(str(step["error"]))
+    if step.get("status") == "waiting":
+        return "waits for an answer" if step.get("kind") == "input" else "waits for a decision"
+    result = step.get("result") or {}
+    if not isinstance(result, dict):
+        return one_line(_short(result, 120))
+    if result.get("skipped"):
+        return "condition false"
+    if result.get("approved") is not None:
+        by = f" by {result['approvedBy']}" if result.get("approvedBy") else ""
+        return ("approved" if result["approved"] else "not approved") + by
+    for key in ("response", "json"):
+        if result.get(key) is not None:
+            return one_line(_short(result[key], 120))
+    return one_line(str(result.get("stdout") or "")[:120])
+
+
+def steps_table(pal: Palette, run: dict[str, Any]) -> RenderableType:
+    table = _table(pal, ("#", {"justify": "right", "width": 3}), "Step", "Kind",
+                   ("Status", {"no_wrap": True}), ("Try", {"justify": "right"}),
+                   ("Result", {"ratio": 1, "no_wrap": True, "overflow": "ellipsis"}))
+    for step in run.get("steps") or []:
+        status = str(step["status"])
+        tone = pal.tone(STEP_TONE.get(status, "idle"))
+        table.add_row(str(step["index"] + 1), Text(step["id"], style="bold"),
+                      Text(step.get("kind") or "", style=pal.tone("idle")),
+                      Text(status, style=tone),
+                      str(step["attempts"] or ""), Text(step_summary(step)))
+        for branch in step.get("branches") or []:
+            bstatus = str(branch["status"])
+            table.add_row("", Text(f"  └ {branch['id']}"), Text(branch.get("kind") or "",
+                                                                  style=pal.tone("idle")),
+                          Text(bstatus, style=pal.tone(STEP_TONE.get(bstatus, "idle"))),
+                          str(branch["attempts"] or ""), Text(step_summary(branch)))
+    return table
+
+
+def run_head(pal: Palette, run: dict[str, Any]) -> RenderableType:
+    head = Text()
+    head.append(f"{run['id']}  ", style=pal("accent", "bold"))
+    head.append(str(run.get("name") or ""), style="bold")
+    status = str(run["status"])
+    head.append(f"  {status}", style=pal.tone(RUN_TONE.get(status, "idle"), "bold"))
+    rows: list[tuple[str, Any]] = [
+        ("file", Path(str(run.get("file") or "")).name),
+        ("started", f"{fmt_datetime(run.get('started_at'))} by {run.get('started_by')}"),
+        ("steps", f"{run['steps_done']} of {run['steps_total']} finished"),
+    ]
+    if run.get("args"):
+        rows.append(("args", _short(run["args"], 300)))
+    if run.get("ended_at"):
+        rows.append(("ended", fmt_datetime(run["ended_at"])))
+    return Group(head, _kv(pal, rows))
+
+
+def gate_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | None:
+    gate = run.get("gate")
+    if not gate:
+        return None
+    request = gate.get("request") or {}
+    parts: list[RenderableType] = [Text(str(request.get("prompt") or ""), style="bold")]
+    if gate["kind"] == "input":
+        schema = request.get("responseSchema")
+        parts += [Text(""), Text("Response schema", style=pal.tone("idle", "bold")),
+                  Text(json.dumps(schema, indent=2) if schema is not None else "any JSON")]
+        hint = "answer it in mode 2: select the gate, `a` opens a JSON editor"
+    else:
+        items = request.get("items") or []
+        if items:
+            parts += [Text(""), Text("Items", style=pal.tone("idle", "bold"))]
+            parts += [Text(f"• {_short(item, 200)}") for item in items[:20]]
+            if len(items) > 20:
+                parts.append(Text(f"… {len(items) - 20} more", style=pal.tone("idle")))
+        if request.get("preview"):
+            parts += [Text(""), Text("Preview", style=pal.tone("idle", "bold")),
+                      Text(_short(request["preview"]), style=pal("accent"))]
+        hint = "decide it in mode 2: `a` approves (the run continues), `r` rejects (cancels)"
+    parts += [Text(""), Text(f"approval {gate['approval_id']} · {hint}",
+                             style=pal.tone("waiting"))]
+    return Group(*parts)
+
+
+def outcome_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | None:
+    if run["status"] == "failed":
+        return Text(str(run.get("error") or "failed"), style=pal.tone("failed"))
+    if run["status"] in ("ok", "cancelled"):
+        out = run.get("output")
+        return Text(_short(json.dumps(out, indent=2, ensure_ascii=False), 2000))
+    return None
+
+
+class WorkflowsScreen(ConsoleScreen):
+    """Mode 5: runs newest first; the selected run's steps update as they change.
+
+    `c` cancels the selected paused run (after a y/n); `:workflow FILE [ARGS-JSON]` starts
+    one in this console; gates are decided in mode 2 like every other approval.
+    """
+
+    MODE = "workflows"
+
+    SECTIONS: ClassVar[list[tuple[str, str]]] = [
+        ("head", ""), ("gate", "Waiting for"), ("steps", "Steps"), ("outcome", "Output"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selected: str | None = None
+        self.detail: dict[str, Any] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield ModeBar(self.MODE)
+        with Horizontal(id="workflows-pane"):
+            runs = WorkflowList(id="workflows")
+            runs.border_title = "Workflow runs"
+            yield runs
+            with VerticalScroll(id="workflow-detail"):
+                for key, title in self.SECTIONS:
+                    section = Static(id=f"wf-{key}", classes="section")
+                    section.border_title = title
+                    yield section
+        yield from self.compose_bottom()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one(WorkflowList).focus()
+        self.app.theme_changed_signal.subscribe(self, lambda _t: self._render_detail())
+
+    def sync(self) -> None:
+        self._list()
+        self.reload()
+        super().sync()
+
+    def apply(self, delta: Delta) -> None:
+        if delta.workflows_changed:
+            self._list()
+            if self.selected in delta.workflows:
+                self.reload()
+        super().apply(delta)
+
+    def _list(self) -> None:
+        lst = self.query_one(WorkflowList)
+        runs = self.capp.model.workflows
+        lst.load(runs)
+        live = sum(1 for r in runs if r["status"] == "running")
+        waiting = sum(1 for r in runs if r["status"] == "paused")
+        extra = (f" · {live} running" if live else "") + (f" · {waiting} waiting"
+                                                          if waiting else "")
+        lst.border_title = f"Workflow runs · {len(runs)}{extra}"
+        self._filter_subtitle(lst)
+        key = lst.cursor_key
+        if key is not None and key != self.selected:
+            self.select(str(key))
+        elif key is None and self.selected is None:
+            self._render_detail()
+
+    def select(self, run_id: str) -> None:
+        self.selected = run_id
+        self.detail = None
+        self.reload()
+
+    @on(RowList.Highlighted, "#workflows")
+    def _highlighted(self, event: RowList.Highlighted) -> None:
+        if event.key is not None and event.key != self.selected:
+            self.select(str(event.key))
+
+    @on(RowList.Selected, "#workflows")
+    def _selected(self, event: RowList.Selected) -> None:
+        run = self.capp.model.workflow(str(event.key))
+        if run is not None and run.get("approval_id"):
+            self.capp.open_approval(str(run["approval_id"]))
+
+    @work(exclusive=True, group="workflow-detail")
+    async def reload(self) -> None:
+        store = self.capp.store
+        if store is None or self.selected is None:
+            self._render_detail()
+            return
+        wanted = self.selected
+        detail = await get_run(store, wanted)
+        if wanted == self.selected:
+            self.detail = detail
+            self._render_detail()
+
+    def _selected_run(self) -> dict[str, Any] | None:
+        key = self.query_one(WorkflowList).cursor_key
+        return self.capp.model.workflow(str(key)) if key is not None else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_run":
+            run = self._selected_run()
+            return run is not None and run["status"] == "paused"
+        return True
+
+    def action_cancel_run(self) -> None:
+        run = self._selected_run()
+        if run is not None:
+            self.capp.request_cancel_run(str(run["id"]))
+
+    def _set(self, key: str, renderable: RenderableType | None, title: str | None = None) -> None:
+        show_section(self.query_one(f"#wf-{key}", Static), renderable, title)
+
+    def _render_detail(self) -> None:
+        if not self.is_mounted:
+            return
+        self.refresh_bindings()
+        run = self.detail
+        pal = Palette(self.capp)
+        if run is None:
+            text = ("Select a run to follow it." if self.capp.model.workflows else
+                    "No workflow runs yet. Start one with\n"
+                    "  clawtower workflow run --file FLOW.lobster\n"
+                    "or from here with :workflow FLOW.lobster")
+            self._set("head", Text(text, style=pal.tone("idle")))
+            for key, _ in self.SECTIONS[1:]:
+                self._set(key, None)
+            return
+        self._set("head", run_head(pal, run))
+        gate = run.get("gate")
+        gate_title = None
+        if gate:
+            gate_title = (f"Waiting for {'an answer' if gate['kind'] == 'input' else 'approval'}"
+                          f" · step {gate['step']}")
+        self._set("gate", gate_renderable(pal, run), gate_title)
+        running = next((s for s in run.get("steps") or [] if s["status"] in
+                        ("running", "retrying")), None)
+        now = f" · running {running['id']}" if running else ""
+        self._set("steps", steps_table(pal, run),
+                  f"Steps · {run['steps_done']}/{run['steps_total']}{now}")
+        title = "Error" if run["status"] == "failed" else (
+            f"Output · {fmt_time(run.get('ended_at'))}")
+        self._set("outcome", outcome_renderable(pal, run), title)
