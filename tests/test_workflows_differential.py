@@ -1,0 +1,142 @@
+"""Differential tests: every workflow case in tests/workflows/corpus run as whole processes.
+
+(a) The real Lobster CLI (npm @clawdbot/lobster, installed by scripts/install-peers.sh lobster)
+    must still produce its golden file tests/workflows/expected/NAME.json: this proves the goldens
+    are real Lobster behaviour. Skipped, with the reason, when the CLI is not installed.
+(b) `clawtower workflow` must produce the same golden, except for the cases listed in
+    tests/workflows/deviations.yaml (case -> reason, documented in docs/workflow-deviations.md),
+    whose expected result is tests/workflows/expected-clawtower/NAME.json.
+
+Envelopes and exit codes are compared after normalising tokens, approval ids, timestamps and
+temporary paths (tests/workflows/harness.py); stderr too where a case sets compare_stderr.
+All runs are started at once on a pool of CLAWTOWER_WF_JOBS (default 2) threads.
+Regenerate the goldens with tests/workflows/record.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "workflows"))
+
+import harness as h
+
+CASES = h.load_cases()
+NAMES = [c.name for c in CASES]
+BY_NAME = {c.name: c for c in CASES}
+DEVIATIONS = h.load_deviations()
+JOBS = max(1, int(os.environ.get("CLAWTOWER_WF_JOBS", "2")))
+LOBSTER_MISSING = h.lobster_missing()
+
+
+class Runs:
+    """Every (cli, case) run, submitted at once so both CLIs share the pool."""
+
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(JOBS, thread_name_prefix="wfdiff")
+        self.futures: dict[tuple[str, str], Future[dict[str, Any]]] = {}
+        clis: list[h.Cli] = [h.ClawtowerCli()]
+        if LOBSTER_MISSING is None:
+            clis.insert(0, h.LobsterCli())
+        for case in CASES:  # interleaved, so the first results of each CLI come early
+            if h.case_unavailable(case):
+                continue
+            for cli in clis:
+                self.futures[(cli.name, case.name)] = self.pool.submit(h.run_case, case, cli)
+
+    def get(self, cli: str, name: str) -> dict[str, Any]:
+        return self.futures[(cli, name)].result()
+
+    def close(self) -> None:
+        for f in self.futures.values():
+            f.cancel()
+        self.pool.shutdown(wait=True)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    r = Runs()
+    yield r
+    r.close()
+
+
+def _explain(name: str, expected: list[dict[str, Any]], got: list[dict[str, Any]]) -> str:
+    for i, (e, g) in enumerate(zip(expected, got, strict=False)):
+        if e != g:
+            return (f"{name}: call {i + 1} ({e.get('call')}) differs\n"
+                    f"expected: {json.dumps(e, indent=1, ensure_ascii=False)}\n"
+                    f"got:      {json.dumps(g, indent=1, ensure_ascii=False)}")
+    return (f"{name}: {len(expected)} calls expected, {len(got)} made\n"
+            f"expected: {json.dumps(expected, indent=1, ensure_ascii=False)}\n"
+            f"got:      {json.dumps(got, indent=1, ensure_ascii=False)}")
+
+
+def _skip_unavailable(case: h.Case) -> None:
+    why = h.case_unavailable(case)
+    if why:
+        print(f"skip {case.name}: {why}")
+        pytest.skip(why)
+
+
+# ----------------------------------------------------------------------------- the corpus
+
+
+def test_corpus_covers_the_brief() -> None:
+    files = [p for p in h.CORPUS.rglob("*") if p.suffix in h.WORKFLOW_EXTS
+             and not p.name.endswith(".case.yaml")]
+    assert len(files) >= 45, f"only {len(files)} workflow files"
+    exts = {p.suffix for p in files}
+    assert exts >= {".lobster", ".yaml", ".yml", ".json"}, exts
+    for case in CASES:
+        assert h.load_expected(case.name) is not None, (
+            f"{case.name} has no golden: run tests/workflows/record.py {case.name}")
+    names = set(NAMES)
+    for name in DEVIATIONS:
+        assert name in names, f"deviations.yaml names an unknown case {name!r}"
+        assert h.load_expected(name, clawtower=True) is not None, (
+            f"deviation {name} has no tests/workflows/expected-clawtower/{name}.json"
+            f" (record it: tests/workflows/record.py --clawtower {name})")
+
+
+# ----------------------------------------------------------------------------- (a) Lobster
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_lobster_still_matches_golden(runs: Runs, name: str) -> None:
+    if LOBSTER_MISSING:
+        print(f"skip: {LOBSTER_MISSING}")
+        pytest.skip(LOBSTER_MISSING)
+    case = BY_NAME[name]
+    _skip_unavailable(case)
+    golden = h.load_expected(name)
+    assert golden is not None, f"no golden for {name}: run tests/workflows/record.py {name}"
+    got = runs.get("lobster", name)
+    expected = h.comparable(golden, with_stderr=True)
+    actual = h.comparable(got, with_stderr=True)
+    assert actual == expected, _explain(name, expected, actual)
+
+
+# ----------------------------------------------------------------------------- (b) clawtower
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_clawtower_matches(runs: Runs, name: str) -> None:
+    case = BY_NAME[name]
+    _skip_unavailable(case)
+    deviation = DEVIATIONS.get(name)
+    golden = h.load_expected(name, clawtower=deviation is not None)
+    assert golden is not None, (
+        f"no expected result for {name}"
+        + (" in expected-clawtower/ (a documented deviation)" if deviation else ""))
+    got = runs.get("clawtower", name)
+    expected = h.comparable(golden, with_stderr=case.compare_stderr)
+    actual = h.comparable(got, with_stderr=case.compare_stderr)
+    why = f" [deliberate deviation: {deviation}]" if deviation else ""
+    assert actual == expected, _explain(name, expected, actual) + why
