@@ -44,7 +44,7 @@ async def test_started_on_demand_reused_and_closed(tmp_path: Path) -> None:
     server = McpServer(fake_config(tmp_path))
     assert (server.starts, server.running) == (0, False)
     names = [t.name for t in await server.list_tools()]
-    assert names == ["echo", "crash", "hang", "progress", "fail"]
+    assert names == ["echo", "crash", "hang", "progress", "fail", "block"]
     first = await server.call_tool("echo", {"text": "a"})
     second = await server.call_tool("echo", {"text": "b"})
     assert (first.content, second.content) == ("a", "b")
@@ -101,12 +101,29 @@ async def test_a_hung_call_times_out_naming_the_server(tmp_path: Path) -> None:
         await server.aclose()
 
 
+async def test_a_wedged_server_is_stopped_and_restarted(tmp_path: Path) -> None:
+    server = McpServer(fake_config(tmp_path, call_timeout_s=1, list_timeout_s=1))
+    try:
+        pid = (await server.call_tool("echo", {"text": "a"})).structured["pid"]
+        with pytest.raises(McpServerError) as err:
+            await server.call_tool("block", {})
+        assert err.value.kind == "timeout"
+        assert str(err.value) == ("mcp server 'fake': tools/call block: no answer within 1s,"
+                                  " and no answer to tools/list either: stopped; it is restarted"
+                                  " on next use")
+        await _until(lambda: not _alive(pid), "the wedged server to be stopped")
+        again = await server.call_tool("echo", {"text": "b"})
+        assert again.content == "b" and again.structured["pid"] != pid
+    finally:
+        await server.aclose()
+
+
 async def test_a_hung_listing_times_out_naming_the_server(tmp_path: Path) -> None:
     flag = tmp_path / "hang-list"
     server = McpServer(fake_config(tmp_path, list_timeout_s=1,
                                    env={"FAKE_MCP_HANG_LIST": str(flag)}))
     try:
-        assert len(await server.list_tools()) == 5
+        assert len(await server.list_tools()) == 6
         flag.touch()
         with pytest.raises(McpServerError) as err:
             await server.list_tools()

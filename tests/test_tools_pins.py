@@ -39,7 +39,7 @@ async def test_first_sight_requests_a_pin_and_refuses_until_approved(store: Any,
         assert json.loads(a["preview"]) == definition
         # every tool of the server asked once; listing again asks nothing new
         n = len(await Approvals(store).pending())
-        assert n == 5
+        assert n == 6
         await box.specs()
         assert len(await Approvals(store).pending()) == n
         r = await box.call("fake.echo", '{"text": "hi"}')

@@ -129,7 +129,7 @@ async def test_mcp_argument_errors_never_reach_the_server(store: Any, tmp_path: 
             assert (r.is_error, r.error_kind) == (True, kind)
             assert r.content.startswith("fake.echo: ")
         r = await box.call("fake.nope", "{}")
-        assert r.error_kind == "unknown" and "server 'fake' lists crash, echo, fail" in r.content
+        assert r.error_kind == "unknown" and "server 'fake' lists block, crash, echo" in r.content
         assert calls_received(tmp_path) == []
         r = await box.call("fake.fail", "{}")  # the tool's own error: a result, not a fault
         assert (r.is_error, r.error_kind, r.content) == (True, "failed", "it failed")

@@ -34,6 +34,7 @@ CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
 INVALID_PARAMS = -32602
 STDERR_TAIL = 300  # characters of the server's stderr quoted in a crash error
+PROBE_TIMEOUT_S = 5.0  # after a timed-out call: does the server still answer anything?
 STOP_TIMEOUT_S = 10.0  # the SDK's own shutdown is bounded at ~6 s (close stdin, TERM, KILL)
 
 
@@ -337,10 +338,35 @@ class McpServer:
                 result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout,
                                                 progress_callback=on_progress)
         except (Exception, TimeoutError) as exc:
-            raise self._fault(exc, f"tools/call {tool}", timeout) from None
+            fault = self._fault(exc, f"tools/call {tool}", timeout)
+            if fault.kind == "timeout" and not await self._still_answers(client):
+                # wedged, not just one slow tool: stop it; the next use starts a fresh one
+                await self._stop_wedged(client)
+                fault = self._error("timeout", f"tools/call {tool}: no answer within"
+                                               f" {timeout:g}s, and no answer to tools/list"
+                                               f" either: stopped; it is restarted on next use")
+            raise fault from None
         return McpCallResult(content=self.redact(content_text(list(result.content))),
                              structured=self._redact_value(result.structured_content),
                              is_error=bool(result.is_error))
+
+
+    async def _still_answers(self, client: Client) -> bool:
+        """Whether the server still answers at all (a tools/list: `ping` is gone from
+        protocol 2026-07-28). Any reply, even an error reply, counts."""
+        try:
+            async with asyncio.timeout(min(PROBE_TIMEOUT_S, self.config.list_timeout_s)):
+                await client.list_tools()
+            return True
+        except MCPError as exc:
+            return exc.code not in (REQUEST_TIMEOUT, CONNECTION_CLOSED)
+        except (Exception, TimeoutError):
+            return False
+
+    async def _stop_wedged(self, client: Client) -> None:
+        async with self._lock:
+            if self._client is client:  # not already replaced by another caller
+                await self._shutdown()
 
 
 def _describe(exc: BaseException) -> str:

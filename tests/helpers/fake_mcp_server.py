@@ -7,7 +7,8 @@ Driven by environment variables (the client passes them through `env:`):
   FAKE_MCP_HANG_START  when "1", never answer anything (a server hung from the start)
   FAKE_MCP_HANG_LIST   when this file exists, tools/list never answers
 
-Tools: echo(text), crash() exits the process mid-call, hang() never answers,
+Tools: echo(text), crash() exits the process mid-call, hang() never answers (the rest of
+the server still does), block() wedges the whole server,
 progress(steps) reports progress, fail() returns an isError result.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -51,6 +53,8 @@ async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListT
                    input_schema=_schema({"steps": {"type": "integer"}}, ["steps"])),
         types.Tool(name="fail", description="Return an error result.",
                    input_schema=_schema({}, [])),
+        types.Tool(name="block", description="Block the whole server.",
+                   input_schema=_schema({}, [])),
     ])
 
 
@@ -75,6 +79,8 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
         os._exit(3)
     if params.name == "hang":
         await anyio.sleep_forever()
+    if params.name == "block":  # wedges the whole server: nothing else is answered
+        time.sleep(3600)
     if params.name == "progress":
         steps = int(args["steps"])
         for i in range(1, steps + 1):
