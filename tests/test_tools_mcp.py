@@ -308,3 +308,14 @@ async def test_secret_values_never_come_back(tmp_path: Path, monkeypatch: pytest
         assert "tok-123456789" not in str(err.value)
     finally:
         await server.aclose()
+
+
+async def test_concurrent_first_uses_start_one_process(tmp_path: Path) -> None:
+    server = McpServer(fake_config(tmp_path))
+    try:
+        results = await asyncio.gather(*(server.call_tool("echo", {"text": str(i)})
+                                         for i in range(4)))
+        assert [r.content for r in results] == ["0", "1", "2", "3"]
+        assert len({r.structured["pid"] for r in results}) == 1 and server.starts == 1
+    finally:
+        await server.aclose()

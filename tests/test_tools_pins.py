@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,11 @@ async def test_a_restarted_server_is_listed_again_before_a_call(store: Any, tmp_
         assert r.error_kind == "unpinned" and "changed since it was pinned" in r.content
         assert reg.servers["fake"].starts == 2
     assert calls_received(tmp_path) == ["echo", "crash"]
+
+
+async def test_two_registries_listing_at_once_ask_once(store: Any, tmp_path: Path) -> None:
+    async with ToolRegistry(store, {"fake": fake_config(tmp_path)}) as one, \
+            ToolRegistry(store, {"fake": fake_config(tmp_path)}) as two:
+        await asyncio.gather(one.list_tools(), two.list_tools())
+    subjects = [a["subject"] for a in await Approvals(store).pending()]
+    assert sorted(subjects) == sorted(set(subjects)) and len(subjects) == 6
