@@ -319,3 +319,14 @@ async def test_concurrent_first_uses_start_one_process(tmp_path: Path) -> None:
         assert len({r.structured["pid"] for r in results}) == 1 and server.starts == 1
     finally:
         await server.aclose()
+
+
+async def test_the_server_runs_in_its_cwd(tmp_path: Path) -> None:
+    work = tmp_path / "work dir"
+    work.mkdir()
+    server = McpServer(fake_config(tmp_path, cwd=str(work)))
+    try:
+        r = await server.call_tool("echo", {"text": "x"})
+        assert Path(r.structured["cwd"]) == work
+    finally:
+        await server.aclose()

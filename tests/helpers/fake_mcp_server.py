@@ -69,7 +69,8 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
         if args["text"] == "$FAKE_TOKEN":
             args = {"text": f"token={os.environ.get('FAKE_TOKEN')}"}
         return types.CallToolResult(content=[types.TextContent(type="text", text=args["text"])],
-                                    structured_content={"echo": args["text"], "pid": os.getpid()})
+                                    structured_content={"echo": args["text"], "pid": os.getpid(),
+                                                        "cwd": os.getcwd()})
     if params.name == "crash":
         token = os.environ.get("FAKE_TOKEN")
         if token:
