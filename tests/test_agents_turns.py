@@ -372,3 +372,49 @@ async def test_configured_agent_with_the_tool_registry(store: Any, tmp_path: Any
         (total.prompt_tokens * 2.0 + total.completion_tokens * 4.0) / 1e6)
     row = await store.fetchone("SELECT * FROM turns WHERE id=?", (result.turn_id,))
     assert row is not None and row["model_calls"] == 2 and row["tool_calls"] == 2
+
+
+# -- the real SmolLM2 server ------------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason=(
+    "core/agents/openai.py sends an assistant message with tool_calls as content=null;"
+    " llama-cpp-python refuses null (HTTP 500, 'Input should be ...') and, with the key"
+    " omitted, its chatml-function-calling template fails ('dict object has no attribute"
+    " content'); content \"\" works (verified by hand). Remove this mark with that fix."))
+async def test_real_smollm2_turn_with_a_forced_tool(store: Any) -> None:
+    """llama-cpp-python (chatml-function-calling) with a forced first tool call: the tool runs,
+    its result goes back, and the turn ends within its budget with usage recorded."""
+    from llama_peer import llama_server
+
+    from core.agents.openai import OpenAIProvider
+
+    class Weather:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        async def specs(self) -> list[ToolSpec]:
+            return [ToolSpec(name="get_weather", description="Weather for a city",
+                             parameters={"type": "object", "required": ["city"],
+                                         "properties": {"city": {"type": "string"}}})]
+
+        async def call(self, name: str, arguments: str) -> ToolResult:
+            self.calls.append(arguments)
+            return ToolResult(content="sunny, 21 C")
+
+    tools = Weather()
+    deltas: list[str] = []
+    with llama_server() as base:
+        provider = OpenAIProvider("smollm2", base, timeout_s=60, retries=1)
+        result = await run_turn(
+            provider, model="smollm2", tools=tools, store=store, subject="task-real",
+            messages=[ChatMessage(role="user", content="What is the weather in Oslo?")],
+            first_tool_choice="get_weather", max_tokens_per_call=48, temperature=0.0,
+            budget=TurnBudget(max_tool_rounds=1, max_wall_s=120), on_text=deltas.append)
+    assert result.stop_reason in ("completed", "max_tool_rounds"), result.error
+    assert result.rounds == 1 and len(tools.calls) == 1
+    assert isinstance(json.loads(tools.calls[0]), dict)
+    assert any(m.role == "tool" and m.content == "sunny, 21 C" for m in result.messages)
+    total = await usage_for_subject(store, "task-real")
+    assert total.calls == result.model_calls >= 2 and total.tokens > 0
+    row = await store.fetchone("SELECT status FROM turns WHERE id=?", (result.turn_id,))
+    assert row is not None and row["status"] in ("completed", "stopped")

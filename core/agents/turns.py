@@ -185,13 +185,15 @@ async def run_turn(
     on_text: TextCallback | None = None,
     cancel: CancelHandle | None = None,
     temperature: float | None = None,
+    first_tool_choice: str | None = None,
     max_tokens_per_call: int | None = None,
     call_timeout_s: float = 60.0,
     metadata: dict[str, Any] | None = None,
     turn_id: str | None = None,
 ) -> TurnResult:
     """Run one turn; see the module docstring. Never raises for budgets, tool errors or
-    provider errors (those are stop reasons); re-raises asyncio cancellation of its task."""
+    provider errors (those are stop reasons); re-raises asyncio cancellation of its task.
+    `first_tool_choice` ("required", or a tool name) forces a tool on the first call."""
     budget = budget or TurnBudget()
     run = _Run(turn_id=turn_id or f"turn-{uuid.uuid4().hex[:12]}", messages=list(messages))
     recorder = UsageRecorder(store, subject, agent, price)
@@ -227,8 +229,11 @@ async def run_turn(
             cap = left if cap is None else min(cap, left)
         md = {"purpose": "turn", "agent": agent, "subject": subject, "turn": run.turn_id,
               **(metadata or {}), "round": run.model_calls}
+        # a forced tool ("required" or a name) applies to the first call only: forcing every
+        # call would never let the model answer
+        choice = first_tool_choice if run.model_calls == 0 and specs else None
         request = ChatRequest(model=model, messages=list(run.messages), tools=specs,
-                              max_tokens=cap, temperature=temperature,
+                              tool_choice=choice, max_tokens=cap, temperature=temperature,
                               timeout_s=call_timeout_s, metadata=md)
         parts: list[str] = []
         calls: list[ToolCall] = []
