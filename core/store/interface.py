@@ -7,6 +7,7 @@ write are therefore atomic across processes.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -38,6 +39,10 @@ class Store(Protocol):
     path: str
 
     async def execute(self, command: Command[T]) -> T: ...
+
+    def submit(self, command: Command[T]) -> asyncio.Future[T]:
+        """Queue a command in order with later writes, without waiting for its commit."""
+        ...
 
     async def append(self, events: Sequence[NewEvent]) -> list[int]: ...
 

@@ -272,16 +272,23 @@ class SQLiteStore:
 
     async def execute(self, command: Command[T]) -> T:
         """Run `command` in a write transaction (batched with others); return its result."""
+        # Shielded: a cancelled caller never cancels a command mid-transaction; the command
+        # either commits whole or not at all.
+        return await asyncio.shield(self.submit(command))
+
+    def submit(self, command: Command[T]) -> asyncio.Future[T]:
+        """Queue `command` now, in order with every later write, without waiting for it.
+
+        For progress records nothing waits on (a step started): they ride in the same
+        batch as the next write, and are durable once any later `execute` has returned."""
         if self._closed:
             raise StoreClosed("the store is closed")
         fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        # If the caller is cancelled the outcome has no reader; retrieve it so a failed
-        # command does not log "Future exception was never retrieved".
+        # If nobody awaits the outcome, retrieve it so a failed command does not log
+        # "Future exception was never retrieved".
         fut.add_done_callback(_consume_outcome)
-        await self._queue.put(_Job(command, fut))
-        # Shielded: a cancelled caller never cancels a command mid-transaction; the command
-        # either commits whole or not at all.
-        return await asyncio.shield(fut)
+        self._queue.put_nowait(_Job(command, fut))  # unbounded: never blocks
+        return fut
 
     async def append(self, events: Sequence[NewEvent]) -> list[int]:
         """Append pre-validated events atomically. Returns their sequence numbers."""

@@ -8,7 +8,10 @@ absent differs from one that is null), so a typed model would only blur them.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import math
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +59,21 @@ def _normpath(path: str) -> str:
     return os.path.normpath(path)
 
 
-def read_workflow_file(path: str | Path) -> Any:
-    p = Path(path)
+def _read_text(p: Path) -> str:
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise WorkflowError(f"ENOENT: no such file or directory, open '{p}'") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise WorkflowError(f"{p}: cannot read ({exc})") from None
+
+
+def read_workflow_file(path: str | Path) -> Any:
+    p = Path(path)
+    return _parse_text(p, _read_text(p))
+
+
+def _parse_text(p: Path, text: str) -> Any:
     if p.suffix.lower() == ".json":
         try:
             return parse_json(text)
@@ -75,9 +85,27 @@ def read_workflow_file(path: str | Path) -> Any:
         raise WorkflowError(str(exc)) from None
 
 
+# Validated workflows by (path, sha256 of the text). The file is still read on every load
+# (a resume sees the file as it is now, as Lobster's does); only an unchanged text skips the
+# parse, which dominates a gate's round trip (pure-Python YAML: ~10 ms for 20 steps).
+_PARSED: OrderedDict[tuple[str, str], Workflow] = OrderedDict()
+_PARSED_MAX = 64
+
+
 def load_workflow(path: str | Path) -> Workflow:
     """Parse and validate; raise WorkflowError with Lobster's message on the first problem."""
-    return validate_workflow(read_workflow_file(path))
+    p = Path(path)
+    text = _read_text(p)
+    key = (str(p), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+    hit = _PARSED.get(key)
+    if hit is None:
+        hit = validate_workflow(_parse_text(p, text))
+        _PARSED[key] = hit
+        while len(_PARSED) > _PARSED_MAX:
+            _PARSED.popitem(last=False)
+    else:
+        _PARSED.move_to_end(key)
+    return copy.deepcopy(hit)  # callers may not share (or mutate) the cached one
 
 
 def is_approval_step(approval: Any) -> bool:

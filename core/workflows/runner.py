@@ -55,7 +55,10 @@ class Recorder(Protocol):
     async def step_started(self, step_id: str, index: int, kind: str, attempt: int) -> None: ...
 
     async def step_finished(self, step_id: str, index: int, result: dict[str, Any],
-                            branches: dict[str, dict[str, Any]] | None) -> None: ...
+                            branches: dict[str, dict[str, Any]] | None, *,
+                            durable: bool = True) -> None:
+        """`durable=False`: the caller's next write (a gate's pause) makes it durable."""
+        ...
 
     async def step_skipped(self, step_id: str, index: int) -> None: ...
 
@@ -70,7 +73,8 @@ class NullRecorder:
         return None
 
     async def step_finished(self, step_id: str, index: int, result: dict[str, Any],
-                            branches: dict[str, dict[str, Any]] | None) -> None:
+                            branches: dict[str, dict[str, Any]] | None, *,
+                            durable: bool = True) -> None:
         return None
 
     async def step_skipped(self, step_id: str, index: int) -> None:
@@ -242,7 +246,8 @@ class Runner:
                 identity = identity_of_request(request)
                 if identity.get("initiatedBy"):
                     result["initiatedBy"] = identity["initiatedBy"]
-                await ctx.recorder.step_finished(sid, idx, result, branches)
+                # the pause written next commits it too (one commit per gate, not two)
+                await ctx.recorder.step_finished(sid, idx, result, branches, durable=False)
                 return Outcome("needs_approval", [], results, Pause(
                     "approval", sid, idx, idx + 1, request, identity), last_step_id)
             await ctx.recorder.step_finished(sid, idx, result, branches)

@@ -83,13 +83,25 @@ class _StoreRecorder:
         await self.store.execute(lambda tx: tx.emit(event))
 
     async def step_started(self, step_id: str, index: int, kind: str, attempt: int) -> None:
-        await self._emit(ev.WorkflowStepStarted(step_id=step_id, index=index, kind=kind,
-                                                attempt=attempt))
+        # Not awaited: nothing depends on it being durable first (a step with no recorded
+        # result runs again on resume), and it then shares the commit of the step's next
+        # write (its result, or the gate's pause) instead of costing a commit of its own.
+        event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
+                         payload=ev.WorkflowStepStarted(step_id=step_id, index=index,
+                                                        kind=kind, attempt=attempt))
+        self.store.submit(lambda tx: tx.emit(event))
 
     async def step_finished(self, step_id: str, index: int, result: dict[str, Any],
-                            branches: dict[str, dict[str, Any]] | None) -> None:
-        await self._emit(ev.WorkflowStepFinished(step_id=step_id, index=index, result=result,
-                                                 branches=branches or {}))
+                            branches: dict[str, dict[str, Any]] | None, *,
+                            durable: bool = True) -> None:
+        payload = ev.WorkflowStepFinished(step_id=step_id, index=index, result=result,
+                                          branches=branches or {})
+        if durable:
+            await self._emit(payload)
+            return
+        event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
+                         payload=payload)
+        self.store.submit(lambda tx: tx.emit(event))
 
     async def step_skipped(self, step_id: str, index: int) -> None:
         await self._emit(ev.WorkflowStepSkipped(step_id=step_id, index=index))
