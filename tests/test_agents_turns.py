@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from core.agents.provider import ChatMessage, ChatRequest, StreamEvent, ToolSpec, Usage
+from core.agents.provider import (
+    ChatMessage,
+    ChatRequest,
+    StreamEvent,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from core.agents.simulator import Simulator, script_from_data
 from core.agents.turns import CancelHandle, TurnBudget, TurnState, run_turn
 from core.agents.usage import Price, usage_by_agent, usage_for_subject
@@ -295,6 +302,50 @@ async def test_a_raising_toolbox_and_no_toolbox_are_error_results() -> None:
     assert result.completed and result.tools[0].result.error_kind == "unknown"
 
 
+async def test_tool_names_reach_the_model_in_the_providers_alphabet() -> None:
+    """OpenAI and Anthropic accept only [A-Za-z0-9_-]{1,64}: `time.now` is sent as a safe
+    name, forced by that name, and the model's call by it reaches the real tool."""
+    import re
+
+    seen: list[ChatRequest] = []
+
+    class Strict:
+        name = "strict"
+
+        async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+            seen.append(request)
+            for t in request.tools:
+                assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", t.name), t.name
+            if len(seen) == 1:
+                [spec] = request.tools
+                assert request.tool_choice == spec.name
+                yield StreamEvent(kind="tool_call", tool_call=ToolCall(
+                    id="c1", name=spec.name, arguments="{}"))
+            else:
+                assert request.messages[-2].tool_calls[0].name == request.tools[0].name
+                yield StreamEvent(kind="text", text="it is noon")
+            yield StreamEvent(kind="usage", usage=Usage(prompt_tokens=3, completion_tokens=2))
+            yield StreamEvent(kind="done", finish_reason="stop")
+
+    class Clock:
+        def __init__(self) -> None:
+            self.called: list[str] = []
+
+        async def specs(self) -> list[ToolSpec]:
+            return [ToolSpec(name="time.now", description="the time")]
+
+        async def call(self, name: str, arguments: str) -> ToolResult:
+            self.called.append(name)
+            return ToolResult(content="12:00")
+
+    clock = Clock()
+    result = await run_turn(Strict(), model="m", messages=USER, tools=clock,
+                            first_tool_choice="time.now")
+    assert result.completed and result.text == "it is noon"
+    assert clock.called == ["time.now"]
+    assert result.tools[0].call.name == "time.now"
+
+
 async def test_provider_error_is_a_stop_reason(store: Any) -> None:
     provider = Simulator(script_from_data(
         {"speed": 0, "scripts": {"t": {"turn": [{"error": "HTTP 500"}]}}}, "test"))
@@ -357,7 +408,8 @@ async def test_configured_agent_with_the_tool_registry(store: Any, tmp_path: Any
                                       registry=registry, store=store, subject="task-3")
     assert result.completed and result.text == "three words"
     # the model saw only its allowed tools, and its system prompt first
-    assert {t.name for t in seen[0].tools} == {"text.count"}
+    # the model sees the provider-safe name of text.count (see core/tools/names.py)
+    assert {t.name for t in seen[0].tools} == {"text__count"}
     assert seen[0].messages[0].content == "You count words."
     ok, refused = result.tools
     assert json.loads(ok.result.content) == {"characters": 13, "words": 3, "lines": 1}
@@ -376,11 +428,6 @@ async def test_configured_agent_with_the_tool_registry(store: Any, tmp_path: Any
 
 # -- the real SmolLM2 server ------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core/agents/openai.py sends an assistant message with tool_calls as content=null;"
-    " llama-cpp-python refuses null (HTTP 500, 'Input should be ...') and, with the key"
-    " omitted, its chatml-function-calling template fails ('dict object has no attribute"
-    " content'); content \"\" works (verified by hand). Remove this mark with that fix."))
 async def test_real_smollm2_turn_with_a_forced_tool(store: Any) -> None:
     """llama-cpp-python (chatml-function-calling) with a forced first tool call: the tool runs,
     its result goes back, and the turn ends within its budget with usage recorded."""

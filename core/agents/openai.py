@@ -128,7 +128,8 @@ class OpenAIProvider(HTTPProvider):
         for m in request.messages:
             msg: dict[str, Any] = {"role": m.role, "content": m.content}
             if m.tool_calls:
-                msg["content"] = m.content or None
+                # "" rather than null: llama-cpp-python answers 500 to a null content
+                msg["content"] = m.content
                 msg["tool_calls"] = [
                     {"id": c.id, "type": "function",
                      "function": {"name": c.name, "arguments": c.arguments}}

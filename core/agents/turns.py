@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field
 from .. import events as ev
 from ..events import NewEvent
 from ..store.interface import Store
+from ..tools.names import unwire, wire_names
 from ..tools.types import ToolBox, ToolResult
 from .provider import ChatMessage, ChatRequest, Provider, ProviderError, ToolCall, ToolSpec, Usage
 from .simulator import count_tokens
@@ -232,6 +233,8 @@ async def run_turn(
         # a forced tool ("required" or a name) applies to the first call only: forcing every
         # call would never let the model answer
         choice = first_tool_choice if run.model_calls == 0 and specs else None
+        if choice is not None:
+            choice = wire.get(choice, choice)
         request = ChatRequest(model=model, messages=list(run.messages), tools=specs,
                               tool_choice=choice, max_tokens=cap, temperature=temperature,
                               timeout_s=call_timeout_s, metadata=md)
@@ -279,8 +282,23 @@ async def run_turn(
             return ToolResult(content=f"error: tool {call.name!r} failed: {exc}",
                               is_error=True, error_kind="failed")
 
+    # OpenAI's and Anthropic's APIs accept only [A-Za-z0-9_-]{1,64} as a tool name; tools are
+    # named <server>.<tool>. The model sees provider-safe names (and so does the history sent
+    # back to it); tools, events and allow-lists keep the real ones.
+    wire: dict[str, str] = {}
+    real_names: dict[str, str] = {}
+
+    def real_call(c: ToolCall) -> ToolCall:
+        name = real_names.get(c.name, c.name)
+        return c if name == c.name else c.model_copy(update={"name": name})
+
     async def body() -> StopReason:
+        nonlocal wire, real_names
         specs = await tools.specs() if tools is not None else []
+        wire = wire_names(s.name for s in specs)
+        real_names = unwire(wire)
+        specs = [s if wire[s.name] == s.name else s.model_copy(update={"name": wire[s.name]})
+                 for s in specs]
         while True:
             if cancel is not None and cancel.cancelled:
                 raise _Stop("cancelled")
@@ -291,6 +309,7 @@ async def run_turn(
             if text:
                 run.text = text
             run.messages.append(ChatMessage(role="assistant", content=text, tool_calls=calls))
+            calls = [real_call(c) for c in calls]
             left = tokens_left()
             stop: StopReason | None = (
                 None if not calls else "max_tool_rounds"
