@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from core import NotFound, Store
 from core.workflows.ajv import validate_response
+from core.workflows.llm import config_llm
 from core.workflows.service import GATE_KINDS, Workflows
 
 RUN_LIMIT = 500
@@ -23,6 +25,13 @@ RUN_TONE = {"running": "active", "paused": "waiting", "ok": "done", "failed": "f
             "cancelled": "idle"}
 STEP_TONE = {"running": "active", "retrying": "active", "waiting": "waiting", "done": "done",
              "failed": "failed", "skipped": "idle", "cancelled": "idle", "pending": "dim"}
+
+
+def _service(store: Store, by: str) -> Workflows:
+    """The service as the CLI builds it: LLM stages answer through the configured agents
+    (the simulator with no config) and record their usage on the run."""
+    agent = os.environ.get("CLAWTOWER_WORKFLOW_AGENT")
+    return Workflows(store, actor=by, stderr=_quiet, llm=config_llm(agent, store=store))
 
 
 async def list_runs(store: Store, limit: int = RUN_LIMIT) -> list[dict[str, Any]]:
@@ -50,22 +59,22 @@ def input_problem(approval: dict[str, Any], response: Any) -> str | None:
 async def decide_gate(store: Store, approval_id: str, approve: bool, *, by: str,
                       reason: str = "") -> dict[str, Any]:
     """Approve (the run continues here until it ends or pauses again) or reject (cancelled)."""
-    service = Workflows(store, actor=by, stderr=_quiet)
+    service = _service(store, by)
     return await service.decide(approval_id, approve, by=by, reason=reason)
 
 
 async def answer_gate(store: Store, approval_id: str, response: Any, *,
                       by: str) -> dict[str, Any]:
     """Answer an input gate; the run continues here."""
-    return await Workflows(store, actor=by, stderr=_quiet).respond(approval_id, response, by=by)
+    return await _service(store, by).respond(approval_id, response, by=by)
 
 
 async def start_run(store: Store, file: str, args: dict[str, Any] | None, *,
                     by: str) -> dict[str, Any]:
     """Run a workflow file until it ends or pauses; answers Lobster's envelope."""
-    return await Workflows(store, actor=by, stderr=_quiet).run(file, args or {})
+    return await _service(store, by).run(file, args or {})
 
 
 async def cancel_run(store: Store, run_id: str, *, by: str, reason: str = "") -> None:
     """Cancel a paused run: its gate is withdrawn."""
-    await Workflows(store, actor=by, stderr=_quiet).cancel(run_id, by=by, reason=reason)
+    await _service(store, by).cancel(run_id, by=by, reason=reason)

@@ -6,15 +6,24 @@ simulator answers, so workflows with LLM stages run offline and deterministicall
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from ..agents.config import load_config
 from ..agents.llm_task import run_llm_task
+from ..agents.usage import UsageRecorder
+from ..store.interface import Store
 from .pipeline import LlmAnswer, LlmCall
 
+# The run whose step is calling (set by the Workflows service around a run): its tokens and
+# cost are recorded under the run's id, like a task's or a meeting's.
+CURRENT_RUN: ContextVar[str | None] = ContextVar("clawtower_workflow_run", default=None)
 
-def config_llm(agent_name: str | None = None, config_path: str | None = None) -> LlmCall:
-    """An LlmCall answering with `agent_name` (default: the first agent of the config)."""
+
+def config_llm(agent_name: str | None = None, config_path: str | None = None, *,
+               store: Store | None = None) -> LlmCall:
+    """An LlmCall answering with `agent_name` (default: the first agent of the config);
+    with a `store`, every model call's usage is an `agent.usage` event of the run."""
 
     async def call(prompt: str, items: list[Any], schema: dict[str, Any] | None,
                    model: str) -> LlmAnswer:
@@ -22,9 +31,12 @@ def config_llm(agent_name: str | None = None, config_path: str | None = None) ->
         name = agent_name or sorted(cfg.agents)[0]
         agent = cfg.agent(name)
         provider = cfg.provider(agent.provider)
+        run_id = CURRENT_RUN.get()
+        recorder = (UsageRecorder(store, run_id, name, agent.unit_price)
+                    if store is not None and run_id else None)
         result = await run_llm_task(provider, model=model or agent.model, prompt=prompt,
                                     input=items or None, schema=schema,
-                                    metadata={"agent": name})
+                                    metadata={"agent": name}, recorder=recorder)
         usage = {"promptTokens": result.usage.prompt_tokens,
                  "completionTokens": result.usage.completion_tokens}
         return LlmAnswer(data=result.data, text=result.text, model=result.model, usage=usage)

@@ -25,6 +25,7 @@ from .ajv import validate_response
 from .conditions import check_workflow_conditions
 from .dryrun import dry_run
 from .jsvalues import UNDEFINED, to_json
+from .llm import CURRENT_RUN
 from .load import WorkflowError, is_input_step, load_workflow, resolve_workflow_file
 from .pipeline import LlmCall, PipelineFailure, run_pipeline
 from .runner import Context, Outcome, Runner, last_completed_step, resolve_args, write_stderr
@@ -178,6 +179,15 @@ class Workflows:
     async def _drive(self, run_id: str, workflow: dict[str, Any], path: Path,
                      args: dict[str, Any], results: dict[str, dict[str, Any]], start: int,
                      last: str | None) -> dict[str, Any]:
+        token = CURRENT_RUN.set(run_id)  # LLM stages record their usage on the run
+        try:
+            return await self._drive_run(run_id, workflow, path, args, results, start, last)
+        finally:
+            CURRENT_RUN.reset(token)
+
+    async def _drive_run(self, run_id: str, workflow: dict[str, Any], path: Path,
+                         args: dict[str, Any], results: dict[str, dict[str, Any]], start: int,
+                         last: str | None) -> dict[str, Any]:
         runner = Runner(workflow, path, args, self._context(run_id))
         try:
             outcome = await runner.run(results, start, last)
