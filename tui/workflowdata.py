@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from core import NotFound, Store
+from core.agents.usage import usage_for_subject
 from core.workflows.ajv import validate_response
 from core.workflows.llm import config_llm
 from core.workflows.service import GATE_KINDS, Workflows
@@ -40,11 +41,14 @@ async def list_runs(store: Store, limit: int = RUN_LIMIT) -> list[dict[str, Any]
 
 
 async def get_run(store: Store, run_id: str) -> dict[str, Any] | None:
-    """A run with its steps and the gate it waits at, or None if there is no such run."""
+    """A run with its steps, the gate it waits at and what its LLM stages spent (`usage`),
+    or None if there is no such run."""
     try:
-        return await Workflows(store).get(run_id)
+        run = await Workflows(store).get(run_id)
     except NotFound:
         return None
+    run["usage"] = await usage_for_subject(store, run_id)
+    return run
 
 
 def input_problem(approval: dict[str, Any], response: Any) -> str | None:

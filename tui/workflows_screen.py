@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
+from core.agents.usage import UsageTotals, format_usage
 from core.describe import one_line
 
 from .model import Delta, fmt_datetime, fmt_time
@@ -85,6 +86,9 @@ def run_head(pal: Palette, run: dict[str, Any]) -> RenderableType:
         rows.append(("args", _short(run["args"], 300)))
     if run.get("ended_at"):
         rows.append(("ended", fmt_datetime(run["ended_at"])))
+    usage = run.get("usage")
+    if isinstance(usage, UsageTotals) and usage.calls:
+        rows.append(("tokens", format_usage(usage)))
     return Group(head, _kv(pal, rows))
 
 
