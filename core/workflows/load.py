@@ -17,8 +17,8 @@ from typing import Any
 
 import jsonschema
 
-from .. import safe_yaml
 from ..errors import ValidationError
+from . import yaml12
 from .jsvalues import parse_json, truthy
 
 EXTENSIONS = (".lobster", ".yaml", ".yml", ".json")
@@ -80,7 +80,7 @@ def _parse_text(p: Path, text: str) -> Any:
         except ValueError as exc:
             raise WorkflowError(f"{p.name}: invalid JSON ({exc})") from None
     try:
-        return safe_yaml.loads(text, p.name)
+        return yaml12.loads(text, p.name)
     except ValidationError as exc:
         raise WorkflowError(str(exc)) from None
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .jsvalues import UNDEFINED, parse_json, parse_stdout_json, serialize_for_stdout, to_json
-from .shell import run_shell
+from .shell import ShellNotFound, run_shell
 
 KNOWN_COMMANDS = frozenset({
     "approve", "ask", "dedupe", "diff.last", "email.triage", "exec", "gog.gmail.search",
@@ -190,13 +190,14 @@ async def _exec(args: dict[str, Any], items: list[Any], env: dict[str, str],
     payload = _encode_stdin(items, mode) if mode else None
     if use_shell:
         line = shell_line if shell_line is not None else cmd[0]
-        res = await run_shell(line, stdin=payload, env=env, cwd=cwd)
+        res = await run_shell(line, stdin=payload, env=env, cwd=cwd,
+                              not_found="exec shell not found; check LOBSTER_SHELL or ComSpec")
         what = line
     else:
         import shlex
 
         res = await run_shell(" ".join(shlex.quote(c) for c in cmd), stdin=payload, env=env,
-                              cwd=cwd)
+                              cwd=cwd, not_found=f"exec command not found: {cmd[0]}")
         what = cmd[0]
     if res.code != 0:
         code = "null" if res.code is None else str(res.code)
@@ -260,6 +261,14 @@ def _items_to_stdout(items: list[Any]) -> str:
 async def run_pipeline(step_id: str, text: str, data: Any, env: dict[str, str], cwd: str,
                        llm: LlmCall | None = None) -> dict[str, Any]:
     """Run a pipeline step; the step result is Lobster's `{id, stdout, json}`."""
+    try:
+        return await _run_pipeline(step_id, text, data, env, cwd, llm)
+    except ShellNotFound as exc:
+        raise PipelineFailure(str(exc)) from None
+
+
+async def _run_pipeline(step_id: str, text: str, data: Any, env: dict[str, str], cwd: str,
+                        llm: LlmCall | None) -> dict[str, Any]:
     try:
         stages = parse_pipeline(text)
     except PipelineParseError as exc:

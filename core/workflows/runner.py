@@ -46,7 +46,7 @@ from .refs import (
     resolve_workflow_step_args,
     synthetic_result,
 )
-from .shell import StepTimeout, failure_message, run_shell
+from .shell import ShellNotFound, StepTimeout, failure_message, run_shell
 
 
 class Recorder(Protocol):
@@ -324,7 +324,7 @@ class Runner:
             return await self._attempt_body(step, results)
         except (TimeoutError, StepTimeout):
             raise _StepFailure(f"Step '{sid}' timed out after {timeout_ms}ms") from None
-        except (RefError, WorkflowError, ValueError, OSError) as exc:
+        except (RefError, WorkflowError, ShellNotFound, ValueError, OSError) as exc:
             raise _StepFailure(getattr(exc, "message", None) or str(exc)) from None
 
     async def _attempt_body(self, step: Step, results: Results) -> tuple[

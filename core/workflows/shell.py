@@ -31,16 +31,25 @@ def _kill_group(proc: asyncio.subprocess.Process, sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
+class ShellNotFound(Exception):
+    """The shell (or the step's cwd) does not exist: Lobster's spawn ENOENT."""
+
+
 async def run_shell(command: str, *, stdin: str | None, env: dict[str, str], cwd: str | None,
-                    timeout_s: float | None = None) -> ShellResult:
+                    timeout_s: float | None = None,
+                    not_found: str = "workflow shell not found; check LOBSTER_SHELL or ComSpec",
+                    ) -> ShellResult:
     """Run and wait; on timeout raise StepTimeout, on cancellation re-raise, after killing."""
     shell = (env.get("LOBSTER_SHELL") or "").strip() or SHELL
     argv = [shell, "-lc", command] if shell == SHELL or not shell.endswith(
         ("cmd.exe", "powershell", "pwsh")) else [shell, "-c", command]
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, start_new_session=True)
-    data = stdin.encode("utf-8") if stdin is not None else None
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, start_new_session=True)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ShellNotFound(not_found) from None
+    data = stdin.encode("utf-8") if stdin is not None else b""  # EOF, never an open pipe
     try:
         out, err = await asyncio.wait_for(proc.communicate(data), timeout_s)
     except TimeoutError:
