@@ -407,6 +407,7 @@ class WorkflowStarted(Payload):
     name: str = ""
     args: dict[str, Any] = Field(default_factory=dict)
     steps: list[str] = Field(default_factory=list)  # the top-level step ids, in order
+    digest: str = ""  # sha256 of the file as it started (a resume re-reads it, as Lobster does)
 
 
 class WorkflowStepStarted(Payload):

@@ -209,3 +209,15 @@ async def test_cancel_a_paused_run(wf: Workflows, tmp_path: Path, store: Any) ->
         "withdrawn")
     assert (await wf.resume(token=env["requiresApproval"]["resumeToken"], approve=True))[
         "error"]["message"] == "Workflow resume state not found"
+
+
+async def test_resume_rereads_the_file_and_warns_when_it_changed(store: Any,
+                                                                 tmp_path: Path) -> None:
+    errs: list[str] = []
+    wf = Workflows(store, env={"PATH": os.environ.get("PATH", "/bin")}, cwd=str(tmp_path),
+                   stderr=errs.append)
+    f = write(tmp_path, "steps:\n  - id: g\n    approval: ok?\n  - id: a\n    run: echo old\n")
+    token = (await wf.run(f))["requiresApproval"]["resumeToken"]
+    write(tmp_path, "steps:\n  - id: g\n    approval: ok?\n  - id: a\n    run: echo new\n")
+    assert (await wf.resume(token=token, approve=True))["output"] == ["new\n"]
+    assert any("changed since run W-1 started" in e for e in errs)

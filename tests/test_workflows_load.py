@@ -126,3 +126,10 @@ steps:
     ]
     assert render_graph(wf, "dot").startswith("digraph workflow {")
     assert "Edges:" in render_graph(wf, "ascii")
+
+
+def test_yaml_is_read_as_yaml_1_2_like_lobster(tmp_path: Path) -> None:
+    wf = load_workflow(write(tmp_path, "args:\n  a: {default: on}\n  b: {default: yes}\n"
+                                       "  c: {default: 1e3}\n  d: {default: 2024-01-01}\n"
+                                       "  e: {default: 0x1F}\nsteps:\n  - id: s\n    run: echo\n"))
+    assert [wf["args"][k]["default"] for k in "abcde"] == ["on", "yes", 1000.0, "2024-01-01", 31]

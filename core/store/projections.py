@@ -414,9 +414,10 @@ def _wf_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     assert isinstance(p, ev.WorkflowStarted)
     num = int(e.entity_id.split("-", 1)[1])
     db.execute(
-        "INSERT INTO workflow_runs (id, num, name, file, args, steps, status, started_by,"
-        " started_at, updated_at, last_seq) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
-        (e.entity_id, num, p.name, p.file, _jo(p.args), _jo(p.steps), e.actor, e.ts, e.ts, e.seq),
+        "INSERT INTO workflow_runs (id, num, name, file, args, steps, digest, status, started_by,"
+        " started_at, updated_at, last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
+        (e.entity_id, num, p.name, p.file, _jo(p.args), _jo(p.steps), p.digest, e.actor, e.ts,
+         e.ts, e.seq),
     )
 
 

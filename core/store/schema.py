@@ -150,7 +150,7 @@ CREATE TABLE meeting_summaries (
 WORKFLOWS_SCHEMA = """
 CREATE TABLE workflow_runs (
     id TEXT PRIMARY KEY, num INTEGER NOT NULL UNIQUE, name TEXT NOT NULL, file TEXT NOT NULL,
-    args TEXT NOT NULL, steps TEXT NOT NULL, status TEXT NOT NULL,
+    args TEXT NOT NULL, steps TEXT NOT NULL, digest TEXT NOT NULL, status TEXT NOT NULL,
     waiting_step TEXT, gate TEXT, resume_at INTEGER, approval_id TEXT, token_hash TEXT,
     request TEXT, identity TEXT, input_schema TEXT, subject TEXT,
     output TEXT, error TEXT, started_by TEXT NOT NULL, started_at REAL NOT NULL,

@@ -9,6 +9,7 @@ continue a run another process paused (and died after).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -66,6 +67,13 @@ def normalize_args(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         return {str(i): ch for i, ch in enumerate(value)}
     return {}
+
+
+def file_digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 def _loads(text: str | None, default: Any = None) -> Any:
@@ -159,7 +167,8 @@ class Workflows:
                          payload=ev.WorkflowStarted(
                              file=str(path), name=name if isinstance(name, str) else path.stem,
                              args=json.loads(to_json(args)),
-                             steps=[str(s["id"]) for s in workflow["steps"]])))
+                             steps=[str(s["id"]) for s in workflow["steps"]],
+                             digest=file_digest(path))))
         return run_id
 
     def _context(self, run_id: str) -> Context:
@@ -309,6 +318,9 @@ class Workflows:
             return ok_envelope("cancelled", [])
         path = Path(run["file"])
         workflow = load_workflow(path)
+        if run["digest"] and file_digest(path) != run["digest"]:
+            self.stderr(f"clawtower: warning: {path} changed since run {run_id} started;"
+                        " resuming with the file as it is now (as Lobster does)\n")
         args = resolve_args(workflow.get("args"), _loads(run["args"], {}))
         results = await self._results(run_id)
         previous = dict(results.get(step_id) or {"id": step_id})
