@@ -17,7 +17,16 @@ from pathlib import Path
 
 import yaml
 
-from core import Approvals, SimScript, Tasks, ValidationError, load_script, load_spec, open_store
+from core import (
+    AgentSet,
+    Approvals,
+    SimScript,
+    Tasks,
+    ValidationError,
+    load_script,
+    load_spec,
+    open_store,
+)
 from core.config import effects_journal, home
 
 from . import output
@@ -118,7 +127,8 @@ def run_demo(args: argparse.Namespace) -> int:
     async def headless() -> int:
         store = await open_store(db)
         try:
-            return await _engine_until_stopped(store, script, str(db), until_idle=True)
+            return await _engine_until_stopped(store, AgentSet.simulated(script), str(db),
+                                               until_idle=True)
         finally:
             await store.close()
 

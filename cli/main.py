@@ -29,16 +29,14 @@ from core import (
     Meetings,
     Phase,
     Role,
-    SimScript,
     Tasks,
     ValidationError,
-    load_script,
     load_spec,
     open_store,
     start_meeting,
 )
 from core.agents.config import load_agents
-from core.config import default_db, effects_journal, home
+from core.config import config_path, default_db, effects_journal, home
 from core.meetings.coordinator import validate as validate_meeting
 from core.store import SQLiteStore
 from core.tasks.commands import parse_finding
@@ -70,8 +68,18 @@ def operator_name() -> str:
 
 
 def default_agents() -> str | None:
+    """The console's simulator script: $CLAWTOWER_HOME/agents.yaml, if there is one."""
     p = home() / "agents.yaml"
     return str(p) if p.exists() else None
+
+
+def default_agents_file() -> str | None:
+    """For the engine and meetings: the project config (clawtower.yaml, which may name real
+    providers) if there is one, else the simulator script agents.yaml, else None."""
+    path, asked = config_path()
+    if asked or path.exists():
+        return str(path)
+    return default_agents()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -324,7 +332,8 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
     if mc == "run":
         # everything is checked before the store is opened: bad input writes nothing
         config = _meeting_config(args)
-        script_path = args.agents_file or getattr(args, "agents", None) or default_agents()
+        script_path = (args.agents_file or getattr(args, "agents", None)
+                       or default_agents_file())
         agents = load_agents(script_path) if script_path else AgentSet.simulated()
         validate_meeting(config, agents)
         minutes_dir = Path(args.minutes_dir) if args.minutes_dir else home() / "minutes"
@@ -469,9 +478,8 @@ async def cmd_store(args: argparse.Namespace) -> int:
     return await _with_store(args, run)
 
 
-async def _engine_until_stopped(store: SQLiteStore, script: SimScript | None, db: str,
+async def _engine_until_stopped(store: SQLiteStore, agents: AgentSet, db: str,
                                 until_idle: bool, quiet: bool = False) -> int:
-    agents = AgentSet.simulated(script)
     engine = Engine(store, agents, effects=JournalSink(effects_journal(db)))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -515,13 +523,14 @@ async def _print_progress(store: SQLiteStore, seq: int, quiet: bool,
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
-    agents = args.agents or default_agents()
-    script = load_script(agents) if agents else None  # a bad script fails before the store
+    path = args.agents or default_agents_file()
+    # a bad agents file or config fails before the store is opened
+    agents = load_agents(path) if path else AgentSet.simulated()
 
     async def run(store: SQLiteStore) -> int:
-        print(f"clawtower: engine on {store.path} (agents: {agents or 'built-in simulator'});"
+        print(f"clawtower: engine on {store.path} (agents: {path or 'built-in simulator'});"
               " ctrl+c stops", flush=True)
-        return await _engine_until_stopped(store, script, args.db, args.until_idle)
+        return await _engine_until_stopped(store, agents, args.db, args.until_idle)
 
     return await _with_store(args, run)
 

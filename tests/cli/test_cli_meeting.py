@@ -140,3 +140,27 @@ def test_run_as_a_user_would(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert "result: FULL (consensus) after 2 round(s)" in p.stdout
     assert (home / "minutes").is_dir()
+
+
+def test_clawtower_yaml_in_home_wins_over_agents_yaml(run: Run, db: Path, home: Path) -> None:
+    """The project config names the cast for meetings and the engine (agents.yaml stays the
+    console's simulator script)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "agents.yaml").write_text(FAST)
+    (home / "clawtower.yaml").write_text(FAST.replace("a: {role", "x: {role")
+                                         .replace("b: {role", "y: {role"))
+    r = run("meeting", "run", "--topic", "t", "--agents", "a,b", "--max-rounds", "1",
+            "--db", db)
+    assert r.code == 2 and "unknown agent a" in r.err
+    r = run("meeting", "run", "--topic", "t", "--agents", "x,y", "--max-rounds", "1",
+            "--db", db)
+    assert r.code == 0, r.err
+
+
+def test_serve_refuses_a_bad_project_config_before_the_store(run: Run, db: Path,
+                                                              home: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "clawtower.yaml").write_text("providers:\n  p: {kind: openai}\n")
+    r = run("serve", "--until-idle", "--db", db)
+    assert r.code == 2 and "clawtower.yaml" in r.err
+    assert not db.exists()
