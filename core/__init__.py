@@ -28,6 +28,7 @@ from .tasks.permissions import Role
 from .tasks.phases import Phase
 from .tasks.service import Tasks
 from .tasks.spec import TaskSpec, load_spec
+from .workflows.service import Workflows
 
 __all__ = [
     "AgentSet", "Approvals", "ChatMessage", "ChatRequest", "ChatResult", "ClawError", "Conflict",
@@ -35,6 +36,6 @@ __all__ = [
     "Meetings", "MemorySink", "NewEvent",
     "NotFound", "Orchestrator", "PermissionDenied", "Phase", "Provider", "ProviderError", "Role",
     "SQLiteStore", "SimScript", "Simulator", "Store", "StoreError", "StoredEvent", "SystemClock",
-    "TaskSpec", "Tasks", "ValidationError", "load_script", "load_spec", "open_store",
-    "start_meeting",
+    "TaskSpec", "Tasks", "ValidationError", "Workflows", "load_script", "load_spec",
+    "open_store", "start_meeting",
 ]
