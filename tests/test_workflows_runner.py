@@ -260,3 +260,22 @@ async def test_projections_replay(wf: Workflows, store: Any, tmp_path: Path) -> 
     f = write(tmp_path, "steps:\n  - id: a\n    run: echo 1\n  - id: g\n    approval: ok?\n")
     await wf.run(f)
     assert await store.verify_projections() == []
+
+
+async def test_cancel_while_running_stops_before_the_next_step(wf: Workflows, store: Any,
+                                                               tmp_path: Path) -> None:
+    import asyncio
+
+    f = write(tmp_path, "steps:\n  - id: a\n    run: sleep 1\n  - id: b\n    run: touch made\n")
+    task = asyncio.create_task(wf.run(f))
+    for _ in range(400):
+        if await store.fetchall("SELECT 1 FROM workflow_steps WHERE status='running'"):
+            break
+        await asyncio.sleep(0.01)
+    run_id = (await wf.list())[0]["id"]
+    await Workflows(store).cancel(run_id, by="ops")  # e.g. from the console
+    env = await task
+    assert env["status"] == "cancelled"
+    assert not (tmp_path / "made").exists()
+    assert (await wf.get(run_id))["status"] == "cancelled"
+    assert await store.verify_projections() == []

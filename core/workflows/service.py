@@ -80,8 +80,18 @@ def _loads(text: str | None, default: Any = None) -> Any:
     return default if text is None else json.loads(text)
 
 
+class RunCancelled(Exception):
+    """The run was cancelled from elsewhere (another process, the console) while it ran."""
+
+
+def _live(tx: WriteTx, run_id: str) -> bool:
+    row = tx.one("SELECT status FROM workflow_runs WHERE id=?", (run_id,))
+    return row is not None and row["status"] not in ("cancelled", "ok", "failed")
+
+
 class _StoreRecorder:
-    """Every step's progress as an event of the run."""
+    """Every step's progress as an event of the run. Before each step starts, a cancel made
+    by any process is honoured (a step already in flight finishes first)."""
 
     def __init__(self, store: Store, run_id: str, actor: str) -> None:
         self.store, self.run_id, self.actor = store, run_id, actor
@@ -92,6 +102,10 @@ class _StoreRecorder:
         await self.store.execute(lambda tx: tx.emit(event))
 
     async def step_started(self, step_id: str, index: int, kind: str, attempt: int) -> None:
+        row = await self.store.fetchone("SELECT status FROM workflow_runs WHERE id=?",
+                                        (self.run_id,))
+        if row is not None and row["status"] == "cancelled":
+            raise RunCancelled(self.run_id)
         # Not awaited: nothing depends on it being durable first (a step with no recorded
         # result runs again on resume), and it then shares the commit of the step's next
         # write (its result, or the gate's pause) instead of costing a commit of its own.
@@ -200,6 +214,8 @@ class Workflows:
         runner = Runner(workflow, path, args, self._context(run_id))
         try:
             outcome = await runner.run(results, start, last)
+        except RunCancelled:
+            return ok_envelope("cancelled", [])
         except WorkflowError as exc:
             await self._end(run_id, ev.WorkflowFailed(error=exc.message, kind="runtime_error"))
             return error_envelope("runtime_error", exc.message)
@@ -215,7 +231,12 @@ class Workflows:
     async def _end(self, run_id: str, payload: ev.Payload) -> None:
         event = NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
                          payload=payload)
-        await self.store.execute(lambda tx: tx.emit(event))
+
+        def command(tx: WriteTx) -> None:
+            if _live(tx, run_id):  # a run cancelled meanwhile stays cancelled
+                tx.emit(event)
+
+        await self.store.execute(command)
 
     async def _pause(self, run_id: str, workflow: dict[str, Any],
                      outcome: Outcome) -> dict[str, Any]:
@@ -226,6 +247,8 @@ class Workflows:
         name = workflow.get("name") if isinstance(workflow.get("name"), str) else run_id
 
         def command(tx: WriteTx) -> str:
+            if not _live(tx, run_id):
+                return ""
             requester = str(pause.identity.get("initiatedBy") or "workflow")
             if pause.kind == "approval":
                 context = {"run": run_id, "step": pause.step_id, "items": request.get("items"),
@@ -256,6 +279,8 @@ class Workflows:
             return approval_id
 
         approval_id = await self.store.execute(command)
+        if not approval_id:
+            return ok_envelope("cancelled", [])
         if pause.kind == "approval":
             return ok_envelope("needs_approval", [], {**request, "resumeToken": token,
                                                       "approvalId": approval_id})
