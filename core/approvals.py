@@ -62,8 +62,10 @@ class Approvals:
     async def _is_workflow_gate(self, approval_id: str) -> bool:
         """Workflow gates are decided by resuming their run (approve continues it, reject
         cancels it), not by a bare decision."""
+        from .workflows.service import GATE_KINDS
+
         row = await self.store.fetchone("SELECT kind FROM approvals WHERE id=?", (approval_id,))
-        return row is not None and str(row["kind"]).startswith("workflow_")
+        return row is not None and row["kind"] in GATE_KINDS.values()
 
     def _workflows(self) -> Workflows:
         from .workflows.service import Workflows
