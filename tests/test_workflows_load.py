@@ -133,3 +133,20 @@ def test_yaml_is_read_as_yaml_1_2_like_lobster(tmp_path: Path) -> None:
                                        "  c: {default: 1e3}\n  d: {default: 2024-01-01}\n"
                                        "  e: {default: 0x1F}\nsteps:\n  - id: s\n    run: echo\n"))
     assert [wf["args"][k]["default"] for k in "abcde"] == ["on", "yes", 1000.0, "2024-01-01", 31]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "Unexpected end of JSON input"),
+    ("[1,]", "Unexpected token ']', \"[1,]\" is not valid JSON"),
+    ('{"a":1,}', "Expected double-quoted property name in JSON at position 7"),
+    ("{a:1}", "Expected property name or '}' in JSON at position 1"),
+    ("1 2", "Unexpected non-whitespace character after JSON at position 2"),
+    ("01", "Unexpected number in JSON at position 1"),
+    ("NaN", '"NaN" is not valid JSON'),
+    ('{"steps": [{"id": "a", "run": "echo a"},]}\n',
+     "Unexpected token ']', ...\"\"echo a\"},]}\n\" is not valid JSON"),
+])
+def test_json_errors_are_worded_like_v8(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(WorkflowError) as err:
+        load_workflow(write(tmp_path, text, "wf.json"))
+    assert err.value.message == message

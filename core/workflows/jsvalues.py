@@ -110,8 +110,13 @@ def _reject_constant(name: str) -> Any:
 
 
 def parse_json(text: str) -> Any:
-    """`JSON.parse`: raises ValueError on anything JavaScript would refuse (NaN, Infinity)."""
-    return json.loads(text, parse_constant=_reject_constant)
+    """`JSON.parse`: ValueError, worded as V8 words it, on anything JavaScript refuses."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        from .v8json import json_error
+
+        raise ValueError(json_error(text) or "Unexpected end of JSON input") from None
 
 
 def parse_stdout_json(stdout: str) -> Any:

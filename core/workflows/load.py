@@ -78,7 +78,7 @@ def _parse_text(p: Path, text: str) -> Any:
         try:
             return parse_json(text)
         except ValueError as exc:
-            raise WorkflowError(f"{p.name}: invalid JSON ({exc})") from None
+            raise WorkflowError(str(exc)) from None  # V8's own words, as Lobster shows them
     try:
         return yaml12.loads(text, p.name)
     except ValidationError as exc:
