@@ -150,3 +150,18 @@ def test_json_errors_are_worded_like_v8(tmp_path: Path, text: str, message: str)
     with pytest.raises(WorkflowError) as err:
         load_workflow(write(tmp_path, text, "wf.json"))
     assert err.value.message == message
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ("{type: nope}", "schema is invalid: data/type must be equal to one of the allowed values,"
+                     " data/type must be array, data/type must match a schema in anyOf"),
+    ("{type: object, required: x}", "schema is invalid: data/required must be array"),
+    ("{minLength: -1}", "schema is invalid: data/minLength must be >= 0"),
+    ("[]", "schema is invalid: data must be object,boolean"),
+])
+def test_bad_response_schema_is_worded_like_ajv(tmp_path: Path, schema: str,
+                                                message: str) -> None:
+    text = f"steps:\n  - id: ask\n    input: {{prompt: p, responseSchema: {schema}}}\n"
+    with pytest.raises(WorkflowError) as err:
+        load_workflow(write(tmp_path, text))
+    assert err.value.message == f"Workflow step ask input.responseSchema is invalid: {message}"

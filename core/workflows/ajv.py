@@ -94,22 +94,52 @@ def _first(errors: Iterable[jsonschema.ValidationError], root: Any) -> (
 
 
 def _message(error: jsonschema.ValidationError) -> tuple[str, str]:
-    """(instancePath, message) of an error, descending into anyOf/oneOf like Ajv."""
-    kw = error.validator
-    if kw in ("anyOf", "oneOf") and error.context:
-        first_branch = [c for c in error.context if c.relative_schema_path
-                        and c.relative_schema_path[0] == 0]
-        if first_branch:
-            best = _first(first_branch, error.validator_value[0])
+    """(instancePath or "/", message) of Ajv's first error: anyOf/oneOf report the first
+    branch's first error."""
+    path, message = _ajv_errors(error)[0]
+    return path or "/", message
+
+
+def _ajv_errors(error: jsonschema.ValidationError) -> list[tuple[str, str]]:
+    """The errors Ajv lists for this one (allErrors off): each anyOf/oneOf branch's first
+    error, then the anyOf/oneOf error itself."""
+    out: list[tuple[str, str]] = []
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        for i, branch in enumerate(error.validator_value):
+            sub = [c for c in error.context
+                   if c.relative_schema_path and c.relative_schema_path[0] == i]
+            best = _first(sub, branch)
             if best is not None:
-                return _message(best)
+                out += _ajv_errors(best)
+    out.append(_plain(error))
+    return out
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why Ajv would refuse to compile `schema` (its meta-schema check), or None."""
+    if schema is None:
+        return "Cannot read properties of null (reading '$id')"  # what Ajv throws, verbatim
+    if not isinstance(schema, (dict, bool)):
+        return ("schema must be object or boolean" if not isinstance(schema, list)
+                else "schema is invalid: data must be object,boolean")
+    meta = jsonschema.Draft7Validator(jsonschema.Draft7Validator.META_SCHEMA)
+    best = _first(meta.iter_errors(schema), jsonschema.Draft7Validator.META_SCHEMA)
+    if best is None:
+        return None
+    listed = ", ".join(f"data{path} {message}" for path, message in _ajv_errors(best))
+    return f"schema is invalid: {listed}"
+
+
+def _plain(error: jsonschema.ValidationError) -> tuple[str, str]:
+    """(instancePath, Ajv's message) for this error alone."""
+    kw = error.validator
     path = "".join("/" + str(p).replace("~", "~0").replace("/", "~1")
                    for p in error.absolute_path)
     v = error.validator_value
     inst = error.instance
     msgs: dict[str, str] = {
         "required": "",
-        "type": f"must be {','.join(v) if isinstance(v, list) else v}",
+        "type": f"must be {','.join(map(str, v)) if isinstance(v, list) else v}",
         "enum": "must be equal to one of the allowed values",
         "const": "must be equal to constant",
         "minimum": f"must be >= {_num(v)}",
@@ -139,10 +169,10 @@ def _message(error: jsonschema.ValidationError) -> tuple[str, str]:
     }
     if kw == "required":
         missing = error.message.split("'")[1] if "'" in error.message else ""
-        return path or "/", f"must have required property '{missing}'"
+        return path, f"must have required property '{missing}'"
     if kw == "false" or error.validator is None:
-        return path or "/", "boolean schema is false"
-    return path or "/", msgs.get(str(kw), str(error.message))
+        return path, "boolean schema is false"
+    return path, msgs.get(str(kw), str(error.message))
 
 
 def _num(v: Any) -> str:

@@ -15,8 +15,6 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from ..errors import ValidationError
 from . import yaml12
 from .jsvalues import parse_json, truthy
@@ -187,14 +185,10 @@ def _timeout_ok(v: Any) -> bool:
 
 
 def check_response_schema(schema: Any) -> str | None:
-    """Why a responseSchema cannot be compiled, or None."""
-    if not isinstance(schema, (dict, bool)):
-        return "schema must be object or boolean"
-    try:
-        jsonschema.Draft7Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return str(exc.message)
-    return None
+    """Why a responseSchema cannot be compiled (Ajv's words), or None."""
+    from .ajv import schema_problem
+
+    return schema_problem(schema)
 
 
 def validate_workflow(parsed: Any) -> Workflow:
