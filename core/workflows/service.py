@@ -185,10 +185,11 @@ class Workflows:
                              digest=file_digest(path))))
         return run_id
 
-    def _context(self, run_id: str) -> Context:
+    def _context(self, run_id: str, path: Path) -> Context:
         return Context(env=self.env, cwd=self.cwd,
                        recorder=_StoreRecorder(self.store, run_id, "workflow"),
-                       pipeline=self._pipeline, stderr=self.stderr)
+                       pipeline=self._pipeline, stderr=self.stderr,
+                       active=frozenset({str(path.resolve())}))
 
     async def _pipeline(self, step_id: str, text: str, data: Any, env: dict[str, str],
                         cwd: str) -> dict[str, Any]:
@@ -211,7 +212,7 @@ class Workflows:
     async def _drive_run(self, run_id: str, workflow: dict[str, Any], path: Path,
                          args: dict[str, Any], results: dict[str, dict[str, Any]], start: int,
                          last: str | None) -> dict[str, Any]:
-        runner = Runner(workflow, path, args, self._context(run_id))
+        runner = Runner(workflow, path, args, self._context(run_id, path))
         try:
             outcome = await runner.run(results, start, last)
         except RunCancelled:
