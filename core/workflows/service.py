@@ -227,7 +227,7 @@ class Workflows:
         if outcome.pause is None:
             await self._end(run_id, ev.WorkflowFinished(output=outcome.output))
             return ok_envelope("ok", outcome.output)
-        return await self._pause(run_id, workflow, outcome)
+        return await self._pause(run_id, workflow, outcome, path)
 
     async def _end(self, run_id: str, payload: ev.Payload) -> None:
         event = NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
@@ -239,13 +239,13 @@ class Workflows:
 
         await self.store.execute(command)
 
-    async def _pause(self, run_id: str, workflow: dict[str, Any],
-                     outcome: Outcome) -> dict[str, Any]:
+    async def _pause(self, run_id: str, workflow: dict[str, Any], outcome: Outcome,
+                     path: Path) -> dict[str, Any]:
         pause = outcome.pause
         assert pause is not None
         token, token_hash = new_token(run_id)
         request = pause.request
-        name = workflow.get("name") if isinstance(workflow.get("name"), str) else run_id
+        name = workflow.get("name") if isinstance(workflow.get("name"), str) else path.stem
 
         def command(tx: WriteTx) -> str:
             if not _live(tx, run_id):
