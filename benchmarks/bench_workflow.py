@@ -6,7 +6,8 @@ json, and one step after the gate. One repetition, for each CLI:
 
   run     `... run --file wf.lobster --args-json '{"who":"team"}'`  -> needs_approval
   resume  `... resume --token T --approve yes`                       -> ok, checked output
-  start   the CLI doing nothing useful (`lobster version`, `clawtower --help`): the floor
+  start   the CLI doing nothing useful (`lobster version`, `clawtower --help`): the floor;
+          "run + resume - 2 x start" estimates the work beyond starting the interpreter
 
 each as a fresh process, exactly as a script or an agent would call it. The CLIs alternate
 which goes first from one repetition to the next, and every envelope is checked (a wrong
@@ -46,7 +47,7 @@ steps:
   - id: hello
     run: echo "hello ${who}"
   - id: plan
-    run: node -e 'console.log(JSON.stringify({who: process.env.LOBSTER_ARG_WHO, files: 2}))'
+    run: node -e 'console.log(JSON.stringify({who:process.env.LOBSTER_ARG_WHO, files:2}))'
   - id: count
     stdin: $plan.json
     run: cat
@@ -95,8 +96,9 @@ class Side:
         t_res, env, rc = self.call([*self.resume_prefix, "--token", token, "--approve", "yes"])
         if rc != 0 or env.get("status") != "ok" or env.get("output") != EXPECTED_OUTPUT:
             raise RuntimeError(f"{self.name} resume: exit {rc}, {env}")
+        t_start = self.start()
         return {"run_ms": t_run, "resume_ms": t_res, "total_ms": t_run + t_res,
-                "start_ms": self.start()}
+                "start_ms": t_start, "beyond_start_ms": t_run + t_res - 2 * t_start}
 
 
 def clawtower_side(d: Path) -> Side:
@@ -165,7 +167,8 @@ def main() -> None:
         return [r[key] for r in rows[name]]
 
     keys = [("run_ms", "run -> needs_approval"), ("resume_ms", "resume --approve yes -> ok"),
-            ("total_ms", "run + resume"), ("start_ms", "bare start (floor)")]
+            ("total_ms", "run + resume"), ("start_ms", "bare start (floor)"),
+            ("beyond_start_ms", "run + resume - 2 x bare start")]
     table = []
     ratios: dict[str, float | None] = {}
     for key, label in keys:
