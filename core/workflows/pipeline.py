@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .jsvalues import UNDEFINED, parse_json, parse_stdout_json, serialize_for_stdout, to_json
-from .shell import ShellNotFound, run_shell
+from .shell import ShellNotFound, run_argv, run_shell
 
 KNOWN_COMMANDS = frozenset({
     "approve", "ask", "dedupe", "diff.last", "email.triage", "exec", "gog.gmail.search",
@@ -194,10 +194,8 @@ async def _exec(args: dict[str, Any], items: list[Any], env: dict[str, str],
                               not_found="exec shell not found; check LOBSTER_SHELL or ComSpec")
         what = line
     else:
-        import shlex
-
-        res = await run_shell(" ".join(shlex.quote(c) for c in cmd), stdin=payload, env=env,
-                              cwd=cwd, not_found=f"exec command not found: {cmd[0]}")
+        res = await run_argv(cmd, stdin=payload, env=env, cwd=cwd,
+                             not_found=f"exec command not found: {cmd[0]}")
         what = cmd[0]
     if res.code != 0:
         code = "null" if res.code is None else str(res.code)

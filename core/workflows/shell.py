@@ -35,14 +35,32 @@ class ShellNotFound(Exception):
     """The shell (or the step's cwd) does not exist: Lobster's spawn ENOENT."""
 
 
+def shell_argv(command: str, env: dict[str, str]) -> list[str]:
+    """`/bin/sh -lc CMD`, or LOBSTER_SHELL with the arguments Lobster gives that shell."""
+    shell = (env.get("LOBSTER_SHELL") or "").strip()
+    if not shell:
+        return [SHELL, "-lc", command]
+    low = shell.lower()
+    if low.endswith(("powershell", "powershell.exe", "pwsh", "pwsh.exe")):
+        return [shell, "-NoProfile", "-Command", command]
+    if low.endswith(("cmd", "cmd.exe")):
+        return [shell, "/d", "/s", "/c", command]
+    return [shell, "-lc", command]
+
+
 async def run_shell(command: str, *, stdin: str | None, env: dict[str, str], cwd: str | None,
                     timeout_s: float | None = None,
                     not_found: str = "workflow shell not found; check LOBSTER_SHELL or ComSpec",
                     ) -> ShellResult:
     """Run and wait; on timeout raise StepTimeout, on cancellation re-raise, after killing."""
-    shell = (env.get("LOBSTER_SHELL") or "").strip() or SHELL
-    argv = [shell, "-lc", command] if shell == SHELL or not shell.endswith(
-        ("cmd.exe", "powershell", "pwsh")) else [shell, "-c", command]
+    return await run_argv(shell_argv(command, env), stdin=stdin, env=env, cwd=cwd,
+                          timeout_s=timeout_s, not_found=not_found)
+
+
+async def run_argv(argv: list[str], *, stdin: str | None, env: dict[str, str],
+                   cwd: str | None, timeout_s: float | None = None,
+                   not_found: str = "command not found") -> ShellResult:
+    """Run a program (no shell) in a process group of its own; same contract as run_shell."""
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
