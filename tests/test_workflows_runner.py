@@ -279,3 +279,20 @@ async def test_cancel_while_running_stops_before_the_next_step(wf: Workflows, st
     assert not (tmp_path / "made").exists()
     assert (await wf.get(run_id))["status"] == "cancelled"
     assert await store.verify_projections() == []
+
+
+async def test_exec_argv_runs_without_a_shell(wf: Workflows, tmp_path: Path) -> None:
+    f = write(tmp_path, """
+steps:
+  - id: a
+    pipeline: exec --json printf '[1,2]'
+  - id: b
+    pipeline: exec --stdin jsonl cat
+    stdin: $a.json
+  - id: c
+    pipeline: exec no-such-command-xyz
+    on_error: continue
+  - id: d
+    run: echo "$b.json|$c.errorMessage"
+""")
+    assert ok(await wf.run(f)) == ["[1,2]|exec command not found: no-such-command-xyz\n"]
