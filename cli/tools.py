@@ -14,13 +14,14 @@ import argparse
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import open_store
 from core.errors import ValidationError
-from core.tools.config import load_mcp_servers
-from core.tools.mcp import ToolProgress
-from core.tools.registry import ToolInfo, ToolRegistry, allowed
+
+if TYPE_CHECKING:  # the registry loads the MCP SDK (~0.8 s): only `tools` commands pay it
+    from core.tools.mcp import ToolProgress
+    from core.tools.registry import ToolInfo, ToolRegistry
 
 from . import output
 
@@ -82,6 +83,9 @@ def _first_line(text: str, width: int = 72) -> str:
 
 
 async def cmd_tools(args: argparse.Namespace) -> int:
+    from core.tools.config import load_mcp_servers
+    from core.tools.registry import ToolRegistry
+
     # input first: a bad --args, config or agent writes nothing and starts nothing
     servers = load_mcp_servers(args.config)
     allow = _allow_list(args)
@@ -100,6 +104,8 @@ async def cmd_tools(args: argparse.Namespace) -> int:
 async def _list(args: argparse.Namespace, registry: ToolRegistry,
                 allow: list[str] | None) -> int:
     listing = await registry.list_tools()
+    from core.tools.registry import allowed
+
     tools = [t for t in listing.tools if allowed(t.name, allow)]
     if args.json:
         output.emit_json({"tools": [t.as_json() for t in tools], "errors": listing.errors})

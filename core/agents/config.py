@@ -48,8 +48,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..config import config_path, home
 from ..errors import ValidationError
 from ..safe_yaml import load_file
-from .anthropic import AnthropicProvider
-from .openai import OpenAIProvider
 from .provider import Provider, Usage
 from .registry import AgentSet
 from .simulator import AgentDef, SimScript, Simulator, script_from_data
@@ -200,7 +198,13 @@ class AgentConfig(BaseModel):
 
 
 def build_provider(name: str, config: ProviderConfig) -> Provider:
-    cls = AnthropicProvider if config.kind == "anthropic" else OpenAIProvider
+    # Imported here: httpx (and, through it, rich and click) costs ~0.2 s at start-up, which
+    # every CLI command would pay for nothing when no HTTP provider is configured.
+    from .anthropic import AnthropicProvider
+    from .openai import OpenAIProvider
+
+    cls: type[AnthropicProvider] | type[OpenAIProvider] = (
+        AnthropicProvider if config.kind == "anthropic" else OpenAIProvider)
     return cls(name, config.base_url, config.api_key_env, config.timeout_s, config.retries.max,
                config.max_concurrency, backoff_s=config.retries.backoff_s,
                max_backoff_s=config.retries.max_backoff_s)
