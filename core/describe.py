@@ -62,6 +62,16 @@ def event_summary(e: StoredEvent, arrow: str = "→") -> str:
                 f"{p['completion_tokens']} tokens")
     if t.startswith("meeting."):
         return _meeting_summary(t, p)
+    if t.startswith("workflow."):
+        return _workflow_summary(t, p)
+    if t.startswith("turn."):
+        return _turn_summary(t, p)
+    if t == "tool.definition_seen":
+        was = " (changed)" if p.get("previous_sha256") else ""
+        ask = f"; approval {p['approval_id']} requested" if p.get("approval_id") else ""
+        return f"tool {e.entity_id} definition {p['sha256'][:12]} seen{was}{ask}"
+    if t == "tool.pinned":
+        return f"tool {e.entity_id} pinned at {p['sha256'][:12]} ({p.get('how', 'auto')})"
     if t == "note.added":
         return str(p.get("text", ""))
     return one_line(p, 200)
@@ -95,4 +105,53 @@ def _meeting_summary(t: str, p: dict[str, Any]) -> str:
         return f"stop requested by {p['by']}{why}"
     if t == "meeting.rounds_granted":
         return f"{p['n']} more round(s) granted by {p['by']} (now at most {p['max_rounds']})"
+    return one_line(p, 200)
+
+
+def _workflow_summary(t: str, p: dict[str, Any]) -> str:
+    if t == "workflow.started":
+        args = f" with {one_line(p['args'], 80)}" if p.get("args") else ""
+        return (f"workflow started: {p.get('name') or p['file']} ({len(p.get('steps') or [])}"
+                f" steps){args}")
+    if t == "workflow.step_started":
+        again = f" (attempt {p['attempt']})" if p.get("attempt", 1) > 1 else ""
+        return f"step {p['step_id']} ({p['kind']}) started{again}"
+    if t == "workflow.step_finished":
+        r = p.get("result") or {}
+        what = r.get("json") if r.get("json") is not None else r.get("stdout", "")
+        return f"step {p['step_id']} done: {one_line(what, 120)}".rstrip(": ")
+    if t == "workflow.step_skipped":
+        return f"step {p['step_id']} skipped (condition false)"
+    if t == "workflow.step_failed":
+        then = "retrying" if p.get("retrying") else f"on_error {p.get('policy', 'stop')}"
+        return f"step {p['step_id']} failed ({then}): {one_line(p['error'], 160)}"
+    if t == "workflow.paused":
+        what = "an answer" if p["gate"] == "input" else "approval"
+        return f"waiting for {what} at step {p['step_id']} (approval {p['approval_id']})"
+    if t == "workflow.resumed":
+        by = f" by {p['by']}" if p.get("by") else ""
+        return f"step {p['step_id']} {p['decision']}{by}; resumed"
+    if t == "workflow.finished":
+        return f"workflow finished: {one_line(p.get('output', []), 160)}"
+    if t == "workflow.cancelled":
+        by = f" by {p['by']}" if p.get("by") else ""
+        return f"workflow cancelled{by}: {p.get('reason', '')}".rstrip(": ")
+    if t == "workflow.failed":
+        return f"workflow failed: {one_line(p['error'], 200)}"
+    return one_line(p, 200)
+
+
+def _turn_summary(t: str, p: dict[str, Any]) -> str:
+    if t == "turn.started":
+        return f"turn started: {p['agent']} on {p['model']} for {p['subject']}"
+    if t == "turn.tool_called":
+        return f"round {p['round']}: {p['name']}({one_line(p['arguments'], 100)})"
+    if t == "turn.tool_result":
+        err = f" ({p.get('error_kind') or 'error'})" if p.get("is_error") else ""
+        return f"round {p['round']}: {p['name']}{err} → {one_line(p['content'], 120)}"
+    if t == "turn.steered":
+        return f"round {p['round']}: {len(p.get('messages') or [])} message(s) steered in"
+    if t == "turn.finished":
+        return (f"turn finished ({p['stop_reason']}): {p['rounds']} tool round(s),"
+                f" {p['model_calls']} model call(s)")
     return one_line(p, 200)
