@@ -39,7 +39,7 @@ LOBSTER_MISSING = h.lobster_missing()
 class Runs:
     """Every (cli, case) run, submitted at once so both CLIs share the pool."""
 
-    def __init__(self) -> None:
+    def __init__(self, wanted: dict[str, set[str]]) -> None:
         self.pool = ThreadPoolExecutor(JOBS, thread_name_prefix="wfdiff")
         self.futures: dict[tuple[str, str], Future[dict[str, Any]]] = {}
         clis: list[h.Cli] = [h.ClawtowerCli()]
@@ -49,7 +49,8 @@ class Runs:
             if h.case_unavailable(case):
                 continue
             for cli in clis:
-                self.futures[(cli.name, case.name)] = self.pool.submit(h.run_case, case, cli)
+                if case.name in wanted.get(cli.name, ()):
+                    self.futures[(cli.name, case.name)] = self.pool.submit(h.run_case, case, cli)
 
     def get(self, cli: str, name: str) -> dict[str, Any]:
         return self.futures[(cli, name)].result()
@@ -61,8 +62,17 @@ class Runs:
 
 
 @pytest.fixture(scope="module")
-def runs():
-    r = Runs()
+def runs(request: pytest.FixtureRequest):
+    # only the runs the selected tests need (so `-k name` runs one case, not the corpus)
+    wanted: dict[str, set[str]] = {"lobster": set(), "clawtower": set()}
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        name = getattr(item, "originalname", "")
+        if "name" in params and name == "test_lobster_still_matches_golden":
+            wanted["lobster"].add(params["name"])
+        elif "name" in params and name == "test_clawtower_matches":
+            wanted["clawtower"].add(params["name"])
+    r = Runs(wanted)
     yield r
     r.close()
 
