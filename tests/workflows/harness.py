@@ -387,7 +387,12 @@ def load_deviations() -> dict[str, str]:
 
 
 def dump(result: dict[str, Any]) -> str:
-    return json.dumps(result, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (JavaScript cut a pair): escape everything
+        text = json.dumps(result, indent=2, ensure_ascii=True)
+    return text + "\n"
 
 
 def main(argv: list[str]) -> int:
