@@ -9,8 +9,14 @@
 
 Envelopes and exit codes are compared after normalising tokens, approval ids, timestamps and
 temporary paths (tests/workflows/harness.py); stderr too where a case sets compare_stderr.
-All runs are started at once on a pool of CLAWTOWER_WF_JOBS (default 2) threads.
+All runs are started at once on a pool of CLAWTOWER_WF_JOBS (default 2) threads; only the
+runs the selected tests need (`-k approval` runs the approval cases on both CLIs).
 Regenerate the goldens with tests/workflows/record.py.
+
+Duration (2026-11-22, the shared 2-core machine under load): ~5 min for ~95 cases, ~330
+processes. A Lobster process costs ~0.25 s of CPU; a `python -m cli.main` process ~1.1 s, most
+of it imports (`import cli.main` alone: ~1.1 s CPU, ~0.45 s of it the `mcp` package), so the
+clawtower half dominates.
 """
 
 from __future__ import annotations
