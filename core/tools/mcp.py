@@ -211,7 +211,8 @@ class McpServer:
         # whatever the runner reports after we stopped waiting is retrieved, never "lost"
         ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
-            client = await asyncio.wait_for(asyncio.shield(ready), cfg.connect_timeout_s)
+            async with asyncio.timeout(cfg.connect_timeout_s):  # not wait_for (core/aio.py)
+                client = await asyncio.shield(ready)
         except TimeoutError:
             await self._shutdown()
             raise self._error("timeout", f"did not finish connecting within"

@@ -69,7 +69,9 @@ async def run_argv(argv: list[str], *, stdin: str | None, env: dict[str, str],
         raise ShellNotFound(not_found) from None
     data = stdin.encode("utf-8") if stdin is not None else b""  # EOF, never an open pipe
     try:
-        out, err = await asyncio.wait_for(proc.communicate(data), timeout_s)
+        # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
+        async with asyncio.timeout(timeout_s):
+            out, err = await proc.communicate(data)
     except TimeoutError:
         _kill_group(proc, signal.SIGKILL)
         with contextlib.suppress(Exception):
