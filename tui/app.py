@@ -23,6 +23,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 from textual.widgets import HelpPanel
+from textual.worker import Worker
 
 from core import (
     AgentSet,
@@ -278,16 +279,47 @@ class ClawtowerApp(App[int]):
         else:
             self.notify("filter: no list has focus", severity="warning")
 
+    def _in_flight(self) -> list[Worker[Any]]:
+        """Workflow runs and meetings this console is running itself."""
+        return [w for w in self.workers
+                if w.group in ("workflow-runs", "meetings") and w.is_running]
+
     def action_quit_console(self) -> None:
         busy = sum(self.model.counts.get(p, 0) for p in ACTIVE_PHASES)
-        if self.engine is not None and self.engine.holding and busy:
-            self.push_screen(
-                ConfirmScreen("Quit the console?",
-                              f"This console's engine is driving {busy} task(s). They resume "
-                              "when an engine next runs on this store.", yes="Quit",
-                              destructive=True),
-                lambda ok: self.exit(return_code=0) if ok else None)
+        driving = self.engine is not None and self.engine.holding and busy
+        mine = self._in_flight()
+        if not driving and not mine:
+            self.exit(return_code=0)
             return
+        lines = []
+        if driving:
+            lines.append(f"This console's engine is driving {busy} task(s). They resume when"
+                         " an engine next runs on this store.")
+        runs = sum(1 for w in mine if w.group == "workflow-runs")
+        meetings = len(mine) - runs
+        if runs:
+            lines.append(f"{runs} workflow run(s) are running in this console: they stop at"
+                         " once, their step's process group is killed and each run is recorded"
+                         " as failed ('interrupted').")
+        if meetings:
+            lines.append(f"{meetings} meeting(s) are running in this console and stop with it.")
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.run_worker(self._stop_and_exit(), group="quit")
+
+        self.push_screen(ConfirmScreen("Quit the console?", "\n\n".join(lines), yes="Quit",
+                                       destructive=True), done)
+
+    async def _stop_and_exit(self) -> None:
+        """Cancel this console's own runs and let them record how they ended, then exit."""
+        mine = self._in_flight()
+        for w in mine:
+            w.cancel()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(5):
+                for w in mine:
+                    with contextlib.suppress(Exception):
+                        await w.wait()
         self.exit(return_code=0)
 
     # ------------------------------------------------------------------ tasks

@@ -29,6 +29,7 @@ from core import (
     open_store,
 )
 from core.agents.simulator import AgentDef, Step
+from core.events import Payload
 from core.meetings import events as mev
 from core.meetings.coordinator import Coordinator, MeetingConfig
 from core.tasks import commands as _commands
@@ -144,10 +145,10 @@ def meeting_script(*, speed: float = 0.0, delay_ms: tuple[int, int] = (0, 0),
     """Three participants and a scribe; `stances` scripts each agent's marker per round."""
     agents = {n: AgentDef(role="participant") for n in MEETING_AGENTS}
     agents["scribe"] = AgentDef(role="summarizer")
-    scripts = {name: {"meeting": [Step(stance=s) for s in seq]}  # type: ignore[arg-type]
+    scripts = {name: {"meeting": [Step(stance=s) for s in seq]}
                for name, seq in (stances or {}).items()}
     return SimScript(seed=seed, speed=speed, delay_ms=delay_ms, agents=agents,
-                     scripts=scripts)  # type: ignore[arg-type]
+                     scripts=scripts)
 
 
 async def seed_meetings(db_path: str | Path) -> list[str]:
@@ -182,7 +183,7 @@ async def _live_meeting(store: Any) -> None:
                                  why=why, model="sim-standard", prompt_tokens=96 + rnd * 12,
                                  completion_tokens=len(text.split()))
 
-    steps: list[mev.Payload] = [
+    steps: list[Payload] = [
         mev.MeetingStarted(topic="Should we ship on Friday?", participants=list(MEETING_AGENTS),
                            summarizer="scribe", max_rounds=5, summary_tokens=80,
                            agent_timeout_s=60, meeting_timeout_s=600),

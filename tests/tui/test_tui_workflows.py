@@ -225,3 +225,26 @@ def test_workflows_mode_snapshot(snap_compare: Any, workflows_template: Path,
         await pilot.pause()
 
     assert snap_compare(make_app(db), terminal_size=SIZE, run_before=loaded)
+
+
+async def test_quitting_with_a_run_in_flight_asks_and_records_it_interrupted(
+        tmp_path: Path) -> None:
+    db = str(tmp_path / "store.db")
+    flow = tmp_path / "slow.lobster"
+    flow.write_text("steps:\n  - id: wait\n    run: sleep 30\n")
+    store = await open_store(db)
+    await store.close()
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        app.start_workflow(str(flow))
+        await until(pilot, lambda: bool(app.model.workflows)
+                    and app.model.workflows[0]["status"] == "running", timeout=10)
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "1 workflow run(s) are running in this console" in shown(
+            app.screen.query_one("#dialog-body", Static))
+        await pilot.press("y")
+        await until(pilot, lambda: not app.is_running, timeout=10)
+    run = await run_state(db)
+    assert run["status"] == "failed" and run["error"] == "interrupted"
