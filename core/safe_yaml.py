@@ -51,18 +51,19 @@ def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
-def loads(text: str, source: str) -> Any:
-    """Parse YAML (a superset of JSON) from `text`; `source` names it in errors."""
+def loads(text: str, source: str, loader: type[_BoundedLoader] | None = None) -> Any:
+    """Parse YAML (a superset of JSON) from `text`; `source` names it in errors. `loader`:
+    a subclass of the bounded loader with other resolvers (e.g. YAML 1.2's core schema)."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise ValidationError(f"{source}: larger than {MAX_BYTES} bytes")
     if "\x00" in text:
         raise ValidationError(f"{source}: contains a NUL character")
     try:
-        loader = _BoundedLoader(text)
+        parser = (loader or _BoundedLoader)(text)
         try:
-            value = loader.get_single_data()
+            value = parser.get_single_data()
         finally:
-            loader.dispose()
+            parser.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}: " if mark else ""

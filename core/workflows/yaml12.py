@@ -15,7 +15,6 @@ from typing import Any
 import yaml
 
 from .. import safe_yaml
-from ..errors import ValidationError
 
 _BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
@@ -66,24 +65,4 @@ _Loader12.add_constructor("tag:yaml.org,2002:float", _float12)
 
 def loads(text: str, source: str) -> Any:
     """Parse YAML 1.2 (core schema) from `text`; ValidationError naming `source` on failure."""
-    if len(text.encode("utf-8", "surrogatepass")) > safe_yaml.MAX_BYTES:
-        raise ValidationError(f"{source}: larger than {safe_yaml.MAX_BYTES} bytes")
-    if "\x00" in text:
-        raise ValidationError(f"{source}: contains a NUL character")
-    try:
-        loader = _Loader12(text)
-        try:
-            value = loader.get_single_data()
-        finally:
-            loader.dispose()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}: " if mark else ""
-        raise ValidationError(f"{source}: {where}invalid YAML ({exc.problem or exc})") from None
-    except yaml.YAMLError as exc:
-        raise ValidationError(f"{source}: {exc}") from None
-    except (RecursionError, ValueError, TypeError) as exc:
-        raise ValidationError(f"{source}: unreadable document ({type(exc).__name__})") from None
-    if safe_yaml._depth(value) > safe_yaml.MAX_DEPTH:
-        raise ValidationError(f"{source}: nested deeper than {safe_yaml.MAX_DEPTH} levels")
-    return value
+    return safe_yaml.loads(text, source, _Loader12)
