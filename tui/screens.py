@@ -25,6 +25,7 @@ from .rowlist import RowList
 from .views import (
     ApprovalList,
     EventLog,
+    ItemList,
     MeetingList,
     ModeBar,
     TaskList,
@@ -304,41 +305,64 @@ class PlaceholderScreen(ConsoleScreen):
         return action != "filter"
 
 
-class MeetingsScreen(ConsoleScreen):
-    """Mode 3: meetings, newest first; the selected one live, round by round.
+class ListDetailScreen(ConsoleScreen):
+    """A live list on the left and the selected item's detail on the right, in titled
+    sections that hide when empty; the detail is re-read from the store when its item
+    changes. Subclasses say which list, which sections, and how to read and draw an item."""
 
-    `s` stops the selected meeting (after a y/n), `+` grants it one more round;
-    `:meeting a,b,c TOPIC` starts one.
-    """
-
-    MODE = "meetings"
-
-    SECTIONS: ClassVar[list[tuple[str, str]]] = [
-        ("head", ""), ("current", "Current round"), ("stances", "Stances by round"),
-        ("summary", "Rolling summary"), ("tokens", "Tokens per round"),
-    ]
+    SECTIONS: ClassVar[list[tuple[str, str]]] = []
+    PREFIX: ClassVar[str] = ""  # section ids: f"{PREFIX}-{key}"; pane/detail ids from it too
+    LIST_TITLE: ClassVar[str] = ""
 
     def __init__(self) -> None:
         super().__init__()
         self.selected: str | None = None
         self.detail: dict[str, Any] | None = None
 
+    # -- what a subclass provides
+
+    def make_list(self) -> ItemList:
+        raise NotImplementedError
+
+    def items(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def changes(self, delta: Delta) -> tuple[bool, set[str]]:
+        """(did the list change, ids of the items that changed)."""
+        raise NotImplementedError
+
+    def list_extra(self, items: list[dict[str, Any]]) -> str:
+        return ""
+
+    async def fetch(self, key: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _render_detail(self) -> None:
+        raise NotImplementedError
+
+    # -- shared behaviour
+
+    @property
+    def item_list(self) -> ItemList:
+        return self.query_one(f"#{self.PREFIX}-list", ItemList)
+
     def compose(self) -> ComposeResult:
         yield ModeBar(self.MODE)
-        with Horizontal(id="meetings-pane"):
-            meetings = MeetingList(id="meetings")
-            meetings.border_title = "Meetings"
-            yield meetings
-            with VerticalScroll(id="meeting-detail"):
+        with Horizontal(id=f"{self.PREFIX}-pane", classes="list-detail"):
+            lst = self.make_list()
+            lst.id = f"{self.PREFIX}-list"
+            lst.border_title = self.LIST_TITLE
+            yield lst
+            with VerticalScroll(id=f"{self.PREFIX}-detail", classes="detail"):
                 for key, title in self.SECTIONS:
-                    section = Static(id=f"mtg-{key}", classes="section")
+                    section = Static(id=f"{self.PREFIX}-{key}", classes="section")
                     section.border_title = title
                     yield section
         yield from self.compose_bottom()
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.query_one(MeetingList).focus()
+        self.item_list.focus()
         self.app.theme_changed_signal.subscribe(self, lambda _t: self._render_detail())
 
     def sync(self) -> None:
@@ -347,49 +371,47 @@ class MeetingsScreen(ConsoleScreen):
         super().sync()
 
     def apply(self, delta: Delta) -> None:
-        if delta.meetings_changed:
+        changed, ids = self.changes(delta)
+        if changed:
             self._list()
-            if self.selected in delta.meetings:
+            if self.selected in ids:
                 self.reload()
         super().apply(delta)
 
     def _list(self) -> None:
-        lst = self.query_one(MeetingList)
-        meetings = self.capp.model.meetings
-        lst.load(meetings)
-        running = sum(1 for m in meetings if m.get("status") == "running")
-        extra = f" · {running} running" if running else ""
-        lst.border_title = f"Meetings · {len(meetings)}{extra}"
+        lst = self.item_list
+        items = self.items()
+        lst.load(items)
+        lst.border_title = f"{self.LIST_TITLE} · {len(items)}{self.list_extra(items)}"
         self._filter_subtitle(lst)
-        wanted = self.capp.pending_meeting
-        if wanted is not None and wanted in lst:
-            self.capp.pending_meeting = None
-            lst.move_cursor_to_key(wanted)
+        self.before_select(lst)
         key = lst.cursor_key
         if key is not None and key != self.selected:
             self.select(str(key))
         elif key is None and self.selected is None:
             self._render_detail()
 
-    def select(self, meeting_id: str) -> None:
-        self.selected = meeting_id
+    def before_select(self, lst: RowList) -> None:
+        """A hook to move the cursor (e.g. to an item just started) before selecting."""
+
+    def select(self, key: str) -> None:
+        self.selected = key
         self.detail = None
         self.reload()
 
-    @on(RowList.Highlighted, "#meetings")
-    def _highlighted(self, event: RowList.Highlighted) -> None:
-        if event.key is not None and event.key != self.selected:
+    def on_row_list_highlighted(self, event: RowList.Highlighted) -> None:
+        if event.control is self.item_list and event.key is not None \
+                and event.key != self.selected:
             self.select(str(event.key))
 
-    @work(exclusive=True, group="meeting-detail")
+    @work(exclusive=True, group="detail")
     async def reload(self) -> None:
-        store = self.capp.store
-        if store is None or self.selected is None:
+        if self.capp.store is None or self.selected is None:
             self._render_detail()
             return
         wanted = self.selected
         try:
-            detail = await get_meeting(store, wanted)
+            detail = await self.fetch(wanted)
         except ClawError as exc:
             self.notify(str(exc), severity="error")
             return
@@ -397,8 +419,50 @@ class MeetingsScreen(ConsoleScreen):
             self.detail = detail
             self._render_detail()
 
+    def _set(self, key: str, renderable: RenderableType | None, title: str | None = None) -> None:
+        show_section(self.query_one(f"#{self.PREFIX}-{key}", Static), renderable, title)
+
+
+class MeetingsScreen(ListDetailScreen):
+    """Mode 3: meetings, newest first; the selected one live, round by round.
+
+    `s` stops the selected meeting (after a y/n), `+` grants it one more round;
+    `:meeting a,b,c TOPIC` starts one.
+    """
+
+    MODE = "meetings"
+    PREFIX = "mtg"
+    LIST_TITLE = "Meetings"
+    SECTIONS: ClassVar[list[tuple[str, str]]] = [
+        ("head", ""), ("current", "Current round"), ("stances", "Stances by round"),
+        ("summary", "Rolling summary"), ("tokens", "Tokens per round"),
+    ]
+
+    def make_list(self) -> ItemList:
+        return MeetingList()
+
+    def items(self) -> list[dict[str, Any]]:
+        return self.capp.model.meetings
+
+    def changes(self, delta: Delta) -> tuple[bool, set[str]]:
+        return delta.meetings_changed, delta.meetings
+
+    def list_extra(self, items: list[dict[str, Any]]) -> str:
+        running = sum(1 for m in items if m.get("status") == "running")
+        return f" · {running} running" if running else ""
+
+    def before_select(self, lst: RowList) -> None:
+        wanted = self.capp.pending_meeting
+        if wanted is not None and wanted in lst:
+            self.capp.pending_meeting = None
+            lst.move_cursor_to_key(wanted)
+
+    async def fetch(self, key: str) -> dict[str, Any] | None:
+        assert self.capp.store is not None
+        return await get_meeting(self.capp.store, key)
+
     def _selected_meeting(self) -> dict[str, Any] | None:
-        key = self.query_one(MeetingList).cursor_key
+        key = self.item_list.cursor_key
         return self.capp.model.meeting(str(key)) if key is not None else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -416,9 +480,6 @@ class MeetingsScreen(ConsoleScreen):
         m = self._selected_meeting()
         if m is not None:
             self.capp.grant_rounds(m["id"], 1)
-
-    def _set(self, key: str, renderable: RenderableType | None, title: str | None = None) -> None:
-        show_section(self.query_one(f"#mtg-{key}", Static), renderable, title)
 
     def _render_detail(self) -> None:
         if not self.is_mounted:

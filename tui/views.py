@@ -197,7 +197,18 @@ def meeting_outcome(m: dict[str, Any]) -> str:
     return reason.replace("_", " ") or "ended"
 
 
-class MeetingList(RowList):
+class ItemList(RowList):
+    """Rows keyed by each item's "id", redrawn when `version(item)` changes."""
+
+    @staticmethod
+    def version(item: dict[str, Any]) -> Hashable:
+        return item.get("last_seq")
+
+    def load(self, items: Iterable[dict[str, Any]]) -> None:
+        self.set_rows((d["id"], self.version(d), d) for d in items)
+
+
+class MeetingList(ItemList):
     """Every meeting, newest first; the running ones live."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -238,11 +249,9 @@ class MeetingList(RowList):
         return (m.get("status"), n, m.get("max_rounds"), m.get("result"), m.get("reason"),
                 m.get("ended_at"))
 
-    def load(self, meetings: Iterable[dict[str, Any]]) -> None:
-        self.set_rows((m["id"], self.version(m), m) for m in meetings)
 
 
-class WorkflowList(RowList):
+class WorkflowList(ItemList):
     """Every workflow run, newest first; running and paused ones live."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -275,5 +284,3 @@ class WorkflowList(RowList):
     def row_sort_key(self, key: Hashable, data: Any) -> Any:
         return (-(data.get("started_at") or 0.0), str(data["id"]))
 
-    def load(self, runs: Iterable[dict[str, Any]]) -> None:
-        self.set_rows((r["id"], r["last_seq"], r) for r in runs)

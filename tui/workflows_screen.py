@@ -9,18 +9,14 @@ from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.text import Text
-from textual import on, work
-from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Static
 
 from core.agents.usage import UsageTotals, format_usage
 from core.describe import one_line
 
 from .model import Delta, fmt_datetime, fmt_time
 from .rowlist import RowList
-from .screens import ConsoleScreen, Palette, _kv, _table, show_section
-from .views import ModeBar, WorkflowList
+from .screens import ListDetailScreen, Palette, _kv, _table
+from .views import ItemList, WorkflowList
 from .workflowdata import RUN_TONE, STEP_TONE, get_run
 
 PREVIEW_CHARS = 600
@@ -128,100 +124,48 @@ def outcome_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | No
     return None
 
 
-class WorkflowsScreen(ConsoleScreen):
+class WorkflowsScreen(ListDetailScreen):
     """Mode 5: runs newest first; the selected run's steps update as they change.
 
-    `c` cancels the selected paused run (after a y/n); `:workflow FILE [ARGS-JSON]` starts
-    one in this console; gates are decided in mode 2 like every other approval.
+    `c` cancels the selected paused run (after a y/n); `enter` on a run waiting at a gate
+    opens that gate in mode 2; `:workflow FILE [ARGS-JSON]` starts one in this console.
     """
 
     MODE = "workflows"
-
+    PREFIX = "wf"
+    LIST_TITLE = "Workflow runs"
     SECTIONS: ClassVar[list[tuple[str, str]]] = [
         ("head", ""), ("gate", "Waiting for"), ("steps", "Steps"), ("outcome", "Output"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.selected: str | None = None
-        self.detail: dict[str, Any] | None = None
+    def make_list(self) -> ItemList:
+        return WorkflowList()
 
-    def compose(self) -> ComposeResult:
-        yield ModeBar(self.MODE)
-        with Horizontal(id="workflows-pane"):
-            runs = WorkflowList(id="workflows")
-            runs.border_title = "Workflow runs"
-            yield runs
-            with VerticalScroll(id="workflow-detail"):
-                for key, title in self.SECTIONS:
-                    section = Static(id=f"wf-{key}", classes="section")
-                    section.border_title = title
-                    yield section
-        yield from self.compose_bottom()
+    def items(self) -> list[dict[str, Any]]:
+        return self.capp.model.workflows
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        self.query_one(WorkflowList).focus()
-        self.app.theme_changed_signal.subscribe(self, lambda _t: self._render_detail())
+    def changes(self, delta: Delta) -> tuple[bool, set[str]]:
+        return delta.workflows_changed, delta.workflows
 
-    def sync(self) -> None:
-        self._list()
-        self.reload()
-        super().sync()
+    def list_extra(self, items: list[dict[str, Any]]) -> str:
+        live = sum(1 for r in items if r["status"] == "running")
+        waiting = sum(1 for r in items if r["status"] == "paused")
+        return (f" · {live} running" if live else "") + (
+            f" · {waiting} waiting" if waiting else "")
 
-    def apply(self, delta: Delta) -> None:
-        if delta.workflows_changed:
-            self._list()
-            if self.selected in delta.workflows:
-                self.reload()
-        super().apply(delta)
+    async def fetch(self, key: str) -> dict[str, Any] | None:
+        assert self.capp.store is not None
+        return await get_run(self.capp.store, key)
 
-    def _list(self) -> None:
-        lst = self.query_one(WorkflowList)
-        runs = self.capp.model.workflows
-        lst.load(runs)
-        live = sum(1 for r in runs if r["status"] == "running")
-        waiting = sum(1 for r in runs if r["status"] == "paused")
-        extra = (f" · {live} running" if live else "") + (f" · {waiting} waiting"
-                                                          if waiting else "")
-        lst.border_title = f"Workflow runs · {len(runs)}{extra}"
-        self._filter_subtitle(lst)
-        key = lst.cursor_key
-        if key is not None and key != self.selected:
-            self.select(str(key))
-        elif key is None and self.selected is None:
-            self._render_detail()
-
-    def select(self, run_id: str) -> None:
-        self.selected = run_id
-        self.detail = None
-        self.reload()
-
-    @on(RowList.Highlighted, "#workflows")
-    def _highlighted(self, event: RowList.Highlighted) -> None:
-        if event.key is not None and event.key != self.selected:
-            self.select(str(event.key))
-
-    @on(RowList.Selected, "#workflows")
-    def _selected(self, event: RowList.Selected) -> None:
+    def on_row_list_selected(self, event: RowList.Selected) -> None:
+        if event.control is not self.item_list:
+            return
         run = self.capp.model.workflow(str(event.key))
         if run is not None and run.get("approval_id"):
             self.capp.open_approval(str(run["approval_id"]))
 
-    @work(exclusive=True, group="workflow-detail")
-    async def reload(self) -> None:
-        store = self.capp.store
-        if store is None or self.selected is None:
-            self._render_detail()
-            return
-        wanted = self.selected
-        detail = await get_run(store, wanted)
-        if wanted == self.selected:
-            self.detail = detail
-            self._render_detail()
-
     def _selected_run(self) -> dict[str, Any] | None:
-        key = self.query_one(WorkflowList).cursor_key
+        key = self.item_list.cursor_key
         return self.capp.model.workflow(str(key)) if key is not None else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -234,9 +178,6 @@ class WorkflowsScreen(ConsoleScreen):
         run = self._selected_run()
         if run is not None:
             self.capp.request_cancel_run(str(run["id"]))
-
-    def _set(self, key: str, renderable: RenderableType | None, title: str | None = None) -> None:
-        show_section(self.query_one(f"#wf-{key}", Static), renderable, title)
 
     def _render_detail(self) -> None:
         if not self.is_mounted:
