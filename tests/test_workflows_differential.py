@@ -13,10 +13,9 @@ All runs are started at once on a pool of CLAWTOWER_WF_JOBS (default 2) threads;
 runs the selected tests need (`-k approval` runs the approval cases on both CLIs).
 Regenerate the goldens with tests/workflows/record.py.
 
-Duration (2026-11-22, the shared 2-core machine under load): ~5 min for ~95 cases, ~330
-processes. A Lobster process costs ~0.25 s of CPU; a `python -m cli.main` process ~1.1 s, most
-of it imports (`import cli.main` alone: ~1.1 s CPU, ~0.45 s of it the `mcp` package), so the
-clawtower half dominates.
+Duration (2026-11-22, the shared 2-core machine, load average ~3.3): 2 min 18 s for 99 cases
+on both CLIs, ~145 s of CPU in all (~75 s of wall time on two idle cores). A Lobster process
+costs ~0.25 s of CPU, a `python -m cli.main` process ~0.5 s, most of it imports.
 """
 
 from __future__ import annotations
