@@ -15,8 +15,8 @@ steps:
   - id: ask
     stdin: $items.json
     pipeline: >-
-      llm.invoke --prompt 'classify these'
-      --output-schema '{"type":"object","properties":{"label":{"type":"string"}},"required":["label"]}'
+      llm.invoke --prompt 'classify these' --output-schema
+      '{"type":"object","properties":{"label":{"type":"string"}},"required":["label"]}'
 """
 
 
@@ -39,6 +39,6 @@ def test_an_llm_stage_answers_offline_and_its_usage_lands_on_the_run(
     finally:
         conn.close()
     assert len(rows) == 1
-    subject, calls, prompt, completion = rows[0]
+    _subject, calls, prompt, completion = rows[0]
     assert calls == 1 and prompt > 0 and completion > 0
     assert answer["usage"] == {"promptTokens": prompt, "completionTokens": completion}
