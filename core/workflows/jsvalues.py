@@ -32,46 +32,109 @@ class _Undefined:
 UNDEFINED: Any = _Undefined()
 
 
+MAX_SAFE = 2**53  # beyond it a JavaScript number is a double that cannot hold every integer
+
+
 def js_number(value: float | int) -> str:
-    """`String(n)` for a finite number: integral floats print without `.0`."""
+    """`String(n)` / JSON.stringify of a number: the shortest round-trip digits laid out by
+    ECMAScript's Number::toString (1e-6 -> "0.000001", 1e-7 -> "1e-7", 1e21 -> "1e+21");
+    integers beyond 2**53 are doubles, as in JavaScript."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return str(value)
+        if -MAX_SAFE <= value <= MAX_SAFE:
+            return str(value)
+        value = float(value)
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    text = repr(value)
-    if "e" in text:  # Python 1e-07 -> JS 1e-7, 1e+21 stays
-        mant, exp = text.split("e")
-        sign = "-" if exp.startswith("-") else "+"
-        text = f"{mant}e{sign}{exp.lstrip('+-').lstrip('0') or '0'}"
-    return text
+    if value == 0:
+        return "0"  # -0 too
+    sign = "-" if value < 0 else ""
+    mant, _, exp = repr(abs(value)).partition("e")
+    whole, _, frac = mant.partition(".")
+    digits = (whole + frac.rstrip("0")).lstrip("0") if frac != "0" else whole.lstrip("0")
+    # value = 0.DIGITS x 10^n: n counts the digits before the point
+    point = len(whole) if whole != "0" else -(len(frac) - len(frac.lstrip("0")))
+    n = point + (int(exp) if exp else 0)
+    digits = digits.rstrip("0") or "0"
+    k = len(digits)
+    if k <= n <= 21:
+        out = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        out = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        out = "0." + "0" * -n + digits
+    else:
+        e = n - 1
+        out = digits[0] + ("." + digits[1:] if k > 1 else "") + ("e+" if e >= 0 else "e-") \
+            + str(abs(e))
+    return sign + out
 
 
-def _normalise(value: Any) -> Any:
-    """Make a value serialise as JSON.stringify would (integral floats as ints, NaN -> null)."""
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return None
-        if value.is_integer() and abs(value) < 1e21:
-            return int(value)
-        return value
-    if isinstance(value, dict):
-        return {str(k): _normalise(v) for k, v in value.items() if v is not UNDEFINED}
+def _is_index(key: str) -> bool:
+    """An array index as JavaScript orders object keys: a canonical integer below 2**32-1."""
+    return key.isdigit() and (key == "0" or not key.startswith("0")) and int(key) < 2**32 - 1
+
+
+def js_keys(obj: dict[str, Any]) -> list[str]:
+    """Object key order in JavaScript: integer-like keys ascending, then the rest in
+    insertion order."""
+    keys = [str(k) for k in obj]
+    index = sorted((k for k in keys if _is_index(k)), key=int)
+    return index + [k for k in keys if not _is_index(k)]
+
+
+def _string(text: str) -> str:
+    """A JSON string as JSON.stringify writes it (a lone surrogate escaped, not raw)."""
+    out = json.dumps(text, ensure_ascii=False)
+    if any("\ud800" <= ch <= "\udfff" for ch in out):
+        out = "".join(f"\\u{ord(ch):04x}" if "\ud800" <= ch <= "\udfff" else ch
+                      for ch in out)
+    return out
+
+
+def _stringify(value: Any, indent: str, level: int) -> str | None:
+    if value is UNDEFINED:
+        return None
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            return "null"
+        return js_number(value)
+    if isinstance(value, str):
+        return _string(value)
+    pad = "\n" + indent * (level + 1) if indent else ""
+    end = "\n" + indent * level if indent else ""
     if isinstance(value, (list, tuple)):
-        return [None if v is UNDEFINED else _normalise(v) for v in value]
-    return value
+        if not value:
+            return "[]"
+        items = [_stringify(v, indent, level + 1) for v in value]
+        parts = ["null" if x is None else x for x in items]
+        return "[" + pad + ("," + pad).join(parts) + end + "]"
+    if isinstance(value, dict):
+        sep = ": " if indent else ":"
+        pairs = []
+        for key in js_keys(value):
+            raw = value[key] if key in value else value[int(key)]
+            text = _stringify(raw, indent, level + 1)
+            if text is not None:
+                pairs.append(_string(key) + sep + text)
+        if not pairs:
+            return "{}"
+        return "{" + pad + ("," + pad).join(pairs) + end + "}"
+    return _string(str(value))
 
 
 def to_json(value: Any, indent: int | None = None) -> str:
-    """`JSON.stringify(value)` (compact) or `JSON.stringify(value, null, indent)`."""
-    if indent is None:
-        return json.dumps(_normalise(value), ensure_ascii=False, separators=(",", ":"))
-    return json.dumps(_normalise(value), ensure_ascii=False, indent=indent)
+    """`JSON.stringify(value)` (compact) or `JSON.stringify(value, null, indent)`: key order,
+    number layout and escapes as JavaScript writes them."""
+    out = _stringify(value, " " * indent if indent else "", 0)
+    return "undefined" if out is None else out
 
 
 def js_string(value: Any) -> str:
@@ -105,6 +168,25 @@ def js_typeof(value: Any) -> str:
     return "object"
 
 
+def js_prefix(text: str, units: int) -> str:
+    """`text.slice(0, units)` counting UTF-16 code units as JavaScript does; a character cut
+    in half is left out (JavaScript keeps its first half, a lone surrogate: a deviation)."""
+    if len(text) * 2 <= units:
+        return text
+    count = 0
+    for i, ch in enumerate(text):
+        count += 2 if ord(ch) > 0xFFFF else 1
+        if count > units:
+            return text[:i]
+    return text
+
+
+def _js_int(text: str) -> int | float:
+    """A JSON integer as JavaScript holds it: beyond 2**53, a double."""
+    value = int(text)
+    return value if -MAX_SAFE <= value <= MAX_SAFE else float(text)
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"not JSON: {name}")
 
@@ -112,7 +194,7 @@ def _reject_constant(name: str) -> Any:
 def parse_json(text: str) -> Any:
     """`JSON.parse`: ValueError, worded as V8 words it, on anything JavaScript refuses."""
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_int=_js_int)
     except (ValueError, RecursionError):
         from .v8json import json_error
 

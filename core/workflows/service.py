@@ -25,7 +25,7 @@ from ..tasks.permissions import Role
 from .ajv import validate_response
 from .conditions import check_workflow_conditions
 from .dryrun import dry_run
-from .jsvalues import UNDEFINED, to_json
+from .jsvalues import UNDEFINED, js_prefix, to_json
 from .llm import CURRENT_RUN
 from .load import WorkflowError, is_input_step, load_workflow, resolve_workflow_file
 from .pipeline import LlmCall, PipelineFailure, run_pipeline
@@ -260,7 +260,7 @@ class Workflows:
                 context = {"run": run_id, "step": pause.step_id, "request": request,
                            "responseSchema": request.get("responseSchema"),
                            "defaults": request.get("defaults"), "subject": request.get("subject")}
-                preview = to_json(request.get("subject"))[:2000]
+                preview = js_prefix(to_json(request.get("subject")), 2000)
                 prompt = str(request.get("prompt"))
             approval_id = c.request_approval(
                 tx, kind=GATE_KINDS[pause.kind], subject=run_id,

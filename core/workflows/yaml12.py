@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from .. import safe_yaml
+from .jsvalues import MAX_SAFE
 
 _BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
@@ -41,13 +42,16 @@ for _tag, _rx, _first in (
     _Loader12.add_implicit_resolver(_tag, _rx, _first)
 
 
-def _int12(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+def _int12(loader: yaml.SafeLoader, node: yaml.Node) -> int | float:
+    """An integer as JavaScript holds it: beyond 2**53, a double."""
     text = str(loader.construct_scalar(node))  # type: ignore[arg-type]
     if text.startswith("0o"):
-        return int(text[2:], 8)
-    if text.startswith("0x"):
-        return int(text[2:], 16)
-    return int(text, 10)
+        value = int(text[2:], 8)
+    elif text.startswith("0x"):
+        value = int(text[2:], 16)
+    else:
+        value = int(text, 10)
+    return value if -MAX_SAFE <= value <= MAX_SAFE else float(value)
 
 
 def _float12(loader: yaml.SafeLoader, node: yaml.Node) -> float:
