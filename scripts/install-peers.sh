@@ -4,8 +4,10 @@
 # so CI on the same machine builds them once. Each peer is optional: a failure is reported and
 # the tests that need it skip with the reason, never pass silently.
 #
-#   scripts/install-peers.sh [all|llama|lobster|mcp]
+#   scripts/install-peers.sh [all|llama|litellm|lobster|mcp]
 #     llama    llama-cpp-python server + SmolLM2-135M-Instruct   -> $PEERS/llama, $PEERS/models
+#     litellm  LiteLLM proxy 1.100.0 (an Anthropic Messages front end;
+#              the tests bridge it to the llama server)          -> $PEERS/litellm
 #     lobster  the Lobster CLI, npm @clawdbot/lobster@2026.9.13   -> $PEERS/lobster
 #     mcp      MCP servers: mcp-server-time, mcp-server-git (PyPI) and
 #              @modelcontextprotocol/server-everything (npm)      -> $PEERS/mcp, $PEERS/npm
@@ -39,6 +41,19 @@ PYEOF
     rm -rf "$dl"
   fi
   echo "peers: llama server ready: $venv/bin/python -m llama_cpp.server --model $model"
+}
+
+install_litellm() {
+  # Exact pin: a past LiteLLM release was compromised, and newer ones do not install here.
+  local venv="$PEERS/litellm"
+  if [ ! -x "$venv/bin/litellm" ] || ! "$venv/bin/python" -c "import litellm.proxy.proxy_server" \
+      2>/dev/null; then
+    echo "peers: installing the LiteLLM proxy (PyPI litellm[proxy]==1.100.0)"
+    rm -rf "$venv"
+    "$PY" -m venv "$venv" || return 1
+    "$venv/bin/pip" install --quiet 'litellm[proxy]==1.100.0' || return 1
+  fi
+  echo "peers: litellm proxy ready: $venv/bin/litellm --config <file>"
 }
 
 install_lobster() {
@@ -93,6 +108,9 @@ install_mcp() {
 status=0
 if [ "$want" = all ] || [ "$want" = llama ]; then
   install_llama || { echo "peers: llama server NOT installed (its tests will skip)"; status=1; }
+fi
+if [ "$want" = all ] || [ "$want" = litellm ]; then
+  install_litellm || { echo "peers: litellm proxy NOT installed (its tests will skip)"; status=1; }
 fi
 if [ "$want" = all ] || [ "$want" = lobster ]; then
   install_lobster || { echo "peers: lobster NOT installed (its tests will skip)"; status=1; }
