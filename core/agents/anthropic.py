@@ -15,7 +15,9 @@ input_schema is the schema; its input comes back as the reply's text (JSON).
 
 Streaming: message_start (input usage), content_block_start / content_block_delta (text_delta,
 input_json_delta pieces) / content_block_stop, message_delta (stop_reason, output usage),
-message_stop, ping; an `error` event mid-stream is a ProviderError naming its type. Stop
+message_stop, ping; an `error` event mid-stream is a ProviderError naming its type. Consecutive
+tool_use blocks with one id are one call in pieces (LiteLLM's proxy, bridging a backend that
+repeats the id in every tool-call delta, opens a block per delta): their JSON is joined. Stop
 reasons map to ours: end_turn/stop_sequence -> stop, tool_use -> tool_calls, max_tokens ->
 length (others pass through).
 
@@ -50,6 +52,7 @@ class _Block:
     name: str = ""
     parts: list[str] = field(default_factory=list)
     initial: Any = None
+    index: int = 0
 
 
 class AnthropicProvider(HTTPProvider):
@@ -154,6 +157,7 @@ class AnthropicProvider(HTTPProvider):
     async def _events(self, request: ChatRequest, resp: httpx.Response,
                       deadline: float) -> AsyncIterator[StreamEvent]:
         blocks: dict[int, _Block] = {}
+        held: _Block | None = None  # an ended tool_use block the next one may continue
         usage: Usage | None = None
         finish: str | None = None
         started = stopped = False
@@ -175,13 +179,20 @@ class AnthropicProvider(HTTPProvider):
                 continue
             if not started:
                 raise self._error(f"malformed SSE: {kind!r} before message_start")
+            if held is not None and kind in ("message_delta", "message_stop"):
+                yield _tool_event(held, request)
+                held = None
             if kind == "content_block_start":
                 index, block = _index(data), data.get("content_block")
                 if not isinstance(block, dict):
                     raise self._error(f"malformed SSE data: {clip(sse.data)}")
                 b = _Block(kind=str(block.get("type") or ""), id=str(block.get("id") or ""),
-                           name=str(block.get("name") or ""), initial=block.get("input"))
+                           name=str(block.get("name") or ""), initial=block.get("input"),
+                           index=index)
                 blocks[index] = b
+                if held is not None and not _continues(held, b):
+                    yield _tool_event(held, request)
+                    held = None
                 if b.kind == "text" and block.get("text"):
                     yield StreamEvent(kind="text", text=str(block["text"]))
             elif kind == "content_block_delta":
@@ -202,13 +213,12 @@ class AnthropicProvider(HTTPProvider):
                 if closed is None:
                     raise self._error(f"malformed SSE: stop of no open block: {clip(sse.data)}")
                 if closed.kind == "tool_use":
-                    args = "".join(closed.parts) or json.dumps(closed.initial or {})
-                    if request.response_schema is not None and closed.name == JSON_TOOL:
-                        yield StreamEvent(kind="text", text=args)
+                    if held is not None and _continues(held, closed):
+                        held.parts.extend(closed.parts)
                     else:
-                        yield StreamEvent(kind="tool_call", tool_call=ToolCall(
-                            id=closed.id or f"toolu_{index}", name=closed.name,
-                            arguments=args))
+                        if held is not None:
+                            yield _tool_event(held, request)
+                        held = closed
             elif kind == "message_delta":
                 delta = data.get("delta")
                 if isinstance(delta, dict) and delta.get("stop_reason"):
@@ -226,6 +236,20 @@ class AnthropicProvider(HTTPProvider):
         if usage is not None:
             yield StreamEvent(kind="usage", usage=usage)
         yield StreamEvent(kind="done", finish_reason=finish or "stop")
+
+
+def _continues(held: _Block, block: _Block) -> bool:
+    """Whether `block` is more of the tool call in `held` (a tool_use block with its id)."""
+    return block.kind == "tool_use" and bool(block.id) and block.id == held.id
+
+
+def _tool_event(block: _Block, request: ChatRequest) -> StreamEvent:
+    """An ended tool_use block as our event: a tool call, or the JSON answer's text."""
+    args = "".join(block.parts) or json.dumps(block.initial or {})
+    if request.response_schema is not None and block.name == JSON_TOOL:
+        return StreamEvent(kind="text", text=args)
+    return StreamEvent(kind="tool_call", tool_call=ToolCall(
+        id=block.id or f"toolu_{block.index}", name=block.name, arguments=args))
 
 
 def convert_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
