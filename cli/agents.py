@@ -159,6 +159,9 @@ def _add_ask_parser(llm_sub: Any) -> None:
     a.add_argument("--temperature", type=float, default=None, metavar="T")
     a.add_argument("--subject", default=ASK_SUBJECT, metavar="ID",
                    help=f"what the usage is recorded under (default {ASK_SUBJECT})")
+    a.add_argument("--tools", action="store_true",
+                   help="a turn with the agent's allow-listed tools: model -> tools -> model"
+                        " within its budgets; every call and result is recorded")
 
 
 def _ask_request(args: argparse.Namespace, cfg: ClawtowerConfig) -> ChatRequest:
@@ -187,14 +190,62 @@ def _ask_request(args: argparse.Namespace, cfg: ClawtowerConfig) -> ChatRequest:
                        metadata=metadata)
 
 
+async def _ask_turn(args: argparse.Namespace, cfg: ClawtowerConfig, request: ChatRequest,
+                    store: Any) -> int:
+    """`llm ask --tools`: one turn of the configured agent with its tools (core/agents/turns)."""
+    from core.agents.turns import run_agent_turn
+    from core.tools.registry import ToolRegistry
+
+    def on_text(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    async with ToolRegistry.from_project(store, cfg) as registry:
+        result = await run_agent_turn(
+            cfg, args.agent, list(request.messages), registry=registry, store=store,
+            subject=args.subject, on_text=on_text,
+            **({"temperature": request.temperature} if request.temperature is not None
+               else {}))
+    if result.text and not result.text.endswith("\n"):
+        sys.stdout.write("\n")
+    for rec in result.tools:
+        mark = f" [{rec.result.error_kind or 'error'}]" if rec.result.is_error else ""
+        sys.stderr.write(f"round {rec.round}: {rec.call.name} {_clip(rec.call.arguments)}"
+                         f" -> {_clip(rec.result.content)}{mark}\n")
+    cost = f" · ${result.cost_usd:.6f}" if result.cost_usd > 0 else ""
+    sys.stderr.write(f"{args.agent} · turn {result.turn_id}: {result.stop_reason} after"
+                     f" {result.rounds} tool round(s), {result.model_calls} model call(s) ·"
+                     f" {result.usage.prompt_tokens} in / {result.usage.completion_tokens} out"
+                     f" tokens{cost}\n")
+    if result.stop_reason != "completed":
+        why = f": {result.error}" if result.error else ""
+        sys.stderr.write(f"clawtower: error: agent {args.agent}: the turn stopped early"
+                         f" ({result.stop_reason}){why}\n")
+        return 1
+    return 0
+
+
+def _clip(text: str, width: int = 100) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 async def cmd_llm_ask(args: argparse.Namespace) -> int:
     from core.store import open_store
 
     cfg = load_config(args.config)
     request = _ask_request(args, cfg)
     agent = cfg.agent(args.agent)
+    if args.tools and not agent.tools:
+        raise ValidationError(f"llm ask --tools: agent {args.agent} has no tools allow-list"
+                              f" (`tools:` in {cfg.source})")
     provider = cfg.provider(agent.provider)
     store = await open_store(args.db)
+    if args.tools:
+        try:
+            return await _ask_turn(args, cfg, request, store)
+        finally:
+            await store.close()
     try:
         parts: list[str] = []
         usage: Usage | None = None
