@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import getpass
+import json
 import os
 import signal
 import sys
@@ -83,7 +84,7 @@ def default_agents_file() -> str | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
                         help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
     p = _Parser(prog="clawtower", parents=[common],
@@ -442,7 +443,7 @@ async def cmd_events(args: argparse.Namespace) -> int:
             for e in batch:
                 data = e.as_json()
                 if args.json:
-                    sys.stdout.write(output.json.dumps(data, sort_keys=True) + "\n")
+                    sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
                 else:
                     sys.stdout.write(output.event_line(e) + "\n")
                 seq = e.seq
@@ -554,7 +555,10 @@ def dispatch(args: argparse.Namespace) -> int:
     }
     for ext in EXTENSIONS:
         handlers.update(ext.HANDLERS)
-    return asyncio.run(handlers[args.command](args))
+    async def run() -> int:  # asyncio.run wants a coroutine; handlers return awaitables
+        return await handlers[args.command](args)
+
+    return asyncio.run(run())
 
 
 def store_check(db: str) -> None:
