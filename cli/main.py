@@ -556,9 +556,20 @@ def dispatch(args: argparse.Namespace) -> int:
     for ext in EXTENSIONS:
         handlers.update(ext.HANDLERS)
     async def run() -> int:  # asyncio.run wants a coroutine; handlers return awaitables
-        return await handlers[args.command](args)
+        try:
+            return await handlers[args.command](args)
+        finally:
+            await _close_http_clients()
 
     return asyncio.run(run())
+
+
+async def _close_http_clients() -> None:
+    """Model providers keep one HTTP client per loop (keep-alive); close them with the loop.
+    Imported only if a provider module was: a command without one pays nothing."""
+    common = sys.modules.get("core.agents.httpcommon")
+    if common is not None:
+        await common.close_clients()
 
 
 def store_check(db: str) -> None:

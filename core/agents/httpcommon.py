@@ -18,6 +18,7 @@ import json
 import os
 import ssl
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,16 @@ def error_detail(raw: bytes) -> str:
     return clip(detail or raw) or "(no body)"
 
 
+_LIVE: weakref.WeakSet[HTTPProvider] = weakref.WeakSet()
+
+
+async def close_clients() -> None:
+    """Close the current loop's client of every HTTP provider (a command calls it before its
+    loop ends, so no connection is left for the garbage collector)."""
+    for provider in list(_LIVE):
+        await provider.aclose()
+
+
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """One verifying TLS context for every client: httpx would load the CA bundle again for
@@ -115,6 +126,11 @@ class HTTPProvider:
         self.max_backoff_s = max(0.0, max_backoff_s)
         self._transport = transport
         self._sem = asyncio.Semaphore(max_concurrency)
+        # One client (and its keep-alive connections) per event loop: a client's connections
+        # belong to the loop that opened them, and the CLI runs a loop per command.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                                 httpx.AsyncClient] = weakref.WeakKeyDictionary()
+        _LIVE.add(self)
 
     def __repr__(self) -> str:  # never the key, only the variable's name
         return (f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r},"
@@ -168,10 +184,25 @@ class HTTPProvider:
     def _timeout(self, request: ChatRequest) -> float:
         return min(self.timeout_s, request.timeout_s)
 
-    def _client(self, request: ChatRequest) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=httpx.Timeout(self._timeout(request)),
-                                 transport=self._transport, trust_env=False,
-                                 verify=_ssl_context())
+    @contextlib.asynccontextmanager
+    async def _client(self, request: ChatRequest) -> AsyncIterator[httpx.AsyncClient]:
+        """This loop's client, made on first use and kept (a new client per call cost ~1 ms
+        and a new connection; benchmarks/bench_stream_overhead.py). Timeouts are per request."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None or client.is_closed:
+            client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s),
+                                       transport=self._transport, trust_env=False,
+                                       verify=_ssl_context())
+            self._clients[loop] = client
+        yield client
+
+    async def aclose(self) -> None:
+        """Close this loop's client and its connections (the CLI calls it before its loop
+        ends; otherwise they close when the loop is collected)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
 
     def _headers(self) -> dict[str, str]:
         """Every request's headers, the key's included (subclasses add theirs)."""
@@ -189,7 +220,8 @@ class HTTPProvider:
             retry_after = 0.0
             try:
                 resp = await client.send(
-                    client.build_request("POST", url, json=body(), headers=self._headers()),
+                    client.build_request("POST", url, json=body(), headers=self._headers(),
+                                         timeout=httpx.Timeout(self._timeout(request))),
                     stream=True)
             except httpx.TimeoutException:
                 err = self._error(f"timed out after {self._timeout(request):g} s ({url})",
