@@ -312,6 +312,12 @@ async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
         else:
             r = await ap.reject(args.id, by=by, reason=args.reason)
         print(f"{r['approval']}: {r['decision']} by {by} ({r['kind']} {r['subject']})")
+        if r.get("run_status"):  # a workflow gate: the run went on in this process
+            env = r.get("envelope") or {}
+            waiting = {"needs_approval": "waits at another approval",
+                       "needs_input": "waits for an answer"}.get(str(env.get("status")))
+            print(f"{r['subject']}: {waiting or r['run_status']}"
+                  + (f" ({env['error']['message']})" if env.get("error") else ""))
         return 0
 
     return await _with_store(args, run)

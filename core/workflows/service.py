@@ -26,7 +26,7 @@ from .ajv import validate_response
 from .conditions import check_workflow_conditions
 from .dryrun import dry_run
 from .jsvalues import UNDEFINED, js_prefix, to_json
-from .llm import CURRENT_RUN
+from .llm import CURRENT_RUN, config_llm
 from .load import WorkflowError, is_input_step, load_workflow, resolve_workflow_file
 from .pipeline import LlmCall, PipelineFailure, run_pipeline
 from .runner import Context, Outcome, Runner, last_completed_step, resolve_args, write_stderr
@@ -147,7 +147,10 @@ class Workflows:
         self.store = store
         self.env = dict(os.environ if env is None else env)
         self.cwd = cwd or os.getcwd()
-        self.llm = llm
+        # LLM stages answer through the configured agents (the simulator with no config) and
+        # record their usage on the run, whoever drives it (CLI, console, an approval)
+        self.llm = llm if llm is not None else config_llm(
+            os.environ.get("CLAWTOWER_WORKFLOW_AGENT"), store=store)
         self.stderr = stderr or write_stderr
         self.actor = actor
 

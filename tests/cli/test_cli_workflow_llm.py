@@ -42,3 +42,23 @@ def test_an_llm_stage_answers_offline_and_its_usage_lands_on_the_run(
     _subject, calls, prompt, completion = rows[0]
     assert calls == 1 and prompt > 0 and completion > 0
     assert answer["usage"] == {"promptTokens": prompt, "completionTokens": completion}
+
+
+def test_approving_a_gate_continues_into_an_llm_stage(run: Run, db: Path,
+                                                      tmp_path: Path) -> None:
+    """`clawtower approve ID` runs the rest of the workflow in that process, LLM stages
+    included (answered by the configured agents, usage recorded on the run)."""
+    flow = tmp_path / "gated.lobster"
+    flow.write_text(FLOW.replace("  - id: ask\n", "  - id: gate\n    approval: Ask?\n"
+                                                  "  - id: ask\n"))
+    r = run("--db", db, "workflow", "run", "--file", flow)
+    gate = r.json()["requiresApproval"]["approvalId"]
+    r = run("--db", db, "approve", gate, "--by", "carol")
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[-1] == "W-1: ok"
+    conn = sqlite3.connect(db)
+    try:
+        (calls,) = conn.execute("SELECT calls FROM usage WHERE subject='W-1'").fetchone()
+    finally:
+        conn.close()
+    assert calls == 1
