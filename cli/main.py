@@ -602,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"clawtower: error: {exc}\n")
         return exc.exit_code
     except KeyboardInterrupt:
+        sys.stderr.write("clawtower: interrupted\n")
         return 130
     except BrokenPipeError:
         return 0

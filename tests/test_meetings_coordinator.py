@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -230,3 +231,23 @@ async def test_a_version_1_store_is_migrated_to_the_latest_version(tmp_path: Pat
         assert await s.verify_projections() == []
     finally:
         await s.close()
+
+
+async def test_a_cancelled_meeting_is_recorded_as_stopped_not_left_running(store) -> None:
+    """ctrl+c on `meeting run`, or a console quitting, cancels the coordinator mid-round:
+    the meeting ends 'stopped' (interrupted) instead of staying 'running' for ever."""
+    slow = [Step(stance="AGREE", delay_ms=30_000)]
+    team = agents({"alice": st("AGREE"), "bob": slow, "carol": slow}, speed=1.0)
+    task = asyncio.create_task(Coordinator(store, team).run(
+        MeetingConfig(topic="t", participants=NAMES), meeting_id="mint"))
+    while "meeting.reply_recorded" not in await events_of(store, "mint"):
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    m = await store.fetchone("SELECT status, end_reason FROM meetings WHERE id='mint'")
+    assert m == {"status": "ended", "end_reason": "stopped"}
+    ended = [e for e in await store.events_after(0, 10_000, entity_id="mint")
+             if e.type == "meeting.ended"]
+    assert len(ended) == 1 and "interrupted in round 1" in ended[0].payload.detail
+    assert await store.verify_projections() == []

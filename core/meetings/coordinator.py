@@ -224,6 +224,14 @@ class Coordinator:
             reason = "timeout"
             result = Consensus.NO
             detail = f"meeting timeout after {config.meeting_timeout_s:g} s in round {rounds}"
+        except asyncio.CancelledError:
+            # the process running it is stopping (ctrl+c, a console quitting): record how the
+            # meeting ended, so it is not left "running" for ever, then let the cancel go on
+            await asyncio.shield(self._emit(mid, mev.MeetingEnded(
+                result=Consensus.NO.value, reason="stopped", rounds=rounds,
+                detail=f"interrupted in round {rounds}: the process running it stopped",
+                stances={k: v.value for k, v in stances.items()})))
+            raise
         await self._emit(mid, mev.MeetingEnded(
             result=result.value, reason=reason, rounds=rounds, detail=detail,
             stances={k: v.value for k, v in stances.items()}))
