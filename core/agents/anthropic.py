@@ -64,17 +64,8 @@ class AnthropicProvider(HTTPProvider):
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         """One non-streaming call."""
-        deadline = self._deadline(request)
-        async with self._slot(deadline), self._client(request) as client:
-            resp = await self._post(client, request, self._url(),
-                                    lambda: self._body(request, stream=False), deadline)
-            try:
-                raw = await resp.aread()
-            except httpx.HTTPError as exc:
-                raise self._error(f"reading the response failed: {type(exc).__name__}",
-                                  retryable=True) from None
-            finally:
-                await resp.aclose()
+        raw = await self._post_read(request, self._url(),
+                                    lambda: self._body(request, stream=False))
         try:
             data = json.loads(raw)
             blocks = data["content"]

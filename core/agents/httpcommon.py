@@ -249,6 +249,20 @@ class HTTPProvider:
             await asyncio.sleep(wait)
             attempt += 1
 
+    async def _post_read(self, request: ChatRequest, url: str,
+                         body: Callable[[], dict[str, Any]]) -> bytes:
+        """A non-streaming call: slot, retries and deadline as for a stream; the whole body."""
+        deadline = self._deadline(request)
+        async with self._slot(deadline), self._client(request) as client:
+            resp = await self._post(client, request, url, body, deadline)
+            try:
+                return await resp.aread()
+            except httpx.HTTPError as exc:
+                raise self._error(f"reading the response failed: {type(exc).__name__}",
+                                  retryable=True) from None
+            finally:
+                await resp.aclose()
+
     # -- SSE ------------------------------------------------------------------------------
 
     async def _sse(self, resp: httpx.Response, deadline: float) -> AsyncIterator[SSEEvent]:

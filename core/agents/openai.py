@@ -42,37 +42,15 @@ class OpenAIProvider(HTTPProvider):
 
     kind = "openai"
 
-    def __init__(
-        self,
-        name: str,
-        base_url: str,
-        api_key_env: str | None = None,
-        timeout_s: float = 60.0,
-        retries: int = 2,
-        max_concurrency: int = 4,
-        *,
-        backoff_s: float = 0.5,
-        max_backoff_s: float = 30.0,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        super().__init__(name, base_url, api_key_env, timeout_s, retries, max_concurrency,
-                         backoff_s=backoff_s, max_backoff_s=max_backoff_s, transport=transport)
-        self.json_mode: Literal["json_schema", "json_object"] = "json_schema"
+    # json_schema until the server refuses it, then json_object + schema (per instance)
+    json_mode: Literal["json_schema", "json_object"] = "json_schema"
 
     # -- public API ------------------------------------------------------------------------
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         """One non-streaming call."""
-        deadline = self._deadline(request)
-        async with self._slot(deadline), self._client(request) as client:
-            resp = await self._open(client, request, stream=False, deadline=deadline)
-            try:
-                raw = await resp.aread()
-            except httpx.HTTPError as exc:
-                raise self._error(f"reading the response failed: {type(exc).__name__}",
-                                  retryable=True) from None
-            finally:
-                await resp.aclose()
+        raw = await self._post_read(request, f"{self.base_url}/chat/completions",
+                                    lambda: self._body(request, False, self.json_mode))
         try:
             data = json.loads(raw)
             choice = data["choices"][0]
