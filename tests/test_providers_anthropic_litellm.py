@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from chunks import ChunkRecorder
 
 from core.agents.anthropic import AnthropicProvider
 from core.agents.provider import (
@@ -152,23 +153,6 @@ async def test_an_unknown_model_is_a_clear_error_sent_once(proxy: str, streamed:
     assert not err.retryable and transport.sent == 1  # a 400 is final: asked once
 
 
-class _Chunks:
-    """A stdout that records what was written between flushes (the chunks a user sees)."""
-
-    def __init__(self) -> None:
-        self.pending = ""
-        self.chunks: list[str] = []
-
-    def write(self, s: str) -> int:
-        self.pending += s
-        return len(s)
-
-    def flush(self) -> None:
-        if self.pending:
-            self.chunks.append(self.pending)
-            self.pending = ""
-
-
 def test_llm_ask_streams_through_the_proxy(proxy: str, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
@@ -192,7 +176,7 @@ def test_llm_ask_streams_through_the_proxy(proxy: str, tmp_path: Path,
         "    price: {prompt: 1, completion: 2}\n")
     monkeypatch.setenv("CLAWTOWER_HOME", str(home))
     monkeypatch.setenv("CLAWTOWER_OPERATOR", "tester")
-    out = _Chunks()
+    out = ChunkRecorder()
     capsys.readouterr()
     monkeypatch.setattr(sys, "stdout", out)
     try:

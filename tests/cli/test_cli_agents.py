@@ -13,30 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from chunks import ChunkRecorder
 from cli_helpers import Result, Run, query, run_cli
 
 CANARY = "sk-ant-canary-4d3c2b1a0f9e"
-
-
-class ChunkRecorder:
-    """A stdout that remembers what was written between flushes (the chunks a user sees)."""
-
-    def __init__(self) -> None:
-        self.pending = ""
-        self.chunks: list[str] = []
-
-    def write(self, s: str) -> int:
-        self.pending += s
-        return len(s)
-
-    def flush(self) -> None:
-        if self.pending:
-            self.chunks.append(self.pending)
-            self.pending = ""
-
-    @property
-    def text(self) -> str:
-        return "".join(self.chunks) + self.pending
 
 
 Streamed = Callable[..., tuple[int, ChunkRecorder, str]]
