@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,16 +134,18 @@ def lobster_missing() -> str | None:
 # ----------------------------------------------------------------------------- CLIs
 
 
-class Cli:
+class Cli(ABC):
     """How to invoke one workflow CLI. `argv(kind, rest)` builds a command line."""
 
     name = "?"
 
+    @abstractmethod
     def prepare(self, tmp: Path, env: dict[str, str]) -> None:  # per case
-        raise NotImplementedError
+        """Set up what the CLI needs for one case (state dirs, a store)."""
 
+    @abstractmethod
     def argv(self, tmp: Path, rest: list[str]) -> list[str]:
-        raise NotImplementedError
+        """The command line for `rest` (run/resume arguments)."""
 
 
 class LobsterCli(Cli):
