@@ -150,7 +150,7 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
 
     store = await open_store(args.db)
     try:
-        wf = Workflows(store, llm=_llm_call(store), actor=_operator())
+        wf = Workflows(store, actor=_operator())
         if wc == "run":
             return _print(await wf.run(file, provided, dry_run=args.dry_run))
         if wc == "resume":
@@ -216,15 +216,6 @@ def _operator() -> str:
     from .main import operator_name
 
     return operator_name()
-
-
-def _llm_call(store: Any) -> Any:
-    """llm.invoke / llm_task.invoke answer through the configured agents (simulator default)."""
-    try:
-        from core.workflows.llm import config_llm
-    except ImportError:  # pragma: no cover - the adapter is optional
-        return None
-    return config_llm(os.environ.get("CLAWTOWER_WORKFLOW_AGENT"), store=store)
 
 
 def _detail(run: dict[str, Any]) -> str:

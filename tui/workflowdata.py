@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from core import NotFound, Store
 from core.agents.usage import usage_for_subject
 from core.workflows.ajv import validate_response
-from core.workflows.llm import config_llm
 from core.workflows.service import GATE_KINDS, Workflows
 
 RUN_LIMIT = 500
@@ -29,10 +27,9 @@ STEP_TONE = {"running": "active", "retrying": "active", "waiting": "waiting", "d
 
 
 def _service(store: Store, by: str) -> Workflows:
-    """The service as the CLI builds it: LLM stages answer through the configured agents
-    (the simulator with no config) and record their usage on the run."""
-    agent = os.environ.get("CLAWTOWER_WORKFLOW_AGENT")
-    return Workflows(store, actor=by, stderr=_quiet, llm=config_llm(agent, store=store))
+    """The service as the CLI builds it (LLM stages answer through the configured agents and
+    record their usage on the run), quiet on the terminal."""
+    return Workflows(store, actor=by, stderr=_quiet)
 
 
 async def list_runs(store: Store, limit: int = RUN_LIMIT) -> list[dict[str, Any]]:
