@@ -151,7 +151,12 @@ async def test_every_meeting_event_has_wording(store) -> None:
                                                                 delay_ms=30_000)]},
                                                 speed=1.0),
                                     MeetingConfig(topic="Cache?", participants=NAMES,
-                                                  agent_timeout_s=0.3, max_rounds=1))
+                                                  agent_timeout_s=1.0, max_rounds=1))
+    # The stop must land inside round 1: requested earlier, the meeting may end before it.
+    async with asyncio.timeout(10):
+        while not any(e.type == "meeting.round_started"
+                      for e in await store.events_after(0, 1000, entity_id=mid)):
+            await asyncio.sleep(0.01)
     await Meetings(store).grant_rounds(mid, 1, by="op")
     await Meetings(store).request_stop(mid, by="op", reason="enough")
     await task
