@@ -48,6 +48,7 @@ from . import agents as agents_cli
 from . import output
 from . import tools as tools_cli
 from . import workflow as workflow_cli
+from .stores import cli_store, wait_for_store
 
 # Command groups that live in modules of their own: each has register(cmd) and HANDLERS.
 EXTENSIONS = (workflow_cli, agents_cli, tools_cli)
@@ -209,12 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def _with_store(args: argparse.Namespace,
-                      fn: Callable[[SQLiteStore], Awaitable[int]]) -> int:
-    store = await open_store(args.db)
-    try:
+                      fn: Callable[[SQLiteStore], Awaitable[int]],
+                      read_only: bool = False) -> int:
+    """Run `fn` on the store of --db. A `read_only` command never creates it (cli/stores.py)."""
+    async with cli_store(args.db, read_only=read_only) as store:
         return await fn(store)
-    finally:
-        await store.close()
 
 
 async def cmd_task(args: argparse.Namespace) -> int:
@@ -281,7 +281,7 @@ async def cmd_task(args: argparse.Namespace) -> int:
             return 0
         raise ValidationError(f"task: unknown action {tc!r}")
 
-    return await _with_store(args, run)
+    return await _with_store(args, run, read_only=tc in ("list", "show"))
 
 
 async def cmd_approvals(args: argparse.Namespace) -> int:
@@ -300,7 +300,7 @@ async def cmd_approvals(args: argparse.Namespace) -> int:
             ["ID", "KIND", "STATUS", "SUBJECT", "ASKED BY", "WHEN", "WHAT"]))
         return 0
 
-    return await _with_store(args, run)
+    return await _with_store(args, run, read_only=True)
 
 
 async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
@@ -397,7 +397,7 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
             return 0
         raise ValidationError(f"meeting: unknown action {mc!r}")
 
-    return await _with_store(args, run)
+    return await _with_store(args, run, read_only=mc in ("list", "show"))
 
 
 async def _meeting_progress(store: SQLiteStore, mid: str) -> None:
@@ -460,7 +460,9 @@ async def cmd_events(args: argparse.Namespace) -> int:
                 return 0
             await store.wait_for_change(seq, 1.0)
 
-    return await _with_store(args, run)
+    if args.follow:  # follow a store another process is about to create
+        await wait_for_store(args.db)
+    return await _with_store(args, run, read_only=True)
 
 
 async def cmd_store(args: argparse.Namespace) -> int:
@@ -477,12 +479,14 @@ async def cmd_store(args: argparse.Namespace) -> int:
             print(f"rebuilt projections from {n} events")
             return 0
         row = await store.fetchone("PRAGMA user_version")
-        print(f"store: {store.path}\nschema: v{next(iter(row.values())) if row else '?'}\n"
+        db = Path(args.db)  # not store.path: with no file at --db, that is an empty stand-in
+        print(f"store: {args.db}\nschema: v{next(iter(row.values())) if row else '?'}\n"
               f"events: {await store.last_seq()}\n"
-              f"size: {Path(store.path).stat().st_size} bytes")
+              f"size: {db.stat().st_size if db.exists() else 0} bytes")
         return 0
 
-    return await _with_store(args, run)
+    # even rebuild: a missing store has no projections to rebuild, and must not be created
+    return await _with_store(args, run, read_only=True)
 
 
 async def _engine_until_stopped(store: SQLiteStore, agents: AgentSet, db: str,

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from core.errors import ClawError, ValidationError
+from core.workflows.cost import describe_cost
 from core.workflows.graph import FORMATS, render_graph
 from core.workflows.jsvalues import UNDEFINED, parse_json
 from core.workflows.load import WorkflowError, load_workflow, resolve_workflow_file
@@ -29,6 +30,7 @@ from core.workflows.service import (
 )
 
 from . import output
+from .stores import cli_store
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 HANDLERS: dict[str, Handler] = {}
@@ -146,10 +148,7 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
         except WorkflowError as exc:
             return _print(error_envelope(exc.kind, exc.message))
 
-    from core.store import open_store
-
-    store = await open_store(args.db)
-    try:
+    async with cli_store(args.db, read_only=wc in ("list", "show")) as store:
         wf = Workflows(store, actor=_operator())
         if wc == "run":
             return _print(await wf.run(file, provided, dry_run=args.dry_run))
@@ -183,8 +182,6 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
             print(f"{args.id}: cancelled")
             return 0
         raise ValidationError(f"workflow: unknown action {wc!r}")
-    finally:
-        await store.close()
 
 
 def _graph(args: argparse.Namespace) -> int:
@@ -238,4 +235,7 @@ def _detail(run: dict[str, Any]) -> str:
             lines.append(f"    {b['status']:<9} {b['id']}")
     if run["output"] is not None and run["status"] == "ok":
         lines.append(f"  output: {json.dumps(run['output'], ensure_ascii=False)[:500]}")
+    spend = describe_cost(run.get("cost"))
+    if spend:
+        lines.append(f"  cost: {spend}")
     return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""Opening the store for a CLI command. Reading commands never create one.
+
+`open_store` creates (and migrates) a missing file, which is right for a command that writes
+but not for one that only looks: a mistyped `--db` would answer "nothing here" and leave a
+stray store behind. A reading command on a missing file runs instead against an empty store
+in a temporary folder (so it prints exactly what an empty store prints) and says so on
+stderr; an id it was asked to show is then unknown, and the error names the missing file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from core import open_store
+from core.errors import NotFound
+from core.store import SQLiteStore
+
+
+def no_store(db: str) -> str:
+    return f"no store at {db} yet (nothing has run with this --db)"
+
+
+def note_no_store(db: str) -> None:
+    sys.stderr.write(f"clawtower: {no_store(db)}\n")
+    sys.stderr.flush()
+
+
+def _missing(db: Path) -> bool:
+    """No file at `db` yet, but one could be made there. A path that can never be a store
+    (under a regular file) is not "missing": open_store reports it, creating nothing."""
+    if db.exists():
+        return False
+    for parent in db.parents:
+        if parent.exists():
+            return parent.is_dir()
+    return True
+
+
+@asynccontextmanager
+async def cli_store(db: str, *, read_only: bool = False) -> AsyncIterator[SQLiteStore]:
+    """The store at `db`. With `read_only` and no file at `db`, an empty stand-in that is
+    gone afterwards: a normal exit writes one line on stderr naming `db`, and a NotFound (an
+    id the command was asked for) is raised again naming `db` too."""
+    if not read_only or not _missing(Path(db)):
+        store = await open_store(db)
+        try:
+            yield store
+        finally:
+            await store.close()
+        return
+    with tempfile.TemporaryDirectory(prefix="clawtower-empty-") as tmp:
+        store = await open_store(Path(tmp) / "empty.db")
+        try:
+            yield store
+        except NotFound as exc:
+            raise NotFound(f"{exc}; {no_store(db)}") from None
+        finally:
+            await store.close()
+    note_no_store(db)
+
+
+async def wait_for_store(db: str, poll_s: float = 0.2) -> None:
+    """For a follower (`events --follow`): say there is no store yet, then wait until another
+    process creates it, rather than create it here."""
+    if not _missing(Path(db)):
+        return  # there, or unusable: opening it says which
+    note_no_store(db)
+    while _missing(Path(db)):
+        await asyncio.sleep(poll_s)
+
+
+__all__ = ["cli_store", "no_store", "note_no_store", "wait_for_store"]
