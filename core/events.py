@@ -408,6 +408,7 @@ class WorkflowStarted(Payload):
     args: dict[str, Any] = Field(default_factory=dict)
     steps: list[str] = Field(default_factory=list)  # the top-level step ids, in order
     digest: str = ""  # sha256 of the file as it started (a resume re-reads it, as Lobster does)
+    cost_limit: dict[str, Any] | None = None  # {max_usd, action}: what `workflow show` reports
 
 
 class WorkflowStepStarted(Payload):
@@ -426,6 +427,8 @@ class WorkflowStepFinished(Payload):
     index: int
     result: dict[str, Any]
     branches: dict[str, dict[str, Any]] = Field(default_factory=dict)  # parallel branch results
+    # spend billed from this step's output items (core/workflows/cost.py, Lobster's rule)
+    cost: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class WorkflowStepSkipped(Payload):
@@ -443,6 +446,7 @@ class WorkflowStepFailed(Payload):
     error: str
     policy: str  # on_error: stop | continue | skip_rest
     retrying: bool = False  # another attempt follows
+    cost: list[dict[str, Any]] = Field(default_factory=list)  # billed before it failed
 
 
 class WorkflowPaused(Payload):

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from core.agents.usage import UsageTotals, format_usage
 from core.describe import one_line
+from core.workflows.cost import describe_cost
 
 from .model import Delta, fmt_datetime, fmt_time
 from .rowlist import RowList
@@ -85,6 +86,9 @@ def run_head(pal: Palette, run: dict[str, Any]) -> RenderableType:
     usage = run.get("usage")
     if isinstance(usage, UsageTotals) and usage.calls:
         rows.append(("tokens", format_usage(usage)))
+    spend = describe_cost(run.get("cost"))
+    if spend:
+        rows.append(("cost", spend))
     return Group(head, _kv(pal, rows))
 
 

@@ -39,6 +39,8 @@ def config_llm(agent_name: str | None = None, config_path: str | None = None, *,
                                     metadata={"agent": name}, recorder=recorder)
         usage = {"promptTokens": result.usage.prompt_tokens,
                  "completionTokens": result.usage.completion_tokens}
-        return LlmAnswer(data=result.data, text=result.text, model=result.model, usage=usage)
+        price = agent.unit_price
+        return LlmAnswer(data=result.data, text=result.text, model=result.model, usage=usage,
+                         cost_usd=price.cost(result.usage) if price is not None else 0.0)
 
     return call

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .cost import CURRENT_COST
 from .jsvalues import UNDEFINED, parse_json, parse_stdout_json, serialize_for_stdout, to_json
 from .shell import ShellNotFound, run_argv, run_shell
 
@@ -47,6 +48,7 @@ class LlmAnswer:
     text: str
     model: str
     usage: dict[str, Any] = field(default_factory=dict)
+    cost_usd: float = 0.0  # priced by the answering agent (0 when it has no price)
 
 
 # (prompt, input items, output schema or None, model or "") -> answer
@@ -234,7 +236,7 @@ async def _llm(name: str, args: dict[str, Any], items: list[Any], llm: LlmCall |
     key = hashlib.sha256(to_json({"prompt": prompt, "model": model, "schema": schema,
                                   "artifacts": hashes}).encode()).hexdigest()
     data = answer.data if schema is not None else None
-    return [{
+    item = {
         "kind": name, "runId": None, "prompt": prompt, "model": answer.model,
         "schemaVersion": "v1", "status": "completed", "cacheKey": key,
         "artifactHashes": hashes,
@@ -243,7 +245,11 @@ async def _llm(name: str, args: dict[str, Any], items: list[Any], llm: LlmCall |
         "usage": answer.usage or None, "metadata": None, "warnings": None, "diagnostics": None,
         "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
         "source": "clawtower", "cached": False, "attemptCount": 1,
-    }]
+    }
+    tracker = CURRENT_COST.get()
+    if tracker is not None:  # billed at the agent's price, never again from Lobster's table
+        tracker.charge_agent(step_id, answer.model, answer.usage, answer.cost_usd, item)
+    return [item]
 
 
 def _items_to_stdout(items: list[Any]) -> str:

@@ -22,6 +22,7 @@ from .conditions import (
     evaluate_condition,
     step_condition,
 )
+from .cost import CURRENT_COST, CostLimitExceeded, CostTracker, parse_limit
 from .gates import approval_request, identity_of_request, input_request
 from .jsvalues import UNDEFINED, js_typeof, parse_stdout_json, serialize_for_stdout, to_json
 from .load import (
@@ -56,14 +57,17 @@ class Recorder(Protocol):
 
     async def step_finished(self, step_id: str, index: int, result: dict[str, Any],
                             branches: dict[str, dict[str, Any]] | None, *,
-                            durable: bool = True) -> None:
-        """`durable=False`: the caller's next write (a gate's pause) makes it durable."""
+                            durable: bool = True, cost: list[dict[str, Any]] | None = None
+                            ) -> None:
+        """`durable=False`: the caller's next write (a gate's pause) makes it durable.
+        `cost`: the spend billed from this step's output (core/workflows/cost.py)."""
         ...
 
     async def step_skipped(self, step_id: str, index: int) -> None: ...
 
     async def step_failed(self, step_id: str, index: int, message: str, policy: str,
-                          retrying: bool) -> None: ...
+                          retrying: bool, *, cost: list[dict[str, Any]] | None = None
+                          ) -> None: ...
 
 
 class NullRecorder:
@@ -74,14 +78,16 @@ class NullRecorder:
 
     async def step_finished(self, step_id: str, index: int, result: dict[str, Any],
                             branches: dict[str, dict[str, Any]] | None, *,
-                            durable: bool = True) -> None:
+                            durable: bool = True, cost: list[dict[str, Any]] | None = None
+                            ) -> None:
         return None
 
     async def step_skipped(self, step_id: str, index: int) -> None:
         return None
 
     async def step_failed(self, step_id: str, index: int, message: str, policy: str,
-                          retrying: bool) -> None:
+                          retrying: bool, *, cost: list[dict[str, Any]] | None = None
+                          ) -> None:
         return None
 
 
@@ -103,6 +109,7 @@ class Context:
     stderr: Callable[[str], None] = field(default_factory=lambda: write_stderr)
     active: frozenset[str] = frozenset()
     dry_run: bool = False
+    cost_parent: CostTracker | None = None  # a sub-workflow's LLM spend is its parent's too
 
 
 @dataclass
@@ -205,17 +212,28 @@ class Runner:
     """One workflow file's run (top level or a sub-workflow)."""
 
     def __init__(self, workflow: Workflow, file_path: Path, args: dict[str, Any],
-                 ctx: Context) -> None:
+                 ctx: Context, cost: CostTracker | None = None) -> None:
         self.workflow = workflow
         self.file_path = file_path
         self.args = args
         self.ctx = ctx
         self.steps: list[Step] = workflow["steps"]
+        self.cost = cost or CostTracker(ctx.env, ctx.stderr,
+                                        parse_limit(workflow.get("cost_limit")), ctx.cost_parent)
 
     # ------------------------------------------------------------------ the loop
 
     async def run(self, results: Results, start: int, last_step_id: str | None) -> Outcome:
-        ctx = self.ctx
+        """Run from step `start`. A tripped `cost_limit: stop` raises CostLimitExceeded, which
+        no on_error absorbs (not even a parent's, around a sub-workflow)."""
+        token = CURRENT_COST.set(self.cost)
+        try:
+            return await self._run(results, start, last_step_id)
+        finally:
+            CURRENT_COST.reset(token)
+
+    async def _run(self, results: Results, start: int, last_step_id: str | None) -> Outcome:
+        ctx, cost = self.ctx, self.cost
         for idx in range(start, len(self.steps)):
             step = self.steps[idx]
             sid = str(step["id"])
@@ -230,13 +248,22 @@ class Runner:
             except _StepFailure as exc:
                 policy = step.get("on_error") or "stop"
                 message = str(exc)
-                await ctx.recorder.step_failed(sid, idx, message, policy, False)
+                await ctx.recorder.step_failed(sid, idx, message, policy, False,
+                                               cost=cost.take_unsaved())
                 if policy == "stop":
                     raise WorkflowError(message) from None
                 results[sid] = {"id": sid, "error": True, "errorMessage": message}
+                cost.check()  # spent before failing is spent: a blown budget stops here
                 if policy == "skip_rest":
                     break
                 continue
+            except CostLimitExceeded as exc:  # inside the step (a for_each, a sub-workflow)
+                await ctx.recorder.step_failed(sid, idx, str(exc), "stop", False,
+                                               cost=cost.take_unsaved())
+                raise
+            for bid, branch in (branches or {}).items():
+                cost.track(bid, branch)
+            cost.track(sid, result)
             if branches:
                 results.update(branches)
             results[sid] = result
@@ -247,10 +274,15 @@ class Runner:
                 if identity.get("initiatedBy"):
                     result["initiatedBy"] = identity["initiatedBy"]
                 # the pause written next commits it too (one commit per gate, not two)
-                await ctx.recorder.step_finished(sid, idx, result, branches, durable=False)
+                await ctx.recorder.step_finished(sid, idx, result, branches, durable=False,
+                                                 cost=cost.take_unsaved())
+                cost.check()
                 return Outcome("needs_approval", [], results, Pause(
                     "approval", sid, idx, idx + 1, request, identity), last_step_id)
-            await ctx.recorder.step_finished(sid, idx, result, branches)
+            await ctx.recorder.step_finished(sid, idx, result, branches,
+                                             cost=cost.take_unsaved())
+            cost.check()
+        cost.check()
         output = output_items(results.get(last_step_id)) if last_step_id else []
         return Outcome("ok", output, results, None, last_step_id)
 
@@ -307,7 +339,10 @@ class Runner:
                     raise
                 delay = retry.delay(attempt)
                 await self.ctx.recorder.step_failed(sid, idx, str(exc),
-                                                    step.get("on_error") or "stop", True)
+                                                    step.get("on_error") or "stop", True,
+                                                    cost=self.cost.take_unsaved())
+                if self.cost.limit is not None and self.cost.limit[1] == "stop":
+                    self.cost.check()  # no retry once the budget is gone
                 self.ctx.stderr(f"[RETRY] Step '{sid}' failed (attempt {attempt + 1}/"
                                 f"{retry.max}): {exc}. Retrying in {delay}ms...\n")
                 await asyncio.sleep(delay / 1000)
@@ -415,6 +450,8 @@ class Runner:
                 else:
                     data = resolve_input_value(sub.get("stdin"), args, scoped)
                     scoped[sub_id] = synthetic_result(sub_id, data)
+                self.cost.track(f"{sid}.{sub_id}", scoped[sub_id])
+                self.cost.check()
             it: dict[str, Any] = {item_var: item, index_var: i}
             for sub in step["steps"]:
                 r = scoped.get(str(sub["id"]))
@@ -504,7 +541,8 @@ class Runner:
                                " being executed")
         sub_args = resolve_workflow_step_args(step.get("workflow_args"), self.args, results)
         child_ctx = Context(env=env, cwd=cwd, recorder=NullRecorder(), pipeline=self.ctx.pipeline,
-                            stderr=self.ctx.stderr, active=self.ctx.active | {canonical})
+                            stderr=self.ctx.stderr, active=self.ctx.active | {canonical},
+                            cost_parent=self.cost)
         outcome = await run_file(full, sub_args, child_ctx)
         if outcome.status in ("needs_approval", "needs_input"):
             what = "approval" if outcome.status == "needs_approval" else "input"
@@ -545,5 +583,6 @@ async def run_file(path: Path, args: Mapping[str, Any] | None, ctx: Context) -> 
     check_workflow_conditions(workflow)
     runner = Runner(workflow, path, resolved, Context(
         env=ctx.env, cwd=ctx.cwd, recorder=ctx.recorder, pipeline=ctx.pipeline,
-        stderr=ctx.stderr, active=ctx.active | {str(path.resolve())}, dry_run=ctx.dry_run))
+        stderr=ctx.stderr, active=ctx.active | {str(path.resolve())}, dry_run=ctx.dry_run,
+        cost_parent=ctx.cost_parent))
     return await runner.run({}, 0, None)

@@ -24,6 +24,7 @@ from ..tasks import commands as c
 from ..tasks.permissions import Role
 from .ajv import validate_response
 from .conditions import check_workflow_conditions
+from .cost import CostLimitExceeded, CostLine, CostTracker, line_from, parse_limit, summarize
 from .dryrun import dry_run
 from .jsvalues import UNDEFINED, js_prefix, to_json
 from .llm import CURRENT_RUN, config_llm
@@ -116,9 +117,10 @@ class _StoreRecorder:
 
     async def step_finished(self, step_id: str, index: int, result: dict[str, Any],
                             branches: dict[str, dict[str, Any]] | None, *,
-                            durable: bool = True) -> None:
+                            durable: bool = True, cost: list[dict[str, Any]] | None = None
+                            ) -> None:
         payload = ev.WorkflowStepFinished(step_id=step_id, index=index, result=result,
-                                          branches=branches or {})
+                                          branches=branches or {}, cost=cost or [])
         if durable:
             await self._emit(payload)
             return
@@ -130,9 +132,11 @@ class _StoreRecorder:
         await self._emit(ev.WorkflowStepSkipped(step_id=step_id, index=index))
 
     async def step_failed(self, step_id: str, index: int, message: str, policy: str,
-                          retrying: bool) -> None:
+                          retrying: bool, *, cost: list[dict[str, Any]] | None = None
+                          ) -> None:
         await self._emit(ev.WorkflowStepFailed(step_id=step_id, index=index, error=message,
-                                               policy=policy, retrying=retrying))
+                                               policy=policy, retrying=retrying,
+                                               cost=cost or []))
 
 
 class Workflows:
@@ -185,7 +189,7 @@ class Workflows:
                              file=str(path), name=name if isinstance(name, str) else path.stem,
                              args=json.loads(to_json(args)),
                              steps=[str(s["id"]) for s in workflow["steps"]],
-                             digest=file_digest(path))))
+                             digest=file_digest(path), cost_limit=_limit_dict(workflow))))
         return run_id
 
     def _context(self, run_id: str, path: Path) -> Context:
@@ -215,14 +219,19 @@ class Workflows:
     async def _drive_run(self, run_id: str, workflow: dict[str, Any], path: Path,
                          args: dict[str, Any], results: dict[str, dict[str, Any]], start: int,
                          last: str | None) -> dict[str, Any]:
-        runner = Runner(workflow, path, args, self._context(run_id, path))
+        ctx = self._context(run_id, path)
+        tracker = CostTracker(ctx.env, ctx.stderr, parse_limit(workflow.get("cost_limit")))
+        if start > 0:  # a gate pauses a run, it does not reset its spend
+            tracker.restore(await self._spend(run_id))
+        runner = Runner(workflow, path, args, ctx, tracker)
         try:
             outcome = await runner.run(results, start, last)
         except RunCancelled:
             return ok_envelope("cancelled", [])
-        except WorkflowError as exc:
-            await self._end(run_id, ev.WorkflowFailed(error=exc.message, kind="runtime_error"))
-            return error_envelope("runtime_error", exc.message)
+        except (WorkflowError, CostLimitExceeded) as exc:
+            message = exc.message if isinstance(exc, WorkflowError) else str(exc)
+            await self._end(run_id, ev.WorkflowFailed(error=message, kind="runtime_error"))
+            return error_envelope("runtime_error", message)
         except asyncio.CancelledError:
             await asyncio.shield(self._end(run_id, ev.WorkflowFailed(
                 error="interrupted", kind="runtime_error")))
@@ -385,6 +394,19 @@ class Workflows:
         last = step_id if gate == "input" else last_completed_step(workflow["steps"], results)
         return await self._drive(run_id, workflow, path, args, results, start, last)
 
+    async def _spend(self, run_id: str) -> list[CostLine]:
+        """What a run has spent: the lines its step events carry (billed output items, and
+        the calls of clawtower's LLM stages at their agents' price)."""
+        rows = await self.store.fetchall(
+            "SELECT payload FROM events WHERE entity='workflow' AND entity_id=?"
+            " AND type IN ('workflow.step_finished', 'workflow.step_failed') ORDER BY seq",
+            (run_id,))
+        lines: list[CostLine] = []
+        for row in rows:
+            raw = json.loads(row["payload"]).get("cost") or []
+            lines.extend(line_from(x) for x in raw if isinstance(x, dict))
+        return lines
+
     async def _results(self, run_id: str) -> dict[str, dict[str, Any]]:
         rows = await self.store.fetchall(
             "SELECT step_id, result FROM workflow_steps WHERE run_id=? AND result IS NOT NULL"
@@ -540,7 +562,22 @@ class Workflows:
         out["gate"] = None if r0["status"] != "paused" else {
             "kind": r0["gate"], "step": r0["waiting_step"], "approval_id": r0["approval_id"],
             "request": _loads(r0["request"]), "identity": _loads(r0["identity"], {})}
+        out["cost"] = await self.cost(run_id)
         return out
+
+    async def cost(self, run_id: str) -> dict[str, Any]:
+        """A run's spend so far (tokens, US dollars, each billed line) and its cost_limit."""
+        started = await self.store.fetchone(
+            "SELECT payload FROM events WHERE entity='workflow' AND entity_id=?"
+            " AND type='workflow.started' ORDER BY seq LIMIT 1", (run_id,))
+        raw = json.loads(started["payload"]).get("cost_limit") if started else None
+        limit = parse_limit(raw) if isinstance(raw, dict) else None
+        return summarize(await self._spend(run_id), limit)
+
+
+def _limit_dict(workflow: Mapping[str, Any]) -> dict[str, Any] | None:
+    limit = parse_limit(workflow.get("cost_limit"))
+    return None if limit is None else {"max_usd": limit[0], "action": limit[1]}
 
 
 def _run(r: dict[str, Any]) -> dict[str, Any]:
