@@ -16,7 +16,7 @@ from typing import Any
 
 from core.agents.config import AgentConfig, ClawtowerConfig, load_config
 from core.agents.provider import ChatMessage, ChatRequest, Usage
-from core.agents.simulator import Simulator, count_tokens
+from core.agents.simulator import count_tokens
 from core.agents.usage import UsageRecorder
 from core.errors import ClawError, ValidationError
 
@@ -180,10 +180,7 @@ def _ask_request(args: argparse.Namespace, cfg: ClawtowerConfig) -> ChatRequest:
     if agent.system:
         messages.insert(0, ChatMessage(role="system", content=agent.system))
     temperature = args.temperature if args.temperature is not None else agent.temperature
-    # the simulator has no free-form purpose: its meeting replies are prose about the topic
     metadata: dict[str, Any] = {"purpose": "ask", "agent": args.agent}
-    if isinstance(cfg.provider(agent.provider), Simulator):
-        metadata.update(purpose="meeting", topic=text, round=0)
     return ChatRequest(model=agent.model, messages=messages,
                        max_tokens=args.max_tokens or agent.max_output_tokens,
                        temperature=temperature, timeout_s=agent.budgets.max_wall_s,

@@ -184,6 +184,21 @@ async def test_simulator_unscripted_answers_a_schema_instance_or_echoes() -> Non
     assert echo.data == {"ok": True, "input": {"k": [1, 2]}}
 
 
+async def test_simulator_free_form_ask_is_scriptable_and_says_it_is_simulated() -> None:
+    from core.agents.provider import ChatMessage, complete
+
+    def ask(agent: str) -> ChatRequest:
+        return ChatRequest(model="sim-standard", metadata={"purpose": "ask", "agent": agent},
+                           messages=[ChatMessage(role="user", content="Capital of France?")])
+
+    s = Simulator(script_from_data({"speed": 0, "scripts": {
+        "ada": {"ask": [{"text": "Paris."}]}}}, "test"))
+    assert (await complete(s, ask("ada"))).text == "Paris."
+    unscripted = (await complete(s, ask("ben"))).text
+    assert unscripted.startswith('(simulated reply from ben, sim-standard) You asked:'
+                                 ' "Capital of France?"') and "STANCE" not in unscripted
+
+
 @pytest.mark.parametrize("schema", [
     PERSON,
     {"type": "array", "items": {"type": "string", "minLength": 3}, "minItems": 2},

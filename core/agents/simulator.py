@@ -32,8 +32,10 @@ of the request's schema (`minimal_instance`), or {"ok": true, "input": <input>} 
           - {text: "not json"}          # invalid first ...
           - {answer: {name: ada}}       # ... valid after the repair
 Tool-calling turns (core/agents/turns.py) use the purpose "turn": entry N answers model call N
-of the turn; `tool_calls: [{name, arguments}]` asks for tools, `text` is the reply. Scripts for
-these two purposes are looked up by the request's labels, then by its agent's name.
+of the turn; `tool_calls: [{name, arguments}]` asks for tools, `text` is the reply. A free-form
+question (`clawtower llm ask`) uses the purpose "ask": `text` is the reply; unscripted, the
+reply quotes the question and says that no model wrote it. Scripts for these three purposes
+are looked up by the request's labels, then by its agent's name.
 
 Round N of a purpose picks entry N (the last one repeats). The same request always gets the
 same answer, whatever process asks: replies depend on (seed, task, purpose, round) only.
@@ -58,9 +60,10 @@ from ..safe_yaml import load_file
 from .provider import ChatRequest, ProviderError, StreamEvent, ToolCall, Usage
 
 PURPOSES = ("execute", "spec_review", "spec_gate", "quality_gate", "meeting", "meeting_summary",
-            "llm_task", "turn")
+            "llm_task", "turn", "ask")
 MEETING_PURPOSES = ("meeting", "meeting_summary")
-TEXT_PURPOSES = ("meeting", "meeting_summary", "llm_task", "turn")  # replies sent as plain text
+# replies sent as plain text
+TEXT_PURPOSES = ("meeting", "meeting_summary", "llm_task", "turn", "ask")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -205,7 +208,7 @@ class Simulator:
         md = request.metadata
         purpose = str(md.get("purpose", "execute"))
         labels = [str(x) for x in md.get("labels", [])]
-        if purpose in ("llm_task", "turn") and md.get("agent"):
+        if purpose in ("llm_task", "turn", "ask") and md.get("agent"):
             labels.append(str(md["agent"]))
         round_ = int(md.get("round", 0))
         step = self.step_for(labels, purpose, round_)
@@ -238,6 +241,8 @@ class Simulator:
         elif purpose == "turn":
             body = {"text": step.text if step.text is not None else (
                 "" if step.tool_calls else f"{md.get('agent', 'agent')}: done")}
+        elif purpose == "ask":
+            body = {"text": step.text if step.text is not None else _ask_reply(request)}
         else:
             body = {"verdict": step.verdict or "approved", "findings": step.findings}
         return step, body
@@ -300,6 +305,17 @@ _DETAILS = [
     "Tests cover the main paths but not the failure modes.",
     "Cost is acceptable for the first quarter.",
 ]
+
+
+def _ask_reply(request: ChatRequest) -> str:
+    """An unscripted free-form answer: it says plainly that no model wrote it."""
+    question = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+    words = question.split()
+    quoted = " ".join(words[:24]) + (" ..." if len(words) > 24 else "")
+    agent = request.metadata.get("agent", "agent")
+    return (f"(simulated reply from {agent}, {request.model}) You asked: \"{quoted}\". The"
+            " built-in simulator answers offline and deterministically without a language"
+            " model; configure a provider in clawtower.yaml for real answers.")
 
 
 def _sim_summary(request: ChatRequest) -> str:

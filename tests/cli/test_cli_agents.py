@@ -146,7 +146,8 @@ def test_llm_ask_streams_offline_with_zero_config(streamed: Streamed, db: Path) 
     code, out, err = streamed("llm", "ask", "--agent", "ada", "Ship on Friday?", "--db", db)
     assert code == 0, err
     assert len(out.chunks) > 1 and out.text.endswith("\n")  # streamed, flushed per chunk
-    assert "[STANCE:" in out.text
+    assert out.text.startswith('(simulated reply from ada, sim-standard) You asked:'
+                               ' "Ship on Friday?"')
     assert err.startswith("ada · simulator/sim-standard · ") and err.endswith("· stop\n")
     (row,) = usage_rows(db)
     assert row[:4] == ("llm-ask", "ada", "sim-standard", 1)
@@ -158,7 +159,8 @@ def test_llm_ask_streams_offline_with_zero_config(streamed: Streamed, db: Path) 
 def test_the_installed_script_streams_to_a_pipe(home: Path) -> None:
     p = run_cli(["llm", "ask", "--agent", "cyd", "Ship on Friday?"], home)
     assert p.returncode == 0, p.stderr
-    assert "[STANCE:" in p.stdout and p.stderr.startswith("cyd · simulator/sim-standard · ")
+    assert "(simulated reply from cyd" in p.stdout
+    assert p.stderr.startswith("cyd · simulator/sim-standard · ")
     assert (home / "clawtower.db").exists()
 
 
