@@ -226,7 +226,7 @@ class ClawtowerApp(App[int]):
         with contextlib.suppress(ValueError):
             self._views.remove(view)
 
-    async def wait_loaded(self, timeout: float = 10.0) -> None:
+    async def wait_loaded(self, timeout: float = 30.0) -> None:
         await asyncio.wait_for(self.loaded.wait(), timeout)
 
     def engine_status(self) -> str:

@@ -12,6 +12,8 @@ from textual.pilot import Pilot
 from tui_helpers import SIZE
 
 from tui.app import ClawtowerApp
+from tui.screens import ApprovalsScreen
+from tui.views import ApprovalList
 
 
 async def loaded(pilot: Pilot[Any]) -> None:
@@ -51,9 +53,23 @@ def test_task_drill_down(snap_compare: Any, demo_db: str) -> None:
     assert snap_compare(app_for(demo_db), terminal_size=SIZE, run_before=open_t3)
 
 
+async def approvals_shown(pilot: Pilot[Any]) -> None:
+    """Mode 2 mounted with an approval selected: a key pressed before that (a busy machine)
+    finds no list to act on."""
+    await loaded(pilot)
+    app = pilot.app
+    await pilot.press("2")
+    for _ in range(500):
+        screen = app.screen
+        if (isinstance(screen, ApprovalsScreen) and screen.is_mounted
+                and screen.query_one(ApprovalList).cursor_key is not None):
+            break
+        await pilot.pause(0.02)
+
+
 def test_approve_confirmation_light_theme(snap_compare: Any, demo_db: str) -> None:
     assert snap_compare(app_for(demo_db, "clawtower-light"), terminal_size=SIZE,
-                        run_before=loaded, press=["2", "a"])
+                        run_before=approvals_shown, press=["a"])
 
 
 def test_sessions_placeholder(snap_compare: Any, demo_db: str) -> None:
