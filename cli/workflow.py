@@ -165,7 +165,8 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
                 print("no workflow runs")
             else:
                 print(output.table(
-                    [[r["id"], r["status"], f"{r['steps_done']}/{r['steps_total']}",
+                    [[r["id"], "orphaned" if r.get("driver") == "gone" else r["status"],
+                      f"{r['steps_done']}/{r['steps_total']}",
                       r["waiting_step"] or "-", r["approval_id"] or "-",
                       output.ts(r["started_at"]), r["name"]] for r in rows],
                     ["ID", "STATUS", "STEPS", "WAITING", "GATE", "STARTED", "NAME"]))
@@ -218,6 +219,9 @@ def _operator() -> str:
 def _detail(run: dict[str, Any]) -> str:
     lines = [f"{run['id']}: {run['name']} ({run['file']})",
              f"  status: {run['status']}   steps: {run['steps_done']}/{run['steps_total']}"]
+    if run.get("driver") == "gone":
+        lines.append(f"  orphaned: the process driving it is gone; `clawtower workflow cancel"
+                     f" {run['id']}` ends it")
     if run["args"]:
         lines.append(f"  args: {json.dumps(run['args'], ensure_ascii=False)}")
     if run["error"]:

@@ -409,6 +409,7 @@ class WorkflowStarted(Payload):
     steps: list[str] = Field(default_factory=list)  # the top-level step ids, in order
     digest: str = ""  # sha256 of the file as it started (a resume re-reads it, as Lobster does)
     cost_limit: dict[str, Any] | None = None  # {max_usd, action}: what `workflow show` reports
+    owner: str = ""  # the process driving it, host:pid:start (core/liveness.py)
 
 
 class WorkflowStepStarted(Payload):
@@ -473,6 +474,7 @@ class WorkflowResumed(Payload):
     decision: str  # approved | answered
     by: str | None = None
     result: dict[str, Any]  # the gate step's result with approved/approvedBy or response
+    owner: str = ""  # the process that drives the run from here on (core/liveness.py)
 
 
 class WorkflowFinished(Payload):

@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from cli.workflow import _detail
 from core.store import open_store
 from core.workflows.service import Workflows
 
@@ -99,13 +100,22 @@ async def test_a_run_killed_mid_step_can_be_cancelled(tmp_path: Path) -> None:
                 if rows:
                     break
                 await asyncio.sleep(0.05)
+            wf = Workflows(store, stderr=lambda s: None)
+            [alive] = await wf.list()
+            assert (alive["status"], alive["driver"]) == ("running", "alive")
             os.killpg(child.pid, signal.SIGKILL)
             child.wait(timeout=30)
-            wf = Workflows(store, stderr=lambda s: None)
-            run_id = (await wf.list())[0]["id"]
-            assert (await wf.get(run_id))["status"] == "running"
+            run_id = alive["id"]
+            # still `running` in the store, but known to have lost its process
+            [gone] = await wf.list()
+            assert (gone["status"], gone["driver"]) == ("running", "gone")
+            run = await wf.get(run_id)
+            assert (run["status"], run["driver"]) == ("running", "gone")
+            assert f"orphaned: the process driving it is gone; `clawtower workflow cancel" \
+                   f" {run_id}` ends it" in _detail(run)
             await wf.cancel(run_id, by="ops", reason="its process died")
-            assert (await wf.get(run_id))["status"] == "cancelled"
+            run = await wf.get(run_id)
+            assert (run["status"], run["driver"]) == ("cancelled", None)
         finally:
             await store.close()
     finally:

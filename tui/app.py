@@ -483,9 +483,10 @@ class ClawtowerApp(App[int]):
                 lst.move_cursor_to_key(approval_id)
 
     def request_cancel_run(self, run_id: str) -> None:
-        """`c` in mode 5: confirm (focus on No), then cancel the paused run."""
+        """`c` in mode 5: confirm (focus on No), then cancel the paused (or orphaned) run."""
         run = self.model.workflow(run_id)
-        if run is None or run["status"] != "paused":
+        orphaned = run is not None and run.get("driver") == "gone"
+        if run is None or (run["status"] != "paused" and not orphaned):
             self.notify(f"workflow run {run_id!r}: not waiting at a gate", severity="error")
             return
 
@@ -493,10 +494,12 @@ class ClawtowerApp(App[int]):
             if ok:
                 self.run_worker(self._cancel_run(run_id), group="workflow-ops")
 
+        where = ("The process driving it is gone; the run ends 'cancelled'." if orphaned else
+                 f"It waits at step {run['waiting_step']}; its gate is withdrawn and the run"
+                 " ends 'cancelled'.")
         self.push_screen(ConfirmScreen(
             f"Cancel run {run_id}?",
-            f"{run.get('name') or run.get('file')}\n\nIt waits at step {run['waiting_step']};"
-            f" its gate is withdrawn and the run ends 'cancelled'.\n\nBy {self.operator}.",
+            f"{run.get('name') or run.get('file')}\n\n{where}\n\nBy {self.operator}.",
             yes="Cancel run", no="Keep it", destructive=True), done)
 
     async def _cancel_run(self, run_id: str) -> None:

@@ -256,7 +256,7 @@ class WorkflowList(ItemList):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "screen.cancel_run", "Cancel run", id="workflow.cancel",
-                tooltip="Cancel the selected paused run (asks to confirm)"),
+                tooltip="Cancel the selected paused or orphaned run (asks to confirm)"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -266,15 +266,22 @@ class WorkflowList(ItemList):
     )
     empty_text = "no workflow runs yet — `clawtower workflow run --file F` or `:workflow F`"
 
+    @staticmethod
+    def version(item: dict[str, Any]) -> Hashable:
+        return (item.get("last_seq"), item.get("driver"))  # a driver dies without an event
+
     def row_cells(self, key: Hashable, data: Any) -> Sequence[Cell]:
         status = str(data["status"])
+        tone = RUN_TONE.get(status, "idle")
         if status == "paused":
             status = f"waiting {data.get('gate_kind') or 'gate'}"
+        elif data.get("driver") == "gone":
+            status, tone = "orphaned", "failed"
         return [
             (data["id"], "key"),
             one_line(str(data.get("name") or data.get("file") or "")),
             (f"{data['steps_done']}/{data['steps_total']}", "dim"),
-            (status, RUN_TONE.get(str(data["status"]), "idle")),
+            (status, tone),
             (fmt_time(data.get("started_at")), "dim"),
         ]
 

@@ -79,6 +79,8 @@ def run_head(pal: Palette, run: dict[str, Any]) -> RenderableType:
         ("started", f"{fmt_datetime(run.get('started_at'))} by {run.get('started_by')}"),
         ("steps", f"{run['steps_done']} of {run['steps_total']} finished"),
     ]
+    if run.get("driver") == "gone":
+        rows.append(("orphaned", "the process driving it is gone; `c` cancels it"))
     if run.get("args"):
         rows.append(("args", _short(run["args"], 300)))
     if run.get("ended_at"):
@@ -131,8 +133,8 @@ def outcome_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | No
 class WorkflowsScreen(ListDetailScreen):
     """Mode 5: runs newest first; the selected run's steps update as they change.
 
-    `c` cancels the selected paused run (after a y/n); `enter` on a run waiting at a gate
-    opens that gate in mode 2; `:workflow FILE [ARGS-JSON]` starts one in this console.
+    `c` cancels the selected paused or orphaned run (after a y/n); `enter` on a run waiting at
+    a gate opens that gate in mode 2; `:workflow FILE [ARGS-JSON]` starts one in this console.
     """
 
     MODE = "workflows"
@@ -175,7 +177,7 @@ class WorkflowsScreen(ListDetailScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_run":
             run = self._selected_run()
-            return run is not None and run["status"] == "paused"
+            return run is not None and (run["status"] == "paused" or run.get("driver") == "gone")
         return True
 
     def action_cancel_run(self) -> None:

@@ -12,13 +12,14 @@ import asyncio
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import events as ev
 from ..errors import ClawError, Conflict, NotFound, ValidationError
 from ..events import NewEvent
+from ..liveness import liveness, process_tag
 from ..store.interface import Store, WriteTx
 from ..tasks import commands as c
 from ..tasks.permissions import Role
@@ -189,7 +190,8 @@ class Workflows:
                              file=str(path), name=name if isinstance(name, str) else path.stem,
                              args=json.loads(to_json(args)),
                              steps=[str(s["id"]) for s in workflow["steps"]],
-                             digest=file_digest(path), cost_limit=_limit_dict(workflow))))
+                             digest=file_digest(path), cost_limit=_limit_dict(workflow),
+                             owner=process_tag())))
         return run_id
 
     def _context(self, run_id: str, path: Path) -> Context:
@@ -438,7 +440,7 @@ class Workflows:
                              role=Role.OPERATOR.value, payload=ev.WorkflowResumed(
                                  step_id=run["waiting_step"], decision=decision,
                                  by=(by or "").strip() or None,
-                                 result=json.loads(to_json(result)))))
+                                 result=json.loads(to_json(result)), owner=process_tag())))
 
         await self.store.execute(command)
 
@@ -531,12 +533,30 @@ class Workflows:
         await self.store.execute(command)
 
     async def list(self, limit: int = 500) -> list[dict[str, Any]]:
-        """Runs, newest first."""
+        """Runs, newest first. A `running` one says whether its process is still there
+        (`driver`: alive | gone | unknown, see core/liveness.py)."""
         rows = await self.store.fetchall(
             "SELECT r.*, (SELECT count(*) FROM workflow_steps s WHERE s.run_id=r.id AND"
             " s.parent IS NULL AND s.status IN ('done', 'skipped', 'failed')) AS steps_done"
             " FROM workflow_runs r ORDER BY num DESC LIMIT ?", (limit,))
-        return [_run(r) for r in rows]
+        runs = [_run(r) for r in rows]
+        await self._drivers(runs)
+        return runs
+
+    async def _drivers(self, runs: Sequence[dict[str, Any]]) -> None:
+        running = [r for r in runs if r["status"] == "running"]
+        for r in runs:
+            r["driver"] = None
+        if not running:
+            return
+        marks = ",".join("?" * len(running))
+        rows = await self.store.fetchall(
+            "SELECT entity_id, payload FROM events WHERE entity='workflow' AND entity_id IN"
+            f" ({marks}) AND type IN ('workflow.started', 'workflow.resumed') ORDER BY seq",
+            tuple(r["id"] for r in running))
+        owners = {row["entity_id"]: json.loads(row["payload"]).get("owner") for row in rows}
+        for r in running:
+            r["driver"] = liveness(owners.get(r["id"]))
 
     async def get(self, run_id: str) -> dict[str, Any]:
         """A run with every step (pending ones too) and the gate it waits at, if any."""
@@ -547,6 +567,7 @@ class Workflows:
         if not run:
             raise NotFound(f"workflow run {run_id}: no such run")
         out = _run(run[0])
+        await self._drivers([out])
         by_id = {s["step_id"]: s for s in steps}
         listed: list[dict[str, Any]] = []
         for idx, sid in enumerate(out["step_ids"]):

@@ -178,6 +178,43 @@ async def test_mode_5_lists_runs_and_cancels_a_paused_one(tmp_path: Path) -> Non
     assert run["status"] == "cancelled"
 
 
+async def test_an_orphaned_run_is_shown_as_such_and_can_be_cancelled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from core.workflows import service
+    from core.workflows.load import load_workflow
+
+    flow = tmp_path / "stuck.lobster"
+    flow.write_text("steps:\n  - id: a\n    run: sleep 60\n")
+    db = str(tmp_path / "store.db")
+    store = await open_store(db)
+    try:  # a run started by a process that is gone (pid 999999999 never exists)
+        monkeypatch.setattr(service, "process_tag",
+                            lambda: f"{socket.gethostname()}:999999999:1")
+        wf = Workflows(store)
+        await store.execute(lambda tx: wf._start(tx, flow, load_workflow(flow), {}))
+    finally:
+        await store.close()
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("5")
+        await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen)
+                    and app.screen.detail is not None)
+        assert app.model.workflows[0]["driver"] == "gone"
+        assert "orphaned" in " ".join(
+            str(c) for c in app.screen.query_one(WorkflowList).row_cells(
+                "W-1", app.model.workflows[0]))
+        head = shown(app.screen.query_one("#wf-head", Static))
+        assert "the process driving it is gone" in head
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: app.model.workflows[0]["status"] == "cancelled", timeout=10)
+    assert (await run_state(db))["status"] == "cancelled"
+
+
 async def test_a_workflow_started_from_the_command_line_runs_in_the_console(
         tmp_path: Path) -> None:
     db = str(tmp_path / "store.db")
