@@ -189,9 +189,7 @@ class CostTracker:
 
     @property
     def total_usd(self) -> float:
-        """Lobster's estimatedCostUsd: the sum rounded to a millionth of a dollar."""
-        return math.floor(sum(line.cost_usd for line in self.lines) * 1_000_000 + 0.5) \
-            / 1_000_000
+        return total_usd(self.lines)
 
     def check(self) -> None:
         """After each step: stop raises CostLimitExceeded, warn writes Lobster's warning."""
@@ -218,9 +216,14 @@ class CostTracker:
                     " for this model.\n")
 
 
+def total_usd(lines: list[CostLine]) -> float:
+    """Lobster's estimatedCostUsd: the sum rounded (Math.round) to a millionth of a dollar."""
+    return math.floor(sum(line.cost_usd for line in lines) * 1_000_000 + 0.5) / 1_000_000
+
+
 def summarize(lines: list[CostLine], limit: tuple[float, str] | None) -> dict[str, Any]:
     """What `workflow show` and the console print about a run's spend."""
-    total = math.floor(sum(line.cost_usd for line in lines) * 1_000_000 + 0.5) / 1_000_000
+    total = total_usd(lines)
     return {"input_tokens": sum(line.input_tokens for line in lines),
             "output_tokens": sum(line.output_tokens for line in lines),
             "cost_usd": total,
