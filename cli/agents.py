@@ -8,17 +8,16 @@ simulator cast answers, so `llm ask` works offline with zero config.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.agents.config import AgentConfig, ClawtowerConfig, load_config
-from core.agents.provider import ChatMessage, ChatRequest, Usage
-from core.agents.simulator import count_tokens
-from core.agents.usage import UsageRecorder
 from core.errors import ClawError, ValidationError
+
+if TYPE_CHECKING:  # loaded by the handlers: other commands start without pydantic's models
+    from core.agents.config import AgentConfig, ClawtowerConfig
+    from core.agents.provider import ChatRequest
 
 from . import llm_task as llm_task_cli
 from . import output
@@ -128,6 +127,8 @@ def _agent_detail(cfg: ClawtowerConfig, name: str) -> str:
 
 
 async def cmd_agents(args: argparse.Namespace) -> int:
+    from core.agents.config import load_config
+
     cfg = load_config(args.config)
     if args.agents_cmd == "show":
         cfg.agent(args.name)  # an unknown name: exit 2 naming the config and the known ones
@@ -166,6 +167,8 @@ def _add_ask_parser(llm_sub: Any) -> None:
 
 def _ask_request(args: argparse.Namespace, cfg: ClawtowerConfig) -> ChatRequest:
     """Everything checked before the store is opened: bad input writes nothing."""
+    from core.agents.provider import ChatMessage, ChatRequest
+
     agent = cfg.agent(args.agent)
     text = sys.stdin.read() if args.text == "-" else args.text
     if not text.strip():
@@ -228,6 +231,12 @@ def _clip(text: str, width: int = 100) -> str:
 
 
 async def cmd_llm_ask(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from core.agents.config import load_config
+    from core.agents.provider import Usage
+    from core.agents.simulator import count_tokens
+    from core.agents.usage import UsageRecorder
     from core.store import open_store
 
     cfg = load_config(args.config)

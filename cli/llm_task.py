@@ -17,11 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.agents.config import load_config
-from core.agents.llm_task import LlmTaskError, check_schema, run_llm_task
-from core.agents.usage import UsageRecorder
 from core.errors import ValidationError
-from core.store import open_store
 
 SUBJECT = "llm-task"
 DEFAULT_PROMPT = ("Return the JSON value for INPUT_JSON that the task needs; it must match the"
@@ -68,6 +64,12 @@ def _read_json(path: str, what: str) -> Any:
 
 
 async def cmd_llm_task(args: argparse.Namespace) -> int:
+    # imported here, not at the top: every other command starts without jsonschema/providers
+    from core.agents.config import load_config
+    from core.agents.llm_task import LlmTaskError, check_schema, run_llm_task
+    from core.agents.usage import UsageRecorder
+    from core.store import open_store
+
     schema = _read_json(args.schema, "schema")
     if not isinstance(schema, dict):
         raise ValidationError(f"{args.schema}: schema file must hold a JSON object")

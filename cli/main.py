@@ -7,7 +7,6 @@ field or id at fault).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import getpass
 import json
@@ -16,39 +15,27 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from pydantic import ValidationError as PydanticValidationError
-
-from core import (
-    AgentSet,
-    Approvals,
-    ClawError,
-    Engine,
-    JournalSink,
-    MeetingConfig,
-    Meetings,
-    Phase,
-    Role,
-    Tasks,
-    ValidationError,
-    load_spec,
-    open_store,
-    start_meeting,
-)
-from core.agents.config import load_agents
+# Only what building the parser and reporting errors needs is imported here; each handler
+# imports the core modules of its own command (start-up: BENCHMARKS.md).
 from core.config import config_path, default_db, effects_journal, home
-from core.meetings.coordinator import validate as validate_meeting
-from core.store import SQLiteStore
-from core.tasks.commands import parse_finding
-from core.tasks.permissions import parse_role
-from core.tasks.phases import parse_phase
+from core.errors import ClawError, ValidationError
+from core.tasks.permissions import Role, parse_role
+from core.tasks.phases import Phase, parse_phase
 
 from . import agents as agents_cli
 from . import output
 from . import tools as tools_cli
 from . import workflow as workflow_cli
 from .stores import cli_store, wait_for_store
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from core.agents.registry import AgentSet
+    from core.meetings.coordinator import MeetingConfig
+    from core.store import SQLiteStore
 
 # Command groups that live in modules of their own: each has register(cmd) and HANDLERS.
 EXTENSIONS = (workflow_cli, agents_cli, tools_cli)
@@ -220,6 +207,10 @@ async def _with_store(args: argparse.Namespace,
 async def cmd_task(args: argparse.Namespace) -> int:
     # Every input is checked before the store is opened: a bad spec file, phase or role
     # must not leave a store behind (nor the WAL files of a fresh one).
+    from core.tasks.commands import parse_finding
+    from core.tasks.service import Tasks
+    from core.tasks.spec import load_spec
+
     tc = args.task_cmd
     spec = load_spec(args.spec) if tc in ("create", "update-spec") else None
     phase: Phase | None = None
@@ -285,6 +276,8 @@ async def cmd_task(args: argparse.Namespace) -> int:
 
 
 async def cmd_approvals(args: argparse.Namespace) -> int:
+    from core.approvals import Approvals
+
     async def run(store: SQLiteStore) -> int:
         ap = Approvals(store)
         rows = await (ap.all() if args.all else ap.pending())
@@ -304,6 +297,8 @@ async def cmd_approvals(args: argparse.Namespace) -> int:
 
 
 async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
+    from core.approvals import Approvals
+
     async def run(store: SQLiteStore) -> int:
         ap = Approvals(store)
         by = args.by or operator_name()
@@ -324,6 +319,10 @@ async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
 
 
 def _meeting_config(args: argparse.Namespace) -> MeetingConfig:
+    from pydantic import ValidationError as PydanticValidationError
+
+    from core.meetings.coordinator import MeetingConfig
+
     names = [n.strip() for n in args.participants.split(",") if n.strip()]
     try:
         return MeetingConfig(topic=args.topic, participants=names, max_rounds=args.max_rounds,
@@ -335,13 +334,17 @@ def _meeting_config(args: argparse.Namespace) -> MeetingConfig:
 
 
 async def cmd_meeting(args: argparse.Namespace) -> int:
+    from core.meetings.service import Meetings, start_meeting
+
     mc = args.meeting_cmd
     if mc == "run":
         # everything is checked before the store is opened: bad input writes nothing
         config = _meeting_config(args)
         script_path = (args.agents_file or getattr(args, "agents", None)
                        or default_agents_file())
-        agents = load_agents(script_path) if script_path else AgentSet.simulated()
+        agents = _agents(script_path)
+        from core.meetings.coordinator import validate as validate_meeting
+
         validate_meeting(config, agents)
         minutes_dir = Path(args.minutes_dir) if args.minutes_dir else home() / "minutes"
     if mc == "grant" and args.n < 1:
@@ -351,6 +354,8 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
         meetings = Meetings(store)
         by = getattr(args, "by", None) or operator_name()
         if mc == "run":
+            import asyncio
+
             mid, task = await start_meeting(store, agents, config, minutes_dir=minutes_dir)
             print(f"{mid}: {config.topic.strip()} ({', '.join(config.participants)})",
                   flush=True)
@@ -491,6 +496,11 @@ async def cmd_store(args: argparse.Namespace) -> int:
 
 async def _engine_until_stopped(store: SQLiteStore, agents: AgentSet, db: str,
                                 until_idle: bool, quiet: bool = False) -> int:
+    import asyncio
+
+    from core.effects import JournalSink
+    from core.engine import Engine
+
     engine = Engine(store, agents, effects=JournalSink(effects_journal(db)))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -536,7 +546,7 @@ async def _print_progress(store: SQLiteStore, seq: int, quiet: bool,
 async def cmd_serve(args: argparse.Namespace) -> int:
     path = args.agents or default_agents_file()
     # a bad agents file or config fails before the store is opened
-    agents = load_agents(path) if path else AgentSet.simulated()
+    agents = _agents(path)
 
     async def run(store: SQLiteStore) -> int:
         print(f"clawtower: engine on {store.path} (agents: {path or 'built-in simulator'});"
@@ -544,6 +554,17 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         return await _engine_until_stopped(store, agents, args.db, args.until_idle)
 
     return await _with_store(args, run)
+
+
+def _agents(path: str | None) -> AgentSet:
+    """The agents of `path` (a config or simulator script), else the built-in simulator."""
+    if path:
+        from core.agents.config import load_agents
+
+        return load_agents(path)
+    from core.agents.registry import AgentSet
+
+    return AgentSet.simulated()
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -565,6 +586,8 @@ def dispatch(args: argparse.Namespace) -> int:
     }
     for ext in EXTENSIONS:
         handlers.update(ext.HANDLERS)
+    import asyncio  # here, not at the top: `--help` and usage errors never load it
+
     async def run() -> int:  # asyncio.run wants a coroutine; handlers return awaitables
         try:
             return await handlers[args.command](args)
@@ -584,6 +607,10 @@ async def _close_http_clients() -> None:
 
 def store_check(db: str) -> None:
     """Open and close the store once, so a bad file fails before the console starts."""
+
+    import asyncio
+
+    from core.store import open_store
 
     async def check() -> None:
         s = await open_store(db)

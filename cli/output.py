@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.describe import event_summary
-from core.events import StoredEvent
+if TYPE_CHECKING:
+    from core.events import StoredEvent
 
 
 def ts(value: float | None) -> str:
@@ -35,6 +35,8 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
 
 
 def event_line(e: StoredEvent) -> str:
+    from core.describe import event_summary
+
     return (f"{e.seq:>6}  {ts(e.ts)}  {e.type:<20} {e.entity_id:<10} "
             f"{e.actor}({e.role})  {event_summary(e, arrow='->')}").rstrip()
 

@@ -9,16 +9,16 @@ stderr; an id it was asked to show is then unknown, and the error names the miss
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from core import open_store
 from core.errors import NotFound
-from core.store import SQLiteStore
+
+if TYPE_CHECKING:
+    from core.store import SQLiteStore
 
 
 def no_store(db: str) -> str:
@@ -46,6 +46,8 @@ async def cli_store(db: str, *, read_only: bool = False) -> AsyncIterator[SQLite
     """The store at `db`. With `read_only` and no file at `db`, an empty stand-in that is
     gone afterwards: a normal exit writes one line on stderr naming `db`, and a NotFound (an
     id the command was asked for) is raised again naming `db` too."""
+    from core.store import open_store  # here: `--help` and usage errors never load the store
+
     if not read_only or not _missing(Path(db)):
         store = await open_store(db)
         try:
@@ -53,6 +55,8 @@ async def cli_store(db: str, *, read_only: bool = False) -> AsyncIterator[SQLite
         finally:
             await store.close()
         return
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="clawtower-empty-") as tmp:
         store = await open_store(Path(tmp) / "empty.db")
         try:
@@ -69,6 +73,8 @@ async def wait_for_store(db: str, poll_s: float = 0.2) -> None:
     process creates it, rather than create it here."""
     if not _missing(Path(db)):
         return  # there, or unusable: opening it says which
+    import asyncio
+
     note_no_store(db)
     while _missing(Path(db)):
         await asyncio.sleep(poll_s)

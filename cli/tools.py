@@ -16,7 +16,6 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from core import open_store
 from core.errors import ValidationError
 
 if TYPE_CHECKING:  # the registry loads the MCP SDK (~0.8 s): only `tools` commands pay it
@@ -83,6 +82,7 @@ def _first_line(text: str, width: int = 72) -> str:
 
 
 async def cmd_tools(args: argparse.Namespace) -> int:
+    from core.store import open_store
     from core.tools.config import load_mcp_servers
     from core.tools.registry import ToolRegistry
 

@@ -16,24 +16,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from core.errors import ClawError, ValidationError
-from core.workflows.cost import describe_cost
-from core.workflows.graph import FORMATS, render_graph
-from core.workflows.jsvalues import UNDEFINED, parse_json
-from core.workflows.load import WorkflowError, load_workflow, resolve_workflow_file
-from core.workflows.runner import resolve_args
-from core.workflows.service import (
-    Workflows,
-    error_envelope,
-    exit_code,
-    normalize_args,
-    render,
-)
 
+# The core.workflows modules are imported by the handlers, not here: building the parser
+# (every command, `--help` too) must not load the workflow engine.
 from . import output
 from .stores import cli_store
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 HANDLERS: dict[str, Handler] = {}
+# core.workflows.graph.FORMATS, spelled out for the parser (tests/test_core_imports.py checks)
+GRAPH_FORMATS = ("mermaid", "dot", "ascii")
 
 
 def _common() -> argparse.ArgumentParser:
@@ -75,12 +67,14 @@ def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
     g = sub.add_parser("graph", parents=c, help="draw a workflow's steps (mermaid by default)")
     g.add_argument("path", nargs="?", metavar="FILE")
     g.add_argument("--file", default=None, metavar="FILE")
-    g.add_argument("--format", default="mermaid", metavar="|".join(FORMATS))
+    g.add_argument("--format", default="mermaid", metavar="|".join(GRAPH_FORMATS))
     g.add_argument("--args-json", default=None, metavar="JSON")
     HANDLERS["workflow"] = cmd_workflow
 
 
 def _print(envelope: dict[str, Any]) -> int:
+    from core.workflows.service import exit_code, render
+
     sys.stdout.write(render(envelope) + "\n")
     sys.stdout.flush()
     return exit_code(envelope)
@@ -96,6 +90,9 @@ class _ResumeArgs:
     """`lobster resume`'s checks and messages (each a parse_error, exit 2)."""
 
     def __init__(self, a: argparse.Namespace) -> None:
+        from core.workflows.jsvalues import UNDEFINED, parse_json
+        from core.workflows.load import WorkflowError
+
         if not a.token and not a.id:
             raise WorkflowError("resume requires --token or --id", "parse_error")
         cancel = False
@@ -131,6 +128,10 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
     wc = args.workflow_cmd
     if wc == "graph":
         return _graph(args)
+    from core.workflows.jsvalues import parse_json
+    from core.workflows.load import WorkflowError
+    from core.workflows.service import Workflows, error_envelope, normalize_args
+
     if wc == "run":
         file = args.file or args.path
         if not file:
@@ -186,6 +187,11 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
 
 
 def _graph(args: argparse.Namespace) -> int:
+    from core.workflows.graph import FORMATS, render_graph
+    from core.workflows.jsvalues import parse_json
+    from core.workflows.load import WorkflowError, load_workflow, resolve_workflow_file
+    from core.workflows.runner import resolve_args
+
     file = args.file or args.path
     if not file:
         raise ValidationError("workflow graph: a workflow file is required (use --file <path>)")
@@ -239,6 +245,8 @@ def _detail(run: dict[str, Any]) -> str:
             lines.append(f"    {b['status']:<9} {b['id']}")
     if run["output"] is not None and run["status"] == "ok":
         lines.append(f"  output: {json.dumps(run['output'], ensure_ascii=False)[:500]}")
+    from core.workflows.cost import describe_cost
+
     spend = describe_cost(run.get("cost"))
     if spend:
         lines.append(f"  cost: {spend}")

@@ -7,13 +7,12 @@ simulator answers, so workflows with LLM stages run offline and deterministicall
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..agents.config import load_config
-from ..agents.llm_task import run_llm_task
-from ..agents.usage import UsageRecorder
-from ..store.interface import Store
 from .pipeline import LlmAnswer, LlmCall
+
+if TYPE_CHECKING:
+    from ..store.interface import Store
 
 # The run whose step is calling (set by the Workflows service around a run): its tokens and
 # cost are recorded under the run's id, like a task's or a meeting's.
@@ -27,6 +26,11 @@ def config_llm(agent_name: str | None = None, config_path: str | None = None, *,
 
     async def call(prompt: str, items: list[Any], schema: dict[str, Any] | None,
                    model: str) -> LlmAnswer:
+        # imported at the first LLM stage: a run without one never loads providers/jsonschema
+        from ..agents.config import load_config
+        from ..agents.llm_task import run_llm_task
+        from ..agents.usage import UsageRecorder
+
         cfg = load_config(config_path)
         name = agent_name or sorted(cfg.agents)[0]
         agent = cfg.agent(name)

@@ -23,10 +23,8 @@ from ..liveness import liveness, process_tag
 from ..store.interface import Store, WriteTx
 from ..tasks import commands as c
 from ..tasks.permissions import Role
-from .ajv import validate_response
 from .conditions import check_workflow_conditions
 from .cost import CostLimitExceeded, CostLine, CostTracker, line_from, parse_limit, summarize
-from .dryrun import dry_run
 from .jsvalues import UNDEFINED, js_prefix, to_json
 from .llm import CURRENT_RUN, config_llm
 from .load import WorkflowError, is_input_step, load_workflow, resolve_workflow_file
@@ -382,6 +380,8 @@ class Workflows:
             schema = _loads(run["input_schema"])
             if schema is None:
                 schema = step["input"].get("responseSchema")
+            from .ajv import validate_response  # jsonschema: only when a gate is answered
+
             why = validate_response(schema, response, step_id)
             if why:
                 raise WorkflowError(why, "parse_error")
@@ -513,6 +513,8 @@ class Workflows:
                                         (a["subject"],))
         if run is None or run["gate"] != "input":
             raise ValidationError(f"approval {approval_id}: not a waiting workflow input gate")
+        from .ajv import validate_response
+
         return validate_response(_loads(run["input_schema"]), response, run["waiting_step"])
 
     # -------------------------------------------------------------- manage
@@ -629,6 +631,8 @@ def _identity_problem(step_id: str, identity: dict[str, Any], by: str | None) ->
 
 def _dry(workflow: dict[str, Any], args: dict[str, Any], results: dict[str, Any],
          start: int) -> str:
+    from .dryrun import dry_run  # only for --dry-run
+
     return dry_run(workflow["steps"], args, results, start)
 
 
