@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import CLAWTOWER, Run, child_env, max_seq, spec
+from procs import stop
 
 from core import open_store
 
@@ -190,10 +191,4 @@ def test_events_follow_waits_for_the_store_instead_of_creating_it(run: Run, home
         first = json.loads(lines.get(timeout=30))
         assert (first["seq"], first["type"], first["entity_id"]) == (1, "task.created", "T-1")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            pytest.fail("`events --follow` did not stop on SIGTERM")
+        stop(proc, "`events --follow`")

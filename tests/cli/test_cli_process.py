@@ -23,6 +23,7 @@ from cli_helpers import (
     spec,
     state,
 )
+from procs import stop
 
 
 def test_console_script_is_installed() -> None:
@@ -138,13 +139,7 @@ def test_events_follow_prints_another_process_write(home: Path, run: Run) -> Non
         assert (second["seq"], second["type"], second["entity_id"]) == (2, "task.created", "T-2")
         assert proc.poll() is None  # still following
     finally:
-        proc.terminate()
-        try:
-            code = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            pytest.fail("`events --follow` did not stop on SIGTERM")
+        code = stop(proc, "`events --follow`")
     assert code != 0
     assert max_seq(db) == 2
 
@@ -198,13 +193,7 @@ def test_serve_runs_until_terminated(home: Path, run: Run) -> None:
             pytest.fail("serve moved no task")
         assert proc.poll() is None
     finally:
-        proc.terminate()
-        try:
-            code = proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            pytest.fail("serve did not stop on SIGTERM")
+        code = stop(proc, "serve", timeout=15)
     assert code == 0
     assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
     assert run("store", "verify").out == "projections match the log\n"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from procs import stop
 
 PEERS = Path(os.environ.get("CLAWTOWER_PEERS", Path.home() / ".cache" / "clawtower-peers"))
 PYTHON = PEERS / "llama" / "bin" / "python"
@@ -75,11 +76,6 @@ def llama_server() -> Iterator[str]:
             time.sleep(0.1)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
         log.close()
         os.unlink(log.name)

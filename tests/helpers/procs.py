@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HELPERS = Path(__file__).resolve().parent
@@ -17,3 +20,17 @@ def child_env(**extra: str) -> dict[str, str]:
     env.pop("HYPOTHESIS_PROFILE", None)
     env.update(extra)
     return env
+
+
+def stop(proc: subprocess.Popen[str], what: str | None = None, timeout: float = 10) -> int:
+    """SIGTERM, then SIGKILL after `timeout` s; the exit code. With `what` (e.g. "serve"),
+    a process that ignores SIGTERM fails the test: stopping cleanly is what is tested."""
+    proc.terminate()
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout)
+        if what is not None:
+            pytest.fail(f"{what} did not stop on SIGTERM")
+        return proc.returncode
