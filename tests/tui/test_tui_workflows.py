@@ -152,15 +152,22 @@ async def test_an_input_gate_refuses_bad_json_and_schema_violations_before_sendi
     assert run["output"] == ["published v2\n"]
 
 
+async def in_mode_5(pilot: Pilot[Any]) -> None:
+    """The console loaded, mode 5 shown with its first run's detail."""
+    app = pilot.app
+    assert isinstance(app, ClawtowerApp)
+    await app.wait_loaded()
+    await pilot.press("5")
+    await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen)
+                and app.screen.detail is not None)
+
+
 async def test_mode_5_lists_runs_and_cancels_a_paused_one(tmp_path: Path) -> None:
     db = str(tmp_path / "store.db")
     paused(db, tmp_path, APPROVE_FLOW, "ship.lobster")
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
-        await app.wait_loaded()
-        await pilot.press("5")
-        await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen)
-                    and app.screen.detail is not None)
+        await in_mode_5(pilot)
         lst = app.screen.query_one(WorkflowList)
         assert len(app.model.workflows) == 1
         run_id = app.model.workflows[0]["id"]
@@ -198,10 +205,7 @@ async def test_an_orphaned_run_is_shown_as_such_and_can_be_cancelled(
         await store.close()
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
-        await app.wait_loaded()
-        await pilot.press("5")
-        await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen)
-                    and app.screen.detail is not None)
+        await in_mode_5(pilot)
         assert app.model.workflows[0]["driver"] == "gone"
         assert "orphaned" in " ".join(
             str(c) for c in app.screen.query_one(WorkflowList).row_cells(
@@ -253,12 +257,7 @@ def test_workflows_mode_snapshot(snap_compare: Any, workflows_template: Path,
     db = copy_store(workflows_template, tmp_path / "store.db")
 
     async def loaded(pilot: Pilot[Any]) -> None:
-        app = pilot.app
-        assert isinstance(app, ClawtowerApp)
-        await app.wait_loaded()
-        await pilot.press("5")
-        await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen)
-                    and app.screen.detail is not None)
+        await in_mode_5(pilot)
         await pilot.pause()
 
     assert snap_compare(make_app(db), terminal_size=SIZE, run_before=loaded)
