@@ -399,13 +399,15 @@ class Workflows:
     async def _spend(self, run_id: str) -> list[CostLine]:
         """What a run has spent: the lines its step events carry (billed output items, and
         the calls of clawtower's LLM stages at their agents' price)."""
+        # only the cost field: step payloads also carry the (possibly large) results
         rows = await self.store.fetchall(
-            "SELECT payload FROM events WHERE entity='workflow' AND entity_id=?"
-            " AND type IN ('workflow.step_finished', 'workflow.step_failed') ORDER BY seq",
-            (run_id,))
+            "SELECT json_extract(payload, '$.cost') AS cost FROM events WHERE"
+            " entity='workflow' AND entity_id=? AND type IN ('workflow.step_finished',"
+            " 'workflow.step_failed') AND json_array_length(payload, '$.cost') > 0"
+            " ORDER BY seq", (run_id,))
         lines: list[CostLine] = []
         for row in rows:
-            raw = json.loads(row["payload"]).get("cost") or []
+            raw = json.loads(row["cost"])
             lines.extend(line_from(x) for x in raw if isinstance(x, dict))
         return lines
 
@@ -553,10 +555,10 @@ class Workflows:
             return
         marks = ",".join("?" * len(running))
         rows = await self.store.fetchall(
-            "SELECT entity_id, payload FROM events WHERE entity='workflow' AND entity_id IN"
-            f" ({marks}) AND type IN ('workflow.started', 'workflow.resumed') ORDER BY seq",
-            tuple(r["id"] for r in running))
-        owners = {row["entity_id"]: json.loads(row["payload"]).get("owner") for row in rows}
+            "SELECT entity_id, json_extract(payload, '$.owner') AS owner FROM events WHERE"
+            f" entity='workflow' AND entity_id IN ({marks}) AND type IN ('workflow.started',"
+            " 'workflow.resumed') ORDER BY seq", tuple(r["id"] for r in running))
+        owners = {row["entity_id"]: row["owner"] for row in rows}
         for r in running:
             r["driver"] = liveness(owners.get(r["id"]))
 
@@ -591,9 +593,10 @@ class Workflows:
     async def cost(self, run_id: str) -> dict[str, Any]:
         """A run's spend so far (tokens, US dollars, each billed line) and its cost_limit."""
         started = await self.store.fetchone(
-            "SELECT payload FROM events WHERE entity='workflow' AND entity_id=?"
-            " AND type='workflow.started' ORDER BY seq LIMIT 1", (run_id,))
-        raw = json.loads(started["payload"]).get("cost_limit") if started else None
+            "SELECT json_extract(payload, '$.cost_limit') AS cost_limit FROM events WHERE"
+            " entity='workflow' AND entity_id=? AND type='workflow.started' ORDER BY seq"
+            " LIMIT 1", (run_id,))
+        raw = json.loads(started["cost_limit"]) if started and started["cost_limit"] else None
         limit = parse_limit(raw) if isinstance(raw, dict) else None
         return summarize(await self._spend(run_id), limit)
 
