@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tui_helpers import copy_store
 
 from tui.seed import EXAMPLES, seed_demo
 
@@ -38,14 +39,6 @@ def seed(path: Path, **kw: object) -> Path:
 def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The full demo store, built once; tests get a copy."""
     return seed(tmp_path_factory.mktemp("demo") / "store.db")
-
-
-def copy_store(src: Path, dst: Path) -> str:
-    for suffix in ("", "-wal", "-shm"):
-        s = Path(f"{src}{suffix}")
-        if s.exists():
-            Path(f"{dst}{suffix}").write_bytes(s.read_bytes())
-    return str(dst)
 
 
 @pytest.fixture

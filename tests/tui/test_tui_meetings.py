@@ -179,7 +179,7 @@ def meetings_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_meetings_mode_snapshot(snap_compare: Any, meetings_template: Path,
                                 tmp_path: Path) -> None:
-    from conftest import copy_store
+    from tui_helpers import copy_store
 
     db = copy_store(meetings_template, tmp_path / "store.db")
 

@@ -252,7 +252,7 @@ def workflows_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_workflows_mode_snapshot(snap_compare: Any, workflows_template: Path,
                                  tmp_path: Path) -> None:
-    from conftest import copy_store
+    from tui_helpers import copy_store
 
     db = copy_store(workflows_template, tmp_path / "store.db")
 

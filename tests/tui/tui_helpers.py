@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -15,7 +16,16 @@ from textual.pilot import Pilot
 SIZE = (140, 40)
 
 
-async def until(pilot: Pilot[Any], check: Callable[[], bool], timeout: float = 3.0) -> float:
+def copy_store(src: Path, dst: Path) -> str:
+    """A copy of a seeded store (with its WAL) for one test; the path as a string."""
+    for suffix in ("", "-wal", "-shm"):
+        s = Path(f"{src}{suffix}")
+        if s.exists():
+            Path(f"{dst}{suffix}").write_bytes(s.read_bytes())
+    return str(dst)
+
+
+async def until(pilot: Pilot[Any], check: Callable[[], bool], timeout: float = 10.0) -> float:
     """Let the app run until `check()` holds; returns the seconds it took."""
     start = time.monotonic()
     while not check():
