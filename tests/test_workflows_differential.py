@@ -13,9 +13,9 @@ All runs are started at once on a pool of CLAWTOWER_WF_JOBS (default 2) threads;
 runs the selected tests need (`-k approval` runs the approval cases on both CLIs).
 Regenerate the goldens with tests/workflows/record.py.
 
-Duration (2026-11-22, the shared 2-core machine, load average ~3.3): 2 min 18 s for 99 cases
-on both CLIs, ~145 s of CPU in all (~75 s of wall time on two idle cores). A Lobster process
-costs ~0.25 s of CPU, a `python -m cli.main` process ~0.5 s, most of it imports.
+Duration (2026-11-22, the shared 2-core machine, otherwise idle): 77 s of wall time for 111
+cases on both CLIs (223 tests), ~140 s of CPU in all. A Lobster process costs ~0.25 s of CPU,
+a `python -m cli.main` process ~0.4 s, most of it imports.
 """
 
 from __future__ import annotations
