@@ -50,6 +50,9 @@ def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
                        parents=[common])
     c.add_argument("name", metavar="NAME")
     c.add_argument("--args", default="{}", metavar="JSON", help="the arguments, a JSON object")
+    p = sub.add_parser("pin", help="ask again to pin a tool whose definition was rejected"
+                                   " (a new approval in the approvals list)", parents=[common])
+    p.add_argument("name", metavar="NAME")
 
 
 def _allow_list(args: argparse.Namespace) -> list[str] | None:
@@ -90,11 +93,15 @@ async def cmd_tools(args: argparse.Namespace) -> int:
     servers = load_mcp_servers(args.config)
     allow = _allow_list(args)
     call_args = _parse_args_json(args.args) if args.tools_cmd == "call" else None
+    if args.tools_cmd == "pin" and allow is not None:
+        raise ValidationError("tools pin: --agent does not apply (a pin is for every agent)")
     store = await open_store(args.db)
     try:
         async with ToolRegistry(store, servers) as registry:
             if args.tools_cmd == "list":
                 return await _list(args, registry, allow)
+            if args.tools_cmd == "pin":
+                return await _pin(args, registry)
             assert call_args is not None
             return await _call(args, registry, allow, call_args)
     finally:
@@ -139,6 +146,16 @@ async def _call(args: argparse.Namespace, registry: ToolRegistry, allow: list[st
         if not args.json:
             sys.stderr.write(f"clawtower: error: {result.content}\n")
         return 2 if result.error_kind in INPUT_ERRORS else 1
+    return 0
+
+
+async def _pin(args: argparse.Namespace, registry: ToolRegistry) -> int:
+    info = await registry.request_pin(args.name)
+    if args.json:
+        output.emit_json(info.as_json())
+    else:
+        print(f"{info.name}: pin requested (approval {info.approval_id}); approve it with"
+              f" `clawtower approve {info.approval_id}` or in the console (mode 2)")
     return 0
 
 

@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp_peers import calls_received, fake_config
 
 from core.approvals import Approvals
+from core.errors import Conflict, NotFound
 from core.tools import pins
 from core.tools.registry import ToolRegistry
 
@@ -126,6 +128,32 @@ async def test_a_rejected_definition_stays_disabled(store: Any, tmp_path: Path) 
         assert [x for x in await Approvals(store).pending() if x["subject"] == "tool:fake.echo"
                 ] == []  # not asked again for the same definition
     assert calls_received(tmp_path) == []
+
+
+async def test_a_rejected_definition_can_be_asked_for_again(store: Any,
+                                                            tmp_path: Path) -> None:
+    async with ToolRegistry(store, {"fake": fake_config(tmp_path)}) as reg:
+        await reg.list_tools()
+        first = await _pending_pin(store, "fake.echo")
+        with pytest.raises(Conflict, match=f"a pin approval already waits: {first['id']}"):
+            await reg.request_pin("fake.echo")
+        await Approvals(store).reject(first["id"], by="alice", reason="misread it")
+        info = await reg.request_pin("fake.echo")
+        again = await _pending_pin(store, "fake.echo")
+        assert (info.status, info.approval_id) == ("pending", again["id"])
+        assert again["id"] != first["id"] and again["context"] == first["context"]
+        await Approvals(store).approve(again["id"], by="alice")
+        r = await reg.call("fake.echo", '{"text": "back"}')
+        assert (r.is_error, r.content) == (False, "back")
+        with pytest.raises(Conflict, match="already pinned"):
+            await reg.request_pin("fake.echo")
+        with pytest.raises(Conflict, match="built in"):
+            await reg.request_pin("clock.now")
+        with pytest.raises(NotFound, match="server 'fake' lists"):
+            await reg.request_pin("fake.nope")
+        with pytest.raises(NotFound, match="no such tool"):
+            await reg.request_pin("nowhere.echo")
+    assert await store.verify_projections() == []
 
 
 async def test_pins_survive_a_new_registry_and_a_rebuild(store: Any, tmp_path: Path) -> None:

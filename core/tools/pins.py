@@ -10,7 +10,8 @@ Status of a tool, from its tool_pins row and the definition listed now:
   pinned    the listed definition is the pinned one
   pending   never pinned; a pin approval waits
   changed   a different definition was pinned; a re-pin approval waits
-  rejected  the operator rejected this definition (it stays disabled until it changes)
+  rejected  the operator rejected this definition (it stays disabled until it changes, or
+            until `clawtower tools pin NAME` asks again: `rerequest`)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import events as ev
+from ..errors import Conflict
 from ..events import NewEvent
 from ..store.interface import Store, WriteTx
 from ..tasks.commands import request_approval
@@ -104,6 +106,30 @@ def observe(tx: WriteTx, name: str, server: str, definition: dict[str, Any],
                          payload=ev.ToolPinned(server=server, sha256=sha, definition=definition,
                                                how="auto")))
         return PinState("pinned", None, sha, sha)
+    return _request_pin(tx, name, server, definition, sha, row)
+
+
+def rerequest(tx: WriteTx, name: str, server: str, definition: dict[str, Any]) -> PinState:
+    """Ask again for a definition the operator rejected (or whose request was withdrawn): a
+    new `tool_pin` approval. Conflict when it is pinned or a request already waits."""
+    sha = sha256_of(definition)
+    row = tx.one("SELECT * FROM tool_pins WHERE name=?", (name,))
+    state = state_from_row(row, sha)
+    if state is not None and state.status == "pinned":
+        raise Conflict(f"tool {name}: already pinned (sha256 {sha[:12]})")
+    if state is not None and state.status in ("pending", "changed"):
+        raise Conflict(f"tool {name}: a pin approval already waits: {state.approval_id}"
+                       f" (`clawtower approve {state.approval_id}`)")
+    if row is not None and row["seen_sha256"] != sha:
+        # the server moved on since the store last saw it: that is news, observe it
+        return observe(tx, name, server, definition, auto_pin=False)
+    return _request_pin(tx, name, server, definition, sha, row)
+
+
+def _request_pin(tx: WriteTx, name: str, server: str, definition: dict[str, Any], sha: str,
+                 row: dict[str, Any] | None) -> PinState:
+    """A `tool_pin` approval for `definition` (a diff against the pinned one, if any)."""
+    pinned_sha = row["pinned_sha256"] if row else None
     if pinned_sha is not None and row is not None:
         old = json.loads(row["pinned_definition"] or "{}")
         preview = "".join(difflib.unified_diff(

@@ -39,7 +39,7 @@ import mcp_types
 from .. import events as ev
 from ..agents.provider import ToolSpec
 from ..clock import Clock
-from ..errors import ClawError
+from ..errors import ClawError, Conflict, NotFound
 from ..events import NewEvent
 from ..store.interface import Store
 from ..tasks.permissions import Role
@@ -270,6 +270,30 @@ class ToolRegistry:
                 continue
             listing.tools.extend(sorted(res.values(), key=lambda i: i.name))
         return listing
+
+    async def request_pin(self, name: str) -> ToolInfo:
+        """Ask the operator again to pin the definition `name`'s server lists now (after a
+        rejection): a new `tool_pin` approval. NotFound for an unknown tool; Conflict when
+        it is built in, already pinned, or a request already waits."""
+        if name in self.builtins:
+            raise Conflict(f"tool {name}: built in, always callable")
+        server, dot, _ = name.partition(".")
+        if not dot or server not in self.servers:
+            raise NotFound(f"tool {name!r}: no such tool (servers: "
+                           f"{', '.join(sorted(self.servers)) or 'none configured'})")
+        if self.store is None:
+            raise Conflict(f"tool {name}: no store to record an approval in")
+        infos = await self._list_server(server)
+        info = infos.get(name)
+        if info is None:
+            raise NotFound(f"tool {name!r}: server {server!r} lists "
+                           f"{', '.join(sorted(i.tool for i in infos.values()))}")
+        definition = pins.definition_of(info.description, info.input_schema)
+        state = await self.store.execute(
+            lambda tx: pins.rerequest(tx, name, server, definition))
+        info = replace(info, status=state.status, approval_id=state.approval_id)
+        infos[name] = info
+        return info
 
     # ------------------------------------------------------------------- calling
 

@@ -99,6 +99,32 @@ def test_time_call_refuses_until_pinned_then_runs(run: Run, db: Path, home: Path
     assert run("store", "verify", "--db", db).code == 0
 
 
+def test_pin_asks_again_after_a_rejection(run: Run, db: Path, home: Path) -> None:
+    require("time")
+    _config(home)
+    assert run("tools", "list", "--db", db).code == 0
+    (a,) = [x for x in run("approvals", "--json", "--db", db).json()
+            if x["subject"] == "tool:time.get_current_time"]
+    r = run("tools", "pin", "time.get_current_time", "--db", db)
+    assert (r.code, r.err) == (2, f"clawtower: error: tool time.get_current_time: a pin approval"
+                                  f" already waits: {a['id']} (`clawtower approve {a['id']}`)\n")
+    assert run("reject", a["id"], "--reason", "not now", "--db", db).code == 0
+    r = run("tools", "pin", "time.get_current_time", "--db", db)
+    assert r.code == 0, r.err
+    (b,) = [x for x in run("approvals", "--json", "--db", db).json()
+            if x["subject"] == "tool:time.get_current_time"]
+    assert b["id"] != a["id"]
+    assert r.out == (f"time.get_current_time: pin requested (approval {b['id']}); approve it"
+                     f" with `clawtower approve {b['id']}` or in the console (mode 2)\n")
+    assert run("approve", b["id"], "--db", db).code == 0
+    r = run("tools", "call", "time.get_current_time", "--args", '{"timezone":"UTC"}',
+            "--db", db)
+    assert r.code == 0, r.err
+    r = run("tools", "pin", "nope.tool", "--db", db)
+    assert r.code == 2 and "tool 'nope.tool': no such tool" in r.err
+    assert run("store", "verify", "--db", db).code == 0
+
+
 def test_time_call_through_the_installed_console_script(tmp_path: Path, home: Path) -> None:
     """`clawtower tools call time.get_current_time --args '{"timezone":"UTC"}'`, as a user runs
     it: a real process, the real mcp-server-time, pinned through `clawtower approve`."""
