@@ -148,6 +148,7 @@ class StoreFollower:
         after = self.model.seq
         delta = Delta(seq=max(newest, after))
         if newest <= after:
+            await self._recheck_drivers(delta)
             return delta
         # The log shows only the newest events; far behind, skip straight to them.
         start = max(after, newest - EVENT_LOG_SIZE)
@@ -166,6 +167,19 @@ class StoreFollower:
             f"SELECT {TASK_COLUMNS} FROM tasks WHERE last_seq > ? ORDER BY num", (after,))
         await self._apply(delta)
         return delta
+
+    async def _recheck_drivers(self, delta: Delta) -> None:
+        """A run's process can die without writing anything: while runs are `running`, each
+        quiet poll (every ~2 s) looks again whether their processes are still there."""
+        if not any(r["status"] == "running" and r.get("driver") == "alive"
+                   for r in self.model.workflows):
+            return
+        runs = await list_runs(self.store)
+        before = {r["id"]: r.get("driver") for r in self.model.workflows}
+        changed = {r["id"] for r in runs if before.get(r["id"]) != r.get("driver")}
+        if changed:
+            self.model.workflows = runs
+            delta.workflows, delta.workflows_changed = changed, True
 
     async def _apply(self, delta: Delta) -> None:
         m = self.model

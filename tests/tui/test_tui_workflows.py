@@ -219,6 +219,42 @@ async def test_an_orphaned_run_is_shown_as_such_and_can_be_cancelled(
     assert (await run_state(db))["status"] == "cancelled"
 
 
+async def test_a_run_becomes_orphaned_in_the_console_when_its_process_dies(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from core.workflows import service
+    from core.workflows.load import load_workflow
+
+    flow = tmp_path / "stuck.lobster"
+    flow.write_text("steps:\n  - id: a\n    run: sleep 60\n")
+    db = str(tmp_path / "store.db")
+    driver = subprocess.Popen(["sleep", "60"])  # stands in for the process driving the run
+    try:
+        store = await open_store(db)
+        try:
+            monkeypatch.setattr(service, "process_tag",
+                                lambda: f"{socket.gethostname()}:{driver.pid}:")
+            wf = Workflows(store)
+            await store.execute(lambda tx: wf._start(tx, flow, load_workflow(flow), {}))
+        finally:
+            await store.close()
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await in_mode_5(pilot)
+            assert app.model.workflows[0]["driver"] == "alive"
+            driver.kill()
+            driver.wait()
+            # no event is written when a process dies: the console notices on its own
+            await until(pilot, lambda: app.model.workflows[0]["driver"] == "gone", timeout=15)
+            await until(pilot, lambda: "the process driving it is gone" in shown(
+                app.screen.query_one("#wf-head", Static)))
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+
+
 async def test_a_workflow_started_from_the_command_line_runs_in_the_console(
         tmp_path: Path) -> None:
     db = str(tmp_path / "store.db")
