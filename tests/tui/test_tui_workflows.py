@@ -185,8 +185,9 @@ async def test_mode_5_lists_runs_and_cancels_a_paused_one(tmp_path: Path) -> Non
     assert run["status"] == "cancelled"
 
 
-async def test_an_orphaned_run_is_shown_as_such_and_can_be_cancelled(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def running_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pid_start: str) -> str:
+    """A store with one run recorded as started (and never finished) by the process of this
+    host named by `pid_start` ("PID:START"); the store's path."""
     import socket
 
     from core.workflows import service
@@ -196,13 +197,20 @@ async def test_an_orphaned_run_is_shown_as_such_and_can_be_cancelled(
     flow.write_text("steps:\n  - id: a\n    run: sleep 60\n")
     db = str(tmp_path / "store.db")
     store = await open_store(db)
-    try:  # a run started by a process that is gone (pid 999999999 never exists)
+    try:
         monkeypatch.setattr(service, "process_tag",
-                            lambda: f"{socket.gethostname()}:999999999:1")
+                            lambda: f"{socket.gethostname()}:{pid_start}")
         wf = Workflows(store)
         await store.execute(lambda tx: wf._start(tx, flow, load_workflow(flow), {}))
     finally:
         await store.close()
+    return db
+
+
+async def test_an_orphaned_run_is_shown_as_such_and_can_be_cancelled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a run started by a process that is gone (pid 999999999 never exists)
+    db = await running_run(tmp_path, monkeypatch, "999999999:1")
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
         await in_mode_5(pilot)
@@ -221,24 +229,9 @@ async def test_an_orphaned_run_is_shown_as_such_and_can_be_cancelled(
 
 async def test_a_run_becomes_orphaned_in_the_console_when_its_process_dies(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import socket
-
-    from core.workflows import service
-    from core.workflows.load import load_workflow
-
-    flow = tmp_path / "stuck.lobster"
-    flow.write_text("steps:\n  - id: a\n    run: sleep 60\n")
-    db = str(tmp_path / "store.db")
     driver = subprocess.Popen(["sleep", "60"])  # stands in for the process driving the run
     try:
-        store = await open_store(db)
-        try:
-            monkeypatch.setattr(service, "process_tag",
-                                lambda: f"{socket.gethostname()}:{driver.pid}:")
-            wf = Workflows(store)
-            await store.execute(lambda tx: wf._start(tx, flow, load_workflow(flow), {}))
-        finally:
-            await store.close()
+        db = await running_run(tmp_path, monkeypatch, f"{driver.pid}:")
         app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
             await in_mode_5(pilot)
