@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .effects import JournalSink, MemorySink
     from .engine import Engine
     from .errors import (
+        AlreadyDecided,
         ClawError,
         Conflict,
         IllegalTransition,
@@ -51,7 +52,8 @@ _EXPORTS: dict[str, str] = {
     "FakeClock": ".clock", "SystemClock": ".clock",
     "JournalSink": ".effects", "MemorySink": ".effects",
     "Engine": ".engine",
-    "ClawError": ".errors", "Conflict": ".errors", "IllegalTransition": ".errors",
+    "AlreadyDecided": ".errors", "ClawError": ".errors", "Conflict": ".errors",
+    "IllegalTransition": ".errors",
     "NotFound": ".errors", "PermissionDenied": ".errors", "StoreError": ".errors",
     "ValidationError": ".errors",
     "NewEvent": ".events", "StoredEvent": ".events",
@@ -67,7 +69,8 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
-    "AgentSet", "Approvals", "ChatMessage", "ChatRequest", "ChatResult", "ClawError", "Conflict",
+    "AgentSet", "AlreadyDecided", "Approvals", "ChatMessage", "ChatRequest", "ChatResult",
+    "ClawError", "Conflict",
     "Engine", "FakeClock", "IllegalTransition", "JournalSink", "MeetingConfig", "MeetingOutcome",
     "Meetings", "MemorySink", "NewEvent",
     "NotFound", "Orchestrator", "PermissionDenied", "Phase", "Provider", "ProviderError", "Role",

@@ -5,6 +5,9 @@ Usage/validation errors (exit 2) name the file, field or id at fault; runtime fa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 
 class ClawError(Exception):
     """Base of every error clawtower raises on purpose."""
@@ -32,6 +35,33 @@ class IllegalTransition(ValidationError):
 
 class Conflict(ValidationError):
     """The request was valid once but no longer is (an approval already decided)."""
+
+
+class AlreadyDecided(Conflict):
+    """A decision lost to an earlier one: says who decided what, and when (UTC).
+
+    Raised from inside the write transaction that found the approval no longer pending, so
+    exactly one of two racing callers succeeds and the other learns what won."""
+
+    def __init__(self, approval_id: str, decision: str, by: str | None,
+                 at: float | None) -> None:
+        self.approval_id, self.decision, self.by, self.at = approval_id, decision, by, at
+        who = f" by {by}" if by else ""
+        when = f" at {utc_stamp(at)}" if at is not None else ""
+        super().__init__(f"approval {approval_id}: already decided: {decision}{who}{when}")
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> AlreadyDecided:
+        """From an `approvals` row whose status is no longer pending."""
+        return cls(str(row["id"]), str(row["status"]), row.get("decided_by"),
+                   row.get("decided_at"))
+
+
+def utc_stamp(at: float) -> str:
+    """A timestamp as operators compare them across machines: ISO 8601, UTC, seconds."""
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
 class StoreError(ClawError):

@@ -189,7 +189,7 @@ async def test_side_effects_wait_for_approval_then_run_exactly_once(store, clock
     keys = [e["idem_key"] for e in t["side_effects"]]
     assert all(e["status"] == "done" for e in t["side_effects"])
     assert sorted(sink.calls) == sorted(keys) and len(set(keys)) == 2  # each exactly once
-    with pytest.raises(Conflict, match="already approved by alice"):
+    with pytest.raises(Conflict, match="already decided: approved by alice at "):
         await approvals.approve(a["id"], by="bob")
     with pytest.raises(Conflict):
         await approvals.reject(a["id"], by="alice")
@@ -205,7 +205,7 @@ async def test_rejected_side_effects_fail_the_task(store, clock, tasks, sink):
     approvals = Approvals(store)
     (a,) = await approvals.pending()
     await approvals.reject(a["id"], by="alice", reason="not before the release")
-    with pytest.raises(Conflict, match="already rejected"):
+    with pytest.raises(Conflict, match="already decided: rejected by alice at "):
         await approvals.approve(a["id"], by="alice")
     await idle(o)
     t = await tasks.get(tid)

@@ -27,6 +27,7 @@ from textual.worker import Worker
 
 from core import (
     AgentSet,
+    AlreadyDecided,
     Approvals,
     ClawError,
     Engine,
@@ -412,10 +413,16 @@ class ClawtowerApp(App[int]):
             else:
                 await approvals.reject(approval_id, by=self.operator, reason=reason)
         except ClawError as exc:
-            self.notify(str(exc), title="Not decided", severity="error")
+            self._not_decided(exc)
             return
         verb = "approved" if approve else "rejected"
         self.notify(f"{approval_id} {verb} by {self.operator}", title="Decided")
+
+    def _not_decided(self, exc: ClawError) -> None:
+        """A refused decision; one lost to an earlier decision names who made it, and when."""
+        lost = isinstance(exc, AlreadyDecided)
+        self.notify(str(exc), title="Already decided" if lost else "Not decided",
+                    severity="warning" if lost else "error", timeout=10 if lost else 5)
 
     # ------------------------------------------------------------------ workflows
 
@@ -457,7 +464,7 @@ class ClawtowerApp(App[int]):
             out = await workflowdata.decide_gate(self.store, approval_id, approve,
                                                  by=self.operator, reason=reason)
         except ClawError as exc:
-            self.notify(str(exc), title="Not decided", severity="error")
+            self._not_decided(exc)
             return
         self._gate_outcome(approval_id, out)
 

@@ -12,7 +12,7 @@ import secrets
 from typing import Any
 
 from .. import events as ev
-from ..errors import Conflict, IllegalTransition, NotFound, PermissionDenied, ValidationError
+from ..errors import AlreadyDecided, IllegalTransition, NotFound, PermissionDenied, ValidationError
 from ..events import NewEvent
 from ..store.interface import WriteTx
 from .permissions import Action, Role, allowed
@@ -312,8 +312,7 @@ def decide_approval(tx: WriteTx, approval_id: str, approve: bool, by: str, reaso
     if a is None:
         raise NotFound(f"approval {approval_id!r}: no such approval")
     if a["status"] != "pending":
-        who = f" by {a['decided_by']}" if a["decided_by"] else ""
-        raise Conflict(f"approval {approval_id}: already {a['status']}{who}")
+        raise AlreadyDecided.from_row(a)
     if a["required_approver"] and by != a["required_approver"]:
         refuse(tx, by, role, Action.APPROVAL_DECIDE, approval_id,
                f"only {a['required_approver']} may decide it",

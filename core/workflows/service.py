@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import events as ev
-from ..errors import ClawError, Conflict, NotFound, ValidationError
+from ..errors import AlreadyDecided, ClawError, Conflict, NotFound, ValidationError
 from ..events import NewEvent
 from ..liveness import liveness, process_tag
 from ..store.interface import Store, WriteTx
@@ -78,6 +78,16 @@ def file_digest(path: Path) -> str:
 
 def _loads(text: str | None, default: Any = None) -> Any:
     return default if text is None else json.loads(text)
+
+
+class GateDecided(WorkflowError):
+    """The gate a resume was aimed at is no longer waiting. Lobster's message (the envelope
+    of `workflow resume` stays Lobster's); `approval` is the gate's approvals row, read in
+    the same transaction, so `decide` can tell the loser who decided what and when."""
+
+    def __init__(self, message: str, approval: dict[str, Any] | None) -> None:
+        super().__init__(message)
+        self.approval = approval if approval and approval["status"] != "pending" else None
 
 
 class RunCancelled(Exception):
@@ -306,13 +316,18 @@ class Workflows:
         """The paused run a token or approval id names (WorkflowError otherwise)."""
         if approval_id:
             a = await self.store.fetchone("SELECT * FROM approvals WHERE id=?", (approval_id,))
-            gone = WorkflowError(f'Approval ID "{approval_id}" not found or expired',
-                                 "parse_error")
+            gone = GateDecided(f'Approval ID "{approval_id}" not found or expired', a)
+            gone.kind = "parse_error"
             if a is None or a["kind"] not in GATE_KINDS.values() or a["status"] != "pending":
                 raise gone
             run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?",
                                             (a["subject"],))
             if run is None or run["status"] != "paused" or run["approval_id"] != approval_id:
+                # decided between the two reads: the decision was committed with the run's
+                # new status, so reading the approval again finds it
+                gone = GateDecided(gone.message, await self.store.fetchone(
+                    "SELECT * FROM approvals WHERE id=?", (approval_id,)))
+                gone.kind = "parse_error"
                 raise gone
             return run
         if not token:
@@ -422,7 +437,8 @@ class Workflows:
         now = tx.one("SELECT * FROM workflow_runs WHERE id=?", (run["id"],))
         if (now is None or now["status"] != "paused" or now["token_hash"] != run["token_hash"]
                 or now["approval_id"] != run["approval_id"]):
-            raise WorkflowError(NOT_FOUND)
+            raise GateDecided(NOT_FOUND, tx.one("SELECT * FROM approvals WHERE id=?",
+                                                (run["approval_id"],)))
         return now
 
     def _decide(self, tx: WriteTx, run: dict[str, Any], decision: str, by: str | None,
@@ -464,31 +480,46 @@ class Workflows:
     async def decide(self, approval_id: str, approve: bool, *, by: str,
                      reason: str = "") -> dict[str, Any]:
         """`clawtower approve/reject ID` on a gate: approving continues the run (in this
-        process, until it ends or pauses again), rejecting cancels it."""
+        process, until it ends or pauses again), rejecting cancels it.
+
+        Exactly one of two racing decisions wins: the gate is claimed inside the write that
+        records the decision, and the loser gets AlreadyDecided (who, what, when)."""
         a = await self.store.fetchone("SELECT * FROM approvals WHERE id=?", (approval_id,))
         if a is None:
             raise NotFound(f"approval {approval_id!r}: no such approval")
         if a["status"] != "pending":
-            who = f" by {a['decided_by']}" if a["decided_by"] else ""
-            raise Conflict(f"approval {approval_id}: already {a['status']}{who}")
+            raise AlreadyDecided.from_row(a)
         if approve and a["kind"] == GATE_KINDS["input"]:
             raise ValidationError(f"approval {approval_id}: a workflow input gate needs an answer:"
                                   f" clawtower workflow resume --id {approval_id}"
                                   " --response-json JSON")
-        if a["kind"] == GATE_KINDS["input"]:
-            envelope = await self.resume(approval_id=approval_id, cancel=True, approved_by=by)
-        else:
-            envelope = await self.resume(approval_id=approval_id, approve=approve,
-                                         approved_by=by)
+        cancel = a["kind"] == GATE_KINDS["input"]
+        envelope = await self._resume_or_lose(approval_id, None if cancel else approve,
+                                              UNDEFINED, cancel, by)
         return await self._decided(approval_id, a, envelope, "approved" if approve else
                                    "rejected")
+
+    async def _resume_or_lose(self, approval_id: str, approve: bool | None, response: Any,
+                              cancel: bool, by: str) -> dict[str, Any]:
+        """`resume` for the approvals list: a gate someone else decided meanwhile raises
+        AlreadyDecided rather than answer Lobster's "not found" envelope."""
+        try:
+            return await self._resume(None, approval_id, approve, response, cancel, by)
+        except GateDecided as exc:
+            if exc.approval is not None:
+                raise AlreadyDecided.from_row(exc.approval) from None
+            return error_envelope(exc.kind, exc.message)
+        except WorkflowError as exc:
+            return error_envelope(exc.kind, exc.message)
 
     async def respond(self, approval_id: str, response: Any, *, by: str) -> dict[str, Any]:
         """Answer an input gate with a JSON value (validated against its schema first)."""
         a = await self.store.fetchone("SELECT * FROM approvals WHERE id=?", (approval_id,))
         if a is None:
             raise NotFound(f"approval {approval_id!r}: no such approval")
-        envelope = await self.resume(approval_id=approval_id, response=response, approved_by=by)
+        if a["status"] != "pending":
+            raise AlreadyDecided.from_row(a)
+        envelope = await self._resume_or_lose(approval_id, None, response, False, by)
         return await self._decided(approval_id, a, envelope, "answered")
 
     async def _decided(self, approval_id: str, a: dict[str, Any], envelope: dict[str, Any],

@@ -242,7 +242,7 @@ def test_decided_approval_cannot_be_decided_again(run: Run, awaiting: tuple[Path
                  ["approve", approval, "--by", "bob"]):
         r = run(*argv, "--db", db)
         assert (r.code, r.out) == (2, "")
-        one_error_line(r.err, f"approval {approval}", "already approved by alice")
+        one_error_line(r.err, f"approval {approval}", "already decided: approved by alice at ")
     assert state(db).seq == before.seq
 
 

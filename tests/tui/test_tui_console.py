@@ -111,7 +111,8 @@ async def test_core_errors_are_shown_not_raised(release_db: str) -> None:
         await Approvals(store).approve(approval_id, by="carol")
         await store.close()
         app.decide(approval_id, approve=False, reason="late")
-        await until(pilot, lambda: any("already approved" in n.message
+        await until(pilot, lambda: any("already decided: approved by carol at " in n.message
+                                       and n.title == "Already decided"
                                        for n in app._notifications))
         await pilot.press("colon", *"approve nosuchid", "enter")
         await until(pilot, lambda: any("no such approval" in n.message
