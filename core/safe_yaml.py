@@ -7,15 +7,15 @@ and line of every problem.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .errors import ValidationError
+from .limits import MAX_FILE_BYTES, parse_json, read_text
 
-MAX_BYTES = 1 << 20
+MAX_BYTES = MAX_FILE_BYTES
 MAX_NODES = 100_000
 MAX_DEPTH = 64
 
@@ -34,6 +34,22 @@ class _BoundedLoader(yaml.SafeLoader):
         if self.nodes > MAX_NODES:
             raise yaml.YAMLError(f"line {event.start_mark.line + 1}: more than {MAX_NODES} nodes")
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        """A key given twice is an error (YAML requires unique keys; PyYAML keeps the last)."""
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    dup = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: PyYAML reports it itself
+                    continue
+                if dup:
+                    raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: duplicate key"
+                                         f" {key!r}")
+        return super().construct_mapping(node, deep=deep)
 
 
 def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
@@ -78,31 +94,10 @@ def loads(text: str, source: str, loader: type[_BoundedLoader] | None = None) ->
 
 
 def load_file(path: str | Path) -> Any:
+    """A YAML or JSON file, read incrementally up to MAX_BYTES (core/limits.py). A `.json`
+    file is strict JSON: duplicate keys and NaN are refused, as YAML's duplicates are."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise ValidationError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise ValidationError(f"{p}: is a directory") from None
-    except OSError as exc:
-        raise ValidationError(f"{p}: cannot read ({exc.strerror})") from None
-    if len(raw) > MAX_BYTES:
-        raise ValidationError(f"{p}: larger than {MAX_BYTES} bytes")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+    text = read_text(p, MAX_BYTES)
     if p.suffix.lower() == ".json":
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(
-                f"{p}: line {exc.lineno}: invalid JSON ({exc.msg})"
-            ) from None
-        except (RecursionError, ValueError) as exc:
-            raise ValidationError(f"{p}: unreadable document ({type(exc).__name__})") from None
-        if _depth(value) > MAX_DEPTH:
-            raise ValidationError(f"{p}: nested deeper than {MAX_DEPTH} levels")
-        return value
+        return parse_json(text, str(p), file=True)
     return loads(text, str(p))

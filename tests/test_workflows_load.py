@@ -96,7 +96,8 @@ def test_file_argument_checks_are_parse_errors(tmp_path: Path) -> None:
     txt = write(tmp_path, "steps: []", "wf.txt")
     with pytest.raises(WorkflowError) as err:
         resolve_workflow_file(str(txt))
-    assert err.value.message == "Workflow file must end in .lobster, .yaml, .yml, or .json"
+    assert err.value.message.startswith("Workflow file must end in .lobster, .yaml, .yml, or"
+                                        " .json: /")
 
 
 def test_mermaid_graph(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from ..agents.registry import AgentSet
 from ..errors import Conflict, NotFound, ValidationError
 from ..events import NewEvent
+from ..limits import MAX_MEETING_ROUNDS
 from ..store.interface import Store, WriteTx
 from ..tasks.permissions import Role
 from . import events as mev
@@ -118,6 +119,9 @@ class Meetings:
     async def grant_rounds(self, meeting_id: str, n: int, *, by: str) -> int:
         if n < 1:
             raise ValidationError(f"meeting {meeting_id}: grant at least 1 round, got {n}")
+        if n > MAX_MEETING_ROUNDS:
+            raise ValidationError(f"meeting {meeting_id}: grant at most {MAX_MEETING_ROUNDS}"
+                                  f" rounds at once (MAX_MEETING_ROUNDS), got {n}")
 
         def command(tx: WriteTx) -> int:
             row = _open_meeting(tx, meeting_id, "grant rounds to")

@@ -24,7 +24,7 @@ from typing import Any
 
 from .jsvalues import UNDEFINED, truthy
 from .load import Step, Workflow, WorkflowError, loop_vars
-from .refs import RefError, Results, value_by_path
+from .refs import RefError, Results, parse_step_ref, value_by_path
 
 _REF = re.compile(r"\$([A-Za-z0-9_-]+)\.([A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)")
 _NUM = re.compile(r"-?\d+(?:\.\d+)?")
@@ -313,19 +313,36 @@ def _check(condition: Any, known: Container[str]) -> None:
         parse(trimmed, known)
 
 
+def _check_strict_ref(value: Any, known: Container[str]) -> None:
+    """A `stdin:` or `for_each:` that is one whole `$step.path` resolves strictly: the step
+    must have run by then, or the run would fail there (after the steps before it ran)."""
+    if isinstance(value, str):
+        ref = parse_step_ref(value.strip())
+        if ref is not None and ref[0] not in known:
+            raise RefError(f"Unknown step reference: {ref[0]}.{ref[1]}")
+
+
 def check_workflow_conditions(workflow: Workflow, start: int = 0) -> None:
-    """Parse every condition from step `start` on, before anything runs (WorkflowError)."""
+    """Parse every condition, and check every strict step reference (a whole-`$step.path`
+    stdin or for_each), from step `start` on, before anything runs (WorkflowError): a
+    mistyped id must not cost the side effects of the steps before it, nor leave a failed
+    run behind. Checked in the order the runner meets them, so the message is the one a
+    run would have ended with."""
     known: set[str] = set()
     try:
         for idx, step in enumerate(workflow["steps"]):
             if idx >= start:
                 _check(step_condition(step), known)
                 if isinstance(step.get("for_each"), str) and isinstance(step.get("steps"), list):
+                    _check_strict_ref(step["for_each"], known)
                     item, index = loop_vars(step)
                     scoped = set(known) | {item, index}
                     for sub in step["steps"]:
                         _check(step_condition(sub), scoped)
+                        _check_strict_ref(sub.get("stdin"), scoped)
                         scoped.add(sub["id"])
+                else:
+                    _check_strict_ref(step.get("stdin"), known)
             known.add(step["id"])
             par = step.get("parallel")
             if isinstance(par, dict):

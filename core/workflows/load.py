@@ -11,11 +11,19 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from ..errors import ValidationError
+from ..limits import (
+    MAX_RETRY_ATTEMPTS,
+    MAX_RETRY_DELAY_MS,
+    MAX_SUBWORKFLOW_DEPTH,
+    printable,
+    read_text,
+)
 from . import yaml12
 from .jsvalues import parse_json, truthy
 
@@ -43,11 +51,13 @@ def resolve_workflow_file(candidate: str, cwd: str | None = None) -> Path:
     p = Path(_normpath(str(p)))
     if not p.exists():
         raise WorkflowError(f"ENOENT: no such file or directory, stat '{p}'", "parse_error")
+    # Lobster's messages, plus the path (it names none: deviation 11)
     if not p.is_file():
-        raise WorkflowError("Workflow path is not a file", "parse_error")
-    if p.suffix.lower() not in EXTENSIONS:
-        raise WorkflowError("Workflow file must end in .lobster, .yaml, .yml, or .json",
+        raise WorkflowError(f"Workflow path is not a file: {printable(str(p))}",
                             "parse_error")
+    if p.suffix.lower() not in EXTENSIONS:
+        raise WorkflowError("Workflow file must end in .lobster, .yaml, .yml, or .json:"
+                            f" {printable(str(p))}", "parse_error")
     return p
 
 
@@ -58,12 +68,13 @@ def _normpath(path: str) -> str:
 
 
 def _read_text(p: Path) -> str:
+    """The file's text, read incrementally up to MAX_FILE_BYTES; errors name the file."""
     try:
-        return p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise WorkflowError(f"ENOENT: no such file or directory, open '{p}'") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WorkflowError(f"{p}: cannot read ({exc})") from None
+        return read_text(p)
+    except ValidationError as exc:
+        if not p.exists():
+            raise WorkflowError(f"ENOENT: no such file or directory, open '{p}'") from None
+        raise WorkflowError(str(exc)) from None
 
 
 def read_workflow_file(path: str | Path) -> Any:
@@ -91,8 +102,49 @@ _PARSED_MAX = 64
 
 
 def load_workflow(path: str | Path) -> Workflow:
-    """Parse and validate; raise WorkflowError with Lobster's message on the first problem."""
+    """Parse and validate; raise WorkflowError with Lobster's message on the first problem.
+    Sub-workflows named by a literal path are loaded too, so a cycle (or one of them that
+    does not load) is refused before the run starts, not after its first steps ran."""
     p = Path(path)
+    workflow = _load_one(p)
+    _check_subworkflows(p, workflow, (_canonical(p),))
+    return workflow
+
+
+def _canonical(p: Path) -> str:
+    try:
+        return str(p.resolve(strict=True))
+    except (OSError, RuntimeError):
+        return str(p)
+
+
+def _check_subworkflows(p: Path, workflow: Workflow, chain: tuple[str, ...]) -> None:
+    """Follow each `workflow:` step whose path has no `${arg}` or `$step` in it (those are
+    known only at run time); the runner's own check still covers those."""
+    for step in workflow["steps"]:
+        target = step.get("workflow")
+        if not isinstance(target, str) or not target.strip() or "$" in target:
+            continue
+        full = Path(os.path.normpath(Path(target) if os.path.isabs(target)
+                                     else p.parent / target))
+        if not full.is_file():
+            continue  # the runner reports it when (and if) the step runs
+        canonical = _canonical(full)
+        if canonical in chain:
+            raise WorkflowError(f"Workflow step {step['id']} creates a cycle: {canonical} is"
+                                " already being executed")
+        if len(chain) >= MAX_SUBWORKFLOW_DEPTH:
+            raise WorkflowError(f"Workflow step {step['id']}: sub-workflows nested deeper than"
+                                f" {MAX_SUBWORKFLOW_DEPTH} (MAX_SUBWORKFLOW_DEPTH)")
+        try:
+            child = _load_one(full)
+        except WorkflowError as exc:
+            raise WorkflowError(f"Workflow step {step['id']} sub-workflow {full}:"
+                                f" {exc.message}") from None
+        _check_subworkflows(full, child, (*chain, canonical))
+
+
+def _load_one(p: Path) -> Workflow:
     text = _read_text(p)
     key = (str(p), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
     hit = _PARSED.get(key)
@@ -304,11 +356,17 @@ def _validate_retry(step: Step, pre: str) -> None:
         raise WorkflowError(f"{pre} retry must be an object")
     if "max" in r and not (_is_int(r["max"]) and r["max"] >= 1):
         raise WorkflowError(f"{pre} retry.max must be a positive integer")
+    if "max" in r and r["max"] > MAX_RETRY_ATTEMPTS:  # Lobster has no cap: 1e9 never ends
+        raise WorkflowError(f"{pre} retry.max must be at most {MAX_RETRY_ATTEMPTS}"
+                            " (MAX_RETRY_ATTEMPTS)")
     if "backoff" in r and r["backoff"] not in ("fixed", "exponential"):
         raise WorkflowError(f'{pre} retry.backoff must be "fixed" or "exponential"')
     for key in ("delay_ms", "max_delay_ms"):
         if key in r and not (_finite(r[key]) and r[key] >= 0):
             raise WorkflowError(f"{pre} retry.{key} must be a finite non-negative number")
+        if key in r and r[key] > MAX_RETRY_DELAY_MS:
+            raise WorkflowError(f"{pre} retry.{key} must be at most {MAX_RETRY_DELAY_MS}"
+                                " (MAX_RETRY_DELAY_MS)")
     if "jitter" in r and not isinstance(r["jitter"], bool):
         raise WorkflowError(f"{pre} retry.jitter must be a boolean")
 
@@ -363,6 +421,9 @@ def _validate_for_each(step: Step) -> None:
         raise WorkflowError(f"{pre} batch_size must be a positive integer")
     if "pause_ms" in step and not (_finite(step["pause_ms"]) and step["pause_ms"] >= 0):
         raise WorkflowError(f"{pre} pause_ms must be a finite non-negative number")
+    if "pause_ms" in step and step["pause_ms"] > MAX_RETRY_DELAY_MS:
+        raise WorkflowError(f"{pre} pause_ms must be at most {MAX_RETRY_DELAY_MS}"
+                            " (MAX_RETRY_DELAY_MS)")
     if is_approval_step(step.get("approval")):
         raise WorkflowError(f"{pre} for_each steps cannot define approval (use a separate step"
                             " after the loop)")

@@ -1,0 +1,203 @@
+"""Named maximums for everything a user hands us, and the checks that enforce them.
+
+The CLI's boundary (cli/boundary.py) applies these to every argument before a command runs;
+the core applies the ones it owns (file reads, workflow retry caps, meeting rounds) itself,
+so the console and any other front get the same limits. Every refusal is a ValidationError
+naming the file or field at fault, in one line that is safe to print (no raw control
+characters or lone surrogates from the input).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import stat
+from pathlib import Path
+from typing import Any
+
+from .errors import ValidationError
+
+MAX_FILE_BYTES = 1 << 20  # a spec, workflow, config, schema or input file
+MAX_JSON_BYTES = 1 << 20  # a JSON argument (--args-json, --response-json, --args)
+MAX_JSON_DEPTH = 64
+MAX_ID_CHARS = 200  # an id or a name: T-7, 9bfeb6dd, W-3, ada, git.git_status
+MAX_TEXT_CHARS = 20_000  # free text: a reason, a topic, a finding, a prompt
+MAX_SEQ = (1 << 63) - 1  # an event sequence number (SQLite INTEGER)
+MAX_RETRY_ATTEMPTS = 100  # a workflow step's retry.max
+MAX_RETRY_DELAY_MS = 3_600_000  # retry.delay_ms / max_delay_ms, for_each pause_ms: 1 hour
+MAX_MEETING_ROUNDS = 100  # a meeting's --max-rounds, and a grant of more rounds
+MAX_SUBWORKFLOW_DEPTH = 16  # sub-workflows nested in sub-workflows, checked at load
+_READ_CHUNK = 64 * 1024
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """`text` as one line that can always be written to a terminal: lone surrogates (from
+    non-UTF-8 bytes in argv) shown as \\xNN, control and line-breaking characters escaped, cut
+    at `limit` characters."""
+    out = []
+    for ch in text[:limit]:
+        o = ord(ch)
+        if 0xD800 <= o <= 0xDFFF:
+            out.append(f"\\x{o & 0xFF:02x}")
+        elif o < 0x20 or 0x7F <= o <= 0x9F or o in (0x2028, 0x2029):
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(ch)
+    return "".join(out) + ("..." if len(text) > limit else "")
+
+
+def check_text(value: str, field: str, *, max_chars: int = MAX_TEXT_CHARS,
+               one_line: bool = False) -> str:
+    """Free text: valid Unicode (no bytes that were not UTF-8), no NUL, bounded length."""
+    for i, ch in enumerate(value):
+        o = ord(ch)
+        if 0xD800 <= o <= 0xDFFF:
+            raise ValidationError(f"{field}: not valid UTF-8 (byte 0x{o & 0xFF:02x} at"
+                                  f" character {i})")
+        if o == 0:
+            raise ValidationError(f"{field}: contains a NUL character")
+        if one_line and (o < 0x20 or 0x7F <= o <= 0x9F or o in (0x2028, 0x2029)):
+            raise ValidationError(f"{field}: contains a control character"
+                                  f" ({printable(ch)!r})")
+    if len(value) > max_chars:
+        raise ValidationError(f"{field}: longer than {max_chars} characters ({len(value)})")
+    return value
+
+
+def check_id(value: str, field: str) -> str:
+    """An id or a name: printable, one word, at most MAX_ID_CHARS."""
+    check_text(value, field, max_chars=MAX_ID_CHARS, one_line=True)
+    if not value.strip():
+        raise ValidationError(f"{field}: empty")
+    if any(ch.isspace() for ch in value):
+        raise ValidationError(f"{field}: contains whitespace ({printable(value)!r})")
+    return value
+
+
+def check_int(value: int, field: str, lo: int, hi: int) -> int:
+    if not lo <= value <= hi:
+        raise ValidationError(f"{field}: must be between {lo} and {hi}, got"
+                              f" {printable(str(value), 40)}")
+    return value
+
+
+def check_float(value: float, field: str, lo: float, hi: float) -> float:
+    if not math.isfinite(value) or not lo <= value <= hi:
+        raise ValidationError(f"{field}: must be a number between {lo:g} and {hi:g},"
+                              f" got {value}")
+    return value
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
+
+
+class _Duplicate(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > MAX_JSON_DEPTH:
+            break
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return deepest
+
+
+def parse_json(text: str, field: str, *, want: type | None = None,
+               max_bytes: int = MAX_JSON_BYTES, file: bool = False) -> Any:
+    """Strict JSON: duplicate keys, NaN/Infinity and over-deep nesting refused; `want=dict`
+    requires an object (an array is not an object, whatever JavaScript makes of it).
+    `field` names the argument, or with `file` the file (errors then give the line)."""
+    if not file:  # a file's text is decoded UTF-8 already; JSON itself refuses a raw NUL
+        check_text(text, field, max_chars=max_bytes)
+    if len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise ValidationError(f"{field}: larger than {max_bytes} bytes")
+    try:
+        value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
+    except _Duplicate as exc:
+        raise ValidationError(f"{field}: duplicate key {printable(exc.key, 60)!r}") from None
+    except json.JSONDecodeError as exc:
+        if file:
+            raise ValidationError(f"{field}: line {exc.lineno}: invalid JSON ({exc.msg})"
+                                  ) from None
+        raise ValidationError(f"{field}: not valid JSON ({exc.msg} at column {exc.colno})"
+                              ) from None
+    except (ValueError, RecursionError) as exc:
+        raise ValidationError(f"{field}: not valid JSON ({printable(str(exc), 80)})") from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise ValidationError(f"{field}: nested deeper than {MAX_JSON_DEPTH} levels")
+    if want is dict and not isinstance(value, dict):
+        raise ValidationError(f"{field}: must be a JSON object, got {_js_type(value)}")
+    return value
+
+
+def _js_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a string"
+
+
+def read_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """A file's bytes, read incrementally: refused once it passes `max_bytes` (so /dev/zero
+    or a FIFO that never ends costs at most max_bytes + one chunk). Errors name the file."""
+    p = Path(path)
+    name = printable(str(p))
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        if stat.S_ISFIFO(p.stat().st_mode) or stat.S_ISSOCK(p.stat().st_mode):
+            raise ValidationError(f"{name}: not a regular file (a pipe or socket)")
+        with p.open("rb") as f:
+            while True:
+                chunk = f.read(min(_READ_CHUNK, max_bytes + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > max_bytes:
+                    raise ValidationError(f"{name}: larger than {max_bytes} bytes")
+    except FileNotFoundError:
+        raise ValidationError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise ValidationError(f"{name}: is a directory") from None
+    except PermissionError:
+        raise ValidationError(f"{name}: permission denied") from None
+    except OSError as exc:
+        raise ValidationError(f"{name}: cannot read ({exc.strerror or exc})") from None
+    except ValueError as exc:  # an embedded NUL in the path
+        raise ValidationError(f"{name}: not a usable path ({exc})") from None
+    return b"".join(chunks)
+
+
+def read_text(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """read_file, decoded as UTF-8 (an error names the file and the first bad byte)."""
+    raw = read_file(path, max_bytes)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{printable(str(path))}: not UTF-8 text (byte {exc.start})"
+                              ) from None
