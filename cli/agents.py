@@ -68,9 +68,11 @@ def _add_agents_parser(cmd: Callable[..., argparse.ArgumentParser]) -> None:
     a = cmd("agents", "configured agents: provider, model, tools, budgets")
     asub = a.add_subparsers(dest="agents_cmd", metavar="ACTION", parser_class=type(a),
                             required=True)
-    al = asub.add_parser("list", help="every agent of the config", parents=[_config_option()])
+    al = asub.add_parser("list", help="every agent of the config",
+                         parents=[_config_option(), _db_option()])  # --db: every command
     al.add_argument("--json", action="store_true")
-    ash = asub.add_parser("show", help="one agent in full", parents=[_config_option()])
+    ash = asub.add_parser("show", help="one agent in full",
+                          parents=[_config_option(), _db_option()])
     ash.add_argument("name", metavar="NAME")
     ash.add_argument("--json", action="store_true")
     HANDLERS["agents"] = cmd_agents
@@ -170,7 +172,7 @@ def _ask_request(args: argparse.Namespace, cfg: ClawtowerConfig) -> ChatRequest:
     from core.agents.provider import ChatMessage, ChatRequest
 
     agent = cfg.agent(args.agent)
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = _stdin_text() if args.text == "-" else args.text
     if not text.strip():
         raise ValidationError("llm ask: TEXT is empty")
     if args.max_tokens is not None and args.max_tokens < 1:
@@ -292,3 +294,15 @@ async def cmd_llm_ask(args: argparse.Namespace) -> int:
 
 
 __all__ = ["HANDLERS", "agent_json", "cmd_agents", "cmd_llm", "cmd_llm_ask", "register"]
+
+
+def _stdin_text() -> str:
+    """`llm ask -`: the question from stdin, read up to MAX_TEXT_CHARS (the same cap as a
+    TEXT argument), never more."""
+    from core.limits import MAX_TEXT_CHARS, check_text
+
+    try:
+        text = sys.stdin.read(MAX_TEXT_CHARS + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"TEXT: cannot read the question from stdin ({exc})") from None
+    return check_text(text, "TEXT (stdin)")

@@ -50,17 +50,13 @@ def add_task_parser(llm_sub: Any, parents: list[argparse.ArgumentParser]) -> Non
 
 
 def _read_json(path: str, what: str) -> Any:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValidationError(f"{path}: {what} file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValidationError(f"{path}: cannot read the {what} file ({exc})") from None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ValidationError(f"{path}: {what} file is not valid JSON ({exc})") from None
+    """A JSON file through the one boundary: read incrementally up to MAX_FILE_BYTES, strict
+    JSON (duplicate keys refused); errors name the file."""
+    from core.limits import parse_json, printable, read_text
+
+    if not Path(path).exists():
+        raise ValidationError(f"{printable(path)}: {what} file not found")
+    return parse_json(read_text(path), f"{printable(path)}: {what} file")
 
 
 async def cmd_llm_task(args: argparse.Namespace) -> int:

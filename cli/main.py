@@ -25,7 +25,7 @@ from core.tasks.permissions import Role, parse_role
 from core.tasks.phases import Phase, parse_phase
 
 from . import agents as agents_cli
-from . import output
+from . import boundary, output
 from . import tools as tools_cli
 from . import workflow as workflow_cli
 from .stores import cli_store, wait_for_store
@@ -45,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors are one line and exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.stderr.write(f"{self.prog}: error: {boundary.one_line(message)}\n")
         raise SystemExit(2)
 
 
@@ -628,15 +628,22 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.db:
         parser.error("argument --db: expected a path, got an empty string")
     try:
+        boundary.check_args(parser, args)  # every argument, before anything is opened
         return dispatch(args)
     except ClawError as exc:
-        sys.stderr.write(f"clawtower: error: {exc}\n")
+        sys.stderr.write(f"clawtower: error: {boundary.one_line(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("clawtower: interrupted\n")
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # a bug: still one line and exit 1 (CLAWTOWER_DEBUG=1 raises)
+        if os.environ.get("CLAWTOWER_DEBUG") == "1":
+            raise
+        sys.stderr.write(f"clawtower: internal error: {type(exc).__name__}:"
+                         f" {boundary.one_line(str(exc), 300)}\n")
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

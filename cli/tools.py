@@ -11,7 +11,6 @@ pinned refuses to run and names the approval to decide with `clawtower approve I
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -64,12 +63,10 @@ def _allow_list(args: argparse.Namespace) -> list[str] | None:
 
 
 def _parse_args_json(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"--args: not JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(value, dict):
-        raise ValidationError(f"--args: must be a JSON object, not {type(value).__name__}")
+    """Strict: an object, no duplicate keys, bounded (core.limits.parse_json)."""
+    from core.limits import parse_json
+
+    value: dict[str, Any] = parse_json(text, "--args", want=dict)
     return value
 
 

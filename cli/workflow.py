@@ -90,6 +90,7 @@ class _ResumeArgs:
     """`lobster resume`'s checks and messages (each a parse_error, exit 2)."""
 
     def __init__(self, a: argparse.Namespace) -> None:
+        from core.limits import parse_json as strict_json
         from core.workflows.jsvalues import UNDEFINED, parse_json
         from core.workflows.load import WorkflowError
 
@@ -117,6 +118,10 @@ class _ResumeArgs:
             except ValueError:
                 raise WorkflowError("resume --response-json must be valid JSON",
                                     "parse_error") from None
+            try:  # no duplicate keys (deviation 11); any JSON value may answer a gate
+                strict_json(a.response_json, "--response-json")
+            except ValidationError as exc:
+                raise WorkflowError(f"resume {exc}", "parse_error") from None
         elif not cancel:
             decision = str(a.approve).lower()
             if decision not in ("yes", "y", "no", "n"):
@@ -128,6 +133,7 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
     wc = args.workflow_cmd
     if wc == "graph":
         return _graph(args)
+    from core.limits import parse_json as strict_json
     from core.workflows.jsvalues import parse_json
     from core.workflows.load import WorkflowError
     from core.workflows.service import Workflows, error_envelope, normalize_args
@@ -143,6 +149,13 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
                 provided = normalize_args(parse_json(args.args_json))
             except ValueError:
                 return _print(error_envelope("parse_error", "run --args-json must be valid JSON"))
+            try:  # stricter than Lobster: an object, no duplicate keys (deviation 11)
+                strict_json(args.args_json, "--args-json", want=dict)
+            except ValidationError as exc:
+                return _print(error_envelope("parse_error", f"run {exc}"))
+        refused = _refused_file(file, args.dry_run)
+        if refused is not None:  # before the store is opened: a bad file creates nothing
+            return _print(refused)
     if wc == "resume":
         try:
             resume = _ResumeArgs(args)
@@ -186,7 +199,28 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
         raise ValidationError(f"workflow: unknown action {wc!r}")
 
 
+def _refused_file(file: str, dry_run: bool) -> dict[str, Any] | None:
+    """The error envelope `Workflows.run` would answer for this file, found without a store
+    (its own checks, in its order), or None."""
+    from core.workflows.conditions import check_workflow_conditions
+    from core.workflows.load import WorkflowError, load_workflow, resolve_workflow_file
+    from core.workflows.service import error_envelope
+
+    try:
+        path = resolve_workflow_file(file)
+    except WorkflowError as exc:
+        return error_envelope(exc.kind, exc.message)
+    try:
+        workflow = load_workflow(path)
+        if not dry_run:
+            check_workflow_conditions(workflow)
+    except WorkflowError as exc:
+        return error_envelope("runtime_error", exc.message)
+    return None
+
+
 def _graph(args: argparse.Namespace) -> int:
+    from core.limits import parse_json as strict_json
     from core.workflows.graph import FORMATS, render_graph
     from core.workflows.jsvalues import parse_json
     from core.workflows.load import WorkflowError, load_workflow, resolve_workflow_file
@@ -203,8 +237,7 @@ def _graph(args: argparse.Namespace) -> int:
             value = parse_json(args.args_json)
         except ValueError:
             raise ValidationError("workflow graph: --args-json must be valid JSON") from None
-        if not isinstance(value, dict):
-            raise ValidationError("workflow graph: --args-json must be a JSON object")
+        strict_json(args.args_json, "workflow graph: --args-json", want=dict)
         provided = value
     try:
         path = resolve_workflow_file(file)

@@ -82,11 +82,11 @@ def test_invalid_json_exit_1_openclaw_wording(run: Run, files: dict[str, Path]) 
 
 @pytest.mark.parametrize(("which", "content", "message"), [
     ("schema", None, "s.json: schema file not found"),
-    ("schema", "{not json", "s.json: schema file is not valid JSON"),
+    ("schema", "{not json", "s.json: schema file: not valid JSON"),
     ("schema", "[1]", "s.json: schema file must hold a JSON object"),
     ("schema", '{"type": "banana"}', "s.json: invalid JSON Schema at /type"),
     ("input", None, "i.json: input file not found"),
-    ("input", "{oops", "i.json: input file is not valid JSON"),
+    ("input", "{oops", "i.json: input file: not valid JSON"),
 ])
 def test_bad_files_exit_2_naming_the_file(run: Run, files: dict[str, Path], which: str,
                                           content: str | None, message: str) -> None:

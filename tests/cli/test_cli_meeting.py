@@ -40,7 +40,9 @@ def test_run_with_the_built_in_cast(run: Run, db: Path, home: Path) -> None:
     assert text.code == 0 and "round 2: FULL" in text.out and "ada: AGREE" in text.out
 
 
-def test_no_consensus_still_exits_0(run: Run, db: Path, fast: Path, tmp_path: Path) -> None:
+def test_no_consensus_still_exits_0(run: Run, db: Path, fast: Path, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # --minutes-dir must be under the current dir or the home
     r = run("meeting", "run", "--topic", "t", "--agents", "a,b,c", "--agents-file", fast,
             "--max-rounds", "3", "--summary-tokens", "32", "--minutes-dir", tmp_path / "m",
             "--db", db)
@@ -81,7 +83,7 @@ def test_bad_numbers_and_files(run: Run, db: Path, tmp_path: Path) -> None:
             tmp_path / "missing.yaml", "--db", db)
     assert r.code == 2 and len(r.err.splitlines()) == 1 and not db.exists()
     r = run("meeting", "grant", "m", "0", "--db", db)
-    assert r.code == 2 and "at least 1" in r.err and not db.exists()
+    assert r.code == 2 and "N: must be between 1 and 100" in r.err and not db.exists()
 
 
 def test_show_stop_grant_unknown_and_ended(run: Run, db: Path, fast: Path) -> None:

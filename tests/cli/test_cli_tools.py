@@ -49,9 +49,9 @@ def test_call_a_builtin(run: Run, db: Path) -> None:
 
 def test_bad_input_exits_2_naming_it_and_writes_nothing(run: Run, db: Path) -> None:
     r = run("tools", "call", "clock.now", "--args", "{nope", "--db", db)
-    assert r.code == 2 and r.err.startswith("clawtower: error: --args: not JSON")
+    assert r.code == 2 and r.err.startswith("clawtower: error: --args: not valid JSON")
     r = run("tools", "call", "clock.now", "--args", "[1]", "--db", db)
-    assert (r.code, r.err) == (2, "clawtower: error: --args: must be a JSON object, not list\n")
+    assert (r.code, r.err) == (2, "clawtower: error: --args: must be a JSON object, got an array\n")
     assert not db.exists()  # checked before the store is opened
     r = run("tools", "call", "clock.nope", "--db", db)
     assert r.code == 2 and r.err.startswith("clawtower: error: clock.nope: no such tool")

@@ -1,0 +1,156 @@
+"""The one boundary every CLI argument passes through before a command runs.
+
+argparse turns argv into a Namespace; `check_args` then walks the options of the command
+that was chosen and checks every value by what its option holds (by argparse `dest`): ids
+and names, one-line words, free text, paths, JSON text, counts and durations, each against a
+named maximum in core/limits.py. Anything not listed is still checked as text, so a new
+option can never let non-UTF-8 bytes (which Python hands over as lone surrogates), a NUL or
+a megabyte of text through to the core. A refusal is a ValidationError naming the option
+(exit 2); nothing has been opened or written yet. Files named by arguments are read by the
+core's bounded reader (core/limits.read_file), JSON arguments parsed by its strict parser.
+
+`one_line` makes any message safe to print as the single stderr line the CLI promises.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from core.errors import ValidationError
+from core.limits import (
+    MAX_ID_CHARS,
+    MAX_JSON_BYTES,
+    MAX_MEETING_ROUNDS,
+    MAX_SEQ,
+    MAX_TEXT_CHARS,
+    check_float,
+    check_id,
+    check_int,
+    check_text,
+    printable,
+)
+
+MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
+MAX_OUTPUT_TOKENS = 1_000_000  # llm --max-tokens
+MAX_SPEED = 1000.0  # demo --speed
+MAX_TIMEOUT_S = 86_400.0  # llm task --timeout: a day
+
+# What each option holds, by its argparse dest. Unlisted strings are checked as TEXT.
+IDS = frozenset({"id", "entity", "name", "agent", "subject", "token"})
+WORDS = frozenset({"by", "phase", "role", "verdict", "risk", "format", "approve", "cancel",
+                   "mode", "participants", "command", "task_cmd", "meeting_cmd", "store_cmd",
+                   "workflow_cmd", "tools_cmd", "agents_cmd", "llm_cmd"})
+JSONS = frozenset({"args_json", "response_json", "args"})
+PATHS = frozenset({"db", "spec", "file", "path", "agents", "agents_file", "config", "schema",
+                   "input", "minutes_dir"})
+INTS: dict[str, tuple[int, int]] = {
+    "after": (0, MAX_SEQ),
+    "max_rounds": (1, MAX_MEETING_ROUNDS),
+    "summary_tokens": (1, 1_000_000),
+    "n": (1, MAX_MEETING_ROUNDS),
+    "max_tokens": (1, MAX_OUTPUT_TOKENS),
+}
+FLOATS: dict[str, tuple[float, float]] = {
+    "speed": (0.0, MAX_SPEED),
+    "temperature": (0.0, 2.0),
+    "timeout": (0.001, MAX_TIMEOUT_S),
+}
+
+
+def one_line(message: str, limit: int = 2000) -> str:
+    """A message as one printable line (user text inside it may hold anything)."""
+    return printable(message, limit)
+
+
+def _field(action: argparse.Action) -> str:
+    if action.option_strings:  # the first long name, as the usage line shows it
+        return next((o for o in action.option_strings if o.startswith("--")),
+                    action.option_strings[0])
+    return str(action.metavar or action.dest.upper())
+
+
+def _chosen(parser: argparse.ArgumentParser,
+            args: argparse.Namespace) -> Iterator[argparse.Action]:
+    """The actions of `parser` and of every subcommand parser `args` went through."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(args, action.dest, None)
+            if name is not None:
+                check_text(str(name), "COMMAND", max_chars=MAX_ID_CHARS, one_line=True)
+                sub = action.choices.get(name)
+                if sub is not None:
+                    yield from _chosen(sub, args)
+        elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            yield action
+
+
+def check_value(dest: str, field: str, value: Any) -> None:
+    """Check one parsed value by what option `dest` holds (ValidationError naming `field`)."""
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, list):
+        for v in value:
+            check_value(dest, field, v)
+        return
+    if isinstance(value, int):
+        lo, hi = INTS.get(dest, (-MAX_SEQ - 1, MAX_SEQ))
+        check_int(value, field, lo, hi)
+    elif isinstance(value, float):
+        lo_f, hi_f = FLOATS.get(dest, (-1e12, 1e12))
+        check_float(value, field, lo_f, hi_f)
+    elif isinstance(value, str):
+        if dest in IDS:
+            check_id(value, field)
+        elif dest in WORDS:
+            check_text(value, field, max_chars=MAX_ID_CHARS, one_line=True)
+        elif dest in PATHS:
+            check_text(value, field, max_chars=MAX_PATH_CHARS, one_line=True)
+            if not value.strip():
+                raise ValidationError(f"{field}: expected a path, got an empty string")
+        elif dest in JSONS:  # parsed by the command, strictly (core.limits.parse_json)
+            check_text(value, field, max_chars=MAX_JSON_BYTES)
+        else:
+            check_text(value, field, max_chars=MAX_TEXT_CHARS)
+
+
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every value of the chosen command, before it runs; ValidationError on the first bad."""
+    seen: set[str] = set()
+    for action in _chosen(parser, args):
+        if action.dest in seen or action.dest == argparse.SUPPRESS:
+            continue
+        seen.add(action.dest)
+        check_value(action.dest, _field(action), getattr(args, action.dest, None))
+    minutes = getattr(args, "minutes_dir", None)
+    if minutes:
+        confined_dir(minutes, "--minutes-dir")
+
+
+def confined_dir(value: str, field: str) -> Path:
+    """A directory the CLI will write into: inside the current directory or
+    $CLAWTOWER_HOME (symlinks resolved), and a directory if it exists already."""
+    from core.config import home
+
+    target = Path(value).expanduser()
+    try:
+        resolved = target.resolve()
+        roots = [Path.cwd().resolve(), home().resolve()]
+    except (OSError, RuntimeError) as exc:
+        raise ValidationError(f"{field}: {printable(value)}: not a usable path ({exc})"
+                              ) from None
+    if not any(resolved == r or resolved.is_relative_to(r) for r in roots):
+        raise ValidationError(f"{field}: {printable(value)} is outside the current directory"
+                              " and $CLAWTOWER_HOME")
+    if resolved.exists() and not resolved.is_dir():
+        raise ValidationError(f"{field}: {printable(value)} is not a directory")
+    existing = next((p for p in (resolved, *resolved.parents) if p.exists()), None)
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise ValidationError(f"{field}: {printable(value)}: permission denied")
+    return resolved
+
+
+__all__ = ["check_args", "check_value", "confined_dir", "one_line"]
