@@ -37,8 +37,10 @@ def printable(text: str, limit: int = 200) -> str:
     out = []
     for ch in text[:limit]:
         o = ord(ch)
-        if 0xD800 <= o <= 0xDFFF:
+        if 0xDC80 <= o <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
             out.append(f"\\x{o & 0xFF:02x}")
+        elif 0xD800 <= o <= 0xDFFF:
+            out.append(f"\\u{o:04x}")
         elif o < 0x20 or 0x7F <= o <= 0x9F or o in (0x2028, 0x2029):
             out.append(ch.encode("unicode_escape").decode("ascii"))
         else:
@@ -107,18 +109,34 @@ def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _depth(value: Any) -> int:
-    deepest, stack = 0, [(value, 1)]
+def check_tree(value: Any, source: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """A parsed JSON/YAML value: nested at most `max_depth` deep, and every string (key or
+    value) valid Unicode: a `"\\ud800"` escape decodes to a lone surrogate, which no store,
+    terminal or JSON encoder downstream accepts."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         v, d = stack.pop()
-        deepest = max(deepest, d)
-        if d > MAX_JSON_DEPTH:
-            break
-        if isinstance(v, dict):
-            stack.extend((x, d + 1) for x in v.values())
+        if d > max_depth:
+            raise ValidationError(f"{source}: nested deeper than {max_depth} levels")
+        if isinstance(v, str):
+            _no_surrogates(v, source)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if isinstance(k, str):
+                    _no_surrogates(k, source)
+                stack.append((x, d + 1))
         elif isinstance(v, list):
             stack.extend((x, d + 1) for x in v)
-    return deepest
+    return value
+
+
+def _no_surrogates(text: str, source: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"{source}: a string holds a lone surrogate"
+                              f" ({printable(text[exc.start:exc.start + 1])}), not text"
+                              ) from None
 
 
 def parse_json(text: str, field: str, *, want: type | None = None,
@@ -142,8 +160,7 @@ def parse_json(text: str, field: str, *, want: type | None = None,
                               ) from None
     except (ValueError, RecursionError) as exc:
         raise ValidationError(f"{field}: not valid JSON ({printable(str(exc), 80)})") from None
-    if _depth(value) > MAX_JSON_DEPTH:
-        raise ValidationError(f"{field}: nested deeper than {MAX_JSON_DEPTH} levels")
+    check_tree(value, field)
     if want is dict and not isinstance(value, dict):
         raise ValidationError(f"{field}: must be a JSON object, got {_js_type(value)}")
     return value

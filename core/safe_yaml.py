@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from .errors import ValidationError
-from .limits import MAX_FILE_BYTES, parse_json, read_text
+from .limits import MAX_FILE_BYTES, check_tree, parse_json, read_text
 
 MAX_BYTES = MAX_FILE_BYTES
 MAX_NODES = 100_000
@@ -52,21 +52,6 @@ class _BoundedLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    deepest = 0
-    while stack:
-        v, d = stack.pop()
-        deepest = max(deepest, d)
-        if d > limit:
-            return d
-        if isinstance(v, dict):
-            stack.extend((x, d + 1) for x in v.values())
-        elif isinstance(v, list):
-            stack.extend((x, d + 1) for x in v)
-    return deepest
-
-
 def loads(text: str, source: str, loader: type[_BoundedLoader] | None = None) -> Any:
     """Parse YAML (a superset of JSON) from `text`; `source` names it in errors. `loader`:
     a subclass of the bounded loader with other resolvers (e.g. YAML 1.2's core schema)."""
@@ -88,9 +73,7 @@ def loads(text: str, source: str, loader: type[_BoundedLoader] | None = None) ->
         raise ValidationError(f"{source}: {exc}") from None
     except (RecursionError, ValueError, TypeError) as exc:
         raise ValidationError(f"{source}: unreadable document ({type(exc).__name__})") from None
-    if _depth(value) > MAX_DEPTH:
-        raise ValidationError(f"{source}: nested deeper than {MAX_DEPTH} levels")
-    return value
+    return check_tree(value, source, MAX_DEPTH)
 
 
 def load_file(path: str | Path) -> Any:

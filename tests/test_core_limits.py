@@ -184,3 +184,19 @@ def test_strict_references_are_checked_before_the_run(tmp_path: Path, steps: str
     else:
         with pytest.raises(WorkflowError, match=r"^Unknown step reference: "):
             check_workflow_conditions(workflow)
+
+
+@pytest.mark.parametrize("text", ['{"k": "\\ud800"}', '{"\\udc00": 1}', '["\\udfff"]'])
+def test_json_escapes_of_lone_surrogates_are_refused(text: str) -> None:
+    """Found by the fuzzer: `"\\ud800"` parsed, then failed when the store serialised it."""
+    with pytest.raises(ValidationError, match=r"^--j: a string holds a lone surrogate \(\\u"):
+        parse_json(text, "--j")
+
+
+def test_yaml_escapes_of_lone_surrogates_are_refused(tmp_path: Path) -> None:
+    from core.safe_yaml import load_file
+
+    p = tmp_path / "s.yaml"
+    p.write_text('goal: "\\ud800"\n')
+    with pytest.raises(ValidationError, match=r"s\.yaml: a string holds a lone surrogate"):
+        load_file(p)
