@@ -35,12 +35,14 @@ from core.limits import (
 )
 
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
+MAX_TOKEN_CHARS = 4096
 MAX_OUTPUT_TOKENS = 1_000_000  # llm --max-tokens
 MAX_SPEED = 1000.0  # demo --speed
 MAX_TIMEOUT_S = 86_400.0  # llm task --timeout: a day
 
 # What each option holds, by its argparse dest. Unlisted strings are checked as TEXT.
-IDS = frozenset({"id", "entity", "name", "agent", "subject", "token"})
+IDS = frozenset({"id", "entity", "name", "agent", "subject"})
+TOKENS = frozenset({"token"})  # a resume token: one word, longer than an id (~150 chars)
 WORDS = frozenset({"by", "phase", "role", "verdict", "risk", "format", "approve", "cancel",
                    "mode", "participants", "command", "task_cmd", "meeting_cmd", "store_cmd",
                    "workflow_cmd", "tools_cmd", "agents_cmd", "llm_cmd"})
@@ -105,6 +107,8 @@ def check_value(dest: str, field: str, value: Any) -> None:
     elif isinstance(value, str):
         if dest in IDS:
             check_id(value, field)
+        elif dest in TOKENS:
+            check_text(value, field, max_chars=MAX_TOKEN_CHARS, one_line=True)
         elif dest in WORDS:
             check_text(value, field, max_chars=MAX_ID_CHARS, one_line=True)
         elif dest in PATHS:

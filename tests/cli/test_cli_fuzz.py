@@ -89,6 +89,8 @@ COMMANDS: dict[str, list[Any]] = {
                         H("--approve"), "--by", H("--by")],
     "workflow resume json": ["workflow", "resume", "--id", "GATE", "--response-json",
                              H("--response-json", "json")],
+    "workflow resume token": ["workflow", "resume", "--token", H("--token", "id"),
+                              "--approve", "yes"],
     "workflow show": ["workflow", "show", H("id", "id")],
     "workflow cancel": ["workflow", "cancel", H("id", "id"), "--reason", H("--reason")],
     "workflow graph": ["workflow", "graph", "--file", "FLOW", "--format", H("--format"),
