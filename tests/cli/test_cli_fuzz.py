@@ -236,6 +236,8 @@ def _names(hole: Hole, value: str) -> list[str]:
     shown = printable(value, 60)
     if shown.strip():
         names += [shown[:30], repr(value)[1:31], value.strip()[:30]]
+        if hole.kind == "path" and "\x00" not in value:  # as pathlib prints it: "0/" -> "0"
+            names.append(printable(str(Path(value)), 30))
     return [n for n in names if n]
 
 
