@@ -23,7 +23,6 @@ from . import output
 from .stores import cli_store
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
-HANDLERS: dict[str, Handler] = {}
 # core.workflows.graph.FORMATS, spelled out for the parser (tests/test_core_imports.py checks)
 GRAPH_FORMATS = ("mermaid", "dot", "ascii")
 
@@ -35,9 +34,9 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add this module's subcommands; `cmd(name, help)` makes a top-level subparser."""
-    w = cmd("workflow", "Lobster-compatible workflows: run, resume, list, show, graph")
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    w = subparsers.add_parser(
+        "workflow", help="Lobster-compatible workflows: run, resume, list, show, graph")
     sub = w.add_subparsers(dest="workflow_cmd", metavar="ACTION", parser_class=type(w),
                            required=True)
     c = [_common()]
@@ -69,7 +68,7 @@ def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
     g.add_argument("--file", default=None, metavar="FILE")
     g.add_argument("--format", default="mermaid", metavar="|".join(GRAPH_FORMATS))
     g.add_argument("--args-json", default=None, metavar="JSON")
-    HANDLERS["workflow"] = cmd_workflow
+    w.set_defaults(handler=cmd_workflow)
 
 
 def _print(envelope: dict[str, Any]) -> int:
@@ -217,7 +216,7 @@ def _graph(args: argparse.Namespace) -> int:
 
 
 def _operator() -> str:
-    from .main import operator_name
+    from .common import operator_name
 
     return operator_name()
 
