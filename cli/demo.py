@@ -149,9 +149,8 @@ async def summary(db: str) -> str:
                 full = await Tasks(store).get(t["id"])
                 c = full["circuit"] or {}
                 lines += [f"\n{t['id']} opened its circuit: {c.get('failure_summary', '')}",
-                          "  unblock: clawtower task transition "
-                          f"{t['id']} execution_ready --as orchestrator --reason '...'"
-                          f"{db_flag(db)}"]
+                          f"  unblock: clawtower task unblock {t['id']} retry|revise|abandon"
+                          f" --reason '...'{db_flag(db)}"]
             if t["phase"] == "spec_draft":
                 lines.append(f"\n{t['id']} waits in spec_draft: {t['phase_reason']}")
         if pending:

@@ -57,6 +57,9 @@ def task_detail(t: dict[str, Any]) -> str:
                 f"  attempts: {c['attempts']}",
                 f"  last good artifact: {c['last_good_artifact'] or '(none)'}",
                 "  unblock options:"] + [f"    - {o}" for o in c["unblock_options"]]
+        if t["phase"] == "circuit_open":
+            out.append(f"  act: clawtower task unblock {t['id']} retry|revise|abandon"
+                       " [--reason TEXT]")
     out.append("history:")
     for h in t["history"]:
         out.append(f"  {h['seq']:>5} {ts(h['at'])} {h['from_phase']} -> {h['to_phase']}"

@@ -20,6 +20,9 @@ def event_summary(e: StoredEvent, arrow: str = "→") -> str:
         return f"created: {p.get('title', '')}" + ("" if p.get("spec_ok") else " (spec incomplete)")
     if t == "task.spec_updated":
         return "spec updated"
+    if t == "task.commanded":
+        why = f": {p['reason']}" if p.get("reason") else ""
+        return f"{p['command']} {arrow} {p['to_phase']}{why}"
     if t == "task.transitioned":
         return f"{p['from_phase']} {arrow} {p['to_phase']}: {p.get('reason', '')}"
     if t == "review.appended":

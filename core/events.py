@@ -133,6 +133,17 @@ class TaskTransitioned(Payload):
     reset_attempts: bool = False
 
 
+class TaskCommanded(Payload):
+    """An operator's command on a task (unblock with a choice, retry, cancel), recorded with
+    the operator as actor; the orchestrator's transition that executes it follows at once."""
+
+    TYPE = "task.commanded"
+    ENTITY = "task"
+    command: str
+    to_phase: str
+    reason: str = ""
+
+
 class ReviewAppended(Payload):
     TYPE = "review.appended"
     ENTITY = "task"

@@ -196,11 +196,20 @@ def test_approve_then_serve_completes_the_task_once(demo_copy: Demo) -> None:
 def test_demo_unblock_hint_works(demo_copy: Demo) -> None:
     d = demo_copy
     (doomed,) = query(d.db, "SELECT id FROM tasks WHERE phase='circuit_open'")[0]
-    hint = f"clawtower task transition {doomed} execution_ready --as orchestrator --reason '...'"
+    hint = f"clawtower task unblock {doomed} retry|revise|abandon --reason '...'\n"
     assert hint in d.proc.stdout
-    r = run_cli(["task", "transition", doomed, "execution_ready", "--as", "orchestrator",
-                 "--reason", "staging is back", "--db", str(d.db)], d.home)
-    assert (r.returncode, r.stdout) == (0, f"{doomed}: circuit_open -> execution_ready\n")
+    r = run_cli(["task", "unblock", doomed, "retry", "--reason", "staging is back"], d.home)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout == f"{doomed}: circuit_open -> execution_ready (unblock by {OPERATOR})\n"
+    # executed by the orchestrator, commanded by the operator: no `--as orchestrator`
+    rows = query(d.db, "SELECT type, actor, role FROM events WHERE entity_id=?"
+                 " ORDER BY seq DESC LIMIT 2", (doomed,))
+    assert rows == [("task.transitioned", "orchestrator", "orchestrator"),
+                    ("task.commanded", OPERATOR, "operator")]
+    r = run_cli(["task", "unblock", doomed, "abandon"], d.home)
+    assert r.returncode == 2
+    assert r.stderr == (f"clawtower: error: task {doomed}: nothing to unblock: it is in"
+                        " execution_ready, not circuit_open\n")
 
 
 def test_show_circuit_and_retry_from_the_demo(demo: Demo, run: Run) -> None:
