@@ -33,15 +33,24 @@ from core import (
     JournalSink,
     SimScript,
     Store,
+    Tasks,
     load_script,
     open_store,
 )
 from core.config import effects_journal
 from core.meetings.coordinator import MeetingConfig
+from core.tasks.operator import UNBLOCK_MENU
 
 from . import meetingdata, workflowdata
-from .commands import ConsoleCommands, parse_command_line
-from .modals import CommandLineScreen, ConfirmScreen, JsonAnswerScreen, ReasonScreen
+from .commands import CommandSuggester, ConsoleCommands, parse_command_line
+from .commands import describe as describe_command
+from .modals import (
+    ChoiceScreen,
+    CommandLineScreen,
+    ConfirmScreen,
+    JsonAnswerScreen,
+    ReasonScreen,
+)
 from .model import ConsoleModel, Delta, StoreFollower
 from .protocol import ConsoleApp, View
 from .rowlist import RowList
@@ -90,13 +99,15 @@ class ClawtowerApp(App[int]):
                 tooltip="Pending approvals"),
         Binding("3", "switch_mode('meetings')", "Meetings", show=False, id="mode.meetings",
                 tooltip="Consensus meetings, live"),
-        Binding("4", "switch_mode('sessions')", "Sessions", show=False, id="mode.sessions"),
+        Binding("4", "switch_mode('sessions')", "Sessions", show=False, id="mode.sessions",
+                tooltip="Agent sessions (arrive with a later issue)"),
         Binding("5", "switch_mode('workflows')", "Workflows", show=False, id="mode.workflows",
                 tooltip="Workflow runs and their steps, live"),
         Binding("question_mark,f1", "toggle_help", "Keys", id="help",
                 tooltip="Show or hide the key panel"),
         Binding("colon", "command_line", "Command", id="command-line",
-                tooltip="Type a command: approve ID, reject ID REASON, task ID, theme NAME, q"),
+                tooltip="Type a command (→ completes commands and ids; the hint line and ?"
+                        " list them)"),
         Binding("q", "quit_console", "Quit", id="quit", tooltip="Quit the console"),
     ]
 
@@ -254,7 +265,8 @@ class ClawtowerApp(App[int]):
             self.action_show_help_panel()
 
     def action_command_line(self, value: str = "") -> None:
-        self.push_screen(CommandLineScreen(value), self.run_command_line)
+        self.push_screen(CommandLineScreen(value, suggester=CommandSuggester(self),
+                                           describe=describe_command), self.run_command_line)
 
     def run_command_line(self, line: str | None) -> None:
         if not line:
@@ -331,6 +343,85 @@ class ClawtowerApp(App[int]):
         while isinstance(self.screen, TaskDetailScreen):
             await self.pop_screen()
         await self.push_screen(TaskDetailScreen(task_id))
+
+    # ------------------------------------------------------------------ operator commands
+
+    def _task_for(self, task_id: str, command: str) -> dict[str, Any] | None:
+        """The task row, or None after saying why `command` cannot apply to it."""
+        t = self.model.tasks.get(task_id)
+        if t is None:
+            self.notify(f"task {task_id!r}: no such task", severity="error")
+            return None
+        phase = str(t["phase"])
+        if command in ("unblock", "retry") and phase != "circuit_open":
+            self.notify(f"{task_id} is {phase.replace('_', ' ')}: nothing to {command} (only a"
+                        " task whose circuit is open is blocked)", severity="warning")
+            return None
+        if command == "cancel" and phase in ("completed", "failed"):
+            self.notify(f"{task_id} already ended {phase}: nothing to cancel",
+                        severity="warning")
+            return None
+        return t
+
+    def request_unblock(self, task_id: str) -> None:
+        """`u`: pick one of the open circuit's unblock options; abandoning asks to confirm."""
+        t = self._task_for(task_id, "unblock")
+        if t is None:
+            return
+        options = [(word, f"{word} → {phase.value}: {what}")
+                   for word, phase, what in UNBLOCK_MENU]
+
+        def chosen(word: str | None) -> None:
+            if word is None:
+                return
+            if word != "abandon":
+                self.command_task(task_id, "unblock", choice=word)
+                return
+            self.push_screen(ConfirmScreen(
+                f"Abandon {task_id}?", f"{t['title']}\n\nThe task ends failed.\n\n"
+                f"By {self.operator}.", yes="Abandon", no="Keep it", destructive=True),
+                lambda ok: self.command_task(task_id, "unblock", choice=word) if ok else None)
+
+        self.push_screen(ChoiceScreen(
+            f"Unblock {task_id}", f"{t['title']}\n\n{t['phase_reason']}\n\n"
+            f"The orchestrator executes your choice; recorded as {self.operator}'s.",
+            options), chosen)
+
+    def request_cancel_task(self, task_id: str) -> None:
+        """`x`: confirm (focus on No), then cancel the task: it ends failed."""
+        t = self._task_for(task_id, "cancel")
+        if t is None:
+            return
+        pending = self.model.pending_for(task_id)
+        extra = f"\n\nIts pending approval {pending['id']} is withdrawn." if pending else ""
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.command_task(task_id, "cancel")
+
+        self.push_screen(ConfirmScreen(
+            f"Cancel task {task_id}?", f"{t['title']}\n\nIt is "
+            f"{str(t['phase']).replace('_', ' ')}; it ends failed.{extra}\n\n"
+            f"By {self.operator}.", yes="Cancel task", no="Keep it", destructive=True), done)
+
+    def command_task(self, task_id: str, command: str, *, choice: str | None = None,
+                     reason: str = "") -> None:
+        """Send an operator command (unblock, retry, cancel) through core's one API."""
+        self.run_worker(self._command_task(task_id, command, choice, reason),
+                        group="task-ops")
+
+    async def _command_task(self, task_id: str, command: str, choice: str | None,
+                            reason: str) -> None:
+        if self.store is None:
+            return
+        try:
+            r = await Tasks(self.store).command(task_id, command, by=self.operator,
+                                                choice=choice, reason=reason or "from the console")
+        except ClawError as exc:
+            self.notify(str(exc), title=f"{command}: not done", severity="error")
+            return
+        self.notify(f"{task_id}: {r['from'].replace('_', ' ')} → {r['to'].replace('_', ' ')}",
+                    title=f"{command} by {self.operator}")
 
     # ------------------------------------------------------------------ approvals
 

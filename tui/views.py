@@ -70,8 +70,10 @@ class ApprovalList(RowList):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "screen.approve", "Approve", id="approval.approve",
                 tooltip="Approve the selected item (asks to confirm)"),
+        Binding("a", "screen.explain('approve')", show=False, system=True),
         Binding("r", "screen.reject", "Reject", id="approval.reject",
                 tooltip="Reject the selected item (asks for a reason, then to confirm)"),
+        Binding("r", "screen.explain('reject')", show=False, system=True),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -212,8 +214,10 @@ class MeetingList(ItemList):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "screen.stop_meeting", "Stop", id="meeting.stop",
                 tooltip="Stop the selected meeting (asks to confirm)"),
+        Binding("s", "screen.explain('stop_meeting')", show=False, system=True),
         Binding("plus", "screen.grant_round", "+1 round", id="meeting.grant",
                 tooltip="Grant the selected meeting one more round"),
+        Binding("plus", "screen.explain('grant_round')", show=False, system=True),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -253,8 +257,15 @@ class WorkflowList(ItemList):
     """Every workflow run, newest first; running and paused ones live."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "screen.decide_gate(True)", "Approve/answer", id="workflow.approve",
+                tooltip="Decide the selected run's gate: approve (or answer an input gate)"),
+        Binding("a", "screen.explain('decide_gate')", show=False, system=True),
+        Binding("r", "screen.decide_gate(False)", "Reject", id="workflow.reject",
+                tooltip="Reject the selected run's gate (asks a reason): the run is cancelled"),
+        Binding("r", "screen.explain('decide_gate')", show=False, system=True),
         Binding("c", "screen.cancel_run", "Cancel run", id="workflow.cancel",
                 tooltip="Cancel the selected paused or orphaned run (asks to confirm)"),
+        Binding("c", "screen.explain('cancel_run')", show=False, system=True),
     ]
 
     columns: ClassVar[Sequence[Column]] = (

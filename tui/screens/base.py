@@ -31,17 +31,61 @@ class FilterBar(Input):
         self.target: RowList | None = None
 
 
+def explained(key: str, action: str) -> Binding:
+    """The fallback of a key whose action cannot run now: says why (ConsoleScreen.explain).
+
+    Put it right after the key's own binding: Textual tries a key's bindings in order, and
+    moves on to the next when `check_action` refuses one."""
+    return Binding(key, f"screen.explain('{action}')", show=False, system=True)
+
+
+def task_command_unavailable(task: dict[str, Any] | None, task_id: str | None,
+                             action: str) -> str | None:
+    """Why `u` (unblock) or `x` (cancel_task) cannot act on `task` now, or None."""
+    if task is None:
+        return f"task {task_id}: no such task" if task_id else "no task selected"
+    phase = str(task["phase"])
+    if action == "unblock" and phase != "circuit_open":
+        return (f"{task['id']} is {phase.replace('_', ' ')}: nothing to unblock (only a task"
+                " whose circuit is open is blocked)")
+    if action == "cancel_task" and phase in ("completed", "failed"):
+        return f"{task['id']} already ended {phase}: nothing to cancel"
+    return None
+
+
 class ConsoleScreen(Screen[None]):
-    """A screen fed with the store's changes by the app."""
+    """A screen fed with the store's changes by the app.
+
+    Keys never do nothing silently: an action that cannot run now (`unavailable` says why)
+    shows dimmed in the footer, stays listed in the key panel, and its key, pressed, says why
+    in a notification (through its `explained` fallback binding)."""
 
     MODE: ClassVar[str] = "tasks"
     AUTO_FOCUS = None  # each screen focuses its main widget itself
+    HIDDEN_WHEN_UNAVAILABLE: ClassVar[frozenset[str]] = frozenset()  # not dimmed: not shown
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter", id="filter",
                 tooltip="Filter the focused list (esc clears)"),
+        explained("slash", "filter"),
         Binding("escape", "escape", "Back/clear", show=False, id="escape"),
     ]
+
+    def unavailable(self, action: str) -> str | None:
+        """Why `action` cannot run here now, or None when it can."""
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "explain":
+            return True
+        if self.unavailable(action) is None:
+            return True
+        return False if action in self.HIDDEN_WHEN_UNAVAILABLE else None
+
+    def action_explain(self, action: str) -> None:
+        why = self.unavailable(action)
+        if why:
+            self.notify(why, severity="warning")
 
     @property
     def capp(self) -> ConsoleApp:
@@ -81,6 +125,7 @@ class ConsoleScreen(Screen[None]):
             lists = list(self.query(RowList))
             target = lists[0] if lists else None
         if target is None:
+            self.notify("nothing to filter here", severity="warning")
             return
         bar = self.query_one(FilterBar)
         bar.target = target
@@ -149,8 +194,10 @@ class PlaceholderScreen(ConsoleScreen):
             yield Static(self.TEXT, id="placeholder")
         yield from self.compose_bottom()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return action != "filter"
+    HIDDEN_WHEN_UNAVAILABLE = frozenset({"filter"})
+
+    def unavailable(self, action: str) -> str | None:
+        return "nothing to filter here: this mode has no list yet" if action == "filter" else None
 
 
 class ListDetailScreen(ConsoleScreen):
