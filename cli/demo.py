@@ -12,7 +12,9 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.config import default_db, effects_journal
 from core.errors import StoreError, ValidationError
@@ -21,7 +23,14 @@ from core.errors import StoreError, ValidationError
 # parser and must not load them.
 from . import output
 
+if TYPE_CHECKING:
+    from tui.protocol import ConsoleApp
+
 DEMO_DIR = Path(__file__).resolve().parents[1] / "examples" / "demo"
+# The meeting the console demo starts: agents scripted in examples/demo/agents.yaml to take
+# about 6 s a round and agree in round 7, so it can be watched, stopped or granted rounds.
+DEMO_MEETING = (["ops", "dev", "sec"], "Ship the invoice schema migration on Friday?", 9)
+DEMO_WORKFLOW = ("release.lobster", {"version": "1.4.0"})  # in examples/workflows/
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -167,6 +176,25 @@ async def summary(db: str) -> str:
         await store.close()
 
 
+def live_acts(demo: Path) -> list[Callable[[ConsoleApp], None]]:
+    """What the console demo starts once it has loaded, so every mode has something alive:
+    a meeting paced for a human (mode 3) and a release workflow waiting at its approval gate
+    (modes 5 and 2). Each act is `act(app)`; later features (sessions, flows) add theirs
+    here."""
+
+    def meeting(app: ConsoleApp) -> None:
+        names, topic, rounds = DEMO_MEETING
+        app.start_meeting(names, topic, rounds, show=False)
+
+    def workflow(app: ConsoleApp) -> None:
+        name, wf_args = DEMO_WORKFLOW
+        path = demo.parent / "workflows" / name
+        if path.is_file():  # a CLAWTOWER_DEMO_DIR of one's own may have no workflows
+            app.start_workflow(str(path), wf_args, show=False, by=DEMO_ACTOR)
+
+    return [meeting, workflow]
+
+
 def run_demo(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -189,8 +217,15 @@ def run_demo(args: argparse.Namespace) -> int:
         from tui.app import run_console
 
         agents = agents_with_speed(d / "agents.yaml", args.speed)
+        acts = live_acts(d)
+
+        def on_loaded(app: ConsoleApp) -> None:
+            for act in acts:
+                act(app)
+
         try:
-            return run_console(str(db), run_engine=True, agents_script=agents, operator=None)
+            return run_console(str(db), run_engine=True, agents_script=agents, operator=None,
+                               on_loaded=on_loaded)
         finally:
             if agents != str(d / "agents.yaml"):
                 Path(agents).unlink(missing_ok=True)

@@ -13,7 +13,7 @@ import contextlib
 import getpass
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -113,7 +113,8 @@ class ClawtowerApp(App[int]):
 
     def __init__(self, db_path: str, *, run_engine: bool = True,
                  agents_script: str | None = None, operator: str | None = None,
-                 poll_interval: float = 0.25) -> None:
+                 poll_interval: float = 0.25,
+                 on_loaded: Callable[[ConsoleApp], None] | None = None) -> None:
         # Script errors surface here, before the screen is taken over.
         self.script: SimScript | None = load_script(agents_script) if agents_script else None
         super().__init__()
@@ -121,6 +122,7 @@ class ClawtowerApp(App[int]):
         self.run_engine = run_engine
         self.operator = operator or default_operator()
         self.poll_interval = poll_interval
+        self.on_loaded = on_loaded  # e.g. the demo's live acts (cli/demo.py)
         self.model = ConsoleModel()
         self.store: Store | None = None
         self.engine: Engine | None = None
@@ -167,6 +169,8 @@ class ClawtowerApp(App[int]):
             return
         self._deliver(delta)
         self.loaded.set()
+        if self.on_loaded is not None:
+            self.on_loaded(self)
         if self.run_engine:
             agents = AgentSet.simulated(self.script) if self.script else AgentSet.simulated()
             self.engine = Engine(self.store, agents,
@@ -598,21 +602,24 @@ class ClawtowerApp(App[int]):
             return
         self.notify(f"{run_id} cancelled by {self.operator}", title="Workflow")
 
-    def start_workflow(self, file: str, args: dict[str, Any] | None = None) -> None:
-        """`:workflow FILE [ARGS-JSON]`: run it here until it ends or waits at a gate."""
-        self.run_worker(self._start_workflow(file, args), group="workflow-runs",
-                        exit_on_error=False)
+    def start_workflow(self, file: str, args: dict[str, Any] | None = None, *,
+                       show: bool = True, by: str | None = None) -> None:
+        """`:workflow FILE [ARGS-JSON]`: run it here until it ends or waits at a gate; `show`
+        switches to mode 5; `by` names who starts it (default: the operator)."""
+        self.run_worker(self._start_workflow(file, args, show, by or self.operator),
+                        group="workflow-runs", exit_on_error=False)
 
-    async def _start_workflow(self, file: str, args: dict[str, Any] | None) -> None:
+    async def _start_workflow(self, file: str, args: dict[str, Any] | None,
+                              show: bool, by: str) -> None:
         if self.store is None:
             return
-        envelope = await workflowdata.start_run(self.store, file, args, by=self.operator)
+        envelope = await workflowdata.start_run(self.store, file, args, by=by)
         if not envelope["ok"]:
             self.notify(envelope["error"]["message"], title=f"Workflow {file} not run",
                         severity="error")
             return
-        self.notify(f"{file}: {envelope['status']}", title="Workflow")
-        if self.current_mode != "workflows":
+        self.notify(f"{Path(file).name}: {envelope['status']}", title="Workflow")
+        if show and self.current_mode != "workflows":
             await self.switch_mode("workflows")
 
     # ------------------------------------------------------------------ meetings
@@ -621,13 +628,14 @@ class ClawtowerApp(App[int]):
         return AgentSet.simulated(self.script) if self.script else AgentSet.simulated()
 
     def start_meeting(self, participants: list[str], topic: str,
-                      max_rounds: int | None = None) -> None:
-        """Run a meeting in this app's loop (a worker); its events go to the store."""
-        self.run_worker(self._start_meeting(participants, topic, max_rounds), group="meetings",
-                        exit_on_error=False)
+                      max_rounds: int | None = None, *, show: bool = True) -> None:
+        """Run a meeting in this app's loop (a worker); its events go to the store. `show`
+        switches to mode 3."""
+        self.run_worker(self._start_meeting(participants, topic, max_rounds, show),
+                        group="meetings", exit_on_error=False)
 
     async def _start_meeting(self, participants: list[str], topic: str,
-                             max_rounds: int | None) -> None:
+                             max_rounds: int | None, show: bool = True) -> None:
         if self.store is None:
             return
         kw: dict[str, Any] = {"max_rounds": max_rounds} if max_rounds else {}
@@ -642,7 +650,7 @@ class ClawtowerApp(App[int]):
         task.add_done_callback(self._meeting_tasks.discard)
         self.pending_meeting = mid
         self.notify(f"{mid}: {topic}", title="Meeting started")
-        if self.current_mode != "meetings":
+        if show and self.current_mode != "meetings":
             await self.switch_mode("meetings")
         try:
             outcome = await task
@@ -702,10 +710,12 @@ class ClawtowerApp(App[int]):
 
 
 def run_console(db_path: str, *, run_engine: bool = True, agents_script: str | None = None,
-                operator: str | None = None) -> int:
-    """Open the console on `db_path`; returns the process exit code."""
+                operator: str | None = None,
+                on_loaded: Callable[[ConsoleApp], None] | None = None) -> int:
+    """Open the console on `db_path`; returns the process exit code. `on_loaded` runs once
+    the store is loaded (the demo starts its live meeting and workflow there)."""
     app = ClawtowerApp(str(Path(db_path).expanduser()), run_engine=run_engine,
-                       agents_script=agents_script, operator=operator)
+                       agents_script=agents_script, operator=operator, on_loaded=on_loaded)
     app.run()
     return int(app.return_code or 0)
 
