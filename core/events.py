@@ -476,6 +476,11 @@ class WorkflowPaused(Payload):
     identity: dict[str, Any] = Field(default_factory=dict)
     input_schema: Any = None
     subject: Any = None
+    # An approval step's output so far (what is being approved) and the spend billed with it:
+    # recorded here, after approval.requested, not as a step_finished before it (the step is
+    # not done until the gate is decided). None in stores written before this field.
+    result: dict[str, Any] | None = None
+    cost: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class WorkflowResumed(Payload):

@@ -10,11 +10,11 @@ from typing import Any
 
 from rich.console import Console
 from textual.widgets import HelpPanel, Input, KeyPanel, Markdown
-from tui_helpers import SIZE, until
+from tui_helpers import SIZE, shown, until
 
 from core import Tasks, open_store
 from tui.app import ClawtowerApp
-from tui.modals import ChoiceScreen, CommandLineScreen, ConfirmScreen
+from tui.modals import ChoiceScreen, CommandLineScreen, ConfirmScreen, ReasonScreen
 from tui.screens.meetings import MeetingsScreen
 from tui.screens.task_detail import TaskDetailScreen
 from tui.screens.tasks import TasksScreen
@@ -221,3 +221,30 @@ async def test_the_command_line_completes_and_runs_operator_commands(demo_db: st
         assert "use :unblock ID CHOICE, :retry ID or :cancel ID" in said[-1]
     t = await task_in(demo_db, tid)
     assert t["phase_reason"] == "unblock by alice: the spec was wrong"
+
+
+async def test_a_gate_rejected_from_mode_5_shows_why_and_what_never_ran(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    await seed_workflows(db)
+    app, _ = make_app(str(db))
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("5")
+        await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
+        screen = app.screen
+        assert isinstance(screen, WorkflowsScreen)
+        gated = next(r for r in app.model.workflows if r["status"] == "paused"
+                     and r.get("gate_kind") != "input")
+        screen.item_list.move_cursor_to_key(gated["id"])
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ReasonScreen))
+        await pilot.press(*"not this week", "enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: screen.detail is not None
+                    and screen.detail["status"] == "cancelled", timeout=20)
+        assert screen.detail is not None
+        statuses = [s["status"] for s in screen.detail["steps"]]
+        assert "pending" not in statuses and statuses[-1] == "cancelled"
+        assert "rejected: not this week" in shown(screen.query_one("#wf-outcome"))
+        assert "never ran" in shown(screen.query_one("#wf-steps"))

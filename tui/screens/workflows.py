@@ -34,6 +34,9 @@ def step_summary(step: dict[str, Any]) -> str:
     """One line on what a step produced: its error, its json, else its stdout."""
     if step.get("error"):
         return one_line(str(step["error"]))
+    if step.get("status") == "cancelled":
+        return ("never ran: the run ended first" if not step.get("started_at") else
+                "stopped: the run was cancelled here")
     if step.get("status") == "waiting":
         return "waits for an answer" if step.get("kind") == "input" else "waits for a decision"
     result = step.get("result") or {}
@@ -126,6 +129,8 @@ def gate_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | None:
 def outcome_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | None:
     if run["status"] == "failed":
         return Text(str(run.get("error") or "failed"), style=pal.tone("failed"))
+    if run["status"] == "cancelled" and run.get("error"):  # how it was decided, and why
+        return Text(str(run["error"]), style=pal.tone("waiting"))
     if run["status"] in ("ok", "cancelled"):
         out = run.get("output")
         return Text(_short(json.dumps(out, indent=2, ensure_ascii=False), 2000))
@@ -238,6 +243,6 @@ class WorkflowsScreen(ListDetailScreen):
         now = f" · running {running['id']}" if running else ""
         self._set("steps", steps_table(pal, run),
                   f"Steps · {run['steps_done']}/{run['steps_total']}{now}")
-        title = "Error" if run["status"] == "failed" else (
-            f"Output · {fmt_time(run.get('ended_at'))}")
+        title = {"failed": "Error", "cancelled": "Cancelled"}.get(
+            str(run["status"]), f"Output · {fmt_time(run.get('ended_at'))}")
         self._set("outcome", outcome_renderable(pal, run), title)
