@@ -224,7 +224,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 act(app)
 
         try:
-            return run_console(str(db), run_engine=True, agents_script=agents, operator=None,
+            return run_console(str(db), run_engine=True, agents_file=agents, operator=None,
                                on_loaded=on_loaded)
         finally:
             if agents != str(d / "agents.yaml"):

@@ -31,12 +31,11 @@ from core import (
     ClawError,
     Engine,
     JournalSink,
-    SimScript,
     Store,
     Tasks,
-    load_script,
     open_store,
 )
+from core.agents.config import load_agents
 from core.config import effects_journal
 from core.meetings.coordinator import MeetingConfig
 from core.tasks.operator import UNBLOCK_MENU
@@ -112,11 +111,13 @@ class ClawtowerApp(App[int]):
     ]
 
     def __init__(self, db_path: str, *, run_engine: bool = True,
-                 agents_script: str | None = None, operator: str | None = None,
+                 agents_file: str | None = None, operator: str | None = None,
                  poll_interval: float = 0.25,
                  on_loaded: Callable[[ConsoleApp], None] | None = None) -> None:
         # Script errors surface here, before the screen is taken over.
-        self.script: SimScript | None = load_script(agents_script) if agents_script else None
+        # The agents file (a clawtower.yaml or a simulator script: one loader, the CLI's
+        # --config); its errors surface here, before the screen is taken over.
+        self.agents: AgentSet = load_agents(agents_file) if agents_file else AgentSet.simulated()
         super().__init__()
         self.db_path = str(db_path)
         self.run_engine = run_engine
@@ -172,8 +173,7 @@ class ClawtowerApp(App[int]):
         if self.on_loaded is not None:
             self.on_loaded(self)
         if self.run_engine:
-            agents = AgentSet.simulated(self.script) if self.script else AgentSet.simulated()
-            self.engine = Engine(self.store, agents,
+            self.engine = Engine(self.store, self.agents,
                                  effects=JournalSink(effects_journal(self.db_path)))
             self._engine_task = asyncio.create_task(self._run_engine(), name="console-engine")
         self.run_worker(self._follow(), group="follow", exclusive=True, exit_on_error=False)
@@ -286,7 +286,7 @@ class ClawtowerApp(App[int]):
         focused = screen.focused
         if isinstance(focused, RowList) and isinstance(screen, ConsoleScreen):
             focused.set_filter(text)
-            screen._filter_subtitle(focused)
+            screen.filter_applied(focused)
         else:
             self.notify("filter: no list has focus", severity="warning")
 
@@ -625,7 +625,7 @@ class ClawtowerApp(App[int]):
     # ------------------------------------------------------------------ meetings
 
     def agent_set(self) -> AgentSet:
-        return AgentSet.simulated(self.script) if self.script else AgentSet.simulated()
+        return self.agents
 
     def start_meeting(self, participants: list[str], topic: str,
                       max_rounds: int | None = None, *, show: bool = True) -> None:
@@ -709,13 +709,13 @@ class ClawtowerApp(App[int]):
         self.notify(f"{meeting_id}: +{n} round(s), at most {new_max} now", title="Meeting")
 
 
-def run_console(db_path: str, *, run_engine: bool = True, agents_script: str | None = None,
+def run_console(db_path: str, *, run_engine: bool = True, agents_file: str | None = None,
                 operator: str | None = None,
                 on_loaded: Callable[[ConsoleApp], None] | None = None) -> int:
     """Open the console on `db_path`; returns the process exit code. `on_loaded` runs once
     the store is loaded (the demo starts its live meeting and workflow there)."""
     app = ClawtowerApp(str(Path(db_path).expanduser()), run_engine=run_engine,
-                       agents_script=agents_script, operator=operator, on_loaded=on_loaded)
+                       agents_file=agents_file, operator=operator, on_loaded=on_loaded)
     app.run()
     return int(app.return_code or 0)
 

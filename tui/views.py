@@ -153,28 +153,49 @@ class ModeBar(Static):
         super().__init__(id=id, markup=False)
         self.mode = mode
 
+    SHORT: ClassVar[dict[str, str]] = {"tasks": "Tasks", "approvals": "Appr",
+                                        "meetings": "Meet", "sessions": "Sess",
+                                        "workflows": "Flows"}
+
     def on_mount(self) -> None:
         self.update_bar()
 
-    def update_bar(self) -> None:
-        app = cast(ConsoleApp, self.app)
+    def on_resize(self) -> None:
+        self.update_bar()
+
+    def _modes(self, app: ConsoleApp, short: bool) -> Content:
         parts: list[Content] = [Content.from_markup("[b] clawtower [/b]")]
         pending = len(app.model.approvals)
         for key, mode, label in self.MODES:
             extra = f" ({pending})" if mode == "approvals" and pending else ""
-            text = f" {key} {label}{extra} "
+            text = f" {key} {self.SHORT[mode] if short else label}{extra} "
             if mode == self.mode:
                 parts.append(Content.styled(text, "reverse bold"))
             else:
                 style = "$warning" if extra else ""
                 parts.append(Content.from_markup(
                     f"[@click=app.switch_mode('{mode}')]$text[/]", text=text).stylize(style))
-        right = Content(f"engine: {app.engine_status()} · {app.operator} · "
-                        f"{Path(app.db_path).name} ")
-        left = Content("").join(parts)
+        return Content("").join(parts)
+
+    def update_bar(self) -> None:
+        """The modes on the left, the engine's state on the right. When the terminal is narrow
+        (80 columns), the store's name, then the operator, then the mode labels' length give
+        way: the engine's state always shows."""
+        app = cast(ConsoleApp, self.app)
         width = self.size.width or 120
-        gap = max(1, width - left.cell_length - right.cell_length)
-        self.update(Content.assemble(left, " " * gap, right.stylize("$text-muted")))
+        engine = f"engine: {app.engine_status()}"
+        rights = [f"{engine} · {app.operator} · {Path(app.db_path).name} ",
+                  f"{engine} · {app.operator} ", f"{engine} "]
+        for short in (False, True):
+            left = self._modes(app, short)
+            for right in rights:
+                if left.cell_length + 1 + len(right) <= width:
+                    break
+            else:
+                continue
+            break
+        gap = max(1, width - left.cell_length - len(right))
+        self.update(Content.assemble(left, " " * gap, Content(right).stylize("$text-muted")))
 
 
 def meeting_tone(m: dict[str, Any]) -> str:

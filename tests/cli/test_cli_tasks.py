@@ -105,7 +105,7 @@ def test_spec_review_findings_reference_files(run: Run, seeded: Path) -> None:
     ]
     text = run("task", "show", "T-1", "--db", db).out
     assert "reviews:" in text
-    assert "spec_review attempt 0: changes_requested by checker" in text
+    assert "spec_review attempt 0: changes requested by checker" in text
     assert "- src/export/csv.py:41: dates are written in local time" in text
     # changes requested: the orchestrator may not move it on, only back to spec_draft
     refused = run("task", "transition", "T-1", "execution_ready", "--as", "orchestrator",

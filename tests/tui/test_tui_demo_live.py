@@ -43,7 +43,7 @@ async def test_the_demo_console_starts_a_live_meeting_and_a_gated_workflow(
         for act in acts:
             act(app)
 
-    app = ClawtowerApp(db, run_engine=False, agents_script=str(DEMO_DIR / "agents.yaml"),
+    app = ClawtowerApp(db, run_engine=False, agents_file=str(DEMO_DIR / "agents.yaml"),
                        operator="alice", on_loaded=on_loaded)
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_loaded()

@@ -15,7 +15,7 @@ from ..model import Delta
 from ..render import Palette, approval_renderable
 from ..rowlist import RowList
 from ..views import ApprovalList, EventLog, ModeBar
-from .base import ConsoleScreen
+from .base import ConsoleScreen, count_label
 
 
 class ApprovalsScreen(ConsoleScreen):
@@ -62,10 +62,15 @@ class ApprovalsScreen(ConsoleScreen):
     def _approvals(self) -> None:
         lst = self.query_one(ApprovalList)
         lst.load(self.capp.model.approvals)
-        lst.border_title = f"Pending approvals · {len(self.capp.model.approvals)}"
+        self.update_titles()
         self._filter_subtitle(lst)
         self._show(lst.cursor_key)
         self.refresh_bindings()
+
+    def update_titles(self) -> None:
+        lst = self.query_one(ApprovalList)
+        lst.border_title = (f"Pending approvals · "
+                            f"{count_label(lst, len(self.capp.model.approvals))}")
 
     @on(RowList.Highlighted, "#approvals")
     def _highlighted(self, event: RowList.Highlighted) -> None:

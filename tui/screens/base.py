@@ -31,6 +31,11 @@ class FilterBar(Input):
         self.target: RowList | None = None
 
 
+def count_label(lst: RowList, total: int) -> str:
+    """A list title's count: `12`, or `3 of 12` while a filter hides some."""
+    return f"{lst.visible_count} of {total}" if lst.filter_text else str(total)
+
+
 def explained(key: str, action: str) -> Binding:
     """The fallback of a key whose action cannot run now: says why (ConsoleScreen.explain).
 
@@ -139,7 +144,7 @@ class ConsoleScreen(Screen[None]):
         bar = self.query_one(FilterBar)
         if bar.target is not None:
             bar.target.set_filter(event.value)
-            self._filter_subtitle(bar.target)
+            self.filter_applied(bar.target)
 
     @on(Input.Submitted, "#filter-bar")
     def _filter_submitted(self, event: Input.Submitted) -> None:
@@ -153,8 +158,16 @@ class ConsoleScreen(Screen[None]):
         if target is not None:
             if clear:
                 target.set_filter("")
-                self._filter_subtitle(target)
+                self.filter_applied(target)
             target.focus()
+
+    def filter_applied(self, target: RowList) -> None:
+        """The filter of `target` changed: its subtitle, and the titles' counts, follow."""
+        self._filter_subtitle(target)
+        self.update_titles()
+
+    def update_titles(self) -> None:
+        """Recount the titles (a subclass's lists say `3 of 12` while filtered)."""
 
     def _filter_subtitle(self, target: RowList) -> None:
         if target.filter_text:
@@ -171,7 +184,7 @@ class ConsoleScreen(Screen[None]):
         focused = self.focused
         if isinstance(focused, RowList) and focused.filter_text:
             focused.set_filter("")
-            self._filter_subtitle(focused)
+            self.filter_applied(focused)
             return
         self.back()
 
@@ -277,7 +290,7 @@ class ListDetailScreen(ConsoleScreen):
         lst = self.item_list
         items = self.items()
         lst.load(items)
-        lst.border_title = f"{self.LIST_TITLE} · {len(items)}{self.list_extra(items)}"
+        self._title(lst, items)
         self._filter_subtitle(lst)
         self.before_select(lst)
         key = lst.cursor_key
@@ -285,6 +298,13 @@ class ListDetailScreen(ConsoleScreen):
             self.select(str(key))
         elif key is None and self.selected is None:
             self._render_detail()
+
+    def _title(self, lst: RowList, items: list[dict[str, Any]]) -> None:
+        lst.border_title = (f"{self.LIST_TITLE} · {count_label(lst, len(items))}"
+                            f"{self.list_extra(items)}")
+
+    def update_titles(self) -> None:
+        self._title(self.item_list, self.items())
 
     def before_select(self, lst: RowList) -> None:
         """A hook to move the cursor (e.g. to an item just started) before selecting."""

@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from core import ClawError, Tasks
-from core.describe import one_line
+from core.describe import one_line, verdict_label
 
 from ..commands import mode_help
 from ..model import Delta, fmt_datetime, fmt_time
@@ -303,7 +303,8 @@ def reviews_renderable(pal: Palette, reviews: list[dict[str, Any]]) -> Renderabl
                             style=pal.tone("idle"))
         table.add_row(Text(fmt_time(r["at"]), style=pal.tone("idle")), r["stage"],
                       str(r["attempt"] or ""), r["reviewer"],
-                      Text(r["verdict"], style=_verdict_style(pal, r["verdict"])), findings)
+                      Text(verdict_label(r["verdict"]), style=_verdict_style(pal, r["verdict"])),
+                      findings)
     return table
 
 

@@ -13,7 +13,7 @@ from ..commands import mode_help
 from ..model import Delta
 from ..rowlist import RowList
 from ..views import EventLog, ModeBar, TaskList
-from .base import ConsoleScreen, explained, task_command_unavailable
+from .base import ConsoleScreen, count_label, explained, task_command_unavailable
 
 
 class TasksScreen(ConsoleScreen):
@@ -96,9 +96,12 @@ class TasksScreen(ConsoleScreen):
         m = self.capp.model
         waiting = m.counts.get("awaiting_approval", 0) + m.counts.get("circuit_open", 0)
         extra = f" · {waiting} waiting on you" if waiting else ""
-        self.query_one(TaskList).border_title = f"Tasks · {len(m.tasks)}{extra}"
         tl = self.query_one(TaskList)
+        tl.border_title = f"Tasks · {count_label(tl, len(m.tasks))}{extra}"
         self._filter_subtitle(tl)
+
+    def update_titles(self) -> None:
+        self._titles()
 
     @on(RowList.Selected, "#tasks")
     def _open(self, event: RowList.Selected) -> None:
