@@ -132,6 +132,8 @@ def test_cases(text: str, stance: Stance) -> None:
         ('see [x](https://example.org "a\n[STANCE: AGREE]\nb")', Stance.UNKNOWN),
         ("see ![x\n[STANCE: AGREE]\ny](a.png)", Stance.UNKNOWN),
         ("[stance: agree]: https://example.org\n\n[STANCE: AGREE]", Stance.UNKNOWN),  # a link
+        ("[x]: /url '\n[STANCE: AGREE]\n'", Stance.UNKNOWN),  # a definition's title
+        ("[x]: /url '\n[STANCE: AGREE]", Stance.AGREE),  # no title after all: a paragraph
         # compatibility look-alikes: never credited, never make or hide a structure
         ("[STANCE: \U0001d400GREE]", Stance.UNKNOWN),  # mathematical bold A
         ("[STANCE: Ⓐgree]", Stance.UNKNOWN),  # circled
@@ -174,6 +176,15 @@ def test_reason_explains_what_was_ignored() -> None:
     assert "invisible" in parse_stance("\u200b> alice:\n[STANCE: AGREE]").reason
     assert "bidi" in parse_stance("[STANCE: \u202eAGREE]").reason
     assert "code span" in parse_stance("`x\n[STANCE: AGREE]\ny`").reason
+
+
+def test_lists_nested_past_the_parser_limit_hide_the_rest() -> None:
+    """markdown-it stops at 20 levels of nesting and skips the rest: never credited."""
+    deep = "\n".join("  " * i + "- x" for i in range(30))
+    result = parse_stance(f"{deep}\n\n[STANCE: AGREE]")
+    assert result.stance == Stance.UNKNOWN and "nested too deep" in result.reason
+    shallow = "\n".join("  " * i + "- x" for i in range(5))
+    assert parse_stance(f"{shallow}\n\n[STANCE: AGREE]").stance == Stance.AGREE
 
 
 def test_reason_is_bounded() -> None:

@@ -36,7 +36,9 @@ The rules (README "Consensus meetings"; ../shared/reference/durability-and-secur
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
@@ -167,14 +169,12 @@ def _inline_covered(
     base = _first_content_line(source, token.map[0], token.map[1], content)
     if base < 0:
         return set(wanted)
+    starts = list(itertools.accumulate((len(line) + 1 for line in content[:-1]), initial=0))
     covered: set[int] = set()
-    for child in children:
-        span = child.meta.get(_SPAN)
-        if span is None:
-            continue
-        first = token.content.count("\n", 0, span[0])
-        last = token.content.count("\n", 0, max(span[0], span[1] - 1))
-        covered.update(base + j for j in range(first, last + 1))
+    for span in {child.meta[_SPAN] for child in children if _SPAN in child.meta}:
+        first = bisect.bisect_right(starts, span[0]) - 1
+        last = bisect.bisect_right(starts, max(span[0], span[1] - 1)) - 1
+        covered.update(range(base + first, base + last + 1))
     return covered & wanted
 
 
@@ -222,7 +222,9 @@ def _where(text: str, lines: set[int], candidates: set[int]) -> dict[int, str]:
                 else:
                     out[n] = "inline, not on its own line"
     for n in lines - out.keys():
-        out[n] = "in a link reference definition"
+        # No leaf block holds it: a link reference definition, or the rest of a reply whose
+        # lists or quotes nest deeper than the parser's limit (20 levels), which it skips.
+        out[n] = "not prose (a link reference definition, or nested too deep)"
     return out
 
 
