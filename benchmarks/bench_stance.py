@@ -11,7 +11,9 @@ replies:
 
 Replies are generated (seeded) the way models write them: paragraphs of prose, sometimes a
 bullet list, a fenced snippet or a quote of another agent, the marker on the last line.
-"typical" is ~1 KB, "long" ~6 KB. Reports the median microseconds per reply and ratios.
+"typical" is ~1 KB, "long" ~6 KB; "hostile" are four ~40 KB replies built to make a Markdown
+parser work (backtick runs, link openers, fullwidth quote prefixes, zero-width lines). Reports
+the median microseconds per reply and ratios.
 
     .venv/bin/python benchmarks/bench_stance.py [--quick] [--reps N] [--before REV] [--json P]
 """
@@ -74,6 +76,13 @@ def reply(r: random.Random, paragraphs: int) -> str:
     return "\n\n".join(parts)
 
 
+def hostile(size: int) -> list[str]:
+    """Replies of about `size` characters built to make a Markdown parser work: runs of
+    backticks, link openers, fullwidth quote prefixes and zero-width lines."""
+    units = ["`" * 7 + " x ", "[a](", "＞ x\n", "\u200bx\n"]
+    return [unit * (size // len(unit)) + "\n[STANCE: AGREE]" for unit in units]
+
+
 def regex_floor(text: str) -> str:
     found = SEED_REGEX.findall(text)
     return found[-1].upper() if found else "UNKNOWN"
@@ -114,7 +123,8 @@ def main() -> None:
     print_machine(info)
     r = random.Random(20261123)
     sets = {"typical": [reply(r, r.randint(2, 4)) for _ in range(n)],
-            "long": [reply(r, r.randint(14, 20)) for _ in range(n // 4)]}
+            "long": [reply(r, r.randint(14, 20)) for _ in range(n // 4)],
+            "hostile": hostile(10_000 if args.quick else 40_000)}
     parsers: dict[str, Callable[[str], object]] = {"ours": parse_stance, "regex": regex_floor}
     before = load_before(args.before)
     if before is not None:
