@@ -384,13 +384,15 @@ class Gen:
         return Segment([f"{self.words()} <!--", self.own_line(stance)], [stance])
 
     def inline_span(self) -> Segment:
-        """A code span, link or image spanning lines hides the marker line inside it;
-        an opener without its closer is plain text."""
+        """A code span, link, image or strikethrough spanning lines hides the marker line
+        inside it; an opener without its closer is plain text."""
         r = self.r
         stance = r.choice(REAL)
         w = self.words(1, 3)
         mid = self.own_line(r.choice(REAL))
-        kind = r.randrange(8)
+        kind = r.randrange(10)
+        if kind == 8:  # GFM strikethrough: a struck marker is not a stance held
+            return Segment([f"{w} ~~{w}", mid, f"{w}~~ {w}"])
         if kind == 0:
             n = r.randint(1, 3)
             return Segment([f"{w} {'`' * n}{w}", mid, f"{w}{'`' * n} {w}"])
@@ -409,6 +411,8 @@ class Gen:
             return Segment([f"{w} \\`{w}", own, f"{w}` {w}"], [stance])
         if kind == 6:  # brackets without a destination or definition: not a link
             return Segment([f"{w} [{w}", own, f"{w}] {w}"], [stance])
+        if kind == 9:  # "~~" that cannot close (followed by a space) strikes nothing
+            return Segment([f"{w} ~~{w}", own, f"{w} ~~ {w}"], [stance])
         return Segment([f"{w} `{w}", own], [stance])  # never closed
 
     def compat(self) -> Segment:

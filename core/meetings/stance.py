@@ -20,11 +20,12 @@ The rules (README "Consensus meetings"; ../shared/reference/durability-and-secur
 4. Where: the line must belong to the author's own prose as CommonMark (markdown-it-py, the
    ``commonmark`` preset) reads it: a line of a paragraph or heading outside every block quote,
    lazy continuation lines included. Fenced and indented code, HTML blocks (comments, ``<pre>``,
-   ``<div>``, ...), link reference definitions, and code spans, raw HTML or links spanning lines
-   inside a paragraph are never the author's marker. CommonMark's blank line holds spaces and
-   tabs only: a line of NBSP, form feed, vertical tab or U+2028 is text, so it does not end a
-   quote or an HTML block; a marker indented four spaces right after prose continues the
-   paragraph (indented code cannot interrupt one) and counts.
+   ``<div>``, ...), link reference definitions, and code spans, raw HTML, links, images or
+   (GFM) strikethrough spanning lines inside a paragraph are never the author's marker.
+   CommonMark's blank line holds spaces and tabs only: a line of NBSP, form feed, vertical tab
+   or U+2028 is text, so it does not end a quote or an HTML block; a marker indented four
+   spaces right after prose continues the paragraph (indented code cannot interrupt one) and
+   counts. Lists or quotes nested past the parser's limit (20 levels) hide the rest.
 5. Three readings must agree that the line is own prose: the text as written, the text without
    its format characters, and the text with compatibility characters folded (NFKC). An
    invisible character or a fullwidth ``＞``/``｀`` can then neither hide a quote, a fence or a
@@ -76,6 +77,7 @@ _MAX_NOTES = 5
 # Bidi embeddings, overrides and isolates: they change the order in which a line is shown.
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 _SPAN = "clawtower_span"
+_OPAQUE = frozenset({"code_inline", "html_inline", "link_open", "link_close", "image"})
 _OWN = "own"
 
 InlineRule = Callable[["StateInline", bool], bool]
@@ -99,15 +101,25 @@ def _spanning(rule: InlineRule) -> InlineRule:
 @functools.cache
 def _parser() -> MarkdownIt:
     from markdown_it import MarkdownIt
-    from markdown_it.rules_inline import autolink, backtick, html_inline, image, link
+    from markdown_it.rules_inline import (
+        autolink,
+        backtick,
+        html_inline,
+        image,
+        link,
+        strikethrough,
+    )
 
     md = MarkdownIt("commonmark")
+    # GFM strikethrough is no CommonMark, but a marker struck through is not a stance held.
+    md.enable("strikethrough")
     # Blocks first; inline parsing runs only on paragraphs holding a candidate line.
     md.core.ruler.disable(["inline", "text_join"])
     # Emphasis and entities never hide a line (code spans, HTML and links bind tighter).
     md.inline.ruler.disable(["emphasis", "entity"])
     for name, rule in (("backticks", backtick), ("link", link), ("image", image),
-                       ("autolink", autolink), ("html_inline", html_inline)):
+                       ("autolink", autolink), ("html_inline", html_inline),
+                       ("strikethrough", strikethrough.tokenize)):
         md.inline.ruler.at(name, _spanning(rule))
     return md
 
@@ -155,12 +167,14 @@ def _first_content_line(source: list[str], start: int, stop: int, content: list[
 def _inline_covered(
     token: Token, source: list[str], env: dict[str, object], wanted: set[int]
 ) -> set[int]:
-    """Lines of `wanted` inside a code span, raw HTML, a link or an image of this paragraph."""
+    """Lines of `wanted` inside a code span, raw HTML, a link, an image or a strikethrough of
+    this paragraph."""
     assert token.map is not None
     text = token.content
-    if "`" not in text and "<" not in text and "](" not in text and not env.get("references"):
+    if not any(s in text for s in ("`", "<", "](", "~~")) and not env.get("references"):
         # Nothing can open one: code spans start with a backtick, raw HTML and autolinks
-        # with "<", inline links and images need "](", reference links need a definition.
+        # with "<", inline links and images need "](", reference links need a definition,
+        # strikethrough "~~".
         return set()
     children: list[Token] = []
     md = _parser()
@@ -170,8 +184,20 @@ def _inline_covered(
     if base < 0:
         return set(wanted)
     starts = list(itertools.accumulate((len(line) + 1 for line in content[:-1]), initial=0))
+    spans: set[tuple[int, int]] = set()
+    struck: list[int] = []
+    for child in children:
+        span = child.meta.get(_SPAN)
+        if span is None:
+            continue
+        if child.type in _OPAQUE:
+            spans.add(span)
+        elif child.type == "s_open":
+            struck.append(span[0])
+        elif child.type == "s_close" and struck:
+            spans.add((struck.pop(), span[1]))
     covered: set[int] = set()
-    for span in {child.meta[_SPAN] for child in children if _SPAN in child.meta}:
+    for span in spans:
         first = bisect.bisect_right(starts, span[0]) - 1
         last = bisect.bisect_right(starts, max(span[0], span[1] - 1)) - 1
         covered.update(range(base + first, base + last + 1))
@@ -216,7 +242,7 @@ def _where(text: str, lines: set[int], candidates: set[int]) -> dict[int, str]:
             ) else set()
             for n in inside:
                 if n in hidden:
-                    out[n] = "inside a code span, inline HTML or a link"
+                    out[n] = "inside a code span, inline HTML, a link or a strikethrough"
                 elif n in candidates:
                     out[n] = _OWN
                 else:
