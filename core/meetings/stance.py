@@ -273,6 +273,7 @@ def _notes(ignored: Iterable[str]) -> str:
 
 
 def parse_stance(text: str) -> StanceResult:
+    """The stance one reply's author holds, and why (the rules are in the module docstring)."""
     raw = "\n".join(_lines(text))
     clean = _strip_format(raw)
     lines = clean.split("\n")
