@@ -194,12 +194,21 @@ def test_an_approval_stays_approved_when_its_driver_dies(tmp_path: Path) -> None
     assert next(s for s in run["steps"] if s["id"] == "c")["status"] == "skipped"
 
 
-def test_the_adopter_ends_what_the_step_left_in_its_process_group(tmp_path: Path) -> None:
-    d = Dir(tmp_path, "steps:\n  - id: bg\n    run: touch in-bg; (sleep 1.5; echo late >>"
-                      " out.txt) & wait\n")
+BACKGROUND = "touch in-bg; (sleep 1.5; echo late >> out.txt) & wait"
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["shell step", "sub-workflow step"])
+def test_the_adopter_ends_what_the_step_left_in_its_process_group(tmp_path: Path,
+                                                                   nested: bool) -> None:
+    if nested:
+        (tmp_path / "child.lobster").write_text(f"steps:\n  - id: inner\n    run: {BACKGROUND}\n")
+        d = Dir(tmp_path, "steps:\n  - id: bg\n    workflow: child.lobster\n")
+    else:
+        d = Dir(tmp_path, f"steps:\n  - id: bg\n    run: {BACKGROUND}\n")
     driver = d.start("workflow", "run", str(d.flow))
-    _wait(lambda: bool(d.db.exists() and _events(d, "workflow.step_spawned")),
-          what="the step's process group recorded")
+    _wait(lambda: bool(d.db.exists() and [e for e in _events(d, "workflow.step_spawned")
+                                          if e["step_id"] == "bg"]),
+          what="the step's process group recorded under the top-level step")
     d.kill_when(driver, "bg")
     code, env, err = d.cli("workflow", "recover", "W-1")
     assert env["status"] == "needs_operator", (env, err)
@@ -248,19 +257,29 @@ async def test_an_engine_adopts_a_run_whose_driver_died(tmp_path: Path) -> None:
     d.hold("b")
     driver = d.start("workflow", "run", str(d.flow))
     await asyncio.to_thread(d.kill_when, driver, "b")
-    d.release("b")
     store = await open_store(d.db)
     engine = Engine(store, AgentSet.simulated(), lease_ttl_s=1.0,
                     workflows=Workflows(store, cwd="/", stderr=lambda _t: None))
     task = asyncio.create_task(engine.run())
     try:
-        for _ in range(1200):
-            run = await store.fetchone("SELECT status FROM workflow_runs WHERE id='W-1'")
-            if run and run["status"] == "paused":
+        wf = Workflows(store, stderr=lambda _t: None)
+        assert (await wf.list())[0]["driver"] == "gone"
+        for _ in range(1200):  # b runs again, in the engine (it waits on its hold file)
+            if d.inside("b"):
                 break
             await asyncio.sleep(0.05)
-        assert run is not None and run["status"] == "paused", engine.adoption_errors
+        assert d.inside("b"), engine.adoption_errors
+        [run] = await wf.list()
+        assert (run["status"], run["driver"]) == ("running", "alive")  # the engine drives it
+        d.release("b")
+        for _ in range(1200):
+            row = await store.fetchone("SELECT status FROM workflow_runs WHERE id='W-1'")
+            if row and row["status"] == "paused":
+                break
+            await asyncio.sleep(0.05)
+        assert row is not None and row["status"] == "paused", engine.adoption_errors
         assert d.lines() == ["a", "b"]  # in the run's own cwd, not the engine's ("/")
+        assert await store.verify_projections() == []  # the new events replay to the same
     finally:
         engine.stop()
         await task
@@ -305,3 +324,32 @@ def test_random_kill_points_over_run_and_resume() -> None:
     assert figures.duplicate_lines == 0 and figures.missing_lines == 0
     assert figures.reasons_naming_step == figures.paused_with_reason
     assert len(LINES) == 6
+
+
+def test_where_an_adopted_run_goes_on() -> None:
+    from core.workflows.service import _plan
+
+    steps: list[dict[str, Any]] = [
+        {"id": "a", "run": "echo a"}, {"id": "g", "approval": True},
+        {"id": "m", "run": "echo m", "x-idempotent": True}, {"id": "u", "run": "echo u"}]
+
+    def row(status: str, result: Any = None, error: str | None = None) -> dict[str, Any]:
+        return {"status": status, "result": result, "error": error}
+
+    done = row("done", "{}")
+    assert _plan(steps, {}, set()).index == 0  # nothing had started
+    assert vars(_plan(steps, {"a": done}, set())) == {"index": 1, "step_id": None,
+                                                      "rerun": False, "fail": None}
+    # started, no result: a gate runs again, a marked step runs again, others wait
+    assert vars(_plan(steps, {"a": done, "g": row("running")}, set()))["rerun"] is True
+    got = _plan(steps, {"a": done, "g": done, "m": row("running")}, set())
+    assert (got.index, got.step_id, got.rerun) == (2, "m", True)
+    got = _plan(steps, {"a": done, "g": done, "m": done, "u": row("running")}, set())
+    assert (got.index, got.step_id, got.rerun) == (3, "u", False)
+    # between two attempts of its retry: the file allows another one
+    assert _plan(steps, {"a": row("retrying")}, set()).rerun is True
+    # a step that had failed the run (on_error stop) fails it; skip_rest ends it
+    assert _plan(steps, {"a": row("failed", None, "boom")}, set()).fail == "boom"
+    assert _plan(steps, {"a": row("failed", "{}", "x")}, {"a"}).index == 4
+    assert _plan(steps, {"a": row("failed", "{}", "x")}, set()).index == 1  # continue
+    assert _plan(steps, {s["id"]: done for s in steps}, set()).index == 4

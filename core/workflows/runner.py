@@ -548,9 +548,13 @@ class Runner:
             raise _StepFailure(f"Workflow step {sid} creates a cycle: {canonical} is already"
                                " being executed")
         sub_args = resolve_workflow_step_args(step.get("workflow_args"), self.args, results)
+        spawned, top = self.ctx.spawned, self._step_id or sid
         child_ctx = Context(env=env, cwd=cwd, recorder=NullRecorder(), pipeline=self.ctx.pipeline,
                             stderr=self.ctx.stderr, active=self.ctx.active | {canonical},
-                            cost_parent=self.cost)
+                            cost_parent=self.cost,
+                            # its processes are this step's (an adopter ends them)
+                            spawned=None if spawned is None else
+                            (lambda _sub, pid: spawned(top, pid)))
         outcome = await run_file(full, sub_args, child_ctx)
         if outcome.status in ("needs_approval", "needs_input"):
             what = "approval" if outcome.status == "needs_approval" else "input"
@@ -593,5 +597,5 @@ async def run_file(path: Path, args: Mapping[str, Any] | None, ctx: Context) -> 
     runner = Runner(workflow, path, resolved, Context(
         env=ctx.env, cwd=ctx.cwd, recorder=ctx.recorder, pipeline=ctx.pipeline,
         stderr=ctx.stderr, active=ctx.active | {str(path.resolve())}, dry_run=ctx.dry_run,
-        cost_parent=ctx.cost_parent))
+        cost_parent=ctx.cost_parent, spawned=ctx.spawned))
     return await runner.run({}, 0, None)

@@ -846,10 +846,11 @@ class Workflows:
         rows = await self.store.fetchall(
             "SELECT entity_id, json_extract(payload, '$.owner') AS owner FROM events WHERE"
             f" entity='workflow' AND entity_id IN ({marks}) AND type IN ('workflow.started',"
-            " 'workflow.resumed') ORDER BY seq", tuple(r["id"] for r in running))
+            " 'workflow.resumed', 'workflow.adopted', 'workflow.recovered') ORDER BY seq",
+            tuple(r["id"] for r in running))
         owners = {row["entity_id"]: row["owner"] for row in rows}
         for r in running:
-            r["driver"] = liveness(owners.get(r["id"]))
+            r["driver"] = liveness(str(owners.get(r["id"]) or "").partition("#")[0])
 
     async def get(self, run_id: str) -> dict[str, Any]:
         """A run with every step (pending ones too) and the gate it waits at, if any."""
