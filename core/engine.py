@@ -9,6 +9,7 @@ its own lease, core/workflows/service.py) and drives them on.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import socket
@@ -42,7 +43,7 @@ class Engine:
         self.workflows = workflows or Workflows(store, actor="engine",
                                                 stderr=lambda _text: None)
         self.adopted: dict[str, asyncio.Task[Any]] = {}
-        self.adoption_errors: list[str] = []
+        self.adoption_errors: collections.deque[str] = collections.deque(maxlen=50)
 
     def stop(self) -> None:
         self._stop.set()

@@ -165,6 +165,15 @@ class _StoreRecorder:
                          payload=ev.WorkflowStepStarted(step_id=step_id, index=index,
                                                         kind=kind, attempt=attempt))
         name = lease_name(self.run_id)
+        if kind in SAFE_KINDS:
+            # a gate has no process and no effect: its start may ride in the commit of its
+            # pause (one commit per gate, not two); with no start recorded it simply runs again
+            row = await self.store.fetchone("SELECT status FROM workflow_runs WHERE id=?",
+                                            (self.run_id,))
+            if row is not None and row["status"] == "cancelled":
+                raise RunCancelled(self.run_id)
+            self.store.submit(lambda tx: tx.emit(event))
+            return
 
         def command(tx: WriteTx) -> str:
             row = tx.one("SELECT status FROM workflow_runs WHERE id=?", (self.run_id,))
