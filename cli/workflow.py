@@ -69,6 +69,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ca.add_argument("--reason", default="", help="why (recorded on the run)")
     ca.add_argument("--by", default=None, metavar="NAME",
                     help="who cancels (default: $CLAWTOWER_OPERATOR, else your login)")
+    rc = sub.add_parser("recover", parents=c,
+                        help="adopt a run whose process died, or settle its interrupted step")
+    rc.add_argument("id", metavar="ID", help="the run, e.g. W-2")
+    what = rc.add_mutually_exclusive_group()
+    what.add_argument("--retry", dest="decision", action="store_const", const="retry",
+                      help="run the interrupted step again")
+    what.add_argument("--skip", dest="decision", action="store_const", const="skip",
+                      help="count the interrupted step as skipped and go on")
+    what.add_argument("--cancel", dest="decision", action="store_const", const="cancel",
+                      help="cancel the run")
+    rc.add_argument("--reason", default="", help="why (recorded on the run)")
+    rc.add_argument("--by", default=None, metavar="NAME",
+                    help="who decides (default: $CLAWTOWER_OPERATOR, else your login)")
     g = sub.add_parser("graph", parents=c, help="draw a workflow's steps (mermaid by default)")
     g.add_argument("path", nargs="?", metavar="FILE", help="the workflow (or --file)")
     g.add_argument("--file", default=None, metavar="FILE", help="the workflow")
@@ -186,6 +199,9 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
             else:
                 print(_detail(run))
             return 0
+        if wc == "recover":
+            return _print(await wf.recover(args.id, args.decision, by=args.by or _operator(),
+                                           reason=args.reason))
         if wc == "cancel":
             await wf.cancel(args.id, by=args.by or _operator(), reason=args.reason)
             print(f"{args.id}: cancelled")
@@ -233,17 +249,21 @@ def _detail(run: dict[str, Any]) -> str:
     lines = [f"{run['id']}: {run['name']} ({run['file']})",
              f"  status: {run['status']}   steps: {run['steps_done']}/{run['steps_total']}"]
     if run.get("driver") == "gone":
-        lines.append(f"  orphaned: the process driving it is gone; `clawtower workflow cancel"
-                     f" {run['id']}` ends it")
+        lines.append(f"  orphaned: the process driving it is gone; `clawtower workflow recover"
+                     f" {run['id']}` continues it, `clawtower workflow cancel {run['id']}` ends"
+                     " it")
     if run["args"]:
         lines.append(f"  args: {json.dumps(run['args'], ensure_ascii=False)}")
-    if run["error"]:
+    if run["error"] and (run.get("gate") or {}).get("kind") != "interrupted":
         lines.append(f"  error: {run['error']}")
     gate = run.get("gate")
     if gate:
         req = gate["request"] or {}
-        lines.append(f"  waiting: {gate['kind']} gate at {gate['step']} (approval"
-                     f" {gate['approval_id']}): {req.get('prompt', '')}")
+        if gate["kind"] == "interrupted":
+            lines.append(f"  waiting for the operator at {gate['step']}: {req.get('reason', '')}")
+        else:
+            lines.append(f"  waiting: {gate['kind']} gate at {gate['step']} (approval"
+                         f" {gate['approval_id']}): {req.get('prompt', '')}")
     for s in run["steps"]:
         extra = f"  {s['error']}" if s["error"] and s["status"] in ("failed", "retrying") else ""
         tries = f" x{s['attempts']}" if s["attempts"] > 1 else ""
