@@ -21,16 +21,17 @@ if TYPE_CHECKING:  # loaded by the handlers: other commands start without pydant
 
 from . import llm_task as llm_task_cli
 from . import output
+from .common import add_config_option
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
-HANDLERS: dict[str, Handler] = {}
 ASK_SUBJECT = "llm-ask"
 
 
-def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add this module's subcommands; `cmd(name, help)` makes a top-level subparser."""
-    _add_agents_parser(cmd)
-    llm = cmd("llm", "direct model calls: streamed answers, structured JSON tasks")
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _add_agents_parser(subparsers)
+    llm = subparsers.add_parser(
+        "llm", help="direct model calls: streamed answers, structured JSON tasks")
+    llm.set_defaults(handler=cmd_llm)
     llm_sub = llm.add_subparsers(dest="llm_cmd", metavar="ACTION", parser_class=type(llm),
                                  required=True)
     _add_ask_parser(llm_sub)
@@ -47,9 +48,7 @@ def _db_option() -> argparse.ArgumentParser:
 
 def _config_option() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", default=None, metavar="FILE",
-                        help="project config (default: $CLAWTOWER_CONFIG, else"
-                             " $CLAWTOWER_HOME/clawtower.yaml, else the built-in simulator)")
+    add_config_option(common)
     return common
 
 
@@ -58,24 +57,21 @@ async def cmd_llm(args: argparse.Namespace) -> int:
     return await actions[args.llm_cmd](args)
 
 
-HANDLERS["llm"] = cmd_llm
-
 
 # --------------------------------------------------------------------------- agents
 
 
-def _add_agents_parser(cmd: Callable[..., argparse.ArgumentParser]) -> None:
-    a = cmd("agents", "configured agents: provider, model, tools, budgets")
+def _add_agents_parser(
+        subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    a = subparsers.add_parser("agents", help="configured agents: provider, model, tools, budgets")
+    a.set_defaults(handler=cmd_agents)
     asub = a.add_subparsers(dest="agents_cmd", metavar="ACTION", parser_class=type(a),
                             required=True)
-    al = asub.add_parser("list", help="every agent of the config",
-                         parents=[_config_option(), _db_option()])  # --db: every command
-    al.add_argument("--json", action="store_true")
-    ash = asub.add_parser("show", help="one agent in full",
-                          parents=[_config_option(), _db_option()])
-    ash.add_argument("name", metavar="NAME")
-    ash.add_argument("--json", action="store_true")
-    HANDLERS["agents"] = cmd_agents
+    al = asub.add_parser("list", help="every agent of the config", parents=[_config_option()])
+    al.add_argument("--json", action="store_true", help="print a JSON list")
+    ash = asub.add_parser("show", help="one agent in full", parents=[_config_option()])
+    ash.add_argument("name", metavar="NAME", help="the agent")
+    ash.add_argument("--json", action="store_true", help="print the agent as JSON")
 
 
 def _budgets(a: AgentConfig) -> str:
@@ -159,7 +155,8 @@ def _add_ask_parser(llm_sub: Any) -> None:
     a.add_argument("text", metavar="TEXT", help="the question ('-' reads it from stdin)")
     a.add_argument("--max-tokens", type=int, default=None, metavar="N",
                    help="cap on the reply (default: the agent's max_output_tokens)")
-    a.add_argument("--temperature", type=float, default=None, metavar="T")
+    a.add_argument("--temperature", type=float, default=None, metavar="T",
+                   help="0 to 2 (default: the agent's temperature)")
     a.add_argument("--subject", default=ASK_SUBJECT, metavar="ID",
                    help=f"what the usage is recorded under (default {ASK_SUBJECT})")
     a.add_argument("--tools", action="store_true",
@@ -293,7 +290,7 @@ async def cmd_llm_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["HANDLERS", "agent_json", "cmd_agents", "cmd_llm", "cmd_llm_ask", "register"]
+__all__ = ["agent_json", "cmd_agents", "cmd_llm", "cmd_llm_ask", "register"]
 
 
 def _stdin_text() -> str:

@@ -43,9 +43,9 @@ MAX_TIMEOUT_S = 86_400.0  # llm task --timeout: a day
 # What each option holds, by its argparse dest. Unlisted strings are checked as TEXT.
 IDS = frozenset({"id", "entity", "name", "agent", "subject"})
 TOKENS = frozenset({"token"})  # a resume token: one word, longer than an id (~150 chars)
-WORDS = frozenset({"by", "phase", "role", "verdict", "risk", "format", "approve", "cancel",
-                   "mode", "participants", "command", "task_cmd", "meeting_cmd", "store_cmd",
-                   "workflow_cmd", "tools_cmd", "agents_cmd", "llm_cmd"})
+WORDS = frozenset({"by", "choice", "phase", "role", "verdict", "risk", "format", "approve",
+                   "cancel", "mode", "participants", "command", "task_cmd", "meeting_cmd",
+                   "store_cmd", "workflow_cmd", "tools_cmd", "agents_cmd", "llm_cmd"})
 JSONS = frozenset({"args_json", "response_json", "args"})
 PATHS = frozenset({"db", "spec", "file", "path", "agents", "agents_file", "config", "schema",
                    "input", "minutes_dir"})
@@ -69,9 +69,9 @@ def one_line(message: str, limit: int = 2000) -> str:
 
 
 def _field(action: argparse.Action) -> str:
-    if action.option_strings:  # the first long name, as the usage line shows it
-        return next((o for o in action.option_strings if o.startswith("--")),
-                    action.option_strings[0])
+    if action.option_strings:  # its long names: "--config/--agents" (which one was typed
+        longs = [o for o in action.option_strings if o.startswith("--")]  # is not known)
+        return "/".join(longs) if longs else action.option_strings[0]
     return str(action.metavar or action.dest.upper())
 
 
@@ -123,12 +123,12 @@ def check_value(dest: str, field: str, value: Any) -> None:
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Every value of the chosen command, before it runs; ValidationError on the first bad."""
-    seen: set[str] = set()
+    fields: dict[str, list[str]] = {}  # options sharing a dest (--config, --agents) name all
     for action in _chosen(parser, args):
-        if action.dest in seen or action.dest == argparse.SUPPRESS:
-            continue
-        seen.add(action.dest)
-        check_value(action.dest, _field(action), getattr(args, action.dest, None))
+        if action.dest != argparse.SUPPRESS:
+            fields.setdefault(action.dest, []).append(_field(action))
+    for dest, names in fields.items():
+        check_value(dest, "/".join(dict.fromkeys(names)), getattr(args, dest, None))
     minutes = getattr(args, "minutes_dir", None)
     if minutes:
         confined_dir(minutes, "--minutes-dir")

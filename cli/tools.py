@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the registry loads the MCP SDK (~0.8 s): only `tools` comma
     from core.tools.registry import ToolInfo, ToolRegistry
 
 from . import output
+from .common import add_config_option
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -29,29 +30,27 @@ Handler = Callable[[argparse.Namespace], Awaitable[int]]
 INPUT_ERRORS = ("policy", "unknown", "arguments")
 
 
-def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add this module's subcommands; `cmd(name, help)` makes a top-level subparser."""
-    t = cmd("tools", "built-in and MCP tools: list, call")
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    t = subparsers.add_parser("tools", help="built-in and MCP tools: list, call, pin")
+    t.set_defaults(handler=cmd_tools)
     sub = t.add_subparsers(dest="tools_cmd", metavar="ACTION", required=True,
                            parser_class=type(t))  # the top level's one-line-error parser
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
                         help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
-    common.add_argument("--config", default=None, metavar="FILE",
-                        help="project config with mcp_servers: (default: $CLAWTOWER_CONFIG,"
-                             " else $CLAWTOWER_HOME/clawtower.yaml)")
+    add_config_option(common)  # its agents' tool allow-lists and its mcp_servers:
     common.add_argument("--agent", default=None, metavar="A",
                         help="only what this agent's tool allow-list lets it see and call")
-    common.add_argument("--json", action="store_true")
+    common.add_argument("--json", action="store_true", help="print JSON")
     sub.add_parser("list", help="every tool: name, source, pin status, description",
                    parents=[common])
     c = sub.add_parser("call", help="run a tool (the real one) and print its result",
                        parents=[common])
-    c.add_argument("name", metavar="NAME")
+    c.add_argument("name", metavar="NAME", help="the tool (see `tools list`)")
     c.add_argument("--args", default="{}", metavar="JSON", help="the arguments, a JSON object")
     p = sub.add_parser("pin", help="ask again to pin a tool whose definition was rejected"
                                    " (a new approval in the approvals list)", parents=[common])
-    p.add_argument("name", metavar="NAME")
+    p.add_argument("name", metavar="NAME", help="the tool whose definition was rejected")
 
 
 def _allow_list(args: argparse.Namespace) -> list[str] | None:
@@ -125,7 +124,7 @@ async def _list(args: argparse.Namespace, registry: ToolRegistry,
 
 async def _call(args: argparse.Namespace, registry: ToolRegistry, allow: list[str] | None,
                 call_args: dict[str, Any]) -> int:
-    from .main import operator_name
+    from .common import operator_name
 
     def progress(p: ToolProgress) -> None:
         total = f"/{p.total:g}" if p.total is not None else ""
@@ -155,5 +154,3 @@ async def _pin(args: argparse.Namespace, registry: ToolRegistry) -> int:
               f" `clawtower approve {info.approval_id}` or in the console (mode 2)")
     return 0
 
-
-HANDLERS: dict[str, Handler] = {"tools": cmd_tools}
