@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .common import with_store
 
 if TYPE_CHECKING:
-    from core.store import SQLiteStore
+    from core.store import Store
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def cmd_store(args: argparse.Namespace) -> int:
-    async def run(store: SQLiteStore) -> int:
+    async def run(store: Store) -> int:
         if args.store_cmd == "verify":
             problems = await store.verify_projections()
             for p in problems:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.errors import NotFound
+from core.store.postgres_url import is_postgres_url
 
 if TYPE_CHECKING:
-    from core.store import SQLiteStore
+    from core.store import Store
 
 
 def no_store(db: str) -> str:
@@ -42,13 +43,13 @@ def _missing(db: Path) -> bool:
 
 
 @asynccontextmanager
-async def cli_store(db: str, *, read_only: bool = False) -> AsyncIterator[SQLiteStore]:
+async def cli_store(db: str, *, read_only: bool = False) -> AsyncIterator[Store]:
     """The store at `db`. With `read_only` and no file at `db`, an empty stand-in that is
     gone afterwards: a normal exit writes one line on stderr naming `db`, and a NotFound (an
     id the command was asked for) is raised again naming `db` too."""
     from core.store import open_store  # here: `--help` and usage errors never load the store
 
-    if not read_only or not _missing(Path(db)):
+    if not read_only or not _missing(Path(db)) or is_postgres_url(db):
         store = await open_store(db)
         try:
             yield store
@@ -71,7 +72,7 @@ async def cli_store(db: str, *, read_only: bool = False) -> AsyncIterator[SQLite
 async def wait_for_store(db: str, poll_s: float = 0.2) -> None:
     """For a follower (`events --follow`): say there is no store yet, then wait until another
     process creates it, rather than create it here."""
-    if not _missing(Path(db)):
+    if is_postgres_url(db) or not _missing(Path(db)):
         return  # there, or unusable: opening it says which
     import asyncio
 

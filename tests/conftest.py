@@ -48,9 +48,44 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "store.db"
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `both_backends` that open a store run once per backend: the one
+    contract suite (SQLite, and PostgreSQL from tests/helpers/pg.py)."""
+    if "store_backend" in metafunc.fixturenames and \
+            metafunc.definition.get_closest_marker("both_backends"):
+        metafunc.parametrize("store_backend", ["sqlite", "postgres"], indirect=True)
+
+
 @pytest.fixture
-async def store(db_path: Path, clock: FakeClock):
-    s = await open_store(db_path, clock=clock)
+def store_backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def store_target(store_backend: str, db_path: Path, request: pytest.FixtureRequest) -> str:
+    """Where this test's store lives: a file, or a fresh PostgreSQL database."""
+    if store_backend == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(db_path)
+
+
+@pytest.fixture(scope="session")
+def pg_server_url():
+    from pg import server_url
+
+    yield from server_url()
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str):
+    from pg import fresh_database
+
+    yield from fresh_database(pg_server_url)
+
+
+@pytest.fixture
+async def store(store_target: str, clock: FakeClock):
+    s = await open_store(store_target, clock=clock)
     try:
         yield s
     finally:

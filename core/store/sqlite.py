@@ -502,9 +502,18 @@ def _tuple_to_event(r: Sequence[Any]) -> StoredEvent:
 def verify_file(path: str) -> list[str]:
     """Compare live projections with a replay, inside one read snapshot of `path`."""
     live = sqlite3.connect(_ro_uri(path), uri=True, isolation_level=None)
-    fresh = sqlite3.connect(":memory:", isolation_level=None)
     try:
         live.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        return verify_connection(live)
+    finally:
+        live.close()
+
+
+def verify_connection(live: sqlite3.Connection) -> list[str]:
+    """Replay `live`'s log into a fresh in-memory database and list every projection table
+    that differs (the PostgreSQL store runs this on its local replica)."""
+    fresh = sqlite3.connect(":memory:", isolation_level=None)
+    try:
         for statement in _split(PROJECTION_SCHEMA):
             fresh.execute(statement)
         live.execute("BEGIN")  # one snapshot for the log and the projections
@@ -525,7 +534,6 @@ def verify_file(path: str) -> list[str]:
         live.execute("COMMIT")
         return problems
     finally:
-        live.close()
         fresh.close()
 
 
