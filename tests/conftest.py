@@ -50,9 +50,11 @@ def db_path(tmp_path: Path) -> Path:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests marked `both_backends` that open a store run once per backend: the one
-    contract suite (SQLite, and PostgreSQL from tests/helpers/pg.py)."""
-    if "store_backend" in metafunc.fixturenames and \
-            metafunc.definition.get_closest_marker("both_backends"):
+    contract suite (SQLite, and PostgreSQL from tests/helpers/pg.py). With
+    CLAWTOWER_TEST_BACKENDS=both every test that takes the `store` fixture does."""
+    everywhere = os.environ.get("CLAWTOWER_TEST_BACKENDS") == "both"  # the long, full run
+    if "store_backend" in metafunc.fixturenames and (
+            everywhere or metafunc.definition.get_closest_marker("both_backends")):
         metafunc.parametrize("store_backend", ["sqlite", "postgres"], indirect=True)
 
 
