@@ -48,13 +48,23 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "store.db"
 
 
+#: Test modules whose store-fixture tests run on both backends besides the store contract
+#: (tests marked `both_backends`): a bounded set of task, workflow and meeting tests, so the
+#: PostgreSQL half keeps CI short. CLAWTOWER_TEST_BACKENDS=both runs all of them.
+BOTH_BACKEND_MODULES = {
+    "test_core_recovery", "test_core_permissions", "test_workflows_runner",
+    "test_workflows_gates", "test_meetings_service",
+}
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests marked `both_backends` that open a store run once per backend: the one
     contract suite (SQLite, and PostgreSQL from tests/helpers/pg.py). With
     CLAWTOWER_TEST_BACKENDS=both every test that takes the `store` fixture does."""
     everywhere = os.environ.get("CLAWTOWER_TEST_BACKENDS") == "both"  # the long, full run
     if "store_backend" in metafunc.fixturenames and (
-            everywhere or metafunc.definition.get_closest_marker("both_backends")):
+            everywhere or metafunc.definition.get_closest_marker("both_backends")
+            or metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_BACKEND_MODULES):
         metafunc.parametrize("store_backend", ["sqlite", "postgres"], indirect=True)
 
 
