@@ -102,7 +102,7 @@ class _Retry(Exception):
 class _CommitUnknown(Exception):
     """The connection was lost during COMMIT: look in the log before running it again."""
 
-    def __init__(self, result: _BatchResult, first: StoredEvent | None) -> None:
+    def __init__(self, result: _BatchResult, first: tuple[StoredEvent, str] | None) -> None:
         super().__init__("commit outcome unknown")
         self.result = result
         self.first = first
@@ -360,14 +360,15 @@ class PostgresStore:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
 
-    def _landed(self, first: StoredEvent | None) -> bool:
+    def _landed(self, first: tuple[StoredEvent, str] | None) -> bool:
         """Did the batch whose COMMIT was cut off land? Its first event says so."""
         if first is None:
             return False  # it wrote nothing: running it again is harmless
+        event, text = first
         pg = self._connect()
         row = pg.execute("SELECT ts, actor, type, payload FROM clawtower_events WHERE seq=%s",
-                         (first.seq,)).fetchone()
-        mine = (first.ts, first.actor, first.type, first.payload.model_dump_json())
+                         (event.seq,)).fetchone()
+        mine = (event.ts, event.actor, event.type, text)
         if row is not None and tuple(row) == mine:
             self._catch_up()
             return True
@@ -380,6 +381,7 @@ class PostgresStore:
         now = self.clock.now()
         result = _BatchResult()
         emitted: list[StoredEvent] = []
+        texts: list[str] = []  # each emitted event's payload as logged
         replica_open = False
         try:
             pg.execute("BEGIN")
@@ -401,13 +403,14 @@ class PostgresStore:
                 result.outcomes.append(
                     (False, tx.deferred) if tx.deferred is not None else (True, value))
                 emitted.extend(tx.emitted)
+                texts.extend(tx.payload_json)
             if emitted:
                 with pg.cursor() as cur:
                     cur.executemany(
                         f"INSERT INTO clawtower_events ({EVENT_COLUMNS})"
                         " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                         [(e.seq, e.ts, e.entity, e.entity_id, e.type, e.actor, e.role,
-                          e.payload.model_dump_json(), e.idem_key) for e in emitted])
+                          text, e.idem_key) for e, text in zip(emitted, texts, strict=True)])
                 pg.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(emitted[-1].seq)))
                 result.last_seq = emitted[-1].seq
         except BaseException as exc:
@@ -425,7 +428,8 @@ class PostgresStore:
         except BaseException as exc:
             r.execute("ROLLBACK")
             if _lost(exc):
-                raise _CommitUnknown(result, emitted[0] if emitted else None) from exc
+                raise _CommitUnknown(
+                    result, (emitted[0], texts[0]) if emitted else None) from exc
             if isinstance(exc, psycopg.Error):
                 raise StoreError(f"{self.path}: write failed ({_first_line(exc)})") from None
             raise

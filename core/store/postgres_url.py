@@ -12,7 +12,7 @@ def is_postgres_url(target: str) -> bool:
 def redact(url: str) -> str:
     """The URL without its password: it names the store in messages."""
     parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
+    if not parts.password:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))

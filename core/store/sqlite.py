@@ -51,6 +51,20 @@ class _Tx:
         self.now = now
         self.deferred: Exception | None = None
         self.emitted: list[StoredEvent] = []
+        self.payload_json: list[str] = []  # as logged, one per emitted event
+
+    def import_event(self, event: StoredEvent, payload_json: str) -> None:
+        """Log `event` verbatim (its seq, time and payload text) and project it: `store
+        copy` moves a log between stores without re-dating or re-encoding anything."""
+        self.conn.execute(
+            "INSERT INTO events (seq, ts, entity, entity_id, type, actor, role, payload,"
+            " idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (event.seq, event.ts, event.entity, event.entity_id, event.type, event.actor,
+             event.role, payload_json, event.idem_key),
+        )
+        projections.apply(self.conn, event)
+        self.emitted.append(event)
+        self.payload_json.append(payload_json)
 
     def emit(self, event: NewEvent) -> StoredEvent:
         payload_json = event.payload.model_dump_json()
@@ -67,6 +81,7 @@ class _Tx:
         )
         projections.apply(self.conn, stored)
         self.emitted.append(stored)
+        self.payload_json.append(payload_json)
         return stored
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
