@@ -81,3 +81,14 @@ async def test_an_unreachable_server_is_a_one_line_store_error(pg_url):
     bad = pg_url.replace("host=", "host=/nonexistent")
     with pytest.raises(StoreError, match="cannot connect"):
         await open_store(bad)
+
+
+def test_a_postgres_url_is_never_taken_for_a_path(tmp_path, monkeypatch):
+    from core.config import effects_journal
+
+    monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path))
+    url = "postgresql://u:secret@db.example:5432/prod"
+    journal = effects_journal(url)
+    assert journal.parent == tmp_path and journal.name.startswith("prod-")
+    assert journal.name.endswith(".effects.jsonl")
+    assert effects_journal(tmp_path / "s.db") == tmp_path / "s.effects.jsonl"

@@ -38,6 +38,7 @@ from core import (
 )
 from core.config import effects_journal
 from core.meetings.coordinator import MeetingConfig
+from core.store.postgres_url import is_postgres_url
 
 from . import meetingdata, workflowdata
 from .commands import ConsoleCommands, parse_command_line
@@ -613,7 +614,8 @@ class ClawtowerApp(App[int]):
 def run_console(db_path: str, *, run_engine: bool = True, agents_script: str | None = None,
                 operator: str | None = None) -> int:
     """Open the console on `db_path`; returns the process exit code."""
-    app = ClawtowerApp(str(Path(db_path).expanduser()), run_engine=run_engine,
+    target = db_path if is_postgres_url(db_path) else str(Path(db_path).expanduser())
+    app = ClawtowerApp(target, run_engine=run_engine,
                        agents_script=agents_script, operator=operator)
     app.run()
     return int(app.return_code or 0)
