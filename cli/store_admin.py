@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.errors import ValidationError
+from core.store.postgres_url import is_postgres_url, redact
 
 from .common import with_store
 from .stores import cli_store
@@ -68,9 +69,12 @@ async def cmd_store(args: argparse.Namespace) -> int:
             return 0
         row = await store.fetchone("PRAGMA user_version")
         db = Path(args.db)  # not store.path: with no file at --db, that is an empty stand-in
-        print(f"store: {args.db}\nschema: v{next(iter(row.values())) if row else '?'}\n"
+        size = ("PostgreSQL (projections in each process's memory)" if is_postgres_url(args.db)
+                else f"{db.stat().st_size if db.exists() else 0} bytes")
+        name = redact(args.db) if is_postgres_url(args.db) else args.db
+        print(f"store: {name}\nschema: v{next(iter(row.values())) if row else '?'}\n"
               f"events: {await store.last_seq()}\n"
-              f"size: {db.stat().st_size if db.exists() else 0} bytes")
+              f"size: {size}")
         return 0
 
     # even rebuild: a missing store has no projections to rebuild, and must not be created
