@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.errors import ValidationError
-from core.store.postgres_url import is_postgres_url, redact
 
 from .common import with_store
-from .stores import cli_store
+from .stores import cli_store, is_postgres_url
 
 if TYPE_CHECKING:
     from core.store import Store
@@ -71,6 +70,8 @@ async def cmd_store(args: argparse.Namespace) -> int:
         db = Path(args.db)  # not store.path: with no file at --db, that is an empty stand-in
         size = ("PostgreSQL (projections in each process's memory)" if is_postgres_url(args.db)
                 else f"{db.stat().st_size if db.exists() else 0} bytes")
+        from core.store.postgres_url import redact
+
         name = redact(args.db) if is_postgres_url(args.db) else args.db
         print(f"store: {name}\nschema: v{next(iter(row.values())) if row else '?'}\n"
               f"events: {await store.last_seq()}\n"

@@ -16,10 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.errors import NotFound
-from core.store.postgres_url import is_postgres_url
 
 if TYPE_CHECKING:
     from core.store import Store
+
+
+def is_postgres_url(db: str) -> bool:
+    """A server URL, not a file (kept here: importing core.store loads the store)."""
+    return db.startswith(("postgresql://", "postgres://"))
 
 
 def no_store(db: str) -> str:
