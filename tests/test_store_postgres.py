@@ -92,3 +92,31 @@ def test_a_postgres_url_is_never_taken_for_a_path(tmp_path, monkeypatch):
     assert journal.parent == tmp_path and journal.name.startswith("prod-")
     assert journal.name.endswith(".effects.jsonl")
     assert effects_journal(tmp_path / "s.db") == tmp_path / "s.effects.jsonl"
+
+
+async def test_reads_answer_from_the_replica_while_the_server_is_down(pg_server_url, tmp_path):
+    import asyncio
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from core.store import pglocal
+
+    folder = Path(tempfile.mkdtemp(prefix="clawtower-pgdown-")) / "data"
+    url = pglocal.start(folder, stop_at_exit=True)
+    store = await open_store(url)
+    try:
+        await store.append([note("kept")])
+        await asyncio.to_thread(pglocal.stop, folder)
+        t0 = time.monotonic()
+        rows = await store.fetchall("SELECT count(*) AS n FROM events")
+        assert rows == [{"n": 1}]  # what this process last saw, without waiting on the server
+        assert time.monotonic() - t0 < 15
+        write = asyncio.ensure_future(store.append([note("after")]))
+        await asyncio.sleep(0.5)
+        assert not write.done(), "a write must wait for the server, not fail or land"
+        await asyncio.to_thread(pglocal.start, folder)
+        assert await asyncio.wait_for(write, 60) == [2]
+        assert [e.payload.text for e in await store.events_after(0)] == ["kept", "after"]
+    finally:
+        await store.close()

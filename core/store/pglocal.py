@@ -33,7 +33,15 @@ def start(folder: str | os.PathLike[str], *, stop_at_exit: bool = False) -> str:
     path = Path(folder).expanduser().resolve()
     try:
         path.mkdir(parents=True, exist_ok=True)
-        server = pgserver.get_server(path, cleanup_mode="delete" if stop_at_exit else None)
+        cached = pgserver.PostgresServer._instances.get(path)
+        if cached is not None:
+            # pgserver hands back its handle from earlier in this process without looking
+            # whether that server was stopped since (pg-stop, a fault test): start it again
+            with cached._lock:
+                cached.ensure_postgres_running()
+            server = cached
+        else:
+            server = pgserver.get_server(path, cleanup_mode="delete" if stop_at_exit else None)
     except (OSError, subprocess.CalledProcessError, AssertionError) as exc:
         raise StoreError(f"{path}: cannot start PostgreSQL ({exc})") from None
     return str(server.get_uri())

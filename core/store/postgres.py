@@ -376,7 +376,10 @@ class PostgresStore:
 
     def _run_batch(self, jobs: list[_Job]) -> _BatchResult:
         """Pool thread: lock, catch up, run each command in a replica savepoint, log, commit."""
-        pg = self._connect()
+        try:
+            pg = self._connect()
+        except StoreError as exc:  # the server is away: wait for it, as for a cut-off batch
+            raise _Retry() from exc
         r = self._replica
         now = self.clock.now()
         result = _BatchResult()
