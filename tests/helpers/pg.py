@@ -1,8 +1,9 @@
 """PostgreSQL for the tests: $CLAWTOWER_TEST_PG (a server URL), else a throwaway local server
 started from the pgserver wheel for the session. Each test gets a fresh database.
 
-When no server can be had, PostgreSQL tests skip with the reason, except in CI (CI=true),
-where they fail: CI never silently skips the PostgreSQL half of the suite."""
+When no server can be had, PostgreSQL tests skip with the reason, except in CI (CI=true, or
+CLAWTOWER_REQUIRE_PG=1 as .ci/run sets), where they fail: CI never silently skips the
+PostgreSQL half of the suite."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import pytest
 
 def _unavailable(why: str) -> None:
     msg = f"PostgreSQL unavailable: {why}"
-    if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+    if os.environ.get("CI", "").lower() in {"1", "true", "yes"} or \
+            os.environ.get("CLAWTOWER_REQUIRE_PG") == "1":
         pytest.fail(msg + " (CI runs the PostgreSQL half of the suite; it never skips it)")
     pytest.skip(msg)
 
@@ -26,10 +28,17 @@ def _unavailable(why: str) -> None:
 def server_url() -> Iterator[str]:
     url = os.environ.get("CLAWTOWER_TEST_PG")
     if url:
+        try:
+            import psycopg
+
+            psycopg.connect(url, connect_timeout=10).close()
+        except Exception as exc:
+            _unavailable(f"CLAWTOWER_TEST_PG: {type(exc).__name__}: {exc}")
+            return
         yield url
         return
     try:
-        import psycopg  # noqa: F401
+        import psycopg
 
         from core.store import pglocal
 
