@@ -10,7 +10,7 @@ from . import output
 from .common import operator_name, with_store
 
 if TYPE_CHECKING:
-    from core.store import SQLiteStore
+    from core.store import Store
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 async def cmd_approvals(args: argparse.Namespace) -> int:
     from core.approvals import Approvals
 
-    async def run(store: SQLiteStore) -> int:
+    async def run(store: Store) -> int:
         ap = Approvals(store)
         rows = await (ap.all() if args.all else ap.pending())
         if args.json:
@@ -57,7 +57,7 @@ async def cmd_approvals(args: argparse.Namespace) -> int:
 async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
     from core.approvals import Approvals
 
-    async def run(store: SQLiteStore) -> int:
+    async def run(store: Store) -> int:
         ap = Approvals(store)
         by = args.by or operator_name()
         if approve:

@@ -25,7 +25,7 @@ from .stores import cli_store
 
 if TYPE_CHECKING:
     from core.agents.registry import AgentSet
-    from core.store import SQLiteStore
+    from core.store import Store
 
 Handler = Callable[[argparse.Namespace], "int | Awaitable[int]"]
 DB_HELP = "store file (default: $CLAWTOWER_HOME/clawtower.db)"
@@ -97,7 +97,7 @@ def load_agents(path: str | None) -> AgentSet:
 
 
 async def with_store(args: argparse.Namespace,
-                     fn: Callable[[SQLiteStore], Awaitable[int]],
+                     fn: Callable[[Store], Awaitable[int]],
                      read_only: bool = False) -> int:
     """Run `fn` on the store of --db. A `read_only` command never creates it (cli/stores.py)."""
     async with cli_store(args.db, read_only=read_only) as store:

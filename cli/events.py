@@ -12,7 +12,7 @@ from .common import with_store
 from .stores import wait_for_store
 
 if TYPE_CHECKING:
-    from core.store import SQLiteStore
+    from core.store import Store
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def cmd_events(args: argparse.Namespace) -> int:
-    async def run(store: SQLiteStore) -> int:
+    async def run(store: Store) -> int:
         seq = args.after
         while True:
             batch = await store.events_after(seq, 1000, entity_id=args.entity)

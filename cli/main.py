@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.db_given = hasattr(args, "db")
     if not args.db_given:
-        args.db = str(default_db())
+        args.db = os.environ.get("CLAWTOWER_DB") or str(default_db())
     elif not args.db:
         parser.error("argument --db: expected a path, got an empty string")
     try:

@@ -20,7 +20,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from core.meetings.coordinator import MeetingConfig
-    from core.store import SQLiteStore
+    from core.store import Store
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -89,7 +89,7 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
     if mc == "grant" and args.n < 1:
         raise ValidationError(f"meeting {args.id}: grant at least 1 round, got {args.n}")
 
-    async def run(store: SQLiteStore) -> int:
+    async def run(store: Store) -> int:
         meetings = Meetings(store)
         by = getattr(args, "by", None) or operator_name()
         if mc == "run":
@@ -144,7 +144,7 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
     return await with_store(args, run, read_only=mc in ("list", "show"))
 
 
-async def _meeting_progress(store: SQLiteStore, mid: str) -> None:
+async def _meeting_progress(store: Store, mid: str) -> None:
     """One line per finished round, until the meeting ends."""
     seq = 0
     while True:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from core.agents.registry import AgentSet
-    from core.store import SQLiteStore
+    from core.store import Store
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     s.set_defaults(handler=cmd_serve)
 
 
-async def engine_until_stopped(store: SQLiteStore, agents: AgentSet, db: str,
+async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
                                 until_idle: bool, quiet: bool = False) -> int:
     import asyncio
 
@@ -63,7 +63,7 @@ async def engine_until_stopped(store: SQLiteStore, agents: AgentSet, db: str,
     return 0
 
 
-async def print_progress(store: SQLiteStore, seq: int, quiet: bool,
+async def print_progress(store: Store, seq: int, quiet: bool,
                           done: asyncio.Event) -> None:
     """Progress for long work: one line per phase change and approval request."""
     while True:
@@ -83,7 +83,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     # a bad agents file or config fails before the store is opened
     agents = load_agents(path)
 
-    async def run(store: SQLiteStore) -> int:
+    async def run(store: Store) -> int:
         print(f"clawtower: engine on {store.path} (agents: {path or 'built-in simulator'});"
               " ctrl+c stops", flush=True)
         return await engine_until_stopped(store, agents, args.db, args.until_idle)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.errors import ValidationError
+
 from .common import with_store
+from .stores import cli_store, is_postgres_url
 
 if TYPE_CHECKING:
-    from core.store import SQLiteStore
+    from core.store import Store
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,11 +23,38 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ssub.add_parser("verify", help="replay the log and compare with live projections")
     ssub.add_parser("rebuild", help="rebuild projections from the log")
     ssub.add_parser("info", help="schema version, events, size")
+    cp = ssub.add_parser("copy", help="copy the log into a new store (SQLite <-> PostgreSQL)"
+                         " and rebuild its projections")
+    cp.add_argument("--from", dest="source", required=True, metavar="URL",
+                    help="the store to copy: a file path or postgresql://…")
+    cp.add_argument("--to", dest="target", required=True, metavar="URL",
+                    help="a new, empty store: a file path or postgresql://…")
+    for name, text in (("pg-start", "start a local PostgreSQL server (pgserver) with its data"
+                        " in DIR and print its URL"),
+                       ("pg-stop", "stop the local PostgreSQL server of DIR")):
+        sp = ssub.add_parser(name, help=text)
+        sp.add_argument("dir", metavar="DIR")
     st.set_defaults(handler=cmd_store)
 
 
 async def cmd_store(args: argparse.Namespace) -> int:
-    async def run(store: SQLiteStore) -> int:
+    if args.store_cmd in ("pg-start", "pg-stop"):
+        from core.store import pglocal
+
+        if args.store_cmd == "pg-stop":
+            pglocal.stop(args.dir)
+            print(f"stopped the PostgreSQL server of {args.dir}")
+            return 0
+        url = pglocal.start(args.dir)
+        print(url)
+        sys.stderr.write("clawtower: the server keeps running; use it with --db "
+                         f"'{url}' (or CLAWTOWER_DB), stop it with `clawtower store pg-stop "
+                         f"{args.dir}`\n")
+        return 0
+    if args.store_cmd == "copy":
+        return await _copy(args.source, args.target)
+
+    async def run(store: Store) -> int:
         if args.store_cmd == "verify":
             problems = await store.verify_projections()
             for p in problems:
@@ -37,10 +68,40 @@ async def cmd_store(args: argparse.Namespace) -> int:
             return 0
         row = await store.fetchone("PRAGMA user_version")
         db = Path(args.db)  # not store.path: with no file at --db, that is an empty stand-in
-        print(f"store: {args.db}\nschema: v{next(iter(row.values())) if row else '?'}\n"
+        size = ("PostgreSQL (projections in each process's memory)" if is_postgres_url(args.db)
+                else f"{db.stat().st_size if db.exists() else 0} bytes")
+        from core.store.postgres_url import redact
+
+        name = redact(args.db) if is_postgres_url(args.db) else args.db
+        print(f"store: {name}\nschema: v{next(iter(row.values())) if row else '?'}\n"
               f"events: {await store.last_seq()}\n"
-              f"size: {db.stat().st_size if db.exists() else 0} bytes")
+              f"size: {size}")
         return 0
 
     # even rebuild: a missing store has no projections to rebuild, and must not be created
     return await with_store(args, run, read_only=True)
+
+
+async def _copy(source: str, target: str) -> int:
+    """Copy, then check both ends: the same log digest, and projections that match it."""
+    from core.errors import NotFound
+    from core.store.copy import copy_log, log_digest
+
+    if source == target:
+        raise ValidationError("store copy: --from and --to are the same store")
+    async with cli_store(source, read_only=True) as src:
+        if await src.last_seq() == 0:
+            raise NotFound(f"{source}: no events to copy")
+        async with cli_store(target) as dst:
+            n = await copy_log(src, dst)
+            a, b = await log_digest(src), await log_digest(dst)
+            problems = await dst.verify_projections()
+    for p in problems:
+        print(p)
+    print(f"copied {n} events; log digest {a[1][:16]} ({a[0]} events) -> {b[1][:16]}"
+          f" ({b[0]} events)")
+    if a != b or problems:
+        print("the copy differs from its source")
+        return 1
+    print("both ends agree; projections rebuilt and verified")
+    return 0

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING
 from core.errors import StoreError
 
 if TYPE_CHECKING:
-    from core.store import SQLiteStore
+    from core.store import Store
+
+
+def is_postgres_url(db: str) -> bool:
+    """A server URL, not a file (kept here: importing core.store loads the store)."""
+    return db.startswith(("postgresql://", "postgres://"))
 
 
 def no_store(db: str) -> str:
@@ -48,12 +53,12 @@ def _missing(db: Path) -> bool:
 
 
 @asynccontextmanager
-async def cli_store(db: str, *, read_only: bool = False) -> AsyncIterator[SQLiteStore]:
+async def cli_store(db: str, *, read_only: bool = False) -> AsyncIterator[Store]:
     """The store at `db`. With `read_only` and no file at `db`, a StoreError naming `db`
     (nothing is created)."""
     from core.store import open_store  # here: `--help` and usage errors never load the store
 
-    if read_only and _missing(Path(db)):
+    if read_only and not is_postgres_url(db) and _missing(Path(db)):
         raise missing_store(db)
     store = await open_store(db)
     try:
@@ -65,7 +70,7 @@ async def cli_store(db: str, *, read_only: bool = False) -> AsyncIterator[SQLite
 async def wait_for_store(db: str, poll_s: float = 0.2) -> None:
     """For a follower (`events --follow`): say there is no store yet, then wait until another
     process creates it, rather than create it here."""
-    if not _missing(Path(db)):
+    if is_postgres_url(db) or not _missing(Path(db)):
         return  # there, or unusable: opening it says which
     import asyncio
 

@@ -13,7 +13,7 @@ from . import output
 from .common import operator_name, with_store
 
 if TYPE_CHECKING:
-    from core.store import SQLiteStore
+    from core.store import Store
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,7 +90,7 @@ async def cmd_task(args: argparse.Namespace) -> int:
     choice = parse_choice(args.choice) if tc == "unblock" else None
     findings = [parse_finding(f) for f in args.finding] if tc == "review" else []
 
-    async def run(store: SQLiteStore) -> int:
+    async def run(store: Store) -> int:
         tasks = Tasks(store)
         if tc == "create":
             assert spec is not None

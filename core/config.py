@@ -28,6 +28,15 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> tuple[Path, b
 
 
 def effects_journal(db_path: str | os.PathLike[str]) -> Path:
-    """Approved side effects of the simulated world land next to the store."""
+    """Approved side effects of the simulated world land next to the store (a PostgreSQL
+    store has no folder: under the home folder, named after the database)."""
+    text = os.fspath(db_path)
+    if text.startswith(("postgresql://", "postgres://")):
+        import hashlib
+        import urllib.parse
+
+        name = urllib.parse.urlsplit(text).path.strip("/") or "postgres"
+        digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+        return home() / f"{name}-{digest}.effects.jsonl"
     p = Path(db_path)
     return p.with_name(p.stem + ".effects.jsonl")

@@ -48,9 +48,56 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "store.db"
 
 
+#: Test modules whose store-fixture tests run on both backends besides the store contract
+#: (tests marked `both_backends`): a bounded set of task, workflow and meeting tests, so the
+#: PostgreSQL half keeps CI short. CLAWTOWER_TEST_BACKENDS=both runs all of them.
+BOTH_BACKEND_MODULES = {
+    "test_core_recovery", "test_core_permissions", "test_workflows_runner",
+    "test_workflows_gates", "test_meetings_service",
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `both_backends` that open a store run once per backend: the one
+    contract suite (SQLite, and PostgreSQL from tests/helpers/pg.py). With
+    CLAWTOWER_TEST_BACKENDS=both every test that takes the `store` fixture does."""
+    everywhere = os.environ.get("CLAWTOWER_TEST_BACKENDS") == "both"  # the long, full run
+    if "store_backend" in metafunc.fixturenames and (
+            everywhere or metafunc.definition.get_closest_marker("both_backends")
+            or metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_BACKEND_MODULES):
+        metafunc.parametrize("store_backend", ["sqlite", "postgres"], indirect=True)
+
+
 @pytest.fixture
-async def store(db_path: Path, clock: FakeClock):
-    s = await open_store(db_path, clock=clock)
+def store_backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def store_target(store_backend: str, db_path: Path, request: pytest.FixtureRequest) -> str:
+    """Where this test's store lives: a file, or a fresh PostgreSQL database."""
+    if store_backend == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(db_path)
+
+
+@pytest.fixture(scope="session")
+def pg_server_url():
+    from pg import server_url
+
+    yield from server_url()
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str):
+    from pg import fresh_database
+
+    yield from fresh_database(pg_server_url)
+
+
+@pytest.fixture
+async def store(store_target: str, clock: FakeClock):
+    s = await open_store(store_target, clock=clock)
     try:
         yield s
     finally:

@@ -214,16 +214,24 @@ async def test_an_empty_file_becomes_a_store(tmp_path):
 # --------------------------------------------------------------------- append-only
 
 
-async def test_the_event_log_is_append_only(store, db_path):
+@pytest.mark.both_backends
+async def test_the_event_log_is_append_only(store, store_target, store_backend):
     await store.append([note(1), note(2)])
-    con = raw(db_path)
-    try:
-        for sql in ["UPDATE events SET actor='mallory' WHERE seq=1", "DELETE FROM events",
-                    "DELETE FROM events WHERE seq=2"]:
-            with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-                con.execute(sql)
-    finally:
-        con.close()
+    for sql in ["UPDATE events SET actor='mallory' WHERE seq=1", "DELETE FROM events",
+                "DELETE FROM events WHERE seq=2", "TRUNCATE events"]:
+        if store_backend == "postgres":
+            import psycopg
+
+            with psycopg.connect(store_target, autocommit=True) as con, \
+                    pytest.raises(psycopg.Error, match="append-only"):
+                con.execute(sql.replace("events", "clawtower_events"))
+        elif not sql.startswith("TRUNCATE"):  # SQLite has no TRUNCATE
+            con = raw(Path(store_target))
+            try:
+                with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+                    con.execute(sql)
+            finally:
+                con.close()
     # ...and from inside a command: the command fails, nothing of it lands
     def tamper(tx):
         tx.emit(note(3))
@@ -235,6 +243,7 @@ async def test_the_event_log_is_append_only(store, db_path):
     assert await store.verify_projections() == []
 
 
+@pytest.mark.both_backends
 async def test_duplicate_idempotency_key_is_refused_whole(store):
     await store.append([note(1, idem="k1")])
     with pytest.raises(StoreError, match="duplicate idempotency key"):
@@ -247,8 +256,9 @@ async def test_unknown_event_types_do_not_decode():
         ev.decode("nope.nope", "{}")
 
 
-async def test_store_closed_refuses_writes(tmp_path):
-    s = await open_store(tmp_path / "c.db")
+@pytest.mark.both_backends
+async def test_store_closed_refuses_writes(store_target):
+    s = await open_store(store_target)
     await s.close()
     await s.close()  # idempotent
     with pytest.raises(StoreClosed):
@@ -258,6 +268,7 @@ async def test_store_closed_refuses_writes(tmp_path):
 # ---------------------------------------------------------------------- group commit
 
 
+@pytest.mark.both_backends
 async def test_group_commit_batches_concurrent_appends_with_contiguous_seqs(store):
     n = 2000
     batches0 = store.batches
@@ -272,6 +283,7 @@ async def test_group_commit_batches_concurrent_appends_with_contiguous_seqs(stor
     assert [r["seq"] for r in rows] == allseqs
 
 
+@pytest.mark.both_backends
 async def test_a_failing_command_does_not_poison_its_batch(store):
     def bad(tx):
         tx.emit(note(0, "bad-1"))
@@ -287,6 +299,7 @@ async def test_a_failing_command_does_not_poison_its_batch(store):
     assert [e.seq for e in await store.events_after(0)] == list(range(1, 51))
 
 
+@pytest.mark.both_backends
 async def test_wait_for_change_wakes_on_own_write(store):
     seq0 = await store.last_seq()
     waiter = asyncio.create_task(store.wait_for_change(seq0, 5.0))
@@ -326,33 +339,33 @@ async def _workload(store, clock) -> None:
     await store.execute(lambda tx: c.record_usage(tx, a, "builder", "m", "execute", 10, 5))
 
 
-async def test_rebuild_then_verify_is_clean_and_identical(store, clock, db_path):
+async def projection_rows(store) -> dict[str, list[dict]]:
+    return {t: await store.fetchall(f"SELECT * FROM {t} ORDER BY {o}")
+            for t, o in PROJECTION_TABLES.items()}
+
+
+@pytest.mark.both_backends
+async def test_rebuild_then_verify_is_clean_and_identical(store, clock):
     await _workload(store, clock)
     assert await store.verify_projections() == []
-
-    def tables() -> dict[str, list[tuple]]:
-        con = raw(db_path)
-        try:
-            return {t: con.execute(f"SELECT * FROM {t} ORDER BY {o}").fetchall()
-                    for t, o in PROJECTION_TABLES.items()}
-        finally:
-            con.close()
-
-    live = tables()
+    live = await projection_rows(store)
     assert all(live[t] for t in ("tasks", "reviews", "attempts", "side_effects", "approvals",
                                  "refusals", "leases", "usage", "retries", "phase_history"))
     n = await store.rebuild_projections()
     assert n == await store.last_seq()
     assert await store.verify_projections() == []
-    assert tables() == live
+    assert await projection_rows(store) == live
 
 
-async def test_verify_notices_a_drifted_projection_and_rebuild_repairs_it(store, clock, db_path):
+@pytest.mark.both_backends
+async def test_verify_notices_a_drifted_projection_and_rebuild_repairs_it(store, clock):
     await _workload(store, clock)
-    con = raw(db_path)
-    con.execute("UPDATE tasks SET phase='completed' WHERE id='T-2'")
-    con.execute("DELETE FROM refusals")
-    con.close()
+
+    def drift(tx):  # projections changed behind the log's back (no event)
+        tx.one("UPDATE tasks SET phase='completed' WHERE id='T-2'")
+        tx.one("DELETE FROM refusals")
+
+    await store.execute(drift)
     problems = await store.verify_projections()
     assert any(p.startswith("tasks:") for p in problems), problems
     assert any(p.startswith("refusals:") for p in problems), problems
@@ -363,6 +376,7 @@ async def test_verify_notices_a_drifted_projection_and_rebuild_repairs_it(store,
 # ---------------------------------------------------------------------- cancellation
 
 
+@pytest.mark.both_backends
 async def test_cancelling_1000_callers_commits_no_partial_command(store):
     """Each command appends 5 events; callers are cancelled at random moments (before
     submitting, while queued, while their batch runs). Every command lands whole or not
@@ -419,13 +433,14 @@ async def test_cancelling_1000_callers_commits_no_partial_command(store):
     assert await store.verify_projections() == []
 
 
-async def test_close_finishes_queued_writes(tmp_path):
-    s = await open_store(tmp_path / "q.db")
+@pytest.mark.both_backends
+async def test_close_finishes_queued_writes(store_target):
+    s = await open_store(store_target)
     pending = [asyncio.create_task(s.append([note(i)])) for i in range(200)]
     await asyncio.sleep(0)
     await s.close()
     results = await asyncio.gather(*pending, return_exceptions=True)
     assert all(isinstance(r, list) for r in results), results[:3]
-    s2 = await open_store(tmp_path / "q.db")
+    s2 = await open_store(store_target)
     assert await s2.last_seq() == 200
     await s2.close()

@@ -65,11 +65,11 @@ async def test_usage_rows_per_agent(store) -> None:
     assert await store.verify_projections() == []
 
 
-async def test_stop_from_another_process_ends_after_the_round(store, db_path: Path) -> None:
+async def test_stop_from_another_process_ends_after_the_round(store, store_target) -> None:
     agents = team(NEVER, speed=1.0, delay_ms=(100, 100))
     mid, task = await start_meeting(store, agents, MeetingConfig(
         topic="t", participants=NAMES, max_rounds=50))
-    other = await open_store(db_path)
+    other = await open_store(store_target)
     try:
         await Meetings(other).request_stop(mid, by="op", reason="enough")
         out = await task

@@ -39,6 +39,7 @@ from core import (
 from core.agents.config import load_agents
 from core.config import effects_journal
 from core.meetings.coordinator import MeetingConfig
+from core.store.postgres_url import is_postgres_url
 from core.tasks.operator import UNBLOCK_MENU
 
 from . import meetingdata, workflowdata
@@ -721,7 +722,8 @@ def run_console(db_path: str, *, run_engine: bool = True, agents_file: str | Non
                 on_loaded: Callable[[ConsoleApp], None] | None = None) -> int:
     """Open the console on `db_path`; returns the process exit code. `on_loaded` runs once
     the store is loaded (the demo starts its live meeting and workflow there)."""
-    app = ClawtowerApp(str(Path(db_path).expanduser()), run_engine=run_engine,
+    target = db_path if is_postgres_url(db_path) else str(Path(db_path).expanduser())
+    app = ClawtowerApp(target, run_engine=run_engine,
                        agents_file=agents_file, operator=operator, on_loaded=on_loaded)
     app.run()
     return int(app.return_code or 0)

@@ -1,4 +1,4 @@
-"""The store contract every implementation meets (SQLite now; PostgreSQL on the scale path).
+"""The store contract every implementation meets: SQLite (sqlite.py) and PostgreSQL (postgres.py).
 
 Commands are synchronous functions run inside ONE write transaction by the store's writer:
 they read current state through `WriteTx`, decide, and `emit` events. Validation and the

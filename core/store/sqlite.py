@@ -30,6 +30,7 @@ from ..errors import ClawError, StoreClosed, StoreError
 from ..events import NewEvent, StoredEvent, decode
 from . import projections
 from .interface import Command
+from .notify import WakeChannel
 from .schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS, PROJECTION_SCHEMA, PROJECTION_TABLES
 
 T = TypeVar("T")
@@ -50,6 +51,20 @@ class _Tx:
         self.now = now
         self.deferred: Exception | None = None
         self.emitted: list[StoredEvent] = []
+        self.payload_json: list[str] = []  # as logged, one per emitted event
+
+    def import_event(self, event: StoredEvent, payload_json: str) -> None:
+        """Log `event` verbatim (its seq, time and payload text) and project it: `store
+        copy` moves a log between stores without re-dating or re-encoding anything."""
+        self.conn.execute(
+            "INSERT INTO events (seq, ts, entity, entity_id, type, actor, role, payload,"
+            " idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (event.seq, event.ts, event.entity, event.entity_id, event.type, event.actor,
+             event.role, payload_json, event.idem_key),
+        )
+        projections.apply(self.conn, event)
+        self.emitted.append(event)
+        self.payload_json.append(payload_json)
 
     def emit(self, event: NewEvent) -> StoredEvent:
         payload_json = event.payload.model_dump_json()
@@ -66,6 +81,7 @@ class _Tx:
         )
         projections.apply(self.conn, stored)
         self.emitted.append(stored)
+        self.payload_json.append(payload_json)
         return stored
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
@@ -178,7 +194,12 @@ class SQLiteStore:
 
     #: how often waiters look at the file for commits made by other processes (one query
     #: per period per store, shared by all waiters); our own commits wake them at once.
+    #: With the wake channel (core/store/notify.py) other clawtower processes ring us after
+    #: each commit, and the look is only a safety net, every `safety_poll_s`.
     poll_s = 0.1
+    safety_poll_s = 1.0
+    #: False: learn of other processes' commits by polling only (benchmarks' "before")
+    cross_process_wake = True
 
     def __init__(self, path: str, synchronous: str, clock: Clock) -> None:
         self.path = path
@@ -194,6 +215,7 @@ class SQLiteStore:
         # installs a fresh one. (Condition.wait under wait_for could hang on cancellation.)
         self._changed = asyncio.Event()
         self._polled_at = float("-inf")  # loop time of the last look for other processes' writes
+        self._wake = WakeChannel(path) if path != ":memory:" else None
         self.batches = 0
         self.commands = 0
 
@@ -254,6 +276,8 @@ class SQLiteStore:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer_task
         await self._close_connections()
+        if self._wake is not None:
+            self._wake.close()
 
     async def _close_connections(self) -> None:
         for conn in (self._reader, self._writer):
@@ -339,6 +363,8 @@ class SQLiteStore:
             if result.last_seq > self._last_seq:
                 self._last_seq = result.last_seq
                 self._notify_change()
+            if result.last_seq and self._wake is not None:
+                self._wake.ring(result.last_seq)
 
     def _run_batch(self, jobs: list[_Job]) -> _BatchResult:
         """Runs on the writer thread: one IMMEDIATE transaction, a savepoint per command."""
@@ -429,19 +455,34 @@ class SQLiteStore:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
+    def _saw(self, seq: int) -> None:
+        """Another process rang: `seq` is committed in the file."""
+        if seq > self._last_seq:
+            self._last_seq = seq
+            self._notify_change()
+
+    def _poll_interval(self) -> float:
+        wake = self._wake
+        if wake is not None and self.cross_process_wake and (
+                wake.listening or wake.listen(self._saw)):
+            return self.safety_poll_s
+        return self.poll_s
+
     async def wait_for_change(self, after_seq: int, timeout: float) -> int:
         """Return the newest seq once it passes `after_seq`, or the newest known on timeout.
 
-        This process's own commits wake every waiter at once. Other processes' commits are
-        seen by looking at the file, at most once per `poll_s` for all waiters together:
-        a wake-up by our own writer never waits behind a query on the shared reader."""
+        This process's own commits wake every waiter at once; other clawtower processes
+        ring the wake channel after their commits. The file itself is looked at, at most once
+        per poll interval for all waiters together (`safety_poll_s` with the channel,
+        `poll_s` without): a wake-up never waits behind a query on the shared reader."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        poll_s = self._poll_interval()
         while True:
             if self._last_seq > after_seq:
                 return self._last_seq
             now = loop.time()
-            if now - self._polled_at >= self.poll_s:
+            if now - self._polled_at >= poll_s:
                 self._polled_at = now
                 seq = await self.last_seq()
                 if seq > self._last_seq:  # another process wrote: tell every waiter
@@ -454,7 +495,7 @@ class SQLiteStore:
             changed = self._changed  # taken before re-checking: no lost wake-up
             if self._last_seq > after_seq:
                 continue
-            await wait_event(changed, min(remaining, self._polled_at + self.poll_s - now))
+            await wait_event(changed, min(remaining, self._polled_at + poll_s - now))
 
     # ------------------------------------------------------------------ replay
 
@@ -502,9 +543,18 @@ def _tuple_to_event(r: Sequence[Any]) -> StoredEvent:
 def verify_file(path: str) -> list[str]:
     """Compare live projections with a replay, inside one read snapshot of `path`."""
     live = sqlite3.connect(_ro_uri(path), uri=True, isolation_level=None)
-    fresh = sqlite3.connect(":memory:", isolation_level=None)
     try:
         live.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        return verify_connection(live)
+    finally:
+        live.close()
+
+
+def verify_connection(live: sqlite3.Connection) -> list[str]:
+    """Replay `live`'s log into a fresh in-memory database and list every projection table
+    that differs (the PostgreSQL store runs this on its local replica)."""
+    fresh = sqlite3.connect(":memory:", isolation_level=None)
+    try:
         for statement in _split(PROJECTION_SCHEMA):
             fresh.execute(statement)
         live.execute("BEGIN")  # one snapshot for the log and the projections
@@ -525,7 +575,6 @@ def verify_file(path: str) -> list[str]:
         live.execute("COMMIT")
         return problems
     finally:
-        live.close()
         fresh.close()
 
 

@@ -1,0 +1,604 @@
+"""PostgreSQL store: the event log lives in PostgreSQL, projections in a local SQLite replica.
+
+Why this shape (README, "Scale-out"): every projection handler, every command's `tx.one/all`
+and every reader's query is SQLite SQL. Instead of a second dialect of all of them (two sets
+of projections that could drift), PostgreSQL holds only the authoritative append-only log,
+and each process keeps the projections in an in-memory SQLite replica built by the very same
+handlers and migrations as the embedded store. So there is ONE set of projections and ONE
+contract:
+
+- a write batch takes a transaction-scoped advisory lock (writers on every machine are
+  serialised, like BEGIN IMMEDIATE on one file), catches the replica up from the log, runs
+  the commands against the replica (a savepoint each, exactly as on SQLite), INSERTs the
+  emitted events with the seqs the replica gave them, and COMMITs; only then is the replica
+  transaction committed (or rolled back when PostgreSQL refused). Leases, idempotency keys
+  and every validation therefore behave as on SQLite, across machines;
+- `pg_notify` inside that transaction is delivered at COMMIT: other processes LISTEN and wake
+  their waiters at once instead of polling;
+- a read catches the replica up (one round trip) and answers from it; when PostgreSQL is
+  unreachable it answers from what this process last saw, and writes wait for the server;
+- a batch that failed on a lost connection is retried once the server is back: before the
+  COMMIT nothing landed; if the COMMIT itself was cut off, the log is checked for the batch's
+  first event before anything is run again, so a write is never applied twice.
+
+All PostgreSQL I/O and every replica statement run on ONE thread, so a reader never sees the
+replica in the middle of a write batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+
+import psycopg
+
+from ..aio import wait_event
+from ..clock import Clock, SystemClock
+from ..errors import ClawError, StoreClosed, StoreError
+from ..events import NewEvent, StoredEvent
+from . import projections
+from .interface import Command
+from .postgres_url import redact
+from .schema import LATEST_VERSION
+from .sqlite import (
+    MAX_BATCH,
+    _BatchResult,
+    _consume_outcome,
+    _dict_factory,
+    _Job,
+    _tuple_to_event,
+    _Tx,
+    _wrap,
+    check_and_migrate,
+    verify_connection,
+)
+
+T = TypeVar("T")
+
+#: advisory lock key serialising writers ("ClTW"), and the NOTIFY channel
+LOCK_KEY = 0x436C5457
+CHANNEL = "clawtower_events"
+#: how long a write waits for a lost server to come back before failing
+RECONNECT_S = 120.0
+CATCH_UP_CHUNK = 5000
+EVENT_COLUMNS = "seq, ts, entity, entity_id, type, actor, role, payload, idem_key"
+
+PG_SCHEMA = f"""
+CREATE TABLE clawtower_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE clawtower_events (
+    seq       BIGINT PRIMARY KEY,
+    ts        DOUBLE PRECISION NOT NULL,
+    entity    TEXT NOT NULL,
+    entity_id TEXT NOT NULL,
+    type      TEXT NOT NULL,
+    actor     TEXT NOT NULL,
+    role      TEXT NOT NULL,
+    payload   TEXT NOT NULL,
+    idem_key  TEXT UNIQUE
+);
+CREATE INDEX clawtower_events_by_entity ON clawtower_events(entity, entity_id, seq);
+CREATE FUNCTION clawtower_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'the event log is append-only'; END $$;
+CREATE TRIGGER clawtower_events_no_change BEFORE UPDATE OR DELETE ON clawtower_events
+FOR EACH ROW EXECUTE FUNCTION clawtower_append_only();
+CREATE TRIGGER clawtower_events_no_truncate BEFORE TRUNCATE ON clawtower_events
+FOR EACH STATEMENT EXECUTE FUNCTION clawtower_append_only();
+INSERT INTO clawtower_meta VALUES ('application', 'clawtower');
+INSERT INTO clawtower_meta VALUES ('schema_version', '{LATEST_VERSION}');
+"""
+
+
+class _Retry(Exception):
+    """The connection was lost before COMMIT: nothing landed; run the batch again."""
+
+
+class _CommitUnknown(Exception):
+    """The connection was lost during COMMIT: look in the log before running it again."""
+
+    def __init__(self, result: _BatchResult, first: tuple[StoredEvent, str] | None) -> None:
+        super().__init__("commit outcome unknown")
+        self.result = result
+        self.first = first
+
+
+def _lost(exc: BaseException) -> bool:
+    """A lost or unusable connection (retry), as opposed to a refused statement."""
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and not isinstance(
+        exc, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable)
+
+
+class PostgresStore:
+    """The shared store. Create with `await open_postgres(url)`."""
+
+    def __init__(self, url: str, clock: Clock) -> None:
+        self.url = url
+        self.path = redact(url)
+        self.clock = clock
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="clawtower-pg")
+        self._pg: psycopg.Connection[Any] | None = None  # the pool thread's connection
+        self._replica = self._new_replica()
+        self._applied = 0  # the replica's last seq (pool thread only)
+        self._down_until = 0.0  # reads skip catching up until then (server unreachable)
+        self._queue: asyncio.Queue[_Job | None] = asyncio.Queue()
+        self._writer_task: asyncio.Task[None] | None = None
+        self._listener_task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._last_seq = 0
+        self._changed = asyncio.Event()
+        self.listening = asyncio.Event()  # set while LISTEN is live (tests, benchmarks)
+        self.batches = 0
+        self.commands = 0
+        self.retries = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @staticmethod
+    def _new_replica() -> sqlite3.Connection:
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        check_and_migrate(conn, ":memory:")  # whatever migrations this build has
+        return conn
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        return await self._call(fn, *args)
+
+    async def _open(self) -> None:
+        try:
+            await self._call(self._init)
+        except BaseException:
+            await self._call(self._shutdown)
+            self._pool.shutdown(wait=False)
+            raise
+        self._last_seq = self._applied
+        self._writer_task = asyncio.create_task(self._writer_loop(), name="clawtower-pg-writer")
+        self._listener_task = asyncio.create_task(self._listen(), name="clawtower-pg-listen")
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        if self._pg is not None and not self._pg.closed and not self._pg.broken:
+            return self._pg
+        if self._pg is not None:
+            with contextlib.suppress(Exception):
+                self._pg.close()
+            self._pg = None
+        try:
+            self._pg = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.path}: cannot connect ({_first_line(exc)})") from None
+        return self._pg
+
+    def _init(self) -> None:
+        """Create the log tables (once, under the lock) or refuse a newer store; catch up."""
+        pg = self._connect()
+        try:
+            with pg.transaction():
+                pg.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+                exists = pg.execute("SELECT to_regclass('clawtower_meta') IS NOT NULL").fetchone()
+                if exists is None or not exists[0]:
+                    if pg.execute("SELECT to_regclass('clawtower_events')").fetchone() != (None,):
+                        raise StoreError(f"{self.path}: not a clawtower store (a clawtower_events"
+                                         " table without clawtower_meta)")
+                    pg.execute(PG_SCHEMA)
+                row = pg.execute(
+                    "SELECT value FROM clawtower_meta WHERE key='schema_version'").fetchone()
+                version = int(row[0]) if row else 0
+                if version > LATEST_VERSION:
+                    raise StoreError(
+                        f"{self.path}: written by a newer clawtower (schema v{version}; this"
+                        f" build reads up to v{LATEST_VERSION}); upgrade clawtower")
+                if version < LATEST_VERSION:
+                    pg.execute("UPDATE clawtower_meta SET value=%s WHERE key='schema_version'",
+                               (str(LATEST_VERSION),))
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.path}: cannot open store ({_first_line(exc)})") from None
+        self._catch_up()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._writer_task is not None:
+            await self._queue.put(None)
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer_task
+        if self._listener_task is not None:
+            self._listener_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._listener_task
+        await self._call(self._shutdown)
+        self._pool.shutdown(wait=True)
+
+    def _shutdown(self) -> None:
+        if self._pg is not None:
+            with contextlib.suppress(Exception):
+                self._pg.close()
+            self._pg = None
+        self._replica.close()
+
+    async def __aenter__(self) -> PostgresStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ replica
+
+    def _catch_up(self) -> int:
+        """Apply every logged event after the replica's last one (pool thread)."""
+        pg = self._connect()
+        while True:
+            rows = pg.execute(
+                f"SELECT {EVENT_COLUMNS} FROM clawtower_events WHERE seq > %s ORDER BY seq"
+                " LIMIT %s", (self._applied, CATCH_UP_CHUNK)).fetchall()
+            if not rows:
+                return self._applied
+            self._apply_rows(rows)
+            if len(rows) < CATCH_UP_CHUNK:
+                return self._applied
+
+    def _apply_rows(self, rows: Sequence[Sequence[Any]]) -> None:
+        r = self._replica
+        r.execute("BEGIN IMMEDIATE")
+        try:
+            for row in rows:
+                r.execute(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+                          tuple(row))
+                projections.apply(r, _tuple_to_event(row))
+            r.execute("COMMIT")
+        except BaseException:
+            r.execute("ROLLBACK")
+            raise
+        self._applied = int(rows[-1][0])
+
+    def _fresh(self) -> None:
+        """Catch up for a read; without the server, answer from what this process saw (and
+        try again only after a pause: a read never waits out a connect timeout twice)."""
+        if time.monotonic() < self._down_until:
+            return
+        try:
+            self._catch_up()
+        except (StoreError, psycopg.OperationalError, psycopg.InterfaceError):
+            self._down_until = time.monotonic() + 0.5
+
+    # ------------------------------------------------------------------ writing
+
+    async def execute(self, command: Command[T]) -> T:
+        return await asyncio.shield(self.submit(command))
+
+    def submit(self, command: Command[T]) -> asyncio.Future[T]:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_consume_outcome)
+        self._queue.put_nowait(_Job(command, fut))
+        return fut
+
+    async def append(self, events: Sequence[NewEvent]) -> list[int]:
+        evs = list(events)
+
+        def command(tx: Any) -> list[int]:
+            return [tx.emit(e).seq for e in evs]
+
+        return await self.execute(command)
+
+    async def _writer_loop(self) -> None:
+        stopping = False
+        while not stopping:
+            job = await self._queue.get()
+            if job is None:
+                break
+            jobs = [job]
+            while len(jobs) < MAX_BATCH:
+                try:
+                    nxt = self._queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    break
+                if nxt is None:
+                    stopping = True
+                    break
+                jobs.append(nxt)
+            try:
+                result = await self._write(jobs)
+            except Exception as exc:
+                err = exc if isinstance(exc, ClawError) else StoreError(
+                    f"{self.path}: write failed ({_first_line(exc)})")
+                for j in jobs:
+                    if not j.future.done():
+                        j.future.set_exception(err)
+                continue
+            self.batches += 1
+            self.commands += len(jobs)
+            for j, (ok, value) in zip(jobs, result.outcomes, strict=True):
+                if j.future.done():
+                    continue
+                if ok:
+                    j.future.set_result(value)
+                else:
+                    j.future.set_exception(value)
+            if result.last_seq > self._last_seq:
+                self._last_seq = result.last_seq
+                self._notify_change()
+
+    async def _write(self, jobs: list[_Job]) -> _BatchResult:
+        """Run the batch; across a lost connection, wait for the server and run it again
+        (or, when its COMMIT was cut off and it landed, answer with what it returned)."""
+        deadline = time.monotonic() + RECONNECT_S
+        pause = 0.05
+        while True:
+            try:
+                return await self._call(self._run_batch, jobs)
+            except _Retry:
+                pass
+            except _CommitUnknown as unknown:
+                first, result = unknown.first, unknown.result
+                if await self._until_back(deadline, partial(self._landed, first)):
+                    return result
+            self.retries += 1
+            await self._until_back(deadline, lambda: self._connect() is not None)
+            await asyncio.sleep(min(pause, 1.0))
+            pause *= 2
+
+    async def _until_back(self, deadline: float, probe: Callable[[], bool]) -> bool:
+        pause = 0.05
+        while True:
+            try:
+                return await self._call(probe)
+            except (StoreError, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if time.monotonic() > deadline:
+                    raise StoreError(f"{self.path}: server unreachable for {RECONNECT_S:.0f}s"
+                                     f" ({_first_line(exc)})") from None
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+
+    def _landed(self, first: tuple[StoredEvent, str] | None) -> bool:
+        """Did the batch whose COMMIT was cut off land? Its first event says so."""
+        if first is None:
+            return False  # it wrote nothing: running it again is harmless
+        event, text = first
+        pg = self._connect()
+        row = pg.execute("SELECT ts, actor, type, payload FROM clawtower_events WHERE seq=%s",
+                         (event.seq,)).fetchone()
+        mine = (event.ts, event.actor, event.type, text)
+        if row is not None and tuple(row) == mine:
+            self._catch_up()
+            return True
+        return False
+
+    def _run_batch(self, jobs: list[_Job]) -> _BatchResult:
+        """Pool thread: lock, catch up, run each command in a replica savepoint, log, commit."""
+        try:
+            pg = self._connect()
+        except StoreError as exc:  # the server is away: wait for it, as for a cut-off batch
+            raise _Retry() from exc
+        r = self._replica
+        now = self.clock.now()
+        result = _BatchResult()
+        emitted: list[StoredEvent] = []
+        texts: list[str] = []  # each emitted event's payload as logged
+        replica_open = False
+        try:
+            # round trips are the cost beside the commit's fsync: BEGIN and the lock go in
+            # one simple query, the inserts and the NOTIFY in one pipeline
+            pg.execute(f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY:d})".encode())
+            self._catch_up()
+            r.execute("BEGIN IMMEDIATE")
+            replica_open = True
+            for job in jobs:
+                tx = _Tx(r, now)
+                r.execute("SAVEPOINT cmd")
+                try:
+                    value = job.command(tx)
+                except Exception as exc:
+                    r.execute("ROLLBACK TO cmd")
+                    r.execute("RELEASE cmd")
+                    result.outcomes.append((False, _wrap(exc, self.path)))
+                    continue
+                r.execute("RELEASE cmd")
+                result.outcomes.append(
+                    (False, tx.deferred) if tx.deferred is not None else (True, value))
+                emitted.extend(tx.emitted)
+                texts.extend(tx.payload_json)
+            if emitted:
+                with pg.pipeline(), pg.cursor() as cur:
+                    cur.executemany(
+                        f"INSERT INTO clawtower_events ({EVENT_COLUMNS})"
+                        " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                        [(e.seq, e.ts, e.entity, e.entity_id, e.type, e.actor, e.role,
+                          text, e.idem_key) for e, text in zip(emitted, texts, strict=True)])
+                    cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(emitted[-1].seq)))
+                result.last_seq = emitted[-1].seq
+        except BaseException as exc:
+            if replica_open:
+                r.execute("ROLLBACK")
+            with contextlib.suppress(Exception):
+                pg.execute("ROLLBACK")
+            if _lost(exc):
+                raise _Retry() from exc
+            if isinstance(exc, psycopg.Error):
+                raise StoreError(f"{self.path}: write failed ({_first_line(exc)})") from None
+            raise
+        try:
+            pg.execute("COMMIT")
+        except BaseException as exc:
+            r.execute("ROLLBACK")
+            if _lost(exc):
+                raise _CommitUnknown(
+                    result, (emitted[0], texts[0]) if emitted else None) from exc
+            if isinstance(exc, psycopg.Error):
+                raise StoreError(f"{self.path}: write failed ({_first_line(exc)})") from None
+            raise
+        r.execute("COMMIT")
+        if emitted:
+            self._applied = emitted[-1].seq
+        return result
+
+    # ------------------------------------------------------------------ reading
+
+    def _query(self, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        self._fresh()
+        cur = self._replica.execute(sql, params)
+        if cur.description is None:
+            return []
+        return [_dict_factory(cur, row) for row in cur.fetchall()]
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        return await self._read(self._query, sql, params)
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+    async def fetch_many(
+        self, queries: Sequence[tuple[str, Sequence[Any]]]
+    ) -> list[list[dict[str, Any]]]:
+        def run() -> list[list[dict[str, Any]]]:
+            self._fresh()
+            out = []
+            for sql, params in queries:
+                cur = self._replica.execute(sql, params)
+                out.append([_dict_factory(cur, row) for row in cur.fetchall()])
+            return out
+
+        return await self._read(run)
+
+    async def last_seq(self) -> int:
+        row = await self.fetchone("SELECT coalesce(max(seq), 0) AS s FROM events")
+        return int(row["s"]) if row else 0
+
+    async def events_after(
+        self, seq: int, limit: int = 1000, entity_id: str | None = None
+    ) -> list[StoredEvent]:
+        from .sqlite import row_to_event
+
+        if entity_id is None:
+            rows = await self.fetchall(
+                "SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
+        else:
+            rows = await self.fetchall(
+                "SELECT * FROM events WHERE entity_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (entity_id, seq, limit))
+        return [row_to_event(r) for r in rows]
+
+    # ------------------------------------------------------------------ wake-ups
+
+    def _notify_change(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def _saw(self, seq: int) -> None:
+        if seq > self._last_seq:
+            self._last_seq = seq
+            self._notify_change()
+
+    async def _listen(self) -> None:
+        """LISTEN for other processes' commits; reconnect (and look once) after a loss."""
+        pause = 0.05
+        while not self._closed:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                        self.url, autocommit=True, connect_timeout=10) as conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    cur = await conn.execute("SELECT coalesce(max(seq), 0) FROM clawtower_events")
+                    row = await cur.fetchone()
+                    self._saw(int(row[0]) if row else 0)
+                    self.listening.set()
+                    pause = 0.05
+                    async for note in conn.notifies():
+                        with contextlib.suppress(ValueError):
+                            self._saw(int(note.payload))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.listening.clear()
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+
+    async def wait_for_change(self, after_seq: int, timeout: float) -> int:
+        """Return the newest seq once it passes `after_seq` (own commits and NOTIFYs from
+        other processes wake waiters at once), or the newest known on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if self._last_seq > after_seq:
+                return self._last_seq
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return self._last_seq
+            changed = self._changed
+            if self._last_seq > after_seq:
+                continue
+            await wait_event(changed, remaining)
+
+    # ------------------------------------------------------------------ replay
+
+    def _verify(self) -> list[str]:
+        self._catch_up()
+        problems = []
+        theirs = self._log_digest_pg()
+        mine = log_digest_rows(self._replica.execute(
+            f"SELECT {EVENT_COLUMNS} FROM events ORDER BY seq").fetchall())
+        if theirs != mine:
+            problems.append(f"events: the local replica ({mine[0]} events) differs from the"
+                            f" log in PostgreSQL ({theirs[0]} events)")
+        return problems + verify_connection(self._replica)
+
+    def _log_digest_pg(self) -> tuple[int, str]:
+        rows = self._connect().execute(
+            f"SELECT {EVENT_COLUMNS} FROM clawtower_events ORDER BY seq").fetchall()
+        return log_digest_rows(rows)
+
+    async def verify_projections(self) -> list[str]:
+        """Replay the log into fresh projections and compare them with this process's
+        replica (and the replica's copy of the log with PostgreSQL's)."""
+        return await self._read(self._verify)
+
+    async def log_digest(self) -> tuple[int, str]:
+        """(events, sha256 over every event) of the log in PostgreSQL."""
+        return await self._read(self._log_digest_pg)
+
+    async def rebuild_projections(self) -> int:
+        """Throw the replica away and rebuild it from the log."""
+
+        def rebuild() -> int:
+            old = self._replica
+            self._replica, self._applied = self._new_replica(), 0
+            try:
+                self._catch_up()
+            except BaseException:
+                self._replica.close()
+                self._replica, self._applied = old, int(
+                    old.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+                raise
+            old.close()
+            return self._applied
+
+        return await self._read(rebuild)
+
+
+def log_digest_rows(rows: Sequence[Sequence[Any]]) -> tuple[int, str]:
+    h = hashlib.sha256()
+    for row in rows:
+        h.update(repr(tuple(row)).encode())
+    return len(rows), h.hexdigest()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+async def open_postgres(url: str, *, clock: Clock | None = None) -> PostgresStore:
+    """Open (creating the log tables on first use) the store in the database at `url`."""
+    store = PostgresStore(url, clock or SystemClock())
+    await store._open()
+    return store

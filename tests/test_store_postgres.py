@@ -1,0 +1,122 @@
+"""PostgreSQL-only behaviour of the shared store: a write whose COMMIT was cut off is never
+applied twice (it landed: answered with its result; it did not: run again), the log's
+schema version guards against older builds, and an unreachable server is a StoreError.
+(A server restart under load: tests/test_store_workers.py.)"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from core import events as ev
+from core.errors import StoreError
+from core.events import NewEvent
+from core.store import open_store
+from core.store.schema import LATEST_VERSION
+
+
+def note(text: str) -> NewEvent:
+    return NewEvent(entity_id="n-1", actor="t", role="system", payload=ev.Note(text=text))
+
+
+def cut_commit(store, *, lands: bool) -> list[int]:
+    """The next COMMIT on the store's connection is lost on the wire: the server either
+    committed it (`lands`) or not, and the client sees a dead connection either way."""
+    conn = store._pg
+    real = conn.execute
+    fired: list[int] = []
+
+    def execute(query, *args, **kwargs):
+        if query == "COMMIT" and not fired:
+            fired.append(1)
+            real("COMMIT" if lands else "ROLLBACK")
+            conn.close()
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return real(query, *args, **kwargs)
+
+    conn.execute = execute
+    return fired
+
+
+@pytest.mark.parametrize("lands", [True, False])
+async def test_a_commit_cut_off_is_applied_exactly_once(pg_url, lands):
+    store = await open_store(pg_url)
+    try:
+        await store.append([note("before")])
+        runs: list[int] = []
+
+        def command(tx):
+            runs.append(1)
+            return tx.emit(note("the write")).seq
+
+        fired = cut_commit(store, lands=lands)
+        seq = await store.execute(command)
+        assert fired == [1]
+        # landed: answered from the first run; lost: run once more, on a new connection
+        assert len(runs) == (1 if lands else 2)
+        assert seq == 2
+        texts = [e.payload.text for e in await store.events_after(0)]
+        assert texts == ["before", "the write"]
+        assert store.retries == (0 if lands else 1)
+        assert await store.verify_projections() == []
+    finally:
+        await store.close()
+    again = await open_store(pg_url)  # a fresh replica from the log agrees
+    assert [e.payload.text for e in await again.events_after(0)] == ["before", "the write"]
+    await again.close()
+
+
+async def test_a_newer_log_is_refused(pg_url):
+    s = await open_store(pg_url)
+    await s.append([note("x")])
+    await s.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE clawtower_meta SET value=%s WHERE key='schema_version'",
+                     (str(LATEST_VERSION + 1),))
+    with pytest.raises(StoreError, match=rf"newer clawtower \(schema v{LATEST_VERSION + 1};"):
+        await open_store(pg_url)
+
+
+async def test_an_unreachable_server_is_a_one_line_store_error(pg_url):
+    bad = pg_url.replace("host=", "host=/nonexistent")
+    with pytest.raises(StoreError, match="cannot connect"):
+        await open_store(bad)
+
+
+def test_a_postgres_url_is_never_taken_for_a_path(tmp_path, monkeypatch):
+    from core.config import effects_journal
+
+    monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path))
+    url = "postgresql://u:secret@db.example:5432/prod"
+    journal = effects_journal(url)
+    assert journal.parent == tmp_path and journal.name.startswith("prod-")
+    assert journal.name.endswith(".effects.jsonl")
+    assert effects_journal(tmp_path / "s.db") == tmp_path / "s.effects.jsonl"
+
+
+async def test_reads_answer_from_the_replica_while_the_server_is_down(pg_server_url, tmp_path):
+    import asyncio
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from core.store import pglocal
+
+    folder = Path(tempfile.mkdtemp(prefix="clawtower-pgdown-")) / "data"
+    url = pglocal.start(folder, stop_at_exit=True)
+    store = await open_store(url)
+    try:
+        await store.append([note("kept")])
+        await asyncio.to_thread(pglocal.stop, folder)
+        t0 = time.monotonic()
+        rows = await store.fetchall("SELECT count(*) AS n FROM events")
+        assert rows == [{"n": 1}]  # what this process last saw, without waiting on the server
+        assert time.monotonic() - t0 < 15
+        write = asyncio.ensure_future(store.append([note("after")]))
+        await asyncio.sleep(0.5)
+        assert not write.done(), "a write must wait for the server, not fail or land"
+        await asyncio.to_thread(pglocal.start, folder)
+        assert await asyncio.wait_for(write, 60) == [2]
+        assert [e.payload.text for e in await store.events_after(0)] == ["kept", "after"]
+    finally:
+        await store.close()
