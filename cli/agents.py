@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # loaded by the handlers: other commands start without pydant
 
 from . import llm_task as llm_task_cli
 from . import output
+from . import session as session_cli
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 HANDLERS: dict[str, Handler] = {}
@@ -73,6 +74,7 @@ def _add_agents_parser(cmd: Callable[..., argparse.ArgumentParser]) -> None:
     ash = asub.add_parser("show", help="one agent in full", parents=[_config_option()])
     ash.add_argument("name", metavar="NAME")
     ash.add_argument("--json", action="store_true")
+    session_cli.add_spec_parser(asub)  # `agents spec ...`: the store's spec registry
     HANDLERS["agents"] = cmd_agents
 
 
@@ -129,6 +131,8 @@ def _agent_detail(cfg: ClawtowerConfig, name: str) -> str:
 async def cmd_agents(args: argparse.Namespace) -> int:
     from core.agents.config import load_config
 
+    if args.agents_cmd == "spec":
+        return await session_cli.cmd_spec(args)
     cfg = load_config(args.config)
     if args.agents_cmd == "show":
         cfg.agent(args.name)  # an unknown name: exit 2 naming the config and the known ones

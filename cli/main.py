@@ -26,6 +26,7 @@ from core.tasks.phases import Phase, parse_phase
 
 from . import agents as agents_cli
 from . import output
+from . import session as session_cli
 from . import tools as tools_cli
 from . import workflow as workflow_cli
 from .stores import cli_store, wait_for_store
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from core.store import SQLiteStore
 
 # Command groups that live in modules of their own: each has register(cmd) and HANDLERS.
-EXTENSIONS = (workflow_cli, agents_cli, tools_cli)
+EXTENSIONS = (workflow_cli, agents_cli, tools_cli, session_cli)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -71,7 +71,7 @@ SPAWN_SPEC = ToolSpec(
         "label": {"type": "string", "description": "a short label (optional)"}},
         "required": ["task"], "additionalProperties": False})
 ARTIFACT = re.compile(r"artifact://[^\s\"'<>)\]]+")
-TextSink = Callable[[str, str], None]  # (session id, text delta)
+TextSink = Callable[[str, str, str], None]  # (session id, turn id, text delta)
 
 
 def lease_name(sid: str) -> str:
@@ -192,6 +192,12 @@ def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
             "SELECT j.* FROM turn_jobs j LEFT JOIN leases l ON l.name = 'session:' ||"
             " j.session_id WHERE j.status='running' AND (l.name IS NULL OR l.released=1"
             " OR l.expires_at <= ?) ORDER BY j.queued_seq LIMIT ?", (tx.now, n + 16))
+    if only is not None:  # these sessions and their descendants
+        marks = ",".join("?" * len(only))
+        only = {r["id"] for r in tx.all(
+            "WITH RECURSIVE tree(id) AS (SELECT id FROM sessions WHERE id IN (" + marks + ")"
+            " UNION SELECT s.id FROM sessions s JOIN tree t ON s.parent_id = t.id)"
+            " SELECT id FROM tree", tuple(only))}
     out: list[Claim] = []
     for job in rows:
         if len(out) >= n:
@@ -597,7 +603,7 @@ class SessionRunner:
 
             def on_text(text: str) -> None:
                 if self.on_text is not None:
-                    self.on_text(sid, text)
+                    self.on_text(sid, claim.turn_id, text)
 
             result = await run_turn(
                 provider, model=claim.model, messages=self._messages(claim),
