@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import re
 import socket
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -354,6 +356,7 @@ class SessionToolBox:
         self.allow = claim.spec.config.policy.tools
         self.inner: ToolBox | None = runner.registry.toolbox(
             self.allow, agent=claim.spec.name) if runner.registry is not None else None
+        self.spawns: Counter[str] = Counter()  # the same call again in this turn
 
     async def specs(self) -> list[ToolSpec]:
         specs = await self.inner.specs() if self.inner is not None else []
@@ -385,10 +388,16 @@ class SessionToolBox:
         if not isinstance(args, dict) or not isinstance(args.get("task"), str):
             return ToolResult(content=f"{SPAWN_TOOL}: arguments must be a JSON object with a"
                               " string 'task'", is_error=True, error_kind="arguments")
+        # A turn re-run after its worker died makes the same calls again: the n-th identical
+        # spawn of this job is the same child, never a second one.
+        same = hashlib.sha256(json.dumps([args.get("task"), args.get("agent"),
+                                          args.get("label")]).encode()).hexdigest()[:16]
+        self.spawns[same] += 1
+        key = f"{self.claim.job_id}:{same}:{self.spawns[same]}"
         try:
             out = await self.runner.sessions.spawn(
                 sid, args["task"], agent=args.get("agent") or None,
-                label=str(args.get("label") or ""), by=sid, caller="tool")
+                label=str(args.get("label") or ""), by=sid, caller="tool", key=key)
         except ClawError as exc:
             kind = "policy" if "refused" in str(exc) or "may not" in str(exc) else "failed"
             return ToolResult(content=f"{SPAWN_TOOL}: {exc}", is_error=True, error_kind=kind)

@@ -183,9 +183,19 @@ def _stop(tx: WriteTx, sid: str, by: str, reason: str) -> list[str]:
 
 
 def _spawn(tx: WriteTx, parent_id: str, task: str, agent: str | None, label: str, by: str,
-           limits: SessionLimits, caller: str = "operator") -> dict[str, Any]:
+           limits: SessionLimits, caller: str = "operator", key: str | None = None
+           ) -> dict[str, Any]:
     if not task.strip():
         raise ValidationError(f"session {parent_id}: spawn: the task is empty")
+    if key is not None:  # the same spawn again (a turn re-run after a crash): the same child
+        row = tx.one("SELECT * FROM sessions WHERE parent_id=? AND"
+                     " json_extract(task, '$.spawn_key')=?", (parent_id, key))
+        if row is not None:
+            spec_row = tx.one("SELECT name FROM agent_specs WHERE agent_id=?",
+                              (row["agent_id"],))
+            return {"status": "accepted", "session": row["id"], "run_id": row["run_id"],
+                    "job": None, "agent": spec_row["name"] if spec_row else row["agent_id"],
+                    "agent_id": row["agent_id"], "hop": row["hop"], "existing": True}
     parent = _open_for(tx, parent_id, "session.spawn", by)
     if parent is None:
         return {}
@@ -227,7 +237,8 @@ def _spawn(tx: WriteTx, parent_id: str, task: str, agent: str | None, label: str
         title=label or task.strip().splitlines()[0][:60], agent_id=spec.agent_id,
         deliver=False, channel=INTERNAL_CHANNEL, parent_id=parent_id, hop=hop,
         trace_id=parent["trace_id"], run_id=run_id,
-        task={"label": label, "prompt": task}, created_by=by)))
+        task={"label": label, "prompt": task, **({"spawn_key": key} if key else {})},
+        created_by=by)))
     msg_id = new_id("m")
     tx.emit(_ev(sid, by, sev.SessionInbound(msg_id=msg_id, text=task, sender=parent_id)))
     job = queue_job(tx, sid, "spawn", by)
@@ -388,12 +399,13 @@ class Sessions:
         return await self.store.execute(lambda tx: _stop(tx, sid, by, reason))
 
     async def spawn(self, parent_id: str, task: str, *, agent: str | None = None,
-                    label: str = "", by: str = "operator", caller: str = "operator"
-                    ) -> dict[str, Any]:
+                    label: str = "", by: str = "operator", caller: str = "operator",
+                    key: str | None = None) -> dict[str, Any]:
         """A child session on the internal channel (deliver=false) with `task` queued;
-        returns at once: {status: accepted, session, run_id, job, agent, hop}."""
+        returns at once: {status: accepted, session, run_id, job, agent, hop}. A `key`
+        already used by a child of `parent_id` returns that child (nothing new)."""
         return await self.store.execute(
-            lambda tx: _spawn(tx, parent_id, task, agent, label, by, self.limits, caller))
+            lambda tx: _spawn(tx, parent_id, task, agent, label, by, self.limits, caller, key))
 
     async def set_agent(self, sid: str, ref: str, *, by: str = "operator") -> AgentSpec:
         def command(tx: WriteTx) -> AgentSpec:
