@@ -126,7 +126,13 @@ async def test_kill_9_mid_turn_loses_nothing_and_answers_once(tmp_path: Path) ->
                 (m["role"], m["text"][:80]) for m in final]
         p = await s.get(parent)
         assert len(p["children"]) == 6 and len(p["announces"]) == 6
-        assert p["messages"][-1]["text"].startswith("Synthesis of 6 subagent result(s)")
+        # every announce reached exactly one parent turn (as ephemeral context): after the
+        # crash some may come with the re-run turn, the rest with the turn the join wakes
+        import re
+
+        synth = [int(m.group(1)) for x in p["messages"] if x["role"] == "assistant"
+                 for m in [re.match(r"Synthesis of (\d+) subagent", x["text"])] if m]
+        assert sum(synth) == 6 and all(a["consumed_by"] for a in p["announces"])
         assert await store.verify_projections() == []
     finally:
         await store.close()

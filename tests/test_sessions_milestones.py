@@ -176,6 +176,7 @@ async def test_m2_every_visible_tool_is_callable_and_every_hidden_one_refused(
     claim_like = type("C", (), {})()
     claim_like.spec = await sessions.spec("mixed")
     claim_like.session_id = sid
+    claim_like.job_id = "J-test"
     box = SessionToolBox(r, claim_like)
     for name in ("clock.now", "json.query", "text.count", SPAWN_TOOL):
         args = '{"task": "t", "agent": "helper"}' if name == SPAWN_TOOL else "{}"
