@@ -403,3 +403,28 @@ async def test_bad_input_is_one_clear_error_and_no_state_change(
     refusals = await store.fetchall("SELECT action, reason FROM refusals ORDER BY seq")
     assert [r["action"] for r in refusals] == ["session.send", "session.send"]
     assert await store.verify_projections() == []
+
+
+async def test_m4_spawn_many_is_one_commit_with_per_item_refusals(store: Any,
+                                                                sessions: Sessions) -> None:
+    await spec(sessions, "lead", policy={"subagents": ["worker"]})
+    await spec(sessions, "worker")
+    await spec(sessions, "other")
+    sid = await sessions.create(agent="lead")
+    before = (await store.fetchone("SELECT count(*) AS n FROM events"))["n"]
+    out = await sessions.spawn_many(sid, [{"task": "a", "agent": "worker"},
+                                          {"task": "b", "agent": "other"},
+                                          {"task": "c", "agent": "worker"}],
+                                    caller="tool", key="J-x:k")
+    assert [o["status"] for o in out] == ["accepted", "refused", "accepted"]
+    assert "may not spawn other" in out[1]["reason"]
+    again = await sessions.spawn_many(sid, [{"task": "a", "agent": "worker"},
+                                            {"task": "b", "agent": "other"},
+                                            {"task": "c", "agent": "worker"}],
+                                      caller="tool", key="J-x:k")
+    assert [o.get("session") for o in again] == [o.get("session") for o in out]
+    kids = (await sessions.get(sid))["children"]
+    assert [k["title"] for k in kids] == ["a", "c"]
+    refusals = await store.fetchall("SELECT reason FROM refusals WHERE action='session.spawn'")
+    assert len(refusals) == 2  # each attempt's refusal is recorded
+    assert (await store.fetchone("SELECT count(*) AS n FROM events"))["n"] > before

@@ -337,7 +337,8 @@ def session_reply(request: ChatRequest) -> tuple[str, list[SimToolCall]]:
     user message, so demos and tests are deterministic without scripts:
 
     - `#work N`: N tool rounds (`text.count` on "step i of N"), then "Done: ...";
-    - `#spawn N [agent]`: one round of N `spawn_subagent` calls, then "Spawned N ...";
+    - `#spawn N [agent]`: one round of N `spawn_subagent` calls (or one `spawn_subagents`
+      call when the model is offered it), then "Spawned N ...";
     - `#call TOOL {json}`: one call of TOOL, then a reply quoting its result;
     - a `[Backlog]` message resumes an interrupted `#work N` where it stopped;
     - with subagent results in the system prompt: a synthesis of them;
@@ -377,15 +378,17 @@ def session_reply(request: ChatRequest) -> tuple[str, list[SimToolCall]]:
         n, who = int(spawn.group(1)), spawn.group(2)
         task = _short(_SPAWN.sub("", body).strip() or "a part of the work", 80)
         if rounds == 0:
-            calls = []
+            items: list[dict[str, Any]] = []
             for i in range(n):
                 args: dict[str, Any] = {"task": f"part {i + 1} of {n}: {task}",
                                         "label": f"part-{i + 1}"}
                 if who:
                     args["agent"] = who
-                calls.append(SimToolCall(name="spawn_subagent", arguments=args))
-            return "", calls
-        ok = sum(1 for r in results if '"accepted"' in r)
+                items.append(args)
+            if n > 1 and any(t.name == "spawn_subagents" for t in request.tools):
+                return "", [SimToolCall(name="spawn_subagents", arguments={"tasks": items})]
+            return "", [SimToolCall(name="spawn_subagent", arguments=a) for a in items]
+        ok = sum(r.count('"accepted"') for r in results)
         return (f"Spawned {ok} of {n} subagent(s); their results will follow."
                 + ("" if ok == n else f" Refused: {_short(results[-1], 160)}")), []
     work = _WORK.search(body)

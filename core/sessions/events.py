@@ -44,6 +44,7 @@ class SessionCreated(Payload):
     trace_id: str = ""
     run_id: str | None = None  # a child: the run whose completion is announced once
     task: dict[str, Any] = Field(default_factory=dict)  # a child: label, prompt
+    spawn_key: str | None = None  # a child spawned by a turn: the same call re-run finds it
     created_by: str = ""
 
 

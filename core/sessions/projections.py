@@ -44,12 +44,12 @@ def _created(db: sqlite3.Connection, e: StoredEvent) -> None:
     num = int(e.entity_id.split("-", 1)[1])
     db.execute(
         "INSERT INTO sessions (id, num, title, agent_id, provider_override, model_override,"
-        " deliver, channel, parent_id, hop, trace_id, run_id, task, status, created_by,"
-        " created_at, updated_at, last_seq)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?)",
+        " deliver, channel, parent_id, hop, trace_id, run_id, task, spawn_key, status,"
+        " created_by, created_at, updated_at, last_seq)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?)",
         (e.entity_id, num, p.title, p.agent_id, p.provider_override, p.model_override,
          int(p.deliver), p.channel, p.parent_id, p.hop, p.trace_id, p.run_id, _j(p.task),
-         p.created_by, e.ts, e.ts, e.seq))
+         p.spawn_key, p.created_by, e.ts, e.ts, e.seq))
 
 
 @projects(sev.SessionAgentSwitched)

@@ -72,6 +72,19 @@ SPAWN_SPEC = ToolSpec(
         "agent": {"type": "string", "description": "agent spec name (optional)"},
         "label": {"type": "string", "description": "a short label (optional)"}},
         "required": ["task"], "additionalProperties": False})
+SPAWN_MANY_TOOL = "spawn_subagents"
+SPAWN_MANY_SPEC = ToolSpec(
+    name=SPAWN_MANY_TOOL,
+    description=("Start several subagents at once (one commit): `tasks` is a list of"
+                 " {task, agent?, label?}. Each is accepted or refused on its own; results"
+                 " reach you on a later turn."),
+    parameters={"type": "object", "properties": {"tasks": {
+        "type": "array", "minItems": 1, "maxItems": 10_000, "items": {
+            "type": "object", "properties": {
+                "task": {"type": "string"}, "agent": {"type": "string"},
+                "label": {"type": "string"}},
+            "required": ["task"], "additionalProperties": False}}},
+        "required": ["tasks"], "additionalProperties": False})
 ARTIFACT = re.compile(r"artifact://[^\s\"'<>)\]]+")
 TextSink = Callable[[str, str, str], None]  # (session id, turn id, text delta)
 
@@ -360,40 +373,53 @@ class SessionToolBox:
 
     async def specs(self) -> list[ToolSpec]:
         specs = await self.inner.specs() if self.inner is not None else []
-        if allowed(SPAWN_TOOL, self.allow):
-            specs.append(SPAWN_SPEC)
+        specs.extend(s for s in (SPAWN_SPEC, SPAWN_MANY_SPEC) if allowed(s.name, self.allow))
         return specs
 
+    def _key(self, args: Any) -> str:
+        """A turn re-run after its worker died makes the same calls again: the n-th
+        identical spawn call of this job finds the same child(ren), never new ones."""
+        same = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:16]
+        self.spawns[same] += 1
+        return f"{self.claim.job_id}:{same}:{self.spawns[same]}"
+
     async def call(self, name: str, arguments: str) -> ToolResult:
-        if name != SPAWN_TOOL:
+        if name not in (SPAWN_TOOL, SPAWN_MANY_TOOL):
             if self.inner is None:
                 return ToolResult(content=f"{name}: no such tool", is_error=True,
                                   error_kind="unknown")
             return await self.inner.call(name, arguments)
         sid = self.claim.session_id
         store = self.runner.store
-        if not allowed(SPAWN_TOOL, self.allow):
+        if not allowed(name, self.allow):
             await store.append([NewEvent(
-                entity_id=f"tool:{SPAWN_TOOL}", actor=self.claim.spec.name, role="executor",
-                payload=ev.PermissionRefused(action="tool.call", target=SPAWN_TOOL,
-                                             reason=f"{SPAWN_TOOL} is not in"
+                entity_id=f"tool:{name}", actor=self.claim.spec.name, role="executor",
+                payload=ev.PermissionRefused(action="tool.call", target=name,
+                                             reason=f"{name} is not in"
                                                     f" {self.claim.spec.name}'s allow-list"))])
-            return ToolResult(content=f"{SPAWN_TOOL}: not allowed for {self.claim.spec.name}"
+            return ToolResult(content=f"{name}: not allowed for {self.claim.spec.name}"
                               " (not in its tool allow-list); the call was not made",
                               is_error=True, error_kind="policy")
         try:
             args = json.loads(arguments or "{}")
         except ValueError:
             args = None
+        if name == SPAWN_MANY_TOOL:
+            tasks = args.get("tasks") if isinstance(args, dict) else None
+            if not isinstance(tasks, list) or not tasks or not all(
+                    isinstance(t, dict) and isinstance(t.get("task"), str) for t in tasks):
+                return ToolResult(content=f"{name}: arguments must be {{\"tasks\": [{{\"task\":"
+                                  " ...}, ...]}", is_error=True, error_kind="arguments")
+            try:
+                many = await self.runner.sessions.spawn_many(
+                    sid, tasks, by=sid, caller="tool", key=self._key(args))
+            except ClawError as exc:
+                return ToolResult(content=f"{name}: {exc}", is_error=True, error_kind="failed")
+            return ToolResult(content=json.dumps(many, sort_keys=True), structured=many)
         if not isinstance(args, dict) or not isinstance(args.get("task"), str):
             return ToolResult(content=f"{SPAWN_TOOL}: arguments must be a JSON object with a"
                               " string 'task'", is_error=True, error_kind="arguments")
-        # A turn re-run after its worker died makes the same calls again: the n-th identical
-        # spawn of this job is the same child, never a second one.
-        same = hashlib.sha256(json.dumps([args.get("task"), args.get("agent"),
-                                          args.get("label")]).encode()).hexdigest()[:16]
-        self.spawns[same] += 1
-        key = f"{self.claim.job_id}:{same}:{self.spawns[same]}"
+        key = self._key(args)
         try:
             out = await self.runner.sessions.spawn(
                 sid, args["task"], agent=args.get("agent") or None,
@@ -436,6 +462,7 @@ class SessionRunner:
         self.errors: list[str] = []
         self.finished = 0
         self._stop = asyncio.Event()
+        self._stops_at = float("-inf")
         self._defaults = {SIMULATOR: SIM_MODELS[0], **{
             n: p.models[0] for n, p in self.config.providers.items() if p.models}}
 
@@ -507,7 +534,8 @@ class SessionRunner:
             expired = now - last_expired >= self.lease_ttl_s / 3
             if expired:
                 last_expired = now
-            if len(self.running) < self.max_concurrent:
+            if len(self.running) < self.max_concurrent and (
+                    expired or await self._claimable()):
                 await self.claim(expired=expired)
             if now - last_renew >= self.lease_ttl_s / 3:
                 last_renew = now
@@ -557,8 +585,10 @@ class SessionRunner:
                 c.cancel.cancel("lease lost")
 
     async def _watch_stops(self) -> None:
-        if not self.running:
+        now = asyncio.get_running_loop().time()
+        if not self.running or now - self._stops_at < 0.05:
             return
+        self._stops_at = now
         sids = {c.session_id: c for c, _ in self.running.values()}
         marks = ",".join("?" * len(sids))
         rows = await self.store.fetchall(
@@ -657,5 +687,6 @@ def announce_context(announces: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["SPAWN_TOOL", "STEER_NOTE", "Claim", "SessionRunner", "SessionToolBox",
+__all__ = ["SPAWN_MANY_TOOL", "SPAWN_TOOL", "STEER_NOTE", "Claim", "SessionRunner",
+           "SessionToolBox",
            "announce_context", "lease_name"]

@@ -8,6 +8,7 @@ else.
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import uuid
 from dataclasses import dataclass
@@ -68,13 +69,31 @@ def refuse(tx: WriteTx, target: str, action: str, reason: str, by: str,
 # --------------------------------------------------------------------------- specs
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed(agent_id: str, name: str, config_json: str, source: str, updated_at: float
+            ) -> AgentSpec:
+    return AgentSpec.from_row({"agent_id": agent_id, "name": name, "config_json": config_json,
+                               "source": source, "updated_at": updated_at})
+
+
+def _spec_of(r: dict[str, Any]) -> AgentSpec:
+    """Parsed once per stored version (turns and spawns look specs up constantly)."""
+    return _parsed(r["agent_id"], r["name"], r["config_json"], r["source"], r["updated_at"])
+
+
 def spec_by_ref(tx_or_rows: WriteTx | list[dict[str, Any]], ref: str) -> AgentSpec:
     """Exact match on agent id or name; unknown -> NotFound naming close matches."""
-    rows = tx_or_rows if isinstance(tx_or_rows, list) else tx_or_rows.all(
-        "SELECT * FROM agent_specs ORDER BY name")
+    if isinstance(tx_or_rows, list):
+        rows = tx_or_rows
+    else:
+        row = tx_or_rows.one("SELECT * FROM agent_specs WHERE agent_id=? OR name=?"
+                             " ORDER BY agent_id=? DESC LIMIT 1", (ref, ref, ref))
+        if row is not None:
+            return _spec_of(row)
+        rows = tx_or_rows.all("SELECT * FROM agent_specs ORDER BY name")
     for r in rows:
         if r["agent_id"] == ref or r["name"] == ref:
-            return AgentSpec.from_row(r)
+            return _spec_of(r)
     names = [r["name"] for r in rows]
     raise NotFound(f"agent {ref!r}: no such agent spec ({close_matches(ref, names)})")
 
@@ -182,68 +201,117 @@ def _stop(tx: WriteTx, sid: str, by: str, reason: str) -> list[str]:
     return stopped
 
 
-def _spawn(tx: WriteTx, parent_id: str, task: str, agent: str | None, label: str, by: str,
-           limits: SessionLimits, caller: str = "operator", key: str | None = None
-           ) -> dict[str, Any]:
+class _Refused(Exception):
+    def __init__(self, reason: str, error: Exception) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error = error
+
+
+def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None, label: str,
+               by: str, limits: SessionLimits, caller: str, key: str | None,
+               children: int) -> dict[str, Any]:
+    """One child of `parent` (checked); raises _Refused (nothing emitted) when refused."""
+    parent_id = parent["id"]
     if not task.strip():
-        raise ValidationError(f"session {parent_id}: spawn: the task is empty")
+        raise _Refused("empty task", ValidationError(
+            f"session {parent_id}: spawn: the task is empty"))
     if key is not None:  # the same spawn again (a turn re-run after a crash): the same child
-        row = tx.one("SELECT * FROM sessions WHERE parent_id=? AND"
-                     " json_extract(task, '$.spawn_key')=?", (parent_id, key))
+        row = tx.one("SELECT * FROM sessions WHERE parent_id=? AND spawn_key=?",
+                     (parent_id, key))
         if row is not None:
             spec_row = tx.one("SELECT name FROM agent_specs WHERE agent_id=?",
                               (row["agent_id"],))
             return {"status": "accepted", "session": row["id"], "run_id": row["run_id"],
                     "job": None, "agent": spec_row["name"] if spec_row else row["agent_id"],
                     "agent_id": row["agent_id"], "hop": row["hop"], "existing": True}
-    parent = _open_for(tx, parent_id, "session.spawn", by)
-    if parent is None:
-        return {}
     hop = int(parent["hop"]) + 1
     if hop > limits.max_hop:
-        refuse(tx, parent_id, "session.spawn", f"hop limit: a child of {parent_id} would be"
-               f" hop {hop}, over the limit of {limits.max_hop}", by,
-               PermissionDenied(f"session {parent_id}: spawn refused: hop {hop} is over the"
-                                f" limit of {limits.max_hop}"))
-        return {}
+        raise _Refused(f"hop limit: a child of {parent_id} would be hop {hop}, over the limit"
+                       f" of {limits.max_hop}", PermissionDenied(
+                           f"session {parent_id}: spawn refused: hop {hop} is over the"
+                           f" limit of {limits.max_hop}"))
     if len(task) > limits.max_message_chars:
-        refuse(tx, parent_id, "session.spawn", f"task of {len(task)} characters is over the"
-               f" limit of {limits.max_message_chars}", by,
-               ValidationError(f"session {parent_id}: spawn: task too long ({len(task)}"
-                               f" characters; at most {limits.max_message_chars})"))
-        return {}
-    n = tx.one("SELECT count(*) AS n FROM sessions WHERE parent_id=?", (parent_id,))
-    if n and int(n["n"]) >= limits.max_children:
-        refuse(tx, parent_id, "session.spawn", f"child limit: {parent_id} already has"
-               f" {n['n']} children (at most {limits.max_children})", by,
-               PermissionDenied(f"session {parent_id}: spawn refused: at most"
-                                f" {limits.max_children} children"))
-        return {}
+        raise _Refused(f"task of {len(task)} characters is over the limit of"
+                       f" {limits.max_message_chars}", ValidationError(
+                           f"session {parent_id}: spawn: task too long ({len(task)}"
+                           f" characters; at most {limits.max_message_chars})"))
+    if children >= limits.max_children:
+        raise _Refused(f"child limit: {parent_id} already has {children} children (at most"
+                       f" {limits.max_children})", PermissionDenied(
+                           f"session {parent_id}: spawn refused: at most"
+                           f" {limits.max_children} children"))
     own = spec_by_ref(tx, parent["agent_id"])
     spec = spec_by_ref(tx, agent) if agent else own
     allow = own.config.policy.subagents
     if caller == "tool":
         if allow is None and spec.agent_id == own.agent_id:
-            refuse(tx, parent_id, "session.spawn", f"self-spawn: agent {own.name} may not"
-                   " spawn itself (list it in policy.subagents to allow it)", by)
-            return {}
+            reason = (f"self-spawn: agent {own.name} may not spawn itself (list it in"
+                      " policy.subagents to allow it)")
+            raise _Refused(reason, PermissionDenied(f"{parent_id}: {reason}"))
         if allow is not None and spec.name not in allow:
-            refuse(tx, parent_id, "session.spawn", f"agent {own.name} may not spawn"
-                   f" {spec.name} (policy.subagents: {', '.join(allow) or 'none'})", by)
-            return {}
+            reason = (f"agent {own.name} may not spawn {spec.name} (policy.subagents:"
+                      f" {', '.join(allow) or 'none'})")
+            raise _Refused(reason, PermissionDenied(f"{parent_id}: {reason}"))
     sid = _next_session_id(tx)
     run_id = new_id("run")
     tx.emit(_ev(sid, by, sev.SessionCreated(
         title=label or task.strip().splitlines()[0][:60], agent_id=spec.agent_id,
         deliver=False, channel=INTERNAL_CHANNEL, parent_id=parent_id, hop=hop,
-        trace_id=parent["trace_id"], run_id=run_id,
-        task={"label": label, "prompt": task, **({"spawn_key": key} if key else {})},
-        created_by=by)))
+        trace_id=parent["trace_id"], run_id=run_id, spawn_key=key,
+        task={"label": label, "prompt": task}, created_by=by)))
     msg_id = new_id("m")
     tx.emit(_ev(sid, by, sev.SessionInbound(msg_id=msg_id, text=task, sender=parent_id)))
     job = queue_job(tx, sid, "spawn", by)
     return {"status": "accepted", "session": sid, "run_id": run_id, "job": job,
             "agent": spec.name, "agent_id": spec.agent_id, "hop": hop}
+
+
+def _children(tx: WriteTx, parent_id: str) -> int:
+    n = tx.one("SELECT count(*) AS n FROM sessions WHERE parent_id=?", (parent_id,))
+    return int(n["n"]) if n else 0
+
+
+def _spawn(tx: WriteTx, parent_id: str, task: str, agent: str | None, label: str, by: str,
+           limits: SessionLimits, caller: str = "operator", key: str | None = None
+           ) -> dict[str, Any]:
+    parent = _open_for(tx, parent_id, "session.spawn", by)
+    if parent is None:
+        return {}
+    try:
+        return _spawn_one(tx, parent, task, agent, label, by, limits, caller, key,
+                          _children(tx, parent_id))
+    except _Refused as r:
+        if isinstance(r.error, ValidationError) and r.reason == "empty task":
+            raise r.error from None
+        refuse(tx, parent_id, "session.spawn", r.reason, by, r.error)
+        return {}
+
+
+def _spawn_many(tx: WriteTx, parent_id: str, items: list[dict[str, Any]], by: str,
+                limits: SessionLimits, caller: str, key: str | None) -> list[dict[str, Any]]:
+    """Several children in ONE commit; each item is accepted or refused on its own (every
+    refusal recorded), as that many single spawns would be."""
+    parent = _open_for(tx, parent_id, "session.spawn", by)
+    if parent is None:
+        return []
+    out: list[dict[str, Any]] = []
+    children = _children(tx, parent_id)
+    for i, item in enumerate(items):
+        try:
+            res = _spawn_one(tx, parent, str(item.get("task") or ""), item.get("agent") or None,
+                             str(item.get("label") or ""), by, limits, caller,
+                             f"{key}:{i}" if key else None, children)
+        except _Refused as r:
+            tx.emit(NewEvent(entity_id=parent_id, actor=by or "operator", role="operator",
+                             payload=ev.PermissionRefused(action="session.spawn",
+                                                          target=parent_id, reason=r.reason)))
+            out.append({"status": "refused", "reason": r.reason})
+            continue
+        if not res.get("existing"):
+            children += 1
+        out.append(res)
+    return out
 
 
 def _clip(text: str, limit: int) -> str:
@@ -406,6 +474,14 @@ class Sessions:
         already used by a child of `parent_id` returns that child (nothing new)."""
         return await self.store.execute(
             lambda tx: _spawn(tx, parent_id, task, agent, label, by, self.limits, caller, key))
+
+    async def spawn_many(self, parent_id: str, items: list[dict[str, Any]], *,
+                         by: str = "operator", caller: str = "operator",
+                         key: str | None = None) -> list[dict[str, Any]]:
+        """Many children in one commit: items are {task, agent?, label?}; each result is
+        accepted (as `spawn` returns) or {status: refused, reason} (recorded)."""
+        return await self.store.execute(
+            lambda tx: _spawn_many(tx, parent_id, items, by, self.limits, caller, key))
 
     async def set_agent(self, sid: str, ref: str, *, by: str = "operator") -> AgentSpec:
         def command(tx: WriteTx) -> AgentSpec:

@@ -209,7 +209,8 @@ CREATE TABLE sessions (
     id TEXT PRIMARY KEY, num INTEGER NOT NULL UNIQUE, title TEXT NOT NULL,
     agent_id TEXT NOT NULL, provider_override TEXT, model_override TEXT,
     deliver INTEGER NOT NULL, channel TEXT NOT NULL, parent_id TEXT, hop INTEGER NOT NULL,
-    trace_id TEXT NOT NULL, run_id TEXT, task TEXT NOT NULL, status TEXT NOT NULL,
+    trace_id TEXT NOT NULL, run_id TEXT, task TEXT NOT NULL, spawn_key TEXT,
+    status TEXT NOT NULL,
     result TEXT, stop_requested INTEGER NOT NULL DEFAULT 0, active_job TEXT,
     turns INTEGER NOT NULL DEFAULT 0, prompt_tokens INTEGER NOT NULL DEFAULT 0,
     completion_tokens INTEGER NOT NULL DEFAULT 0, cost_usd REAL NOT NULL DEFAULT 0,
@@ -217,6 +218,8 @@ CREATE TABLE sessions (
     last_seq INTEGER NOT NULL
 );
 CREATE INDEX sessions_by_parent ON sessions(parent_id, num);
+CREATE INDEX sessions_by_parent_status ON sessions(parent_id, status);
+CREATE UNIQUE INDEX sessions_by_spawn_key ON sessions(parent_id, spawn_key);
 CREATE INDEX sessions_by_status ON sessions(status, num);
 CREATE TABLE session_messages (
     seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, msg_id TEXT NOT NULL UNIQUE,
@@ -242,6 +245,7 @@ CREATE TABLE session_announces (
     cost_usd REAL NOT NULL, consumed_by TEXT, seq INTEGER NOT NULL, at REAL NOT NULL
 );
 CREATE INDEX session_announces_by_parent ON session_announces(parent_id, seq);
+CREATE INDEX session_announces_fresh ON session_announces(parent_id, consumed_by);
 CREATE TABLE session_deliveries (
     seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, channel TEXT NOT NULL,
     msg_id TEXT NOT NULL, text TEXT NOT NULL, at REAL NOT NULL
