@@ -24,14 +24,14 @@ from . import output
 from . import session as session_cli
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
-HANDLERS: dict[str, Handler] = {}
 ASK_SUBJECT = "llm-ask"
 
 
-def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add this module's subcommands; `cmd(name, help)` makes a top-level subparser."""
-    _add_agents_parser(cmd)
-    llm = cmd("llm", "direct model calls: streamed answers, structured JSON tasks")
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _add_agents_parser(subparsers)
+    llm = subparsers.add_parser(
+        "llm", help="direct model calls: streamed answers, structured JSON tasks")
+    llm.set_defaults(handler=cmd_llm)
     llm_sub = llm.add_subparsers(dest="llm_cmd", metavar="ACTION", parser_class=type(llm),
                                  required=True)
     _add_ask_parser(llm_sub)
@@ -59,14 +59,14 @@ async def cmd_llm(args: argparse.Namespace) -> int:
     return await actions[args.llm_cmd](args)
 
 
-HANDLERS["llm"] = cmd_llm
-
 
 # --------------------------------------------------------------------------- agents
 
 
-def _add_agents_parser(cmd: Callable[..., argparse.ArgumentParser]) -> None:
-    a = cmd("agents", "configured agents: provider, model, tools, budgets")
+def _add_agents_parser(
+        subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    a = subparsers.add_parser("agents", help="configured agents: provider, model, tools, budgets")
+    a.set_defaults(handler=cmd_agents)
     asub = a.add_subparsers(dest="agents_cmd", metavar="ACTION", parser_class=type(a),
                             required=True)
     al = asub.add_parser("list", help="every agent of the config", parents=[_config_option()])
@@ -75,7 +75,6 @@ def _add_agents_parser(cmd: Callable[..., argparse.ArgumentParser]) -> None:
     ash.add_argument("name", metavar="NAME")
     ash.add_argument("--json", action="store_true")
     session_cli.add_spec_parser(asub)  # `agents spec ...`: the store's spec registry
-    HANDLERS["agents"] = cmd_agents
 
 
 def _budgets(a: AgentConfig) -> str:
@@ -295,4 +294,4 @@ async def cmd_llm_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["HANDLERS", "agent_json", "cmd_agents", "cmd_llm", "cmd_llm_ask", "register"]
+__all__ = ["agent_json", "cmd_agents", "cmd_llm", "cmd_llm_ask", "register"]

@@ -8,30 +8,30 @@ spec stays in draft, and one task waits in Approvals for the operator.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
-from core import (
-    AgentSet,
-    Approvals,
-    SimScript,
-    Tasks,
-    ValidationError,
-    load_script,
-    load_spec,
-    open_store,
-)
 from core.config import effects_journal, home
+from core.errors import ValidationError
 
+# The engine, the store and YAML are imported by the handler: `clawtower --help` builds this
+# parser and must not load them.
 from . import output
 
 DEMO_DIR = Path(__file__).resolve().parents[1] / "examples" / "demo"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    d = subparsers.add_parser(
+        "demo", help="seed a live demo with simulated agents and open the console")
+    d.add_argument("--headless", action="store_true",
+                   help="run without a screen until a human is needed, print a summary")
+    d.add_argument("--speed", type=float, default=1.0,
+                   help="multiply simulated think times (0 = instant)")
+    d.set_defaults(handler=run_demo)
 
 
 def demo_dir() -> Path:
@@ -47,6 +47,8 @@ def _reset(db: Path) -> None:
 
 
 async def seed(db: str, specs_dir: Path) -> list[str]:
+    from core import Tasks, load_spec, open_store
+
     store = await open_store(db)
     try:
         tasks = Tasks(store)
@@ -59,6 +61,8 @@ async def seed(db: str, specs_dir: Path) -> list[str]:
 
 
 def agents_with_speed(src: Path, speed: float) -> str:
+    import yaml
+
     if speed == 1.0:
         return str(src)
     data = yaml.safe_load(src.read_text(encoding="utf-8"))
@@ -70,6 +74,8 @@ def agents_with_speed(src: Path, speed: float) -> str:
 
 
 async def summary(db: str) -> str:
+    from core import Approvals, Tasks, open_store
+
     store = await open_store(db)
     try:
         tasks = await Tasks(store).list()
@@ -100,7 +106,11 @@ async def summary(db: str) -> str:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from .main import _engine_until_stopped
+    import asyncio
+
+    from core import AgentSet, SimScript, load_script, open_store
+
+    from .serve import engine_until_stopped
 
     # Check the inputs before anything is reset or seeded.
     if not math.isfinite(args.speed) or args.speed < 0:
@@ -127,7 +137,7 @@ def run_demo(args: argparse.Namespace) -> int:
     async def headless() -> int:
         store = await open_store(db)
         try:
-            return await _engine_until_stopped(store, AgentSet.simulated(script), str(db),
+            return await engine_until_stopped(store, AgentSet.simulated(script), str(db),
                                                until_idle=True)
         finally:
             await store.close()

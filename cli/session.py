@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from core.errors import ClawError, ValidationError
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from core.sessions.runner import SessionRunner
     from core.store import SQLiteStore
 
-Handler = Callable[[argparse.Namespace], Awaitable[int]]
-HANDLERS: dict[str, Handler] = {}
 
 
 def _common() -> argparse.ArgumentParser:
@@ -42,8 +40,10 @@ def _common() -> argparse.ArgumentParser:
     return c
 
 
-def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
-    s = cmd("session", "sessions: messages, steering, subagents (see README, Sessions)")
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = subparsers.add_parser("session",
+                              help="sessions: messages, steering, subagents (README, Sessions)")
+    s.set_defaults(handler=cmd_session)
     sub = s.add_subparsers(dest="session_cmd", metavar="ACTION", parser_class=type(s),
                            required=True)
     c = [_common()]
@@ -86,7 +86,6 @@ def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
     r.add_argument("--until-idle", action="store_true",
                    help="exit once no turn job is queued or running")
     r.add_argument("--concurrency", type=int, default=16, metavar="N")
-    HANDLERS["session"] = cmd_session
 
 
 def add_spec_parser(agents_sub: Any) -> None:
@@ -129,7 +128,7 @@ def _text(args: argparse.Namespace) -> str:
 
 
 def _operator() -> str:
-    from .main import operator_name
+    from .common import operator_name
 
     return operator_name()
 
@@ -438,4 +437,4 @@ def _spec_row(s: dict[str, Any]) -> list[str]:
             names(p["tools"]), names(p["skills"]), s["source"]]
 
 
-__all__ = ["HANDLERS", "add_spec_parser", "cmd_session", "cmd_spec", "register"]
+__all__ = ["add_spec_parser", "cmd_session", "cmd_spec", "register"]

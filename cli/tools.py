@@ -30,9 +30,9 @@ Handler = Callable[[argparse.Namespace], Awaitable[int]]
 INPUT_ERRORS = ("policy", "unknown", "arguments")
 
 
-def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add this module's subcommands; `cmd(name, help)` makes a top-level subparser."""
-    t = cmd("tools", "built-in and MCP tools: list, call")
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    t = subparsers.add_parser("tools", help="built-in and MCP tools: list, call, pin")
+    t.set_defaults(handler=cmd_tools)
     sub = t.add_subparsers(dest="tools_cmd", metavar="ACTION", required=True,
                            parser_class=type(t))  # the top level's one-line-error parser
     common = argparse.ArgumentParser(add_help=False)
@@ -128,7 +128,7 @@ async def _list(args: argparse.Namespace, registry: ToolRegistry,
 
 async def _call(args: argparse.Namespace, registry: ToolRegistry, allow: list[str] | None,
                 call_args: dict[str, Any]) -> int:
-    from .main import operator_name
+    from .common import operator_name
 
     def progress(p: ToolProgress) -> None:
         total = f"/{p.total:g}" if p.total is not None else ""
@@ -158,5 +158,3 @@ async def _pin(args: argparse.Namespace, registry: ToolRegistry) -> int:
               f" `clawtower approve {info.approval_id}` or in the console (mode 2)")
     return 0
 
-
-HANDLERS: dict[str, Handler] = {"tools": cmd_tools}

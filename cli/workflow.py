@@ -23,7 +23,6 @@ from . import output
 from .stores import cli_store
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
-HANDLERS: dict[str, Handler] = {}
 # core.workflows.graph.FORMATS, spelled out for the parser (tests/test_core_imports.py checks)
 GRAPH_FORMATS = ("mermaid", "dot", "ascii")
 
@@ -35,9 +34,9 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add this module's subcommands; `cmd(name, help)` makes a top-level subparser."""
-    w = cmd("workflow", "Lobster-compatible workflows: run, resume, list, show, graph")
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    w = subparsers.add_parser(
+        "workflow", help="Lobster-compatible workflows: run, resume, list, show, graph")
     sub = w.add_subparsers(dest="workflow_cmd", metavar="ACTION", parser_class=type(w),
                            required=True)
     c = [_common()]
@@ -64,12 +63,24 @@ def register(cmd: Callable[..., argparse.ArgumentParser]) -> None:
     ca.add_argument("id")
     ca.add_argument("--reason", default="")
     ca.add_argument("--by", default=None, metavar="NAME")
+    rc = sub.add_parser("recover", parents=c,
+                        help="adopt a run whose process died, or settle its interrupted step")
+    rc.add_argument("id")
+    what = rc.add_mutually_exclusive_group()
+    what.add_argument("--retry", dest="decision", action="store_const", const="retry",
+                      help="run the interrupted step again")
+    what.add_argument("--skip", dest="decision", action="store_const", const="skip",
+                      help="count the interrupted step as skipped and go on")
+    what.add_argument("--cancel", dest="decision", action="store_const", const="cancel",
+                      help="cancel the run")
+    rc.add_argument("--reason", default="")
+    rc.add_argument("--by", default=None, metavar="NAME")
     g = sub.add_parser("graph", parents=c, help="draw a workflow's steps (mermaid by default)")
     g.add_argument("path", nargs="?", metavar="FILE")
     g.add_argument("--file", default=None, metavar="FILE")
     g.add_argument("--format", default="mermaid", metavar="|".join(GRAPH_FORMATS))
     g.add_argument("--args-json", default=None, metavar="JSON")
-    HANDLERS["workflow"] = cmd_workflow
+    w.set_defaults(handler=cmd_workflow)
 
 
 def _print(envelope: dict[str, Any]) -> int:
@@ -179,6 +190,9 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
             else:
                 print(_detail(run))
             return 0
+        if wc == "recover":
+            return _print(await wf.recover(args.id, args.decision, by=args.by or _operator(),
+                                           reason=args.reason))
         if wc == "cancel":
             await wf.cancel(args.id, by=args.by or _operator(), reason=args.reason)
             print(f"{args.id}: cancelled")
@@ -217,7 +231,7 @@ def _graph(args: argparse.Namespace) -> int:
 
 
 def _operator() -> str:
-    from .main import operator_name
+    from .common import operator_name
 
     return operator_name()
 
@@ -226,17 +240,21 @@ def _detail(run: dict[str, Any]) -> str:
     lines = [f"{run['id']}: {run['name']} ({run['file']})",
              f"  status: {run['status']}   steps: {run['steps_done']}/{run['steps_total']}"]
     if run.get("driver") == "gone":
-        lines.append(f"  orphaned: the process driving it is gone; `clawtower workflow cancel"
-                     f" {run['id']}` ends it")
+        lines.append(f"  orphaned: the process driving it is gone; `clawtower workflow recover"
+                     f" {run['id']}` continues it, `clawtower workflow cancel {run['id']}` ends"
+                     " it")
     if run["args"]:
         lines.append(f"  args: {json.dumps(run['args'], ensure_ascii=False)}")
-    if run["error"]:
+    if run["error"] and (run.get("gate") or {}).get("kind") != "interrupted":
         lines.append(f"  error: {run['error']}")
     gate = run.get("gate")
     if gate:
         req = gate["request"] or {}
-        lines.append(f"  waiting: {gate['kind']} gate at {gate['step']} (approval"
-                     f" {gate['approval_id']}): {req.get('prompt', '')}")
+        if gate["kind"] == "interrupted":
+            lines.append(f"  waiting for the operator at {gate['step']}: {req.get('reason', '')}")
+        else:
+            lines.append(f"  waiting: {gate['kind']} gate at {gate['step']} (approval"
+                         f" {gate['approval_id']}): {req.get('prompt', '')}")
     for s in run["steps"]:
         extra = f"  {s['error']}" if s["error"] and s["status"] in ("failed", "retrying") else ""
         tries = f" x{s['attempts']}" if s["attempts"] > 1 else ""

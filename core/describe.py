@@ -131,6 +131,16 @@ def _workflow_summary(t: str, p: dict[str, Any]) -> str:
     if t == "workflow.resumed":
         by = f" by {p['by']}" if p.get("by") else ""
         return f"step {p['step_id']} {p['decision']}{by}; resumed"
+    if t == "workflow.step_spawned":
+        return f"step {p['step_id']} process {p['process']}"
+    if t == "workflow.adopted":
+        again = f"; step {p['step_id']} runs again" if p.get("rerun") else ""
+        return f"run adopted by {p['owner']} at step {p['index'] + 1}{again}"
+    if t == "workflow.interrupted":
+        return f"waiting for the operator at step {p['step_id']}: {one_line(p['reason'], 160)}"
+    if t == "workflow.recovered":
+        by = f" by {p['by']}" if p.get("by") else ""
+        return f"step {p['step_id']}: {p['decision']}{by}; resumed"
     if t == "workflow.finished":
         return f"workflow finished: {one_line(p.get('output', []), 160)}"
     if t == "workflow.cancelled":

@@ -410,6 +410,7 @@ class WorkflowStarted(Payload):
     digest: str = ""  # sha256 of the file as it started (a resume re-reads it, as Lobster does)
     cost_limit: dict[str, Any] | None = None  # {max_usd, action}: what `workflow show` reports
     owner: str = ""  # the process driving it, host:pid:start (core/liveness.py)
+    cwd: str = ""  # where its steps run: an adopter runs the rest there too
 
 
 class WorkflowStepStarted(Payload):
@@ -475,6 +476,51 @@ class WorkflowResumed(Payload):
     by: str | None = None
     result: dict[str, Any]  # the gate step's result with approved/approvedBy or response
     owner: str = ""  # the process that drives the run from here on (core/liveness.py)
+
+
+class WorkflowStepSpawned(Payload):
+    """A step's process group started (host:pid:start of its leader): an adopter kills
+    what is left of it before deciding about the step."""
+
+    TYPE = "workflow.step_spawned"
+    ENTITY = "workflow"
+    step_id: str
+    process: str
+
+
+class WorkflowAdopted(Payload):
+    """A run whose driver died is driven on by `owner` from step `index`."""
+
+    TYPE = "workflow.adopted"
+    ENTITY = "workflow"
+    owner: str
+    previous_owner: str | None = None
+    index: int  # the step it continues at (len(steps): only the ending was left)
+    step_id: str | None = None
+    rerun: bool = False  # that step had started: it runs again (safe to repeat)
+
+
+class WorkflowInterrupted(Payload):
+    """A step that had started when its driver died may not be repeated: the run waits for
+    the operator (retry, skip or cancel)."""
+
+    TYPE = "workflow.interrupted"
+    ENTITY = "workflow"
+    step_id: str
+    index: int
+    reason: str
+
+
+class WorkflowRecovered(Payload):
+    """The operator's choice for an interrupted step: retry it or skip it."""
+
+    TYPE = "workflow.recovered"
+    ENTITY = "workflow"
+    step_id: str
+    index: int
+    decision: str  # retry | skip
+    by: str | None = None
+    owner: str = ""  # the process that drives the run from here on
 
 
 class WorkflowFinished(Payload):

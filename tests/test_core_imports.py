@@ -53,6 +53,10 @@ def test_import_linter_contract_holds():
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "0 broken" in out.stdout, out.stdout
     assert "core never imports the console" in out.stdout
+    # the console's and the CLI's layering (pyproject.toml): screens never import the app,
+    # command modules never import cli.main
+    assert "screens, lists and commands never import the app" in out.stdout
+    assert "CLI command modules never import cli.main" in out.stdout
 
 
 # ----------------------------------------------------------------- lazy imports (start-up)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import pydantic
 from textual.app import App, SystemCommand
@@ -43,26 +43,21 @@ from . import meetingdata, workflowdata
 from .commands import ConsoleCommands, parse_command_line
 from .modals import CommandLineScreen, ConfirmScreen, JsonAnswerScreen, ReasonScreen
 from .model import ConsoleModel, Delta, StoreFollower
+from .protocol import ConsoleApp, View
 from .rowlist import RowList
-from .screens import (
-    ApprovalsScreen,
-    ConsoleScreen,
-    MeetingsScreen,
-    SessionsScreen,
-    TaskDetailScreen,
-    TasksScreen,
-)
+from .screens.approvals import ApprovalsScreen
+from .screens.base import ConsoleScreen
+from .screens.meetings import MeetingsScreen
+from .screens.sessions import SessionsScreen
+from .screens.task_detail import TaskDetailScreen
+from .screens.tasks import TasksScreen
+from .screens.workflows import WorkflowsScreen
 from .themes import ThemeLoad, load_themes, theme_folders, variable_defaults
 from .views import ApprovalList
-from .workflows_screen import WorkflowsScreen
 
 DEFAULT_THEME = "clawtower-dark"
 ACTIVE_PHASES = ("executing", "retrying", "spec_gate", "quality_gate", "ready_to_resume",
                  "execution_ready", "spec_review")
-
-
-class View(Protocol):
-    def model_changed(self, delta: Delta) -> None: ...
 
 
 def default_operator() -> str:
@@ -624,3 +619,6 @@ def run_console(db_path: str, *, run_engine: bool = True, agents_script: str | N
     return int(app.return_code or 0)
 
 
+def _satisfies(app: ClawtowerApp) -> ConsoleApp:
+    """Type-checked only: the app is what its screens expect (tui/protocol.py)."""
+    return app

@@ -7,12 +7,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-if TYPE_CHECKING:
-    from .app import ClawtowerApp
+from .protocol import ConsoleApp
 
 _TASK_ID = re.compile(r"^(?:t-?)?(\d+)$", re.IGNORECASE)
 MAX_TASK_HITS = 30
@@ -46,7 +45,7 @@ HELP = """\
 :q                      quit"""
 
 
-def parse_command_line(app: ClawtowerApp, line: str) -> Callable[[], object] | str:
+def parse_command_line(app: ConsoleApp, line: str) -> Callable[[], object] | str:
     """Turn a command line into a callable, or a one-line error message."""
     words = line.strip().lstrip(":").split(maxsplit=2)
     if not words:
@@ -117,7 +116,7 @@ def parse_command_line(app: ClawtowerApp, line: str) -> Callable[[], object] | s
             " workflow, theme, filter, help, q)")
 
 
-def _workflow_command(app: ClawtowerApp, args: list[str]) -> Callable[[], Any] | str:
+def _workflow_command(app: ConsoleApp, args: list[str]) -> Callable[[], Any] | str:
     """`:workflow FILE [ARGS-JSON]`: the args must be a JSON object, checked here."""
     parsed: dict[str, Any] | None = None
     if len(args) > 1:
@@ -135,8 +134,8 @@ class ConsoleCommands(Provider):
     """Modes, pending approvals, themes and tasks, fuzzy-searched."""
 
     @property
-    def capp(self) -> ClawtowerApp:
-        return self.app  # type: ignore[return-value]
+    def capp(self) -> ConsoleApp:
+        return cast(ConsoleApp, self.app)
 
     def _commands(self) -> list[Command]:
         app = self.capp

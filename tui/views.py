@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from textual.binding import Binding, BindingType
 from textual.content import Content
@@ -14,11 +14,9 @@ from core import StoredEvent
 from core.describe import event_summary, one_line
 
 from .model import PHASE_ORDER, PHASE_TONE, fmt_time
+from .protocol import ConsoleApp
 from .rowlist import Cell, Column, RowList
 from .workflowdata import RUN_TONE
-
-if TYPE_CHECKING:
-    from .app import ClawtowerApp
 
 
 def phase_label(phase: str) -> str:
@@ -157,7 +155,7 @@ class ModeBar(Static):
         self.update_bar()
 
     def update_bar(self) -> None:
-        app: ClawtowerApp = self.app  # type: ignore[assignment]
+        app = cast(ConsoleApp, self.app)
         parts: list[Content] = [Content.from_markup("[b] clawtower [/b]")]
         pending = len(app.model.approvals)
         for key, mode, label in self.MODES:

@@ -15,7 +15,9 @@ from core import Approvals, Tasks, TaskSpec, open_store
 from tui.app import ClawtowerApp
 from tui.modals import CommandLineScreen, ConfirmScreen, ReasonScreen
 from tui.rowlist import RowList
-from tui.screens import ApprovalsScreen, TaskDetailScreen, TasksScreen
+from tui.screens.approvals import ApprovalsScreen
+from tui.screens.task_detail import TaskDetailScreen
+from tui.screens.tasks import TasksScreen
 
 
 def make_app(db: str, **kw: Any) -> ClawtowerApp:

@@ -17,7 +17,7 @@ from tui_helpers import SIZE, until
 from core import Meetings, open_store
 from tui.app import ClawtowerApp
 from tui.modals import ConfirmScreen
-from tui.screens import MeetingsScreen
+from tui.screens.meetings import MeetingsScreen
 from tui.seed import seed_meetings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 from tui_helpers import SIZE
 
 from tui.app import ClawtowerApp
-from tui.screens import ApprovalsScreen
+from tui.screens.approvals import ApprovalsScreen
 from tui.views import ApprovalList
 
 

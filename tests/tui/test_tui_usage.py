@@ -10,8 +10,9 @@ from core import open_store
 from core.agents.provider import Usage
 from core.agents.usage import Price, UsageRecorder
 from tui.app import ClawtowerApp
+from tui.render import usage_line
 from tui.rowlist import RowList
-from tui.screens import TaskDetailScreen, usage_line
+from tui.screens.task_detail import TaskDetailScreen
 
 
 async def record(db: str, subject: str, agent: str, price: Price | None, n: int = 2) -> None:
@@ -64,7 +65,7 @@ async def test_meeting_detail_totals_its_usage(release_db: str) -> None:
     from core import AgentSet, MeetingConfig
     from core.agents.simulator import SimScript
     from core.meetings.coordinator import Coordinator
-    from tui.screens import MeetingsScreen
+    from tui.screens.meetings import MeetingsScreen
 
     store = await open_store(release_db)
     try:

@@ -20,9 +20,9 @@ from core import open_store
 from core.workflows.service import Workflows
 from tui.app import ClawtowerApp
 from tui.modals import ConfirmScreen, JsonAnswerScreen
+from tui.screens.workflows import WorkflowsScreen
 from tui.seed import seed_workflows
 from tui.views import ApprovalList, WorkflowList
-from tui.workflows_screen import WorkflowsScreen
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,11 +14,12 @@ from core.agents.usage import UsageTotals, format_usage
 from core.describe import one_line
 from core.workflows.cost import describe_cost
 
-from .model import Delta, fmt_datetime, fmt_time
-from .rowlist import RowList
-from .screens import ListDetailScreen, Palette, _kv, _table
-from .views import ItemList, WorkflowList
-from .workflowdata import RUN_TONE, STEP_TONE, get_run
+from ..model import Delta, fmt_datetime, fmt_time
+from ..render import Palette, columns_table, kv_table
+from ..rowlist import RowList
+from ..views import ItemList, WorkflowList
+from ..workflowdata import RUN_TONE, STEP_TONE, get_run
+from .base import ListDetailScreen
 
 PREVIEW_CHARS = 600
 
@@ -49,7 +50,7 @@ def step_summary(step: dict[str, Any]) -> str:
 
 
 def steps_table(pal: Palette, run: dict[str, Any]) -> RenderableType:
-    table = _table(pal, ("#", {"justify": "right", "width": 3}), "Step", "Kind",
+    table = columns_table(pal, ("#", {"justify": "right", "width": 3}), "Step", "Kind",
                    ("Status", {"no_wrap": True}), ("Try", {"justify": "right"}),
                    ("Result", {"ratio": 1, "no_wrap": True, "overflow": "ellipsis"}))
     for step in run.get("steps") or []:
@@ -91,7 +92,7 @@ def run_head(pal: Palette, run: dict[str, Any]) -> RenderableType:
     spend = describe_cost(run.get("cost"))
     if spend:
         rows.append(("cost", spend))
-    return Group(head, _kv(pal, rows))
+    return Group(head, kv_table(pal, rows))
 
 
 def gate_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | None:
@@ -190,7 +191,7 @@ class WorkflowsScreen(ListDetailScreen):
             return
         self.refresh_bindings()
         run = self.detail
-        pal = Palette(self.capp)
+        pal = Palette(self.app)
         if run is None:
             text = ("Select a run to follow it." if self.capp.model.workflows else
                     "No workflow runs yet. Start one with\n"

@@ -1,0 +1,73 @@
+"""`clawtower approvals|approve|reject`: the one list of pending decisions, and deciding."""
+
+from __future__ import annotations
+
+import argparse
+from functools import partial
+from typing import TYPE_CHECKING
+
+from . import output
+from .common import operator_name, with_store
+
+if TYPE_CHECKING:
+    from core.store import SQLiteStore
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    a = subparsers.add_parser("approvals", help="pending approvals, every kind, one list")
+    a.add_argument("--json", action="store_true")
+    a.add_argument("--all", action="store_true", help="include decided ones")
+    ap = subparsers.add_parser("approve", help="approve a pending item")
+    ap.add_argument("id")
+    ap.add_argument("--by", default=None, metavar="NAME")
+    ap.add_argument("--reason", default="")
+    rj = subparsers.add_parser("reject", help="reject a pending item")
+    rj.add_argument("id")
+    rj.add_argument("--reason", default="")
+    rj.add_argument("--by", default=None, metavar="NAME")
+    a.set_defaults(handler=cmd_approvals)
+    ap.set_defaults(handler=partial(cmd_decide, approve=True))
+    rj.set_defaults(handler=partial(cmd_decide, approve=False))
+
+
+async def cmd_approvals(args: argparse.Namespace) -> int:
+    from core.approvals import Approvals
+
+    async def run(store: SQLiteStore) -> int:
+        ap = Approvals(store)
+        rows = await (ap.all() if args.all else ap.pending())
+        if args.json:
+            output.emit_json(rows)
+            return 0
+        if not rows:
+            print("no pending approvals")
+            return 0
+        print(output.table(
+            [[r["id"], r["kind"], r["status"], r["subject"], r["requested_by"],
+              output.ts(r["requested_at"]), r["title"]] for r in rows],
+            ["ID", "KIND", "STATUS", "SUBJECT", "ASKED BY", "WHEN", "WHAT"]))
+        return 0
+
+    return await with_store(args, run, read_only=True)
+
+
+async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
+    from core.approvals import Approvals
+
+    async def run(store: SQLiteStore) -> int:
+        ap = Approvals(store)
+        by = args.by or operator_name()
+        if approve:
+            r = await ap.approve(args.id, by=by, reason=args.reason)
+        else:
+            r = await ap.reject(args.id, by=by, reason=args.reason)
+        print(f"{r['approval']}: {r['decision']} by {by} ({r['kind']} {r['subject']})")
+        if r.get("run_status"):  # a workflow gate: the run went on in this process
+            env = r.get("envelope") or {}
+            waiting = {"needs_approval": "waits at another approval",
+                       "needs_input": "waits for an answer"}.get(str(env.get("status")))
+            print(f"{r['subject']}: {waiting or r['run_status']}"
+                  + (f" ({env['error']['message']})" if env.get("error") else ""))
+        return 0
+
+    return await with_store(args, run)

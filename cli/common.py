@@ -1,0 +1,86 @@
+"""What every command-group module shares: the parser class, the operator's name, the
+agents file, and opening the store of `--db`.
+
+A command group is a module with `register(subparsers)`: it adds its parsers with
+`subparsers.add_parser(...)` and sets `handler=` on each (`p.set_defaults(handler=fn)`,
+`fn(args)` returning an exit code or an awaitable of one). `cli/main.py` lists the modules;
+no command module imports `cli.main` (an import-linter contract holds it).
+
+Only what building the parser needs is imported here; each handler imports the core modules
+of its own command (start-up: BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from core.config import config_path, home
+
+from .stores import cli_store
+
+if TYPE_CHECKING:
+    from core.agents.registry import AgentSet
+    from core.store import SQLiteStore
+
+Handler = Callable[[argparse.Namespace], "int | Awaitable[int]"]
+DB_HELP = "store file (default: $CLAWTOWER_HOME/clawtower.db)"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line and exit 2, and every command (subcommands
+    too: argparse makes them with the parent's class) takes `--db PATH`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if kwargs.get("add_help", True) and "--db" not in self._option_string_actions:
+            self.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH", help=DB_HELP)
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def operator_name() -> str:
+    try:
+        return os.environ.get("CLAWTOWER_OPERATOR") or getpass.getuser() or "operator"
+    except Exception:
+        return "operator"
+
+
+def default_agents() -> str | None:
+    """The console's simulator script: $CLAWTOWER_HOME/agents.yaml, if there is one."""
+    p = home() / "agents.yaml"
+    return str(p) if p.exists() else None
+
+
+def default_agents_file() -> str | None:
+    """For the engine and meetings: the project config (clawtower.yaml, which may name real
+    providers) if there is one, else the simulator script agents.yaml, else None."""
+    path, asked = config_path()
+    if asked or path.exists():
+        return str(path)
+    return default_agents()
+
+
+def load_agents(path: str | None) -> AgentSet:
+    """The agents of `path` (a config or simulator script), else the built-in simulator."""
+    if path:
+        from core.agents.config import load_agents as load
+
+        return load(path)
+    from core.agents.registry import AgentSet
+
+    return AgentSet.simulated()
+
+
+async def with_store(args: argparse.Namespace,
+                     fn: Callable[[SQLiteStore], Awaitable[int]],
+                     read_only: bool = False) -> int:
+    """Run `fn` on the store of --db. A `read_only` command never creates it (cli/stores.py)."""
+    async with cli_store(args.db, read_only=read_only) as store:
+        return await fn(store)

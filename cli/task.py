@@ -1,0 +1,124 @@
+"""`clawtower task`: create, list, show, move and review tasks."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from core.errors import ValidationError
+from core.tasks.permissions import Role, parse_role
+from core.tasks.phases import Phase, parse_phase
+
+from . import output
+from .common import operator_name, with_store
+
+if TYPE_CHECKING:
+    from core.store import SQLiteStore
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    t = subparsers.add_parser("task", help="create, list, show, move and review tasks")
+    tsub = t.add_subparsers(dest="task_cmd", metavar="ACTION",
+                            required=True)
+    tc = tsub.add_parser("create", help="create a task from a spec file")
+    tc.add_argument("spec", metavar="SPEC.yaml")
+    tc.add_argument("--json", action="store_true")
+    tu = tsub.add_parser("update-spec", help="replace a draft task's spec")
+    tu.add_argument("id")
+    tu.add_argument("spec", metavar="SPEC.yaml")
+    tl = tsub.add_parser("list", help="list tasks")
+    tl.add_argument("--phase", metavar="P")
+    tl.add_argument("--json", action="store_true")
+    tsh = tsub.add_parser("show", help="a task's history, reviews, attempts, artifacts")
+    tsh.add_argument("id")
+    tsh.add_argument("--json", action="store_true")
+    tt = tsub.add_parser("transition", help="move a task's phase (orchestrator only)")
+    tt.add_argument("id")
+    tt.add_argument("phase")
+    tt.add_argument("--as", dest="role", required=True, metavar="ROLE")
+    tt.add_argument("--reason", required=True)
+    tt.add_argument("--by", default=None, metavar="NAME")
+    tr = tsub.add_parser("review", help="append a spec or quality review")
+    tr.add_argument("id")
+    tr.add_argument("--as", dest="role", required=True, metavar="ROLE",
+                    help="spec_reviewer or quality_reviewer")
+    tr.add_argument("--verdict", required=True,
+                    help="spec: approved|changes_requested|blocked; quality: approve|rework")
+    tr.add_argument("--finding", action="append", default=[], metavar="TEXT",
+                    help="a finding; 'path:line: text' references a file (repeatable)")
+    tr.add_argument("--risk", choices=["low", "medium", "high"], help="quality reviews")
+    tr.add_argument("--maintainability", default="", help="quality reviews")
+    tr.add_argument("--test-gap", action="append", default=[], help="quality reviews")
+    tr.add_argument("--by", default=None, metavar="NAME")
+    t.set_defaults(handler=cmd_task)
+
+
+async def cmd_task(args: argparse.Namespace) -> int:
+    # Every input is checked before the store is opened: a bad spec file, phase or role
+    # must not leave a store behind (nor the WAL files of a fresh one).
+    from core.tasks.commands import parse_finding
+    from core.tasks.service import Tasks
+    from core.tasks.spec import load_spec
+
+    tc = args.task_cmd
+    spec = load_spec(args.spec) if tc in ("create", "update-spec") else None
+    phase: Phase | None = None
+    if tc == "list" and args.phase:
+        phase = parse_phase(args.phase, "--phase")
+    elif tc == "transition":
+        phase = parse_phase(args.phase, "PHASE")
+    role = parse_role(args.role) if tc in ("transition", "review") else None
+    findings = [parse_finding(f) for f in args.finding] if tc == "review" else []
+
+    async def run(store: SQLiteStore) -> int:
+        tasks = Tasks(store)
+        if tc == "create":
+            assert spec is not None
+            tid = await tasks.create(spec, actor=operator_name(), source=str(args.spec))
+            if args.json:
+                output.emit_json(await tasks.get(tid))
+            else:
+                print(tid)
+            return 0
+        if tc == "update-spec":
+            assert spec is not None
+            problems = await tasks.update_spec(args.id, spec, actor=operator_name())
+            print(f"{args.id}: spec updated" + (f"; not ready: {'; '.join(problems)}"
+                                                if problems else "; ready for review"))
+            return 0
+        if tc == "list":
+            rows = await tasks.list(phase)
+            if args.json:
+                output.emit_json(rows)
+            else:
+                print(output.table([[r["id"], r["phase"], str(r["attempts"]), r["title"]]
+                                    for r in rows], ["ID", "PHASE", "ATT", "TITLE"]))
+            return 0
+        if tc == "show":
+            t = await tasks.get(args.id)
+            if args.json:
+                output.emit_json(t)
+            else:
+                print(output.task_detail(t))
+            return 0
+        if tc == "transition":
+            assert phase is not None and role is not None
+            r = await tasks.transition(args.id, phase, args.reason, role=role,
+                                       actor=args.by or operator_name())
+            print(f"{r['task']}: {r['from']} -> {r['to']}")
+            return 0
+        if tc == "review":
+            assert role is not None
+            details = None
+            if role == Role.QUALITY_REVIEWER:
+                details = {"risk": args.risk or "low", "maintainability": args.maintainability,
+                           "test_gaps": args.test_gap}
+            seq = await tasks.review(args.id, role=role, reviewer=args.by or operator_name(),
+                                     verdict=args.verdict,
+                                     findings=findings,
+                                     details=details)
+            print(f"{args.id}: review recorded (event {seq})")
+            return 0
+        raise ValidationError(f"task: unknown action {tc!r}")
+
+    return await with_store(args, run, read_only=tc in ("list", "show"))

@@ -1,0 +1,89 @@
+"""Mode 2: every pending decision with its context; `a` approves, `r` rejects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Static
+
+from ..model import Delta
+from ..render import Palette, approval_renderable
+from ..rowlist import RowList
+from ..views import ApprovalList, EventLog, ModeBar
+from .base import ConsoleScreen
+
+
+class ApprovalsScreen(ConsoleScreen):
+    """Mode 2: pending decisions with their context; `a` approves, `r` rejects."""
+
+    MODE = "approvals"
+
+    def compose(self) -> ComposeResult:
+        yield ModeBar(self.MODE)
+        with Vertical(id="body"):
+            with Horizontal(id="approvals-pane"):
+                approvals = ApprovalList(id="approvals")
+                approvals.border_title = "Pending approvals"
+                yield approvals
+                with VerticalScroll(id="approval-detail") as scroll:
+                    scroll.border_title = "Details"
+                    yield Static(id="approval-body")
+            log = EventLog(id="events")
+            log.border_title = "Events"
+            yield log
+        yield from self.compose_bottom()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one(ApprovalList).focus()
+
+    def sync(self) -> None:
+        self.query_one(EventLog).load(self.capp.model.events)
+        self._approvals()
+        super().sync()
+
+    def apply(self, delta: Delta) -> None:
+        if delta.approvals_changed:
+            self._approvals()
+        if delta.events:
+            self.query_one(EventLog).load(self.capp.model.events)
+        super().apply(delta)
+
+    def _approvals(self) -> None:
+        lst = self.query_one(ApprovalList)
+        lst.load(self.capp.model.approvals)
+        lst.border_title = f"Pending approvals · {len(self.capp.model.approvals)}"
+        self._filter_subtitle(lst)
+        self._show(lst.cursor_key)
+
+    @on(RowList.Highlighted, "#approvals")
+    def _highlighted(self, event: RowList.Highlighted) -> None:
+        self._show(event.key)
+
+    @on(RowList.Selected, "#approvals")
+    def _selected(self, event: RowList.Selected) -> None:
+        a = self.capp.model.approval(str(event.key))
+        if a is not None and a["subject"] in self.capp.model.tasks:
+            self.capp.open_task(a["subject"])
+
+    def _show(self, key: Any) -> None:
+        body = self.query_one("#approval-body", Static)
+        a = self.capp.model.approval(str(key)) if key is not None else None
+        if a is None:
+            body.update(Text("Select a pending item to see what it would do.", style="dim"))
+            return
+        body.update(approval_renderable(Palette(self.app), a, keys=True))
+
+    def action_approve(self) -> None:
+        key = self.query_one(ApprovalList).cursor_key
+        if key is not None:
+            self.capp.request_approve(str(key))
+
+    def action_reject(self) -> None:
+        key = self.query_one(ApprovalList).cursor_key
+        if key is not None:
+            self.capp.request_reject(str(key))
