@@ -652,6 +652,7 @@ class SessionRunner:
                 subject=sid, agent=spec.name, store=self.store, price=price, steer=steer,
                 on_text=on_text, cancel=claim.cancel, temperature=d.temperature,
                 max_tokens_per_call=d.max_output_tokens,
+                first_tool_choice=d.first_tool_choice,
                 metadata={"purpose": "session", "session": sid, "job": claim.job_id,
                           "labels": [spec.name]},
                 turn_id=claim.turn_id)

@@ -1,7 +1,8 @@
 """AgentSpec: what makes agents different (model defaults, tool/skill allow-lists, context
 policy), stored as `agentspec.set` events and read from the `agent_specs` projection.
 
-    defaults:       {provider, model, temperature, system_prompt, max_output_tokens, price}
+    defaults:       {provider, model, temperature, system_prompt, max_output_tokens, price,
+                     first_tool_choice}
     policy:         {tools: [names/globs], skills: [names], subagents: [spec names]}
     context_policy: {history_messages, announces, budgets: {max_tool_rounds, max_tokens,
                      max_wall_s}}
@@ -43,6 +44,9 @@ class SpecDefaults(BaseModel):
     system_prompt: str | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
     price: SpecPrice | None = None
+    # force a tool on the first model call of a turn ("required" or a tool name): for small
+    # models that do not pick tools by themselves
+    first_tool_choice: str | None = None
 
 
 class SpecPolicy(BaseModel):
