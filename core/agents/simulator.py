@@ -37,6 +37,10 @@ question (`clawtower llm ask`) uses the purpose "ask": `text` is the reply; unsc
 reply quotes the question and says that no model wrote it. Scripts for these three purposes
 are looked up by the request's labels, then by its agent's name.
 
+Session turns (core/sessions) use the purpose "session": scripted like "turn" when a script
+names it, else answered by directives in the latest user message (`session_reply`: `#work N`,
+`#spawn N [agent]`, `#call TOOL {json}`, a `[Backlog]` resume, a synthesis of announces).
+
 Round N of a purpose picks entry N (the last one repeats). The same request always gets the
 same answer, whatever process asks: replies depend on (seed, task, purpose, round) only.
 """

@@ -131,3 +131,13 @@ def test_steer_from_another_process_while_a_worker_runs(db: Path, home: Path) ->
                      ("assistant", False)]
     assert s["messages"][3]["text"].startswith("[Backlog]")
     assert s["messages"][4]["text"].startswith("Resumed and finished")
+
+
+def test_serve_runs_queued_session_turns(run: Run, db: Path) -> None:
+    sid = run("session", "new", "--db", db).out.strip()
+    assert run("session", "send", sid, "#work 2 via serve", "--no-wait", "--db", db).code == 0
+    r = run("serve", "--until-idle", "--db", db)
+    assert r.code == 0, r.err
+    s = run("session", "show", sid, "--json", "--db", db).json()
+    assert [m["role"] for m in s["messages"]] == ["user", "assistant"]
+    assert s["messages"][-1]["text"].startswith("Done: #work 2 via serve")
