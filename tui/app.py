@@ -116,6 +116,8 @@ class ClawtowerApp(App[int]):
         self._engine_task: asyncio.Task[None] | None = None
         self._sessions_task: asyncio.Task[None] | None = None
         self._sessions_stop = asyncio.Event()
+        # text of the turns this console's worker is running, as it streams (mode 4)
+        self.session_streams: dict[str, dict[str, str]] = {}
         self._follower: StoreFollower | None = None
         self._views: list[View] = []
         self.loaded = asyncio.Event()
@@ -186,7 +188,7 @@ class ClawtowerApp(App[int]):
         from core.sessions.runner import SessionRunner
 
         try:
-            runner = SessionRunner(self.store, load_config())
+            runner = SessionRunner(self.store, load_config(), on_text=self._session_text)
             await runner.run(self._sessions_stop)
         except asyncio.CancelledError:
             raise
@@ -194,6 +196,12 @@ class ClawtowerApp(App[int]):
             self.log.error(f"session worker stopped: {exc!r}")
             self.notify(f"session worker stopped: {exc}", title="Sessions",
                         severity="error", timeout=30)
+
+    def _session_text(self, session: str, turn: str, text: str) -> None:
+        entry = self.session_streams.get(session)
+        if entry is None or entry["turn"] != turn:
+            entry = self.session_streams[session] = {"turn": turn, "text": ""}
+        entry["text"] += text
 
     async def _follow(self) -> None:
         assert self.store is not None and self._follower is not None

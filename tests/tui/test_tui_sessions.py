@@ -134,3 +134,41 @@ async def test_console_worker_runs_a_queued_fan_out(tmp_path: Path) -> None:
         screen.query_one(SessionList).move_cursor_to_key("S-6")
         await until(pilot, lambda: screen.detail is not None and "Synthesis of 4" in shown(
             screen.query_one("#ses-transcript")), timeout=30)
+
+
+async def test_transcript_streams_while_the_consoles_worker_runs_a_turn(tmp_path: Path) -> None:
+    home = Path(__import__("os").environ["CLAWTOWER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "clawtower.yaml").write_text("speed: 1\ndelay_ms: [1500, 1500]\n")
+    db = str(tmp_path / "stream.db")
+    store = await open_store(db)
+    try:
+        sid = await Sessions(store).create(title="streaming")
+    finally:
+        await store.close()
+    app = make_app(db, run_engine=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        await until(pilot, lambda: screen.detail is not None and screen.detail["id"] == sid)
+        await pilot.press("i")
+        screen.query_one("#ses-input", Input).value = (
+            "please repeat this rather long sentence back to me word for word")
+        await pilot.press("enter")
+        seen: list[str] = []
+
+        def streaming() -> bool:
+            text = shown(screen.query_one("#ses-transcript"))
+            if "assistant…" in text:
+                seen.append(text)
+            return bool(seen)
+
+        await until(pilot, streaming, timeout=20)
+        assert "default: got" in seen[0]  # the reply's first chunk, before it is committed
+        await until(pilot, lambda: screen.detail is not None and any(
+            m["role"] == "assistant" for m in screen.detail["messages"]), timeout=20)
+        await until(pilot, lambda: "assistant…" not in shown(
+            screen.query_one("#ses-transcript")))
+        final = shown(screen.query_one("#ses-transcript"))
+        assert "word for word" in final

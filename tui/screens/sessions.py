@@ -126,6 +126,7 @@ class SessionsScreen(ListDetailScreen):
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[dict[str, Any]] = []
+        self._drawn_stream: tuple[str, int] | None = None
 
     def on_mount(self) -> None:
         line = Input(placeholder="message (Enter sends; steers a busy session) or /command",
@@ -133,6 +134,22 @@ class SessionsScreen(ListDetailScreen):
                          [f"{c} " for c in COMMANDS], case_sensitive=True))
         self.mount(line, before=self.query_one("#filter-bar"))
         super().on_mount()
+        self.set_interval(0.1, self._stream_tick)
+
+    def _stream(self) -> dict[str, str] | None:
+        """The selected session's turn text streaming in this console, until committed."""
+        entry = self.capp.session_streams.get(self.selected or "")
+        if entry is None or self.detail is None or self.detail.get("id") != self.selected:
+            return None
+        if any(m["meta"].get("turn") == entry["turn"] for m in self.detail["messages"]):
+            return None  # the reply is in the transcript now
+        return entry
+
+    def _stream_tick(self) -> None:
+        entry = self._stream()
+        drawn = (entry["turn"], len(entry["text"])) if entry else None
+        if drawn != self._drawn_stream:
+            self._render_detail()
 
     # -- data
 
@@ -249,8 +266,11 @@ class SessionsScreen(ListDetailScreen):
             return
         self._set("head", head_renderable(pal, s))
         msgs = s.get("messages") or []
-        self._set("transcript", transcript_renderable(pal, msgs[-TRANSCRIPT_SHOWN:]),
-                  f"Transcript · {len(msgs)} message(s)")
+        stream = self._stream()
+        self._drawn_stream = (stream["turn"], len(stream["text"])) if stream else None
+        self._set("transcript", transcript_renderable(pal, msgs[-TRANSCRIPT_SHOWN:],
+                                                      stream["text"] if stream else None),
+                  f"Transcript · {len(msgs)} message(s)" + (" · streaming" if stream else ""))
         anns = s.get("announces") or []
         self._set("announces", announces_table(pal, anns) if anns else None,
                   f"Announces · {len(anns)}")
@@ -280,8 +300,9 @@ def head_renderable(pal: Palette, s: dict[str, Any]) -> RenderableType:
     return Group(head, meta, usage)
 
 
-def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]]) -> RenderableType:
-    if not msgs:
+def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]],
+                          streaming: str | None = None) -> RenderableType:
+    if not msgs and streaming is None:
         return Text("(no messages yet)", style=pal.tone("idle"))
     rows: list[RenderableType] = []
     for m in msgs:
@@ -293,6 +314,11 @@ def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]]) -> Renderabl
             {"user": "waiting", "assistant": "done", "announce": "active"}.get(role, "idle"),
             "bold"))
         line.append(str(m["text"]))
+        rows.append(line)
+    if streaming is not None:
+        line = Text(" " * 9)
+        line.append(f"{'assistant…':>10}  ", style=pal.tone("active", "bold italic"))
+        line.append(streaming or "…", style="italic")
         rows.append(line)
     return Group(*rows)
 
