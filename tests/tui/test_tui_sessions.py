@@ -159,8 +159,8 @@ async def test_transcript_streams_while_the_consoles_worker_runs_a_turn(tmp_path
         seen: list[str] = []
 
         def streaming() -> bool:
-            text = shown(screen.query_one("#ses-transcript"))
-            if "assistant…" in text:
+            text = shown(screen.query_one("#ses-stream"))
+            if screen.query_one("#ses-stream").display and "assistant…" in text:
                 seen.append(text)
             return bool(seen)
 
@@ -168,7 +168,6 @@ async def test_transcript_streams_while_the_consoles_worker_runs_a_turn(tmp_path
         assert "default: got" in seen[0]  # the reply's first chunk, before it is committed
         await until(pilot, lambda: screen.detail is not None and any(
             m["role"] == "assistant" for m in screen.detail["messages"]), timeout=20)
-        await until(pilot, lambda: "assistant…" not in shown(
-            screen.query_one("#ses-transcript")))
+        await until(pilot, lambda: not screen.query_one("#ses-stream").display)
         final = shown(screen.query_one("#ses-transcript"))
         assert "word for word" in final

@@ -18,7 +18,7 @@ from rich.text import Text
 from textual import on, work
 from textual.binding import Binding, BindingType
 from textual.suggester import SuggestFromList
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from core import ClawError
 from core.describe import one_line
@@ -119,8 +119,8 @@ class SessionsScreen(ListDetailScreen):
     PREFIX = "ses"
     LIST_TITLE = "Sessions"
     SECTIONS: ClassVar[list[tuple[str, str]]] = [
-        ("head", ""), ("transcript", "Transcript"), ("announces", "Announces"),
-        ("backlog", "Backlog"),
+        ("head", ""), ("transcript", "Transcript"), ("stream", "Streaming"),
+        ("announces", "Announces"), ("backlog", "Backlog"),
     ]
 
     def __init__(self) -> None:
@@ -146,10 +146,23 @@ class SessionsScreen(ListDetailScreen):
         return entry
 
     def _stream_tick(self) -> None:
+        """Redraw only the streaming section (a frame stays cheap with a long transcript)."""
         entry = self._stream()
         drawn = (entry["turn"], len(entry["text"])) if entry else None
-        if drawn != self._drawn_stream:
-            self._render_detail()
+        if drawn != self._drawn_stream and self.is_mounted:
+            self._draw_stream(entry)
+
+    def _draw_stream(self, entry: dict[str, str] | None) -> None:
+        was = self._drawn_stream
+        self._drawn_stream = (entry["turn"], len(entry["text"])) if entry else None
+        section = self.query_one("#ses-stream", Static)
+        if entry is not None and was is not None and section.display:
+            # the pane has a fixed height: new text repaints it alone, no layout pass
+            section.update(streaming_renderable(Palette(self.app), entry["text"]),
+                           layout=False)
+            return
+        self._set("stream", streaming_renderable(Palette(self.app), entry["text"])
+                  if entry else None, f"Streaming · {entry['turn']}" if entry else None)
 
     # -- data
 
@@ -266,11 +279,9 @@ class SessionsScreen(ListDetailScreen):
             return
         self._set("head", head_renderable(pal, s))
         msgs = s.get("messages") or []
-        stream = self._stream()
-        self._drawn_stream = (stream["turn"], len(stream["text"])) if stream else None
-        self._set("transcript", transcript_renderable(pal, msgs[-TRANSCRIPT_SHOWN:],
-                                                      stream["text"] if stream else None),
-                  f"Transcript · {len(msgs)} message(s)" + (" · streaming" if stream else ""))
+        self._set("transcript", transcript_renderable(pal, msgs[-TRANSCRIPT_SHOWN:]),
+                  f"Transcript · {len(msgs)} message(s)")
+        self._draw_stream(self._stream())
         anns = s.get("announces") or []
         self._set("announces", announces_table(pal, anns) if anns else None,
                   f"Announces · {len(anns)}")
@@ -300,9 +311,8 @@ def head_renderable(pal: Palette, s: dict[str, Any]) -> RenderableType:
     return Group(head, meta, usage)
 
 
-def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]],
-                          streaming: str | None = None) -> RenderableType:
-    if not msgs and streaming is None:
+def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]]) -> RenderableType:
+    if not msgs:
         return Text("(no messages yet)", style=pal.tone("idle"))
     rows: list[RenderableType] = []
     for m in msgs:
@@ -315,12 +325,19 @@ def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]],
             "bold"))
         line.append(str(m["text"]))
         rows.append(line)
-    if streaming is not None:
-        line = Text(" " * 9)
-        line.append(f"{'assistant…':>10}  ", style=pal.tone("active", "bold italic"))
-        line.append(streaming or "…", style="italic")
-        rows.append(line)
     return Group(*rows)
+
+
+STREAM_TAIL = 240  # characters of a streaming reply shown (the pane has a fixed height, so
+# a frame repaints that pane only, never the layout)
+
+
+def streaming_renderable(pal: Palette, text: str) -> RenderableType:
+    line = Text()
+    line.append(f"{'assistant…':>10}  ", style=pal.tone("active", "bold italic"))
+    tail = text if len(text) <= STREAM_TAIL else "…" + text[-STREAM_TAIL:]
+    line.append(tail or "…", style="italic")
+    return line
 
 
 def announces_table(pal: Palette, anns: list[dict[str, Any]]) -> RenderableType:
