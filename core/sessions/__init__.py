@@ -24,6 +24,8 @@ Read API, for the console and the CLI (each one read snapshot, plain dicts):
   `children`), with status, agent, tokens, cost;
 - `Sessions.get(id)`: one session with `messages` (the transcript), `backlog`, `pending`,
   `announces`, `jobs`, `children`;
+- `Sessions.changed_since(seq)`: only the sessions whose row changed after an event seq
+  (a live list with thousands of sessions redraws those alone);
 - `Sessions.transcript(id, after_seq=N)`: messages after a sequence number (follow a
   transcript live: pass the last seq seen, after `store.wait_for_change`);
 - `Sessions.backlog(id)`, `Sessions.announces(id)`, `Sessions.specs()`, `Sessions.spec(ref)`.

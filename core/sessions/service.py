@@ -549,6 +549,15 @@ class Sessions:
         out["children"] = [_session_json(c, names) for c in children]
         return out
 
+    async def changed_since(self, seq: int) -> builtins.list[dict[str, Any]]:
+        """Sessions whose row changed after event `seq` (a live view refreshes only these;
+        each carries `last_seq`)."""
+        rows, specs = await self.store.fetch_many([
+            ("SELECT * FROM sessions WHERE last_seq > ? ORDER BY num", (seq,)),
+            ("SELECT agent_id, name FROM agent_specs", ())])
+        names = {r["agent_id"]: r["name"] for r in specs}
+        return [_session_json(r, names) for r in rows]
+
     async def transcript(self, sid: str, *, after_seq: int = 0, limit: int = 10_000
                          ) -> builtins.list[dict[str, Any]]:
         rows = await self.store.fetchall(

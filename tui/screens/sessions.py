@@ -126,6 +126,8 @@ class SessionsScreen(ListDetailScreen):
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[dict[str, Any]] = []
+        self._by_id: dict[str, dict[str, Any]] = {}
+        self._seen = -1  # the newest session row drawn (its last_seq)
         self._drawn_stream: tuple[str, int] | None = None
 
     def on_mount(self) -> None:
@@ -191,15 +193,31 @@ class SessionsScreen(ListDetailScreen):
 
     @work(exclusive=True, group="sessions-list")
     async def refresh_rows(self, reload_detail: bool = False) -> None:
+        """Re-read the sessions that changed since the newest row seen (all of them only
+        when one is new: the tree's order changes then), and redraw their rows."""
         if self.capp.store is None:
             return
+        sessions = Sessions(self.capp.store)
         try:
-            forest = await Sessions(self.capp.store).tree()
+            changed = await sessions.changed_since(self._seen) if self.rows else None
+            if changed is None or any(c["id"] not in self._by_id for c in changed):
+                self.rows = flatten(await sessions.tree())
+                self._by_id = {r["id"]: r for r in self.rows}
+                self._seen = max((int(r["last_seq"]) for r in self.rows), default=-1)
+                self._list()
+            elif changed:
+                for c in changed:
+                    self._by_id[c["id"]].update(c)
+                    self._seen = max(self._seen, int(c["last_seq"]))
+                # only the changed rows are handed to the list (it keeps the others)
+                lst = self.item_list
+                lst.update_rows((r["id"], lst.version(self._by_id[r["id"]]),
+                                 self._by_id[r["id"]]) for r in changed)
+                lst.border_title = (f"{self.LIST_TITLE} · {len(self.rows)}"
+                                    f"{self.list_extra(self.rows)}")
         except ClawError as exc:
             self.notify(str(exc), severity="error")
             return
-        self.rows = flatten(forest)
-        self._list()
         if reload_detail:
             self.reload()
 
