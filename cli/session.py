@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ClawError, ValidationError
 
 from . import output
+from .common import add_config_option
 from .stores import cli_store
 
 if TYPE_CHECKING:
@@ -34,9 +35,7 @@ def _common() -> argparse.ArgumentParser:
     c = argparse.ArgumentParser(add_help=False)
     c.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
                    help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
-    c.add_argument("--config", default=None, metavar="FILE",
-                   help="project config (providers, MCP servers; default: $CLAWTOWER_CONFIG,"
-                        " else $CLAWTOWER_HOME/clawtower.yaml, else the simulator)")
+    add_config_option(c)
     return c
 
 
@@ -50,42 +49,46 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     n = sub.add_parser("new", help="create a session; prints its id", parents=c)
     n.add_argument("--agent", metavar="REF", help="agent spec id or name (default: 'default')")
     n.add_argument("--model", metavar="PROVIDER/MODEL", help="model override")
-    n.add_argument("--title", default="")
+    n.add_argument("--title", default="", help="a title shown in listings and the console")
     n.add_argument("--channel", default="cli", help="route (default cli; 'agent' is internal)")
     n.add_argument("--deliver", action="store_true",
                    help="deliver replies to the channel (never on the internal channel)")
-    n.add_argument("--json", action="store_true")
+    n.add_argument("--json", action="store_true", help="print the new session as JSON")
     ls = sub.add_parser("list", help="every session", parents=c)
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true", help="print a JSON list")
     t = sub.add_parser("tree", help="sessions as parent -> children", parents=c)
-    t.add_argument("id", nargs="?", metavar="ID")
-    t.add_argument("--json", action="store_true")
+    t.add_argument("id", nargs="?", metavar="ID", help="only this session's subtree")
+    t.add_argument("--json", action="store_true", help="print the tree as JSON")
     sh = sub.add_parser("show", help="transcript, backlog, announces, jobs, children",
                         parents=c)
-    sh.add_argument("id", metavar="ID")
-    sh.add_argument("--json", action="store_true")
+    sh.add_argument("id", metavar="ID", help="the session")
+    sh.add_argument("--json", action="store_true", help="print the session as JSON")
     for name, help_ in (("send", "send a message (or run a /command) and wait for the reply"),
                         ("steer", "send to a busy session: taken at its next safe boundary")):
         p = sub.add_parser(name, help=help_, parents=c)
-        p.add_argument("id", metavar="ID")
+        p.add_argument("id", metavar="ID", help="the session")
         p.add_argument("text", metavar="TEXT", help="the message ('-' reads stdin)")
         p.add_argument("--no-wait", action="store_true",
                        help="queue it and return (a worker elsewhere runs the turn)")
-        p.add_argument("--timeout", type=float, default=600.0, metavar="S")
+        p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                       help="give up waiting after S seconds (exit 1)")
     st = sub.add_parser("stop", help="stop a session and its active children", parents=c)
-    st.add_argument("id", metavar="ID")
-    st.add_argument("--reason", default="")
+    st.add_argument("id", metavar="ID", help="the session")
+    st.add_argument("--reason", default="", help="why (recorded)")
     sp = sub.add_parser("spawn", help="start a subagent (child session) of ID", parents=c)
-    sp.add_argument("id", metavar="ID")
-    sp.add_argument("task", metavar="TASK")
+    sp.add_argument("id", metavar="ID", help="the parent session")
+    sp.add_argument("task", metavar="TASK", help="what the subagent should do")
     sp.add_argument("--agent", metavar="REF", help="the child's agent spec (default: ID's)")
-    sp.add_argument("--label", default="")
-    sp.add_argument("--no-wait", action="store_true")
-    sp.add_argument("--timeout", type=float, default=600.0, metavar="S")
+    sp.add_argument("--label", default="", help="a short label for the child")
+    sp.add_argument("--no-wait", action="store_true",
+                    help="return at once (a worker elsewhere runs the child)")
+    sp.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                    help="give up waiting after S seconds (exit 1)")
     r = sub.add_parser("run", help="run the session worker (ctrl+c stops)", parents=c)
     r.add_argument("--until-idle", action="store_true",
                    help="exit once no turn job is queued or running")
-    r.add_argument("--concurrency", type=int, default=16, metavar="N")
+    r.add_argument("--concurrency", type=int, default=16, metavar="N",
+                   help="turns run at once (default 16)")
 
 
 def add_spec_parser(agents_sub: Any) -> None:
@@ -95,23 +98,24 @@ def add_spec_parser(agents_sub: Any) -> None:
                             required=True)
     c = [_common()]
     ls = sub.add_parser("list", help="every agent spec", parents=c)
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true", help="print a JSON list")
     sh = sub.add_parser("show", help="one agent spec", parents=c)
-    sh.add_argument("ref", metavar="REF")
-    sh.add_argument("--json", action="store_true")
+    sh.add_argument("ref", metavar="REF", help="agent id or name")
+    sh.add_argument("--json", action="store_true", help="print the spec as JSON")
     st = sub.add_parser("set", help="create or change a spec (fields not given are kept)",
                         parents=c)
-    st.add_argument("name", metavar="NAME")
+    st.add_argument("name", metavar="NAME", help="the spec's name (created if new)")
     st.add_argument("--file", metavar="F.yaml", help="the whole spec config (YAML/JSON)")
-    st.add_argument("--provider")
-    st.add_argument("--model")
-    st.add_argument("--temperature", type=float)
+    st.add_argument("--provider", help="defaults.provider (simulator, or one of the config)")
+    st.add_argument("--model", help="defaults.model")
+    st.add_argument("--temperature", type=float, help="defaults.temperature (0-2)")
     st.add_argument("--system", metavar="TEXT", help="system prompt")
     st.add_argument("--tools", metavar="A,B", help="tool allow-list ('*' all, '' none)")
     st.add_argument("--skills", metavar="A,B", help="skill allow-list ('*' all, '' none)")
     st.add_argument("--subagents", metavar="A,B", help="specs it may spawn ('*' any)")
     im = sub.add_parser("import", help="specs from the agents of clawtower.yaml", parents=c)
-    im.add_argument("names", nargs="*", metavar="NAME")
+    im.add_argument("names", nargs="*", metavar="NAME",
+                    help="the agents to import (default: every agent of the config)")
 
 
 def _config(args: argparse.Namespace) -> ClawtowerConfig:

@@ -133,6 +133,17 @@ class TaskTransitioned(Payload):
     reset_attempts: bool = False
 
 
+class TaskCommanded(Payload):
+    """An operator's command on a task (unblock with a choice, retry, cancel), recorded with
+    the operator as actor; the orchestrator's transition that executes it follows at once."""
+
+    TYPE = "task.commanded"
+    ENTITY = "task"
+    command: str
+    to_phase: str
+    reason: str = ""
+
+
 class ReviewAppended(Payload):
     TYPE = "review.appended"
     ENTITY = "task"
@@ -466,6 +477,11 @@ class WorkflowPaused(Payload):
     identity: dict[str, Any] = Field(default_factory=dict)
     input_schema: Any = None
     subject: Any = None
+    # An approval step's output so far (what is being approved) and the spend billed with it:
+    # recorded here, after approval.requested, not as a step_finished before it (the step is
+    # not done until the gate is decided). None in stores written before this field.
+    result: dict[str, Any] | None = None
+    cost: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class WorkflowResumed(Payload):

@@ -488,7 +488,8 @@ def _wf_step_failed(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _wf_paused(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, ev.WorkflowPaused)
-    _wf_step(db, e, p.step_id, p.index, p.gate if p.gate == "input" else None, "waiting")
+    _wf_step(db, e, p.step_id, p.index, p.gate if p.gate == "input" else None, "waiting",
+             result=p.result)
     _wf_touch(db, e, "status='paused', waiting_step=?, gate=?, resume_at=?, approval_id=?,"
               " token_hash=?, request=?, identity=?, input_schema=?, subject=?, ",
               (p.step_id, p.gate, p.resume_at, p.approval_id, p.token_hash, _jo(p.request),

@@ -123,6 +123,12 @@ def _loads(text: str | None, default: Any = None) -> Any:
     return default if text is None else json.loads(text)
 
 
+def _why_cancelled(decision: str, reason: str) -> str:
+    """A cancelled run's reason: how its gate was decided, and the decider's words."""
+    how = "rejected" if decision == "rejected" else "cancelled"
+    return f"{how}: {reason.strip()}" if reason.strip() else how
+
+
 class RunCancelled(Exception):
     """The run was cancelled from elsewhere (another process, the console) while it ran."""
 
@@ -144,6 +150,7 @@ class _StoreRecorder:
     def __init__(self, store: Store, run_id: str, actor: str, owner: str, ttl: float) -> None:
         self.store, self.run_id, self.actor = store, run_id, actor
         self.owner, self.ttl = owner, ttl
+        self.gate_output: ev.WorkflowStepFinished | None = None
 
     def spawned(self, step_id: str, pid: int) -> None:
         """Not awaited: the group's leader dies with this process anyway (shell.py); the
@@ -202,9 +209,9 @@ class _StoreRecorder:
         if durable:
             await self._emit(payload)
             return
-        event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
-                         payload=payload)
-        self.store.submit(lambda tx: tx.emit(event))
+        # An approval step: its output goes with the gate's pause, after approval.requested
+        # (Workflows._pause), so the log reads in causal order.
+        self.gate_output = payload
 
     async def step_skipped(self, step_id: str, index: int) -> None:
         await self._emit(ev.WorkflowStepSkipped(step_id=step_id, index=index))
@@ -355,7 +362,9 @@ class Workflows:
         if outcome.pause is None:
             await self._end(run_id, ev.WorkflowFinished(output=outcome.output))
             return ok_envelope("ok", outcome.output)
-        return await self._pause(run_id, workflow, outcome, path)
+        recorder = ctx.recorder
+        gate_output = recorder.gate_output if isinstance(recorder, _StoreRecorder) else None
+        return await self._pause(run_id, workflow, outcome, path, gate_output)
 
     async def _end(self, run_id: str, payload: ev.Payload) -> None:
         event = NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
@@ -369,7 +378,8 @@ class Workflows:
         await self.store.execute(command)
 
     async def _pause(self, run_id: str, workflow: dict[str, Any], outcome: Outcome,
-                     path: Path) -> dict[str, Any]:
+                     path: Path, gate_output: ev.WorkflowStepFinished | None = None
+                     ) -> dict[str, Any]:
         pause = outcome.pause
         assert pause is not None
         token, token_hash = new_token(run_id)
@@ -406,7 +416,9 @@ class Workflows:
                                  token_hash=token_hash, request=json.loads(to_json(request)),
                                  identity=pause.identity,
                                  input_schema=pause.input_schema,
-                                 subject=json.loads(to_json(pause.subject)))))
+                                 subject=json.loads(to_json(pause.subject)),
+                                 result=gate_output.result if gate_output else None,
+                                 cost=gate_output.cost if gate_output else [])))
             return approval_id
 
         approval_id = await self.store.execute(command)
@@ -446,18 +458,21 @@ class Workflows:
 
     async def resume(self, *, token: str | None = None, approval_id: str | None = None,
                      approve: bool | None = None, response: Any = UNDEFINED,
-                     cancel: bool = False, approved_by: str | None = None) -> dict[str, Any]:
+                     cancel: bool = False, approved_by: str | None = None,
+                     reason: str = "") -> dict[str, Any]:
         """Lobster's `resume`: continue, cancel or answer a paused run; an envelope back.
 
-        `approved_by` is the approver's name (Lobster reads LOBSTER_APPROVAL_APPROVED_BY)."""
+        `approved_by` is the approver's name (Lobster reads LOBSTER_APPROVAL_APPROVED_BY);
+        `reason` is recorded with the decision (and a rejection's on the cancelled run)."""
         try:
             return await self._resume(token, approval_id, approve, response, cancel,
-                                      approved_by)
+                                      approved_by, reason)
         except WorkflowError as exc:
             return error_envelope(exc.kind, exc.message)
 
     async def _resume(self, token: str | None, approval_id: str | None, approve: bool | None,
-                      response: Any, cancel: bool, approved_by: str | None) -> dict[str, Any]:
+                      response: Any, cancel: bool, approved_by: str | None,
+                      reason: str = "") -> dict[str, Any]:
         run = await self._locate(token, approval_id,
                                  "Resume state not found" if cancel else NOT_FOUND)
         run_id, gate, step_id = run["id"], run["gate"], run["waiting_step"]
@@ -467,10 +482,10 @@ class Workflows:
                                     " requests", "parse_error")
             if cancel or approve is False:
                 await self._consume_cancel(run, approved_by, "rejected" if not cancel
-                                           else "withdrawn")
+                                           else "withdrawn", reason)
                 return ok_envelope("cancelled", [])
         if gate == "input" and cancel:
-            await self._consume_cancel(run, approved_by, "withdrawn")
+            await self._consume_cancel(run, approved_by, "withdrawn", reason)
             return ok_envelope("cancelled", [])
         path = Path(run["file"])
         workflow = load_workflow(path)
@@ -509,7 +524,7 @@ class Workflows:
             decision = "answered"
         start = int(run["resume_at"])
         check_workflow_conditions(workflow, start)
-        await self._consume(run, decision, approved_by, previous)
+        await self._consume(run, decision, approved_by, previous, reason)
         results[step_id] = previous
         last = step_id if gate == "input" else last_completed_step(workflow["steps"], results)
         return await self._drive(run_id, workflow, path, args, results, start, last)
@@ -520,8 +535,9 @@ class Workflows:
         # only the cost field: step payloads also carry the (possibly large) results
         rows = await self.store.fetchall(
             "SELECT json_extract(payload, '$.cost') AS cost FROM events WHERE"
-            " entity='workflow' AND entity_id=? AND type IN ('workflow.step_finished',"
-            " 'workflow.step_failed') AND json_array_length(payload, '$.cost') > 0"
+            " entity='workflow' AND entity_id=? AND type IN ('workflow.paused',"
+            " 'workflow.step_finished', 'workflow.step_failed')"
+            " AND json_array_length(payload, '$.cost') > 0"
             " ORDER BY seq", (run_id,))
         lines: list[CostLine] = []
         for row in rows:
@@ -552,10 +568,11 @@ class Workflows:
                              payload=ev.ApprovalDecided(decision=decision, reason=reason)))
 
     async def _consume(self, run: dict[str, Any], decision: str, by: str | None,
-                       result: dict[str, Any]) -> None:
+                       result: dict[str, Any], reason: str = "") -> None:
         def command(tx: WriteTx) -> None:
             self._claim(tx, run)
-            self._decide(tx, run, "approved" if decision == "approved" else "answered", by)
+            self._decide(tx, run, "approved" if decision == "approved" else "answered", by,
+                         reason)
             tx.emit(NewEvent(entity_id=run["id"], actor=(by or "").strip() or self.actor,
                              role=Role.OPERATOR.value, payload=ev.WorkflowResumed(
                                  step_id=run["waiting_step"], decision=decision,
@@ -573,8 +590,7 @@ class Workflows:
             self._decide(tx, run, decision, by, reason)
             tx.emit(NewEvent(entity_id=run["id"], actor=(by or "").strip() or self.actor,
                              role=Role.OPERATOR.value, payload=ev.WorkflowCancelled(
-                                 reason=reason or ("rejected" if decision == "rejected"
-                                                   else "cancelled"),
+                                 reason=_why_cancelled(decision, reason),
                                  by=(by or "").strip() or None)))
 
         await self.store.execute(command)
@@ -596,10 +612,11 @@ class Workflows:
                                   f" clawtower workflow resume --id {approval_id}"
                                   " --response-json JSON")
         if a["kind"] == GATE_KINDS["input"]:
-            envelope = await self.resume(approval_id=approval_id, cancel=True, approved_by=by)
+            envelope = await self.resume(approval_id=approval_id, cancel=True, approved_by=by,
+                                         reason=reason)
         else:
             envelope = await self.resume(approval_id=approval_id, approve=approve,
-                                         approved_by=by)
+                                         approved_by=by, reason=reason)
         return await self._decided(approval_id, a, envelope, "approved" if approve else
                                    "rejected")
 
@@ -872,11 +889,14 @@ class Workflows:
         out = _run(run[0])
         await self._drivers([out])
         by_id = {s["step_id"]: s for s in steps}
+        # a step that never started: pending while the run may still reach it; once the run
+        # ended cancelled or failed, it never will
+        never = "cancelled" if out["status"] in ("cancelled", "failed") else "pending"
         listed: list[dict[str, Any]] = []
         for idx, sid in enumerate(out["step_ids"]):
             row = by_id.get(sid)
             item = _step(row) if row else {"id": sid, "index": idx, "kind": "", "status":
-                                            "pending", "attempts": 0, "result": None,
+                                            never, "attempts": 0, "result": None,
                                             "error": None, "started_at": None, "ended_at": None}
             item["branches"] = [_step(s) for s in steps if s["parent"] == sid]
             listed.append(item)

@@ -25,6 +25,7 @@ from core.describe import one_line
 from core.sessions.commands import COMMANDS, is_command, run_command
 from core.sessions.service import Sessions
 
+from ..commands import mode_help
 from ..model import Delta, fmt_time
 from ..render import Palette, columns_table
 from ..rowlist import Cell, Column
@@ -115,6 +116,12 @@ def touched(delta: Delta) -> tuple[bool, set[str]]:
 class SessionsScreen(ListDetailScreen):
     """Mode 4: sessions, subagents, announces, backlog; send, steer, stop, spawn."""
 
+    HELP = mode_help(
+        "**Sessions** as a tree (parent → subagents), the selected transcript live, its "
+        "announces and backlog. `i` types a message (Enter sends; a busy session is steered "
+        "at its next safe boundary) or `/agent`, `/model`, `/agents`, `/models`, `/spawn`, "
+        "`/stop` (tab completes); `n` spawns a subagent, `x` stops the session.",
+        ())
     MODE = "sessions"
     PREFIX = "ses"
     LIST_TITLE = "Sessions"
