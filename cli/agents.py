@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # loaded by the handlers: other commands start without pydant
 
 from . import llm_task as llm_task_cli
 from . import output
+from . import session as session_cli
 from .common import add_config_option
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
@@ -72,6 +73,7 @@ def _add_agents_parser(
     ash = asub.add_parser("show", help="one agent in full", parents=[_config_option()])
     ash.add_argument("name", metavar="NAME", help="the agent")
     ash.add_argument("--json", action="store_true", help="print the agent as JSON")
+    session_cli.add_spec_parser(asub)  # `agents spec ...`: the store's spec registry
 
 
 def _budgets(a: AgentConfig) -> str:
@@ -127,6 +129,8 @@ def _agent_detail(cfg: ClawtowerConfig, name: str) -> str:
 async def cmd_agents(args: argparse.Namespace) -> int:
     from core.agents.config import load_config
 
+    if args.agents_cmd == "spec":
+        return await session_cli.cmd_spec(args)
     cfg = load_config(args.config)
     if args.agents_cmd == "show":
         cfg.agent(args.name)  # an unknown name: exit 2 naming the config and the known ones

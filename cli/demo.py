@@ -116,8 +116,9 @@ def db_flag(db: Path | str) -> str:
     return "" if Path(db) == default_db() else f" --db {db}"
 
 
-async def seed(db: str, specs_dir: Path) -> list[str]:
+async def seed(db: str, specs_dir: Path, *, live_sessions: bool = True) -> list[str]:
     from core import Tasks, load_spec, open_store
+    from core.sessions.demo import seed_sessions
 
     store = await open_store(db)
     try:
@@ -125,6 +126,8 @@ async def seed(db: str, specs_dir: Path) -> list[str]:
         ids = []
         for f in sorted(specs_dir.glob("*.yaml")):
             ids.append(await tasks.create(load_spec(f), actor=DEMO_ACTOR, source=f.name))
+        # mode 4: a parent that fanned out to subagents, a steered loop, a live fan-out
+        await seed_sessions(store, live=live_sessions)
         return ids
     finally:
         await store.close()
@@ -211,7 +214,7 @@ def run_demo(args: argparse.Namespace) -> int:
     replaced = claim_store(db)
     if replaced:
         print(replaced, flush=True)
-    ids = asyncio.run(seed(str(db), d / "specs"))
+    ids = asyncio.run(seed(str(db), d / "specs", live_sessions=not args.headless))
     print(f"clawtower demo: seeded {len(ids)} tasks into {db}", flush=True)
     if not args.headless:
         from tui.app import run_console

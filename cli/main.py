@@ -29,6 +29,7 @@ from . import (
     events,
     meeting,
     serve,
+    session,
     store_admin,
     task,
     tools,
@@ -39,6 +40,7 @@ from .common import CommandParser, add_config_option, default_agents_file, opera
 # The command groups, in the order `clawtower --help` lists them.
 COMMAND_GROUPS: tuple[ModuleType, ...] = (
     demo, serve, events, task, approvals, meeting, store_admin, workflow, agents, tools,
+    session,
 )
 
 

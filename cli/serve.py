@@ -33,29 +33,49 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
                                 until_idle: bool, quiet: bool = False) -> int:
     import asyncio
 
+    from core.agents.config import load_config
     from core.effects import JournalSink
     from core.engine import Engine
+    from core.errors import ClawError
+    from core.sessions.runner import SessionRunner
 
     engine = Engine(store, agents, effects=JournalSink(effects_journal(db)))
+    # the session worker (core/sessions) beside the engine: turn jobs of any session
+    try:
+        sessions: SessionRunner | None = SessionRunner(store, load_config())
+    except ClawError as exc:
+        sys.stderr.write(f"clawtower: warning: sessions not run: {exc}\n")
+        sessions = None
+    sessions_stop = asyncio.Event()
+
+    def stop() -> None:
+        engine.stop()
+        sessions_stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, engine.stop)
+            loop.add_signal_handler(sig, stop)
     done = asyncio.Event()
     follower = asyncio.create_task(print_progress(store, await store.last_seq(), quiet, done))
     runner = asyncio.create_task(engine.run())
+    session_task = asyncio.create_task(sessions.run(sessions_stop)) if sessions else None
     try:
         if until_idle:
             while not engine.holding and not runner.done():
                 await asyncio.sleep(0.05)
             idle = await engine.orchestrator.run_until_idle(timeout_s=3600)
-            engine.stop()
+            while sessions is not None and (sessions.running or not await sessions.quiet()):
+                await asyncio.sleep(0.05)
+            stop()
             if not idle:
                 return 1
         await runner
     finally:
-        engine.stop()
+        stop()
         await runner
+        if session_task is not None:
+            await session_task
         done.set()
         await follower
     for err in engine.orchestrator.errors:

@@ -56,6 +56,16 @@ def _release(tx: WriteTx, name: str, owner: str, role: Role = Role.SYSTEM) -> No
                          payload=ev.LeaseReleased(owner=owner)))
 
 
+def acquire_in(tx: WriteTx, name: str, owner: str, ttl: float,
+               role: Role = Role.SYSTEM) -> bool:
+    """`acquire` inside a command of one's own (the lease and what it guards in one commit)."""
+    return _acquire(tx, name, owner, ttl, role)
+
+
+def release_in(tx: WriteTx, name: str, owner: str, role: Role = Role.SYSTEM) -> None:
+    _release(tx, name, owner, role)
+
+
 async def acquire(store: Store, name: str, owner: str, ttl: float,
                   role: Role = Role.SYSTEM) -> bool:
     """Take or renew `name` for `owner`; False if another live owner holds it."""

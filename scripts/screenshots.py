@@ -71,6 +71,40 @@ async def meetings(pilot: Pilot[None], app: ClawtowerApp) -> None:
     await _settle(pilot)
 
 
+def sessions(key: str) -> Step:
+    """Mode 4 with session `key` selected (S-1: a fan-out and its announces; S-5: a steered
+    loop resumed from its backlog)."""
+    async def step(pilot: Pilot[None], app: ClawtowerApp) -> None:
+        await pilot.press("4")
+        for _ in range(300):
+            await pilot.pause(0.02)
+            rows = getattr(app.screen, "rows", [])
+            if rows:
+                break
+        from tui.screens.sessions import SessionList
+
+        app.screen.query_one(SessionList).move_cursor_to_key(key)
+        for _ in range(300):
+            await pilot.pause(0.02)
+            detail = getattr(app.screen, "detail", None)
+            if detail is not None and detail.get("id") == key:
+                break
+        await _settle(pilot)
+
+    return step
+
+
+async def seed_session_store(db: str) -> None:
+    from core import open_store
+    from core.sessions.demo import seed_sessions
+
+    store = await open_store(db)
+    try:
+        await seed_sessions(store, live=False)
+    finally:
+        await store.close()
+
+
 async def confirm(pilot: Pilot[None], app: ClawtowerApp) -> None:
     await pilot.press("2", "a")
     await _settle(pilot)
@@ -158,6 +192,8 @@ async def main(out: Path, size: tuple[int, int]) -> list[Path]:
             ("1-tasks-light", tasks, "clawtower-light"),
             ("2-approvals-light", approvals, "clawtower-light"),
             ("3-meetings-light", meetings, "clawtower-light"),
+            ("4-sessions", sessions("S-1"), None),
+            ("4-sessions-steer", sessions("S-5"), None),
             ("5-workflows", workflows, None),
             ("5-workflows-light", workflows, "clawtower-light"),
             ("workflow-input-answer", answer_input, None),
@@ -174,6 +210,8 @@ async def main(out: Path, size: tuple[int, int]) -> list[Path]:
             shutil.copyfile(db, copy)
             if name.startswith("3-meetings"):  # two finished meetings, one mid-round
                 await seed_meetings(copy)
+            if name.startswith("4-sessions"):  # a fan-out, a steered loop
+                await seed_session_store(copy)
             if name.startswith(("5-workflows", "workflow-")):  # one done, two at gates
                 await seed_workflows(copy)
             paths.append(await shoot(copy, out, name, step, rest[0] if rest else size, theme))

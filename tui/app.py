@@ -130,6 +130,10 @@ class ClawtowerApp(App[int]):
         self.store: Store | None = None
         self.engine: Engine | None = None
         self._engine_task: asyncio.Task[None] | None = None
+        self._sessions_task: asyncio.Task[None] | None = None
+        self._sessions_stop = asyncio.Event()
+        # text of the turns this console's worker is running, as it streams (mode 4)
+        self.session_streams: dict[str, dict[str, str]] = {}
         self._follower: StoreFollower | None = None
         self._views: list[View] = []
         self.loaded = asyncio.Event()
@@ -178,6 +182,8 @@ class ClawtowerApp(App[int]):
             self.engine = Engine(self.store, self.agents,
                                  effects=JournalSink(effects_journal(self.db_path)))
             self._engine_task = asyncio.create_task(self._run_engine(), name="console-engine")
+            self._sessions_task = asyncio.create_task(self._run_sessions(),
+                                                      name="console-sessions")
         self.run_worker(self._follow(), group="follow", exclusive=True, exit_on_error=False)
 
     async def _run_engine(self) -> None:
@@ -190,6 +196,29 @@ class ClawtowerApp(App[int]):
             self.log.error(f"engine stopped: {exc!r}")
             self.notify(f"engine stopped: {exc}", title="Engine", severity="error", timeout=30)
             self.engine = None
+
+    async def _run_sessions(self) -> None:
+        """The session worker (core/sessions): runs queued turn jobs beside the engine;
+        per-session leases keep it apart from other consoles and `session run`."""
+        assert self.store is not None
+        from core.agents.config import load_config
+        from core.sessions.runner import SessionRunner
+
+        try:
+            runner = SessionRunner(self.store, load_config(), on_text=self._session_text)
+            await runner.run(self._sessions_stop)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the console stays up; the store keeps the truth
+            self.log.error(f"session worker stopped: {exc!r}")
+            self.notify(f"session worker stopped: {exc}", title="Sessions",
+                        severity="error", timeout=30)
+
+    def _session_text(self, session: str, turn: str, text: str) -> None:
+        entry = self.session_streams.get(session)
+        if entry is None or entry["turn"] != turn:
+            entry = self.session_streams[session] = {"turn": turn, "text": ""}
+        entry["text"] += text
 
     async def _follow(self) -> None:
         assert self.store is not None and self._follower is not None
@@ -223,9 +252,13 @@ class ClawtowerApp(App[int]):
             task.cancel()
         if self.engine is not None:
             self.engine.stop()
+        self._sessions_stop.set()
         if self._engine_task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._engine_task, 10)
+        if self._sessions_task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._sessions_task, 10)
         if self.store is not None:
             with contextlib.suppress(Exception):
                 await self.store.close()

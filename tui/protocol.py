@@ -32,6 +32,8 @@ class ConsoleApp(Protocol):
     operator: str
     db_path: str
     pending_meeting: str | None  # mode 3 selects it once it is listed
+    # mode 4: {session id: {"turn": turn id, "text": streamed so far}} of this console's turns
+    session_streams: dict[str, dict[str, str]]
 
     def engine_status(self) -> str: ...
     def add_view(self, view: View) -> None: ...

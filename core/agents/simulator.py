@@ -37,6 +37,10 @@ question (`clawtower llm ask`) uses the purpose "ask": `text` is the reply; unsc
 reply quotes the question and says that no model wrote it. Scripts for these three purposes
 are looked up by the request's labels, then by its agent's name.
 
+Session turns (core/sessions) use the purpose "session": scripted like "turn" when a script
+names it, else answered by directives in the latest user message (`session_reply`: `#work N`,
+`#spawn N [agent]`, `#call TOOL {json}`, a `[Backlog]` resume, a synthesis of announces).
+
 Round N of a purpose picks entry N (the last one repeats). The same request always gets the
 same answer, whatever process asks: replies depend on (seed, task, purpose, round) only.
 """
@@ -60,10 +64,11 @@ from ..safe_yaml import load_file
 from .provider import ChatRequest, ProviderError, StreamEvent, ToolCall, Usage
 
 PURPOSES = ("execute", "spec_review", "spec_gate", "quality_gate", "meeting", "meeting_summary",
-            "llm_task", "turn", "ask")
+            "llm_task", "turn", "ask", "session")
 MEETING_PURPOSES = ("meeting", "meeting_summary")
 # replies sent as plain text
-TEXT_PURPOSES = ("meeting", "meeting_summary", "llm_task", "turn", "ask")
+TEXT_PURPOSES = ("meeting", "meeting_summary", "llm_task", "turn", "ask", "session")
+TOOL_PURPOSES = ("turn", "session")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -196,6 +201,9 @@ class Simulator:
                 return steps[min(round_, len(steps) - 1)]
         return Step()
 
+    def _scripted(self, labels: list[str], purpose: str) -> bool:
+        return any(self.script.scripts.get(label, {}).get(purpose) for label in labels)
+
     def delay_s(self, step: Step, *key: Any) -> float:
         if step.delay_ms is not None:
             ms = float(step.delay_ms)
@@ -208,7 +216,7 @@ class Simulator:
         md = request.metadata
         purpose = str(md.get("purpose", "execute"))
         labels = [str(x) for x in md.get("labels", [])]
-        if purpose in ("llm_task", "turn", "ask") and md.get("agent"):
+        if purpose in ("llm_task", "turn", "ask", "session") and md.get("agent"):
             labels.append(str(md["agent"]))
         round_ = int(md.get("round", 0))
         step = self.step_for(labels, purpose, round_)
@@ -243,6 +251,14 @@ class Simulator:
                 "" if step.tool_calls else f"{md.get('agent', 'agent')}: done")}
         elif purpose == "ask":
             body = {"text": step.text if step.text is not None else _ask_reply(request)}
+        elif purpose == "session":
+            if self._scripted(labels, purpose):
+                body = {"text": step.text if step.text is not None else (
+                    "" if step.tool_calls else f"{md.get('agent', 'agent')}: done")}
+            else:
+                text, calls = session_reply(request)
+                step = step.model_copy(update={"tool_calls": calls})
+                body = {"text": text}
         else:
             body = {"verdict": step.verdict or "approved", "findings": step.findings}
         return step, body
@@ -279,7 +295,7 @@ class Simulator:
                 await asyncio.sleep(per_chunk)
             if chunk:
                 yield StreamEvent(kind="text", text=chunk)
-        if md.get("purpose") == "turn":
+        if md.get("purpose") in TOOL_PURPOSES:
             for i, call in enumerate(step.tool_calls):
                 args = call.arguments if isinstance(call.arguments, str) else json.dumps(
                     call.arguments, sort_keys=True)
@@ -288,8 +304,8 @@ class Simulator:
         prompt = sum(count_tokens(m.content) for m in request.messages)
         yield StreamEvent(kind="usage", usage=Usage(prompt_tokens=prompt,
                                                     completion_tokens=count_tokens(text)))
-        yield StreamEvent(kind="done", finish_reason="tool_calls" if md.get("purpose") == "turn"
-                          and step.tool_calls else "stop")
+        yield StreamEvent(kind="done", finish_reason="tool_calls" if md.get("purpose")
+                          in TOOL_PURPOSES and step.tool_calls else "stop")
 
 
 _OPENERS = {
@@ -305,6 +321,94 @@ _DETAILS = [
     "Tests cover the main paths but not the failure modes.",
     "Cost is acceptable for the first quarter.",
 ]
+
+
+_WORK = re.compile(r"#work\s+(\d+)")
+_SPAWN = re.compile(r"#spawn\s+(\d+)(?:\s+([A-Za-z0-9_.-]+))?")
+_CALL = re.compile(r"#call\s+([A-Za-z0-9_.-]+)(?:\s+(\{.*\}))?", re.S)
+_RESUME = re.compile(r"Resume the interrupted task: (.*?) \(interrupted after (\d+) tool round",
+                     re.S)
+STEER_PREFIX = "[Steer]"
+
+
+def _short(text: str, n: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def session_reply(request: ChatRequest) -> tuple[str, list[SimToolCall]]:
+    """The unscripted session turn (core/sessions): replies follow directives in the latest
+    user message, so demos and tests are deterministic without scripts:
+
+    - `#work N`: N tool rounds (`text.count` on "step i of N"), then "Done: ...";
+    - `#spawn N [agent]`: one round of N `spawn_subagent` calls (or one `spawn_subagents`
+      call when the model is offered it), then "Spawned N ...";
+    - `#call TOOL {json}`: one call of TOOL, then a reply quoting its result;
+    - a `[Backlog]` message resumes an interrupted `#work N` where it stopped;
+    - with subagent results in the system prompt: a synthesis of them;
+    - anything else: a short acknowledgement quoting the message.
+    Tool rounds already made are counted from the conversation since that message."""
+    msgs = request.messages
+    md = request.metadata
+    agent = str(md.get("agent", "agent"))
+    idx = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
+    focus = msgs[idx].content if idx >= 0 else ""
+    after = msgs[idx + 1:] if idx >= 0 else []
+    rounds = sum(1 for m in after if m.role == "assistant" and m.tool_calls)
+    results = [m.content for m in after if m.role == "tool"]
+    body = focus.partition("\n\n")[2] if focus.startswith(STEER_PREFIX) else focus
+    system = msgs[0].content if msgs and msgs[0].role == "system" else ""
+    if "# Subagent results" in system and not body.startswith("[Backlog]") \
+            and not focus.startswith(STEER_PREFIX):
+        lines = [line for line in system.splitlines() if line.startswith("- @agent:")]
+        oks = sum(1 for line in lines if "-> ok:" in line)
+        return (f"Synthesis of {len(lines)} subagent result(s) ({oks} ok): "
+                + "; ".join(_short(line.partition(" -> ")[2], 50) for line in lines[:5])
+                + (" ..." if len(lines) > 5 else "")), []
+    if body.startswith("[Backlog]"):
+        m = _RESUME.search(body)
+        work = _WORK.search(m.group(1)) if m else None
+        if m and work:
+            total, done = int(work.group(1)), int(m.group(2))
+            step = done + rounds
+            if step < total:
+                return "", [SimToolCall(name="text.count", arguments={
+                    "text": f"step {step + 1} of {total}: {_short(m.group(1))}"})]
+            return (f"Resumed and finished: {_short(m.group(1))} ({total} steps; {done}"
+                    " before the interruption)."), []
+        return f"{agent}: handled the backlog: {_short(body[len('[Backlog]'):], 120)}", []
+    spawn = _SPAWN.search(body)
+    if spawn:
+        n, who = int(spawn.group(1)), spawn.group(2)
+        task = _short(_SPAWN.sub("", body).strip() or "a part of the work", 80)
+        if rounds == 0:
+            items: list[dict[str, Any]] = []
+            for i in range(n):
+                args: dict[str, Any] = {"task": f"part {i + 1} of {n}: {task}",
+                                        "label": f"part-{i + 1}"}
+                if who:
+                    args["agent"] = who
+                items.append(args)
+            if n > 1 and any(t.name == "spawn_subagents" for t in request.tools):
+                return "", [SimToolCall(name="spawn_subagents", arguments={"tasks": items})]
+            return "", [SimToolCall(name="spawn_subagent", arguments=a) for a in items]
+        ok = sum(r.count('"accepted"') for r in results)
+        return (f"Spawned {ok} of {n} subagent(s); their results will follow."
+                + ("" if ok == n else f" Refused: {_short(results[-1], 160)}")), []
+    work = _WORK.search(body)
+    if work:
+        total = int(work.group(1))
+        if rounds < total:
+            return "", [SimToolCall(name="text.count", arguments={
+                "text": f"step {rounds + 1} of {total}: {_short(body)}"})]
+        return f"Done: {_short(body)} ({total} tool rounds).", []
+    call = _CALL.search(body)
+    if call:
+        if rounds == 0:
+            raw = call.group(2) or "{}"
+            return "", [SimToolCall(name=call.group(1), arguments=raw)]
+        return f"{call.group(1)} answered: {_short(results[-1] if results else '', 200)}", []
+    return f"{agent}: got it: \"{_short(body, 120)}\"", []
 
 
 def _ask_reply(request: ChatRequest) -> str:

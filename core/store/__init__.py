@@ -9,3 +9,4 @@ __all__ = ["Command", "SQLiteStore", "Store", "WriteTx", "open_store"]
 # Meeting events and their projections register themselves on import: any process that
 # opens a store can decode and replay them.
 from ..meetings import projections as _meeting_projections  # noqa: F401
+from ..sessions import projections as _session_projections  # noqa: F401

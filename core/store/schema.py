@@ -196,6 +196,73 @@ CREATE TABLE tool_pins (
 CREATE INDEX tool_pins_by_approval ON tool_pins(approval_id);
 """
 
+# Version 6: sessions, agent specs, turn jobs, backlog and announces (core/sessions, seed
+# 004). `session_announces.run_id` is the announce idempotency key (with the events'
+# idem_key `announce:<run_id>`): a run announces once.
+SESSIONS_SCHEMA = """
+CREATE TABLE agent_specs (
+    agent_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, config_json TEXT NOT NULL,
+    source TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+    last_seq INTEGER NOT NULL
+);
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY, num INTEGER NOT NULL UNIQUE, title TEXT NOT NULL,
+    agent_id TEXT NOT NULL, provider_override TEXT, model_override TEXT,
+    deliver INTEGER NOT NULL, channel TEXT NOT NULL, parent_id TEXT, hop INTEGER NOT NULL,
+    trace_id TEXT NOT NULL, run_id TEXT, task TEXT NOT NULL, spawn_key TEXT,
+    status TEXT NOT NULL,
+    result TEXT, stop_requested INTEGER NOT NULL DEFAULT 0, active_job TEXT,
+    turns INTEGER NOT NULL DEFAULT 0, prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0, cost_usd REAL NOT NULL DEFAULT 0,
+    created_by TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+    last_seq INTEGER NOT NULL
+);
+CREATE INDEX sessions_by_parent ON sessions(parent_id, num);
+CREATE INDEX sessions_by_parent_status ON sessions(parent_id, status);
+CREATE UNIQUE INDEX sessions_by_spawn_key ON sessions(parent_id, spawn_key);
+CREATE INDEX sessions_by_status ON sessions(status, num);
+CREATE TABLE session_messages (
+    seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, msg_id TEXT NOT NULL UNIQUE,
+    role TEXT NOT NULL, text TEXT NOT NULL, meta TEXT NOT NULL, at REAL NOT NULL
+);
+CREATE INDEX session_messages_by_session ON session_messages(session_id, seq);
+CREATE TABLE session_inbox (
+    msg_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, text TEXT NOT NULL,
+    sender TEXT NOT NULL, status TEXT NOT NULL, job_id TEXT, seq INTEGER NOT NULL,
+    at REAL NOT NULL, taken_at REAL
+);
+CREATE INDEX session_inbox_by_session ON session_inbox(session_id, status, seq);
+CREATE TABLE session_backlog (
+    item_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, kind TEXT NOT NULL,
+    text TEXT NOT NULL, data TEXT NOT NULL, status TEXT NOT NULL, drained_by TEXT,
+    seq INTEGER NOT NULL, at REAL NOT NULL
+);
+CREATE INDEX session_backlog_by_session ON session_backlog(session_id, status, seq);
+CREATE TABLE session_announces (
+    run_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, child_id TEXT NOT NULL,
+    msg_id TEXT NOT NULL, agent_id TEXT NOT NULL, agent_name TEXT NOT NULL,
+    status TEXT NOT NULL, summary TEXT NOT NULL, meta TEXT NOT NULL, tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL, consumed_by TEXT, seq INTEGER NOT NULL, at REAL NOT NULL
+);
+CREATE INDEX session_announces_by_parent ON session_announces(parent_id, seq);
+CREATE INDEX session_announces_fresh ON session_announces(parent_id, consumed_by);
+CREATE TABLE session_deliveries (
+    seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, channel TEXT NOT NULL,
+    msg_id TEXT NOT NULL, text TEXT NOT NULL, at REAL NOT NULL
+);
+CREATE TABLE turn_jobs (
+    id TEXT PRIMARY KEY, session_id TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL,
+    owner TEXT, attempt INTEGER NOT NULL DEFAULT 0, turn_id TEXT, agent_id TEXT,
+    provider TEXT, model TEXT, took TEXT NOT NULL DEFAULT '[]', steers INTEGER NOT NULL
+    DEFAULT 0, stop_reason TEXT, error TEXT, reply_msg_id TEXT,
+    prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL NOT NULL DEFAULT 0, queued_at REAL NOT NULL, started_at REAL,
+    ended_at REAL, queued_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL
+);
+CREATE INDEX turn_jobs_by_status ON turn_jobs(status, queued_seq);
+CREATE INDEX turn_jobs_by_session ON turn_jobs(session_id, queued_seq);
+"""
+
 PROJECTION_TABLES: dict[str, str] = {
     # table -> ORDER BY used to compare live and rebuilt projections
     "tasks": "id",
@@ -218,6 +285,14 @@ PROJECTION_TABLES: dict[str, str] = {
     "turns": "id",
     "turn_tools": "turn_id, call_id",
     "tool_pins": "name",
+    "agent_specs": "agent_id",
+    "sessions": "id",
+    "session_messages": "seq",
+    "session_inbox": "msg_id",
+    "session_backlog": "item_id",
+    "session_announces": "run_id",
+    "session_deliveries": "seq",
+    "turn_jobs": "id",
 }
 
 # (version, script). Version 1 creates everything; later versions append here.
@@ -227,11 +302,12 @@ MIGRATIONS: list[tuple[int, str]] = [
     (3, WORKFLOWS_SCHEMA),
     (4, TOOL_PINS_SCHEMA),
     (5, TURNS_SCHEMA),
+    (6, SESSIONS_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 
 # Every projection table as the latest version has it (replays build into a fresh database).
 PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA
-                     + TOOL_PINS_SCHEMA)
+                     + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA)
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)

@@ -72,5 +72,5 @@ def test_approve_confirmation_light_theme(snap_compare: Any, demo_db: str) -> No
                         run_before=approvals_shown, press=["a"])
 
 
-def test_sessions_placeholder(snap_compare: Any, demo_db: str) -> None:
+def test_sessions_mode_without_sessions(snap_compare: Any, demo_db: str) -> None:
     assert snap_compare(app_for(demo_db), terminal_size=SIZE, run_before=loaded, press=["4"])

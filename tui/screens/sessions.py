@@ -1,16 +1,391 @@
-"""Mode 4: agent sessions (a placeholder until the sessions issue lands)."""
+"""Mode 4: sessions (core/sessions): the session tree (parent -> subagents, status, agent,
+tokens, cost), the selected session's transcript, its announces and backlog, and an input
+line: Enter sends (a busy session is steered at its next safe boundary), `/agent`,
+`/model`, `/agents`, `/models`, `/spawn`, `/stop` run as commands (tab completes them).
+
+Everything goes through core's read and write API (`core.sessions.service.Sessions`,
+`core.sessions.commands`); the screen re-reads when the store's events touch sessions,
+whichever process wrote them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+from typing import Any, ClassVar
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual import on, work
+from textual.binding import Binding, BindingType
+from textual.suggester import SuggestFromList
+from textual.widgets import Input, Static
+
+from core import ClawError
+from core.describe import one_line
+from core.sessions.commands import COMMANDS, is_command, run_command
+from core.sessions.service import Sessions
+
 from ..commands import mode_help
-from .base import PlaceholderScreen
+from ..model import Delta, fmt_time
+from ..render import Palette, columns_table
+from ..rowlist import Cell, Column
+from ..views import ItemList
+from .base import ListDetailScreen
+
+TRANSCRIPT_SHOWN = 60  # newest messages drawn
+SESSION_EVENTS = ("session.", "turnjob.", "agentspec.")
+STATUS_TONE = {"running": "active", "queued": "waiting", "idle": "idle", "finished": "done",
+               "stopped": "failed"}
 
 
-class SessionsScreen(PlaceholderScreen):
+class SessionList(ItemList):
+    """Sessions as a tree: each parent followed by its subagents."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("x", "screen.stop_session", "Stop", id="session.stop",
+                tooltip="Stop the selected session and its active subagents"),
+        Binding("n", "screen.spawn", "Spawn", id="session.spawn",
+                tooltip="Spawn a subagent of the selected session (type its task)"),
+        Binding("i", "screen.focus_input", "Message", id="session.input",
+                tooltip="Type a message or a /command for the selected session"),
+    ]
+
+    columns: ClassVar[Sequence[Column]] = (
+        Column("Session", width=14), Column("Status", width=9), Column("Agent", width=10),
+        Column("Tokens", width=7, justify="right"), Column("Cost", width=8, justify="right"),
+        Column("Title", ratio=1),
+    )
+    empty_text = "no sessions yet — `clawtower session new`, then type a message below"
+
+    def row_cells(self, key: Hashable, data: Any) -> Sequence[Cell]:
+        depth = int(data.get("depth") or 0)
+        label = ("  " * (depth - 1) + "└ " if depth else "") + str(data["id"])
+        status = str(data["status"]) + (f" {data['result']}" if data.get("result")
+                                        and data["result"] != "ok" else "")
+        return [
+            (label, "key"),
+            (status, STATUS_TONE.get(str(data["status"]), "idle")),
+            str(data["agent"]),
+            (f"{data['tokens']:,}", "dim"),
+            (f"${data['cost_usd']:.4f}", "dim"),
+            one_line(str(data.get("title") or (data.get("task") or {}).get("prompt") or "")),
+        ]
+
+    def row_search_text(self, key: Hashable, data: Any) -> str:
+        return f"{data['id']} {data['agent']} {data['status']} {data.get('title') or ''}"
+
+    def row_sort_key(self, key: Hashable, data: Any) -> Any:
+        return int(data.get("order") or 0)
+
+    @staticmethod
+    def version(item: dict[str, Any]) -> Hashable:
+        return (item.get("last_seq"), item.get("depth"), item.get("order"))
+
+
+def flatten(forest: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The session tree in display order, each row with its depth."""
+    out: list[dict[str, Any]] = []
+
+    def walk(nodes: list[dict[str, Any]], depth: int) -> None:
+        for n in nodes:
+            row = {k: v for k, v in n.items() if k != "children"}
+            row["depth"] = depth
+            row["order"] = len(out)
+            out.append(row)
+            walk(n.get("children") or [], depth + 1)
+
+    walk(forest, 0)
+    return out
+
+
+def touched(delta: Delta) -> tuple[bool, set[str]]:
+    """Did the events of `delta` change sessions, and which ones."""
+    ids: set[str] = set()
+    for e in delta.events:
+        if not e.type.startswith(SESSION_EVENTS):
+            continue
+        sid = getattr(e.payload, "session_id", None) or (
+            e.entity_id if e.type.startswith("session.") else None)
+        if sid:
+            ids.add(str(sid))
+        if e.type.startswith("agentspec."):
+            ids.add("*")
+    return bool(ids), ids
+
+
+class SessionsScreen(ListDetailScreen):
+    """Mode 4: sessions, subagents, announces, backlog; send, steer, stop, spawn."""
 
     HELP = mode_help(
-        "**Sessions** arrive with a later issue.",
+        "**Sessions** as a tree (parent → subagents), the selected transcript live, its "
+        "announces and backlog. `i` types a message (Enter sends; a busy session is steered "
+        "at its next safe boundary) or `/agent`, `/model`, `/agents`, `/models`, `/spawn`, "
+        "`/stop` (tab completes); `n` spawns a subagent, `x` stops the session.",
         ())
     MODE = "sessions"
-    TEXT = ("Sessions — transcripts, subagents and steering — arrive with a later issue.\n\n"
-            "Press 1 for tasks or 2 for approvals.")
+    PREFIX = "ses"
+    LIST_TITLE = "Sessions"
+    SECTIONS: ClassVar[list[tuple[str, str]]] = [
+        ("head", ""), ("transcript", "Transcript"), ("stream", "Streaming"),
+        ("announces", "Announces"), ("backlog", "Backlog"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[dict[str, Any]] = []
+        self._by_id: dict[str, dict[str, Any]] = {}
+        self._seen = -1  # the newest session row drawn (its last_seq)
+        self._drawn_stream: tuple[str, int] | None = None
+
+    def on_mount(self) -> None:
+        line = Input(placeholder="message (Enter sends; steers a busy session) or /command",
+                     id="ses-input", suggester=SuggestFromList(
+                         [f"{c} " for c in COMMANDS], case_sensitive=True))
+        self.mount(line, before=self.query_one("#filter-bar"))
+        super().on_mount()
+        self.set_interval(0.1, self._stream_tick)
+
+    def _stream(self) -> dict[str, str] | None:
+        """The selected session's turn text streaming in this console, until committed."""
+        entry = self.capp.session_streams.get(self.selected or "")
+        if entry is None or self.detail is None or self.detail.get("id") != self.selected:
+            return None
+        if any(m["meta"].get("turn") == entry["turn"] for m in self.detail["messages"]):
+            return None  # the reply is in the transcript now
+        return entry
+
+    def _stream_tick(self) -> None:
+        """Redraw only the streaming section (a frame stays cheap with a long transcript)."""
+        entry = self._stream()
+        drawn = (entry["turn"], len(entry["text"])) if entry else None
+        if drawn != self._drawn_stream and self.is_mounted:
+            self._draw_stream(entry)
+
+    def _draw_stream(self, entry: dict[str, str] | None) -> None:
+        was = self._drawn_stream
+        self._drawn_stream = (entry["turn"], len(entry["text"])) if entry else None
+        section = self.query_one("#ses-stream", Static)
+        if entry is not None and was is not None and section.display:
+            # the pane has a fixed height: new text repaints it alone, no layout pass
+            section.update(streaming_renderable(Palette(self.app), entry["text"]),
+                           layout=False)
+            return
+        self._set("stream", streaming_renderable(Palette(self.app), entry["text"])
+                  if entry else None, f"Streaming · {entry['turn']}" if entry else None)
+
+    # -- data
+
+    def make_list(self) -> ItemList:
+        return SessionList()
+
+    def items(self) -> list[dict[str, Any]]:
+        return self.rows
+
+    def changes(self, delta: Delta) -> tuple[bool, set[str]]:
+        return touched(delta)
+
+    def list_extra(self, items: list[dict[str, Any]]) -> str:
+        running = sum(1 for s in items if s.get("status") == "running")
+        return f" · {running} running" if running else ""
+
+    def sync(self) -> None:
+        super().sync()
+        self.refresh_rows(reload_detail=True)
+
+    def apply(self, delta: Delta) -> None:
+        changed, ids = self.changes(delta)
+        if changed:
+            self.refresh_rows(reload_detail=self.selected in ids or "*" in ids)
+        self._update_bar()
+
+    @work(exclusive=True, group="sessions-list")
+    async def refresh_rows(self, reload_detail: bool = False) -> None:
+        """Re-read the sessions that changed since the newest row seen (all of them only
+        when one is new: the tree's order changes then), and redraw their rows."""
+        if self.capp.store is None:
+            return
+        sessions = Sessions(self.capp.store)
+        try:
+            changed = await sessions.changed_since(self._seen) if self.rows else None
+            if changed is None or any(c["id"] not in self._by_id for c in changed):
+                self.rows = flatten(await sessions.tree())
+                self._by_id = {r["id"]: r for r in self.rows}
+                self._seen = max((int(r["last_seq"]) for r in self.rows), default=-1)
+                self._list()
+            elif changed:
+                for c in changed:
+                    self._by_id[c["id"]].update(c)
+                    self._seen = max(self._seen, int(c["last_seq"]))
+                # only the changed rows are handed to the list (it keeps the others)
+                lst = self.item_list
+                lst.update_rows((r["id"], lst.version(self._by_id[r["id"]]),
+                                 self._by_id[r["id"]]) for r in changed)
+                lst.border_title = (f"{self.LIST_TITLE} · {len(self.rows)}"
+                                    f"{self.list_extra(self.rows)}")
+        except ClawError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        if reload_detail:
+            self.reload()
+
+    async def fetch(self, key: str) -> dict[str, Any] | None:
+        assert self.capp.store is not None
+        return await Sessions(self.capp.store).get(key)
+
+    # -- actions
+
+    def action_focus_input(self) -> None:
+        self.query_one("#ses-input", Input).focus()
+
+    def action_spawn(self) -> None:
+        line = self.query_one("#ses-input", Input)
+        line.value = "/spawn "
+        line.cursor_position = len(line.value)
+        line.focus()
+
+    def action_stop_session(self) -> None:
+        if self.selected is not None:
+            self._run(f"/stop stopped from the console by {self.capp.operator}")
+
+    @on(Input.Submitted, "#ses-input")
+    def _submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        if self.selected is None:
+            self.notify("select a session first (or create one: clawtower session new)",
+                        severity="warning")
+            return
+        event.input.value = ""
+        self._run(text)
+
+    @work(group="session-input")
+    async def _run(self, text: str) -> None:
+        store, sid = self.capp.store, self.selected
+        if store is None or sid is None:
+            return
+        sessions = Sessions(store)
+        try:
+            if is_command(text):
+                from core.agents.config import load_config
+
+                out = await run_command(sessions, sid, text, cfg=load_config(),
+                                        by=self.capp.operator)
+                self.notify(out.text, title=text.split()[0], timeout=8)
+            else:
+                sent = await sessions.send(sid, text, sender=self.capp.operator)
+                if sent.get("busy"):
+                    self.notify(f"{sid} is busy: steered at its next safe boundary"
+                                " (or kept in its backlog)", title="Steer")
+        except ClawError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("stop_session", "spawn"):
+            row = next((r for r in self.rows if r["id"] == self.selected), None)
+            return row is not None and row.get("status") in ("idle", "queued", "running")
+        return True
+
+    # -- drawing
+
+    def _render_detail(self) -> None:
+        if not self.is_mounted:
+            return
+        self.refresh_bindings()
+        s = self.detail
+        pal = Palette(self.app)
+        if s is None:
+            text = ("Select a session." if self.rows else
+                    "No sessions yet. Create one with `clawtower session new --agent NAME`,"
+                    " or run `clawtower demo`.")
+            self._set("head", Text(text, style=pal.tone("idle")))
+            for key, _ in self.SECTIONS[1:]:
+                self._set(key, None)
+            return
+        self._set("head", head_renderable(pal, s))
+        msgs = s.get("messages") or []
+        self._set("transcript", transcript_renderable(pal, msgs[-TRANSCRIPT_SHOWN:]),
+                  f"Transcript · {len(msgs)} message(s)")
+        self._draw_stream(self._stream())
+        anns = s.get("announces") or []
+        self._set("announces", announces_table(pal, anns) if anns else None,
+                  f"Announces · {len(anns)}")
+        waiting = [b for b in s.get("backlog") or [] if b["status"] == "waiting"]
+        pending = [p for p in s.get("pending") or [] if p["status"] == "pending"]
+        self._set("backlog", backlog_renderable(pal, waiting, pending)
+                  if waiting or pending else None,
+                  f"Backlog · {len(waiting)} waiting · {len(pending)} pending")
+
+
+def head_renderable(pal: Palette, s: dict[str, Any]) -> RenderableType:
+    head = Text()
+    head.append(f"{s['id']}  ", style=pal("accent", "bold"))
+    head.append(str(s.get("title") or (s.get("task") or {}).get("prompt") or "(untitled)"),
+                style="bold")
+    head.append("   ")
+    head.append(f" {str(s['status']).upper()} ",
+                style=pal.tone(STATUS_TONE.get(str(s["status"]), "idle"), "bold reverse"))
+    model = (f"{s['provider_override']}/{s['model_override']}" if s.get("model_override")
+             else "spec default")
+    parent = f" · parent {s['parent_id']} (hop {s['hop']})" if s.get("parent_id") else ""
+    meta = Text(f"agent {s['agent']} ({s['agent_id']}) · model {model} · channel"
+                f" {s['channel']}{' (deliver)' if s.get('deliver') else ''}{parent}",
+                style=pal.tone("idle"))
+    usage = Text(f"{s['turns']} turn(s) · {s['tokens']:,} tokens · ${s['cost_usd']:.6f} ·"
+                 f" {len(s.get('children') or [])} subagent(s)", style=pal.tone("idle"))
+    return Group(head, meta, usage)
+
+
+def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]]) -> RenderableType:
+    if not msgs:
+        return Text("(no messages yet)", style=pal.tone("idle"))
+    rows: list[RenderableType] = []
+    for m in msgs:
+        line = Text()
+        role = str(m["role"])
+        tag = role + (" (steer)" if m["meta"].get("steered") else "")
+        line.append(f"{fmt_time(m.get('at'))} ", style=pal.tone("idle"))
+        line.append(f"{tag:>10}  ", style=pal.tone(
+            {"user": "waiting", "assistant": "done", "announce": "active"}.get(role, "idle"),
+            "bold"))
+        line.append(str(m["text"]))
+        rows.append(line)
+    return Group(*rows)
+
+
+STREAM_TAIL = 240  # characters of a streaming reply shown (the pane has a fixed height, so
+# a frame repaints that pane only, never the layout)
+
+
+def streaming_renderable(pal: Palette, text: str) -> RenderableType:
+    line = Text()
+    line.append(f"{'assistant…':>10}  ", style=pal.tone("active", "bold italic"))
+    tail = text if len(text) <= STREAM_TAIL else "…" + text[-STREAM_TAIL:]
+    line.append(tail or "…", style="italic")
+    return line
+
+
+def announces_table(pal: Palette, anns: list[dict[str, Any]]) -> RenderableType:
+    table = columns_table(pal, ("Child", {"no_wrap": True}), ("Agent", {"no_wrap": True}),
+                          ("Status", {"no_wrap": True}), ("Tokens", {"justify": "right"}),
+                          ("Summary", {"ratio": 1}))
+    for a in anns:
+        table.add_row(str(a["child"]), str(a["agent"]),
+                      Text(str(a["status"]), style=pal.tone(
+                          "done" if a["status"] == "ok" else "failed")),
+                      str(a["tokens"]), one_line(str(a["summary"]), 200))
+    return table
+
+
+def backlog_renderable(pal: Palette, waiting: list[dict[str, Any]],
+                       pending: list[dict[str, Any]]) -> RenderableType:
+    rows: list[RenderableType] = []
+    for b in waiting:
+        rows.append(Text(f"{b['kind']:>8}  {one_line(str(b['text']), 300)}"))
+    for p in pending:
+        rows.append(Text(f"{'pending':>8}  {one_line(str(p['text']), 300)}",
+                         style=pal.tone("waiting")))
+    return Group(*rows)
+
+
+__all__ = ["SessionList", "SessionsScreen", "flatten", "touched"]

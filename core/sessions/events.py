@@ -1,0 +1,210 @@
+"""The session events (seed 004, Zeroclaw): sessions, agent specs, turn jobs, backlog,
+announces. Everything a session does is in the log, so any process can follow it, a
+restarted worker resumes it, and `clawtower store verify` replays it.
+
+Entities: "session" (id S-<n>), "agentspec" (id ag-<hex>), "turnjob" (id J-<hex>; also
+carries its session id so the projections need no lookups).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from ..events import Payload
+
+# ---------------------------------------------------------------------------- agent specs
+
+
+class AgentSpecSet(Payload):
+    """An AgentSpec created or replaced whole (config is the validated AgentSpecConfig)."""
+
+    TYPE = "agentspec.set"
+    ENTITY = "agentspec"
+    name: str
+    config: dict[str, Any]
+    source: str = ""  # "cli", "import:<file>", "console"
+
+
+# ---------------------------------------------------------------------------- sessions
+
+
+class SessionCreated(Payload):
+    TYPE = "session.created"
+    ENTITY = "session"
+    title: str = ""
+    agent_id: str
+    provider_override: str | None = None
+    model_override: str | None = None
+    deliver: bool = False  # wants_deliver: outbound sends allowed (never on the internal channel)
+    channel: str = "cli"  # route; "agent" is the internal channel of child sessions
+    parent_id: str | None = None
+    hop: int = 0  # 0 for a top-level session, parent's hop + 1 for a child
+    trace_id: str = ""
+    run_id: str | None = None  # a child: the run whose completion is announced once
+    task: dict[str, Any] = Field(default_factory=dict)  # a child: label, prompt
+    spawn_key: str | None = None  # a child spawned by a turn: the same call re-run finds it
+    created_by: str = ""
+
+
+class SessionAgentSwitched(Payload):
+    TYPE = "session.agent_switched"
+    ENTITY = "session"
+    agent_id: str
+    by: str = ""
+
+
+class SessionModelSet(Payload):
+    """provider/model override for later turns (None, None clears it)."""
+
+    TYPE = "session.model_set"
+    ENTITY = "session"
+    provider: str | None
+    model: str | None
+    by: str = ""
+
+
+class SessionInbound(Payload):
+    """A message sent to the session. It waits (pending) until a turn takes it: at the
+    start of a turn, at a safe boundary (steering), or into the backlog."""
+
+    TYPE = "session.inbound"
+    ENTITY = "session"
+    msg_id: str
+    text: str
+    sender: str = ""
+
+
+class SessionMessage(Payload):
+    """One transcript message. role: user | assistant | announce. `meta` carries machine
+    data (inbound ids, job, steering, announce payload)."""
+
+    TYPE = "session.message"
+    ENTITY = "session"
+    msg_id: str
+    role: str
+    text: str
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class SessionBacklogged(Payload):
+    """An item joins the session's backlog: a resume token for an interrupted task, or a
+    message that found no safe boundary."""
+
+    TYPE = "session.backlogged"
+    ENTITY = "session"
+    item_id: str
+    kind: str  # resume | message
+    text: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class SessionStopRequested(Payload):
+    TYPE = "session.stop_requested"
+    ENTITY = "session"
+    by: str = ""
+    reason: str = ""
+
+
+class SessionFinished(Payload):
+    """A child session is done (its task answered, or failed/stopped)."""
+
+    TYPE = "session.finished"
+    ENTITY = "session"
+    status: str  # ok | error | timeout | stopped
+
+
+class SessionAnnounced(Payload):
+    """A child's completion, appended to the PARENT (entity id the parent): one short
+    transcript message plus the announce payload (meta). Appended with the idem_key
+    `announce:<run_id>`: the store refuses a second announce of the same run."""
+
+    TYPE = "session.announced"
+    ENTITY = "session"
+    msg_id: str
+    text: str  # "[@agent:<name>#<agent_id>] finish"
+    meta: dict[str, Any]
+
+
+class SessionDelivered(Payload):
+    """An outbound delivery of a reply to the session's route (external channels only)."""
+
+    TYPE = "session.delivered"
+    ENTITY = "session"
+    channel: str
+    msg_id: str
+    text: str
+
+
+class SessionRefused(Payload):
+    """A refused request (unknown id, hop limit, self-spawn, stopped session, oversized
+    message...): recorded so that refusals are visible, nothing else changes."""
+
+    TYPE = "session.refused"
+    ENTITY = "session"
+    action: str
+    reason: str
+    by: str = ""
+
+
+# ---------------------------------------------------------------------------- turn jobs
+
+
+class TurnJobQueued(Payload):
+    TYPE = "turnjob.queued"
+    ENTITY = "turnjob"
+    session_id: str
+    reason: str = ""  # message | backlog | announces | spawn
+
+
+class TurnJobStarted(Payload):
+    """The job's turn begins: the inputs it took (drained backlog, pending messages,
+    announces offered as context) are recorded with it, in one commit with the lease."""
+
+    TYPE = "turnjob.started"
+    ENTITY = "turnjob"
+    session_id: str
+    owner: str
+    attempt: int
+    turn_id: str
+    agent_id: str
+    provider: str
+    model: str
+    took: list[str] = Field(default_factory=list)  # inbound msg ids taken as user messages
+    drained: list[str] = Field(default_factory=list)  # backlog item ids merged into [Backlog]
+    backlog_msg_id: str | None = None
+    announces: list[str] = Field(default_factory=list)  # announce msg ids in the context
+
+
+class TurnJobSteered(Payload):
+    """At a safe boundary, pending messages were taken into the running turn; the task
+    they interrupt is saved as a resume token in the backlog (in the same commit)."""
+
+    TYPE = "turnjob.steered"
+    ENTITY = "turnjob"
+    session_id: str
+    round: int
+    took: list[str]
+    resume_item: str
+
+
+class TurnJobFinished(Payload):
+    TYPE = "turnjob.finished"
+    ENTITY = "turnjob"
+    session_id: str
+    status: str  # done | failed | cancelled
+    stop_reason: str = ""
+    reply_msg_id: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    error: str = ""
+
+
+__all__ = [
+    "AgentSpecSet", "SessionAgentSwitched", "SessionAnnounced", "SessionBacklogged",
+    "SessionCreated", "SessionDelivered", "SessionFinished", "SessionInbound", "SessionMessage",
+    "SessionModelSet", "SessionRefused", "SessionStopRequested", "TurnJobFinished",
+    "TurnJobQueued", "TurnJobStarted", "TurnJobSteered",
+]

@@ -1,0 +1,209 @@
+"""Projections of the session events (tables created by schema migration 6).
+
+Like every projection: pure functions of the event (and of rows earlier events wrote),
+never the clock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from ..events import StoredEvent
+from ..store.projections import projects
+from . import events as sev
+
+
+def _j(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _touch(db: sqlite3.Connection, session_id: str, e: StoredEvent, sets: str = "",
+           params: tuple[Any, ...] = ()) -> None:
+    db.execute(f"UPDATE sessions SET {sets}{', ' if sets else ''}updated_at=?, last_seq=?"
+               " WHERE id=?", (*params, e.ts, e.seq, session_id))
+
+
+@projects(sev.AgentSpecSet)
+def _spec_set(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.AgentSpecSet)
+    db.execute(
+        "INSERT INTO agent_specs (agent_id, name, config_json, source, created_at, updated_at,"
+        " last_seq) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(agent_id) DO UPDATE SET"
+        " name=excluded.name, config_json=excluded.config_json, source=excluded.source,"
+        " updated_at=excluded.updated_at, last_seq=excluded.last_seq",
+        (e.entity_id, p.name, _j(p.config), p.source, e.ts, e.ts, e.seq))
+
+
+@projects(sev.SessionCreated)
+def _created(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.SessionCreated)
+    num = int(e.entity_id.split("-", 1)[1])
+    db.execute(
+        "INSERT INTO sessions (id, num, title, agent_id, provider_override, model_override,"
+        " deliver, channel, parent_id, hop, trace_id, run_id, task, spawn_key, status,"
+        " created_by, created_at, updated_at, last_seq)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?)",
+        (e.entity_id, num, p.title, p.agent_id, p.provider_override, p.model_override,
+         int(p.deliver), p.channel, p.parent_id, p.hop, p.trace_id, p.run_id, _j(p.task),
+         p.spawn_key, p.created_by, e.ts, e.ts, e.seq))
+
+
+@projects(sev.SessionAgentSwitched)
+def _switched(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.SessionAgentSwitched)
+    _touch(db, e.entity_id, e, "agent_id=?", (p.agent_id,))
+
+
+@projects(sev.SessionModelSet)
+def _model_set(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.SessionModelSet)
+    _touch(db, e.entity_id, e, "provider_override=?, model_override=?", (p.provider, p.model))
+
+
+@projects(sev.SessionInbound)
+def _inbound(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.SessionInbound)
+    db.execute("INSERT INTO session_inbox (msg_id, session_id, text, sender, status, seq, at)"
+               " VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+               (p.msg_id, e.entity_id, p.text, p.sender, e.seq, e.ts))
+    _touch(db, e.entity_id, e)
+
+
+@projects(sev.SessionMessage)
+def _message(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.SessionMessage)
+    db.execute("INSERT INTO session_messages VALUES (?, ?, ?, ?, ?, ?, ?)",
+               (e.seq, e.entity_id, p.msg_id, p.role, p.text, _j(p.meta), e.ts))
+    _touch(db, e.entity_id, e)
+
+
+@projects(sev.SessionBacklogged)
+def _backlogged(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.SessionBacklogged)
+    db.execute("INSERT INTO session_backlog (item_id, session_id, kind, text, data, status,"
+               " seq, at) VALUES (?, ?, ?, ?, ?, 'waiting', ?, ?)",
+               (p.item_id, e.entity_id, p.kind, p.text, _j(p.data), e.seq, e.ts))
+    msg = p.data.get("msg_id")
+    if p.kind == "message" and msg:
+        db.execute("UPDATE session_inbox SET status='backlogged' WHERE msg_id=?", (msg,))
+    _touch(db, e.entity_id, e)
+
+
+@projects(sev.SessionStopRequested)
+def _stop(db: sqlite3.Connection, e: StoredEvent) -> None:
+    db.execute("UPDATE session_inbox SET status='cancelled' WHERE session_id=? AND"
+               " status='pending'", (e.entity_id,))
+    _touch(db, e.entity_id, e, "stop_requested=1, status='stopped'")
+
+
+@projects(sev.SessionFinished)
+def _finished(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.SessionFinished)
+    status = "stopped" if p.status == "stopped" else "finished"
+    _touch(db, e.entity_id, e, "status=?, result=?", (status, p.status))
+
+
+@projects(sev.SessionAnnounced)
+def _announced(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.SessionAnnounced)
+    db.execute("INSERT INTO session_messages VALUES (?, ?, ?, 'announce', ?, ?, ?)",
+               (e.seq, e.entity_id, p.msg_id, p.text, _j(p.meta), e.ts))
+    src = p.meta.get("source", {})
+    res = p.meta.get("result", {})
+    stats = p.meta.get("stats", {})
+    db.execute(
+        "INSERT INTO session_announces (run_id, parent_id, child_id, msg_id, agent_id,"
+        " agent_name, status, summary, meta, tokens, cost_usd, seq, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (str(src.get("run_id", "")), e.entity_id, str(src.get("session_id", "")), p.msg_id,
+         str(src.get("agent_id", "")), str(src.get("agent_name", "")),
+         str(res.get("status", "")), str(res.get("summary", "")), _j(p.meta),
+         int(stats.get("tokens", 0)), float(stats.get("cost_usd", 0.0)), e.seq, e.ts))
+    _touch(db, e.entity_id, e)
+
+
+@projects(sev.SessionDelivered)
+def _delivered(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.SessionDelivered)
+    db.execute("INSERT INTO session_deliveries VALUES (?, ?, ?, ?, ?, ?)",
+               (e.seq, e.entity_id, p.channel, p.msg_id, p.text, e.ts))
+
+
+@projects(sev.TurnJobQueued)
+def _job_queued(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.TurnJobQueued)
+    db.execute("INSERT INTO turn_jobs (id, session_id, status, reason, queued_at, queued_seq,"
+               " last_seq) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+               (e.entity_id, p.session_id, p.reason, e.ts, e.seq, e.seq))
+    _touch(db, p.session_id, e,
+           "active_job=?, status=CASE WHEN status IN ('idle','queued') THEN 'queued'"
+           " ELSE status END", (e.entity_id,))
+
+
+@projects(sev.TurnJobStarted)
+def _job_started(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.TurnJobStarted)
+    took = {"msgs": p.took, "drained": p.drained, "announces": p.announces,
+            "backlog_msg_id": p.backlog_msg_id}
+    db.execute("UPDATE turn_jobs SET status='running', owner=?, attempt=?, turn_id=?,"
+               " agent_id=?, provider=?, model=?, took=?, started_at=?, last_seq=?"
+               " WHERE id=?", (p.owner, p.attempt, p.turn_id, p.agent_id, p.provider,
+                               p.model, _j(took), e.ts, e.seq, e.entity_id))
+    for msg in p.took:
+        db.execute("UPDATE session_inbox SET status='taken', job_id=?, taken_at=?"
+                   " WHERE msg_id=?", (e.entity_id, e.ts, msg))
+    for item in p.drained:
+        db.execute("UPDATE session_backlog SET status='drained', drained_by=? WHERE item_id=?",
+                   (e.entity_id, item))
+    _touch(db, p.session_id, e,
+           "status=CASE WHEN status IN ('stopped','finished') THEN status ELSE 'running' END,"
+           " active_job=?", (e.entity_id,))
+
+
+@projects(sev.TurnJobSteered)
+def _job_steered(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.TurnJobSteered)
+    for msg in p.took:
+        db.execute("UPDATE session_inbox SET status='taken', job_id=?, taken_at=?"
+                   " WHERE msg_id=?", (e.entity_id, e.ts, msg))
+    db.execute("UPDATE turn_jobs SET steers=steers+1, last_seq=? WHERE id=?",
+               (e.seq, e.entity_id))
+    _touch(db, p.session_id, e)
+
+
+@projects(sev.TurnJobFinished)
+def _job_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.TurnJobFinished)
+    row = db.execute("SELECT took, status FROM turn_jobs WHERE id=?",
+                     (e.entity_id,)).fetchone()
+    db.execute("UPDATE turn_jobs SET status=?, stop_reason=?, error=?, reply_msg_id=?,"
+               " prompt_tokens=?, completion_tokens=?, cost_usd=?, ended_at=?, last_seq=?"
+               " WHERE id=?",
+               (p.status, p.stop_reason, p.error, p.reply_msg_id, p.prompt_tokens,
+                p.completion_tokens, p.cost_usd, e.ts, e.seq, e.entity_id))
+    if p.status == "done" and row is not None:
+        for msg in json.loads(row[0] or "{}").get("announces", []):
+            db.execute("UPDATE session_announces SET consumed_by=? WHERE msg_id=?",
+                       (e.entity_id, msg))
+    ran = row is not None and row[1] == "running"
+    _touch(db, p.session_id, e,
+           "status=CASE WHEN status IN ('running','queued') THEN 'idle' ELSE status END,"
+           " active_job=NULL, turns=turns+?, prompt_tokens=prompt_tokens+?,"
+           " completion_tokens=completion_tokens+?, cost_usd=cost_usd+?",
+           (int(ran), p.prompt_tokens, p.completion_tokens, p.cost_usd))

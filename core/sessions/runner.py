@@ -1,0 +1,693 @@
+"""The session worker: claims queued TurnJobs and runs each as ONE turn of
+`core.agents.turns.run_turn`, under a per-session lease (`session:<id>`), so at most one
+TurnJob per session is active, across processes.
+
+A job's life, each step one store command:
+
+1. claim: take the session's lease, drain its backlog into ONE `[Backlog]` user message,
+   take its pending messages as user messages, note the unconsumed announces, record
+   `turnjob.started` (a job whose worker died is claimed again once its lease expired:
+   attempt + 1, same inputs, they are already in the transcript);
+2. the turn runs; at every safe boundary (after a tool round) the steering hook looks for
+   pending messages: if there are any, it saves a resume token for the interrupted task in
+   the backlog and injects them (`turnjob.steered`);
+3. finish: the reply, `turnjob.finished`, messages that found no boundary go to the
+   backlog, a non-empty backlog queues the next job, a finished child announces to its
+   parent (once per run_id), a parent whose children are all done is woken, external
+   delivery if wanted and the channel is not internal, the lease released. A worker that
+   lost its lease meanwhile writes nothing: the job's new owner answers, never both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import re
+import socket
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import events as ev
+from .. import leases
+from ..agents.config import BUILTIN, SIMULATOR, ClawtowerConfig, config_from_data
+from ..agents.provider import ChatMessage, ToolSpec
+from ..agents.turns import CancelHandle, TurnBudget, TurnResult, TurnState, run_turn
+from ..agents.usage import Price
+from ..errors import ClawError
+from ..events import NewEvent
+from ..store.interface import Store, WriteTx
+from ..tools.registry import ToolRegistry, allowed
+from ..tools.types import ToolBox, ToolResult
+from . import events as sev
+from .service import (
+    INTERNAL_CHANNEL,
+    SessionLimits,
+    Sessions,
+    announce,
+    new_id,
+    queue_job,
+    spec_by_ref,
+    wake_parent,
+)
+from .skills import SkillSet, load_skills
+from .specs import SIM_MODELS, AgentSpec
+
+SPAWN_TOOL = "spawn_subagent"
+STEER_NOTE = ("[Steer] The user sent a new message while you were working. Answer it now;"
+              " your interrupted task is saved in the backlog and continues after your"
+              " answer.")
+SPAWN_SPEC = ToolSpec(
+    name=SPAWN_TOOL,
+    description=("Start a subagent: a child session that works on `task` in parallel and"
+                 " reports back when it is done (its result reaches you on a later turn)."
+                 " Returns at once with the child's session id and run id."),
+    parameters={"type": "object", "properties": {
+        "task": {"type": "string", "description": "what the subagent should do"},
+        "agent": {"type": "string", "description": "agent spec name (optional)"},
+        "label": {"type": "string", "description": "a short label (optional)"}},
+        "required": ["task"], "additionalProperties": False})
+SPAWN_MANY_TOOL = "spawn_subagents"
+SPAWN_MANY_SPEC = ToolSpec(
+    name=SPAWN_MANY_TOOL,
+    description=("Start several subagents at once (one commit): `tasks` is a list of"
+                 " {task, agent?, label?}. Each is accepted or refused on its own; results"
+                 " reach you on a later turn."),
+    parameters={"type": "object", "properties": {"tasks": {
+        "type": "array", "minItems": 1, "maxItems": 10_000, "items": {
+            "type": "object", "properties": {
+                "task": {"type": "string"}, "agent": {"type": "string"},
+                "label": {"type": "string"}},
+            "required": ["task"], "additionalProperties": False}}},
+        "required": ["tasks"], "additionalProperties": False})
+ARTIFACT = re.compile(r"artifact://[^\s\"'<>)\]]+")
+TextSink = Callable[[str, str, str], None]  # (session id, turn id, text delta)
+
+
+def lease_name(sid: str) -> str:
+    return f"session:{sid}"
+
+
+@dataclass
+class Claim:
+    """A job this worker runs, as the claim command prepared it."""
+
+    job_id: str
+    session_id: str
+    attempt: int
+    turn_id: str
+    spec: AgentSpec
+    provider: str
+    model: str
+    history: list[dict[str, Any]]  # transcript tail, oldest first
+    announces: list[dict[str, Any]]
+    focus: str  # the task this turn works on (saved as a resume token when steered)
+    started_at: float
+    focus_round: int = 0
+    cancel: CancelHandle = field(default_factory=CancelHandle)
+    lost: bool = False
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _render(m: dict[str, Any]) -> ChatMessage:
+    meta = m["meta"]
+    if m["role"] == "assistant":
+        return ChatMessage(role="assistant", content=m["text"])
+    if meta.get("steered"):
+        return ChatMessage(role="user", content=f"{STEER_NOTE}\n\n{m['text']}")
+    return ChatMessage(role="user", content=m["text"])  # user, [Backlog], announce lines
+
+
+def _history(tx: WriteTx, sid: str, n: int) -> list[dict[str, Any]]:
+    if n <= 0:
+        return []
+    rows = tx.all("SELECT * FROM session_messages WHERE session_id=? ORDER BY seq DESC"
+                  " LIMIT ?", (sid, n))
+    return [{"seq": r["seq"], "msg_id": r["msg_id"], "role": r["role"], "text": r["text"],
+             "meta": json.loads(r["meta"])} for r in reversed(rows)]
+
+
+def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str]
+           ) -> Claim | None:
+    sid = job["session_id"]
+    session = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
+    if session is None or session["status"] in ("stopped", "finished"):
+        tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
+                         payload=sev.TurnJobFinished(session_id=sid, status="cancelled",
+                                                     stop_reason="stopped")))
+        leases.release_in(tx, lease_name(sid), owner)
+        return None
+    spec = spec_by_ref(tx, session["agent_id"])
+    d = spec.config.defaults
+    provider = session["provider_override"] or d.provider or SIMULATOR
+    model = session["model_override"] or (d.model if (d.provider or SIMULATOR) == provider
+                                          else None) or defaults.get(provider, "")
+    attempt = int(job["attempt"] or 0) + 1
+    took: list[str] = []
+    drained: list[str] = []
+    backlog_msg: str | None = None
+    if attempt == 1:
+        waiting = tx.all("SELECT * FROM session_backlog WHERE session_id=? AND"
+                         " status='waiting' ORDER BY seq", (sid,))
+        if waiting:
+            backlog_msg = new_id("m")
+            text = "[Backlog]\n" + "\n".join(f"- {b['text']}" for b in waiting)
+            drained = [b["item_id"] for b in waiting]
+            tx.emit(NewEvent(entity_id=sid, actor=owner, role="system",
+                             payload=sev.SessionMessage(
+                                 msg_id=backlog_msg, role="user", text=text,
+                                 meta={"kind": "backlog", "items": drained,
+                                       "job": job["id"]})))
+    for m in tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
+                    " ORDER BY seq", (sid,)):
+        took.append(m["msg_id"])
+        tx.emit(NewEvent(entity_id=sid, actor=m["sender"] or "operator", role="operator",
+                         payload=sev.SessionMessage(
+                             msg_id=new_id("m"), role="user", text=m["text"],
+                             meta={"kind": "message", "inbound": m["msg_id"],
+                                   "sender": m["sender"], "job": job["id"]})))
+    announces = []
+    if spec.config.context_policy.announces:
+        announces = [dict(r) for r in tx.all(
+            "SELECT * FROM session_announces WHERE parent_id=? AND consumed_by IS NULL"
+            " ORDER BY seq", (sid,))]
+    turn_id = f"turn-{uuid.uuid4().hex[:12]}"
+    tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
+                     payload=sev.TurnJobStarted(
+                         session_id=sid, owner=owner, attempt=attempt, turn_id=turn_id,
+                         agent_id=spec.agent_id, provider=provider, model=model, took=took,
+                         drained=drained, backlog_msg_id=backlog_msg,
+                         announces=[a["msg_id"] for a in announces])))
+    history = _history(tx, sid, spec.config.context_policy.history_messages)
+    mine = [h for h in history if h["role"] == "user" and h["meta"].get("job") == job["id"]]
+    steered = [h for h in mine if h["meta"].get("steered")]
+    focus_msgs = steered[-1:] if steered else mine
+    focus = "\n".join(h["text"] for h in focus_msgs) or (history[-1]["text"] if history
+                                                          else "")
+    return Claim(job_id=job["id"], session_id=sid, attempt=attempt, turn_id=turn_id,
+                 spec=spec, provider=provider, model=model, history=history,
+                 announces=announces, focus=focus, started_at=tx.now)
+
+
+def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
+           defaults: dict[str, str], only: set[str] | None, expired: bool) -> list[Claim]:
+    """Up to `n` jobs: queued ones, and (with `expired`) running ones whose worker's lease
+    has expired (it died). Each under its session's lease, in this one commit."""
+    rows = tx.all("SELECT * FROM turn_jobs WHERE status='queued' ORDER BY queued_seq"
+                  " LIMIT ?", (n * 4 + 16,))
+    if expired:
+        rows += tx.all(
+            "SELECT j.* FROM turn_jobs j LEFT JOIN leases l ON l.name = 'session:' ||"
+            " j.session_id WHERE j.status='running' AND (l.name IS NULL OR l.released=1"
+            " OR l.expires_at <= ?) ORDER BY j.queued_seq LIMIT ?", (tx.now, n + 16))
+    if only is not None:  # these sessions and their descendants
+        marks = ",".join("?" * len(only))
+        only = {r["id"] for r in tx.all(
+            "WITH RECURSIVE tree(id) AS (SELECT id FROM sessions WHERE id IN (" + marks + ")"
+            " UNION SELECT s.id FROM sessions s JOIN tree t ON s.parent_id = t.id)"
+            " SELECT id FROM tree", tuple(only))}
+    out: list[Claim] = []
+    for job in rows:
+        if len(out) >= n:
+            break
+        if job["id"] in mine or (only is not None and job["session_id"] not in only):
+            continue
+        if not leases.acquire_in(tx, lease_name(job["session_id"]), owner, ttl):
+            continue
+        claim = _start(tx, job, owner, defaults)
+        if claim is not None:
+            out.append(claim)
+    return out
+
+
+def _ours(tx: WriteTx, claim: Claim, owner: str) -> dict[str, Any] | None:
+    job = tx.one("SELECT * FROM turn_jobs WHERE id=?", (claim.job_id,))
+    if job is None or job["status"] != "running" or job["owner"] != owner \
+            or int(job["attempt"]) != claim.attempt:
+        return None
+    lease = tx.one("SELECT * FROM leases WHERE name=?", (lease_name(claim.session_id),))
+    if lease is None or lease["owner"] != owner or lease["released"]:
+        return None
+    return job
+
+
+def _steer(tx: WriteTx, claim: Claim, owner: str, state: TurnState) -> list[str]:
+    if _ours(tx, claim, owner) is None:
+        return []
+    sid = claim.session_id
+    pending = tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
+                     " ORDER BY seq", (sid,))
+    if not pending:
+        return []
+    done = state.rounds - claim.focus_round
+    last = next((m.content for m in reversed(state.messages) if m.role == "tool"), "")
+    item = new_id("b")
+    text = (f"Resume the interrupted task: {' '.join(claim.focus.split())} (interrupted"
+            f" after {done} tool round(s)" + (f"; last result: {_clip(last, 200)}" if last
+                                               else "") + ")")
+    tx.emit(NewEvent(entity_id=sid, actor=owner, role="system", payload=sev.SessionBacklogged(
+        item_id=item, kind="resume", text=text,
+        data={"job": claim.job_id, "turn": claim.turn_id, "task": claim.focus,
+              "rounds_done": done, "round": state.rounds})))
+    texts = []
+    for m in pending:
+        texts.append(m["text"])
+        tx.emit(NewEvent(entity_id=sid, actor=m["sender"] or "operator", role="operator",
+                         payload=sev.SessionMessage(
+                             msg_id=new_id("m"), role="user", text=m["text"],
+                             meta={"kind": "message", "inbound": m["msg_id"],
+                                   "sender": m["sender"], "job": claim.job_id,
+                                   "steered": True, "round": state.rounds})))
+    tx.emit(NewEvent(entity_id=claim.job_id, actor=owner, role="system",
+                     payload=sev.TurnJobSteered(session_id=sid, round=state.rounds,
+                                                took=[m["msg_id"] for m in pending],
+                                                resume_item=item)))
+    return texts
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, error: str
+            ) -> str:
+    """Record the end of the job; "lost" when another worker owns it now (nothing written)."""
+    if _ours(tx, claim, owner) is None:
+        return "lost"
+    sid = claim.session_id
+    session = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
+    assert session is not None
+    stopped = session["status"] in ("stopped", "finished") or bool(session["stop_requested"])
+    stop_reason = result.stop_reason if result is not None else "error"
+    if result is None or stop_reason == "error":
+        status = "failed"
+    elif stop_reason == "cancelled":
+        status = "cancelled"
+    else:
+        status = "done"
+    reply_id = None
+    text = result.text if result is not None else ""
+    if status == "done":
+        reply_id = new_id("m")
+        tx.emit(NewEvent(entity_id=sid, actor=claim.spec.name, role="agent",
+                         payload=sev.SessionMessage(
+                             msg_id=reply_id, role="assistant", text=text,
+                             meta={"kind": "reply", "job": claim.job_id,
+                                   "turn": claim.turn_id, "stop_reason": stop_reason,
+                                   "model": f"{claim.provider}/{claim.model}",
+                                   "agent_id": claim.spec.agent_id,
+                                   "announces": [a["msg_id"] for a in claim.announces]})))
+    usage = result.usage if result is not None else None
+    tx.emit(NewEvent(entity_id=claim.job_id, actor=owner, role="system",
+                     payload=sev.TurnJobFinished(
+                         session_id=sid, status=status, stop_reason=stop_reason,
+                         reply_msg_id=reply_id,
+                         prompt_tokens=usage.prompt_tokens if usage else 0,
+                         completion_tokens=usage.completion_tokens if usage else 0,
+                         cost_usd=result.cost_usd if result is not None else 0.0,
+                         error=_clip(error or (result.error if result else ""), 2000))))
+    if not stopped:
+        for m in tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
+                        " ORDER BY seq", (sid,)):
+            tx.emit(NewEvent(entity_id=sid, actor=owner, role="system",
+                             payload=sev.SessionBacklogged(
+                                 item_id=new_id("b"), kind="message",
+                                 text=f"Message from {m['sender'] or 'the user'}: {m['text']}",
+                                 data={"msg_id": m["msg_id"], "sender": m["sender"],
+                                       "job": claim.job_id})))
+        if reply_id is not None and session["deliver"] and session["channel"] \
+                != INTERNAL_CHANNEL:
+            tx.emit(NewEvent(entity_id=sid, actor=owner, role="system",
+                             payload=sev.SessionDelivered(channel=session["channel"],
+                                                          msg_id=reply_id, text=text)))
+        nxt = None
+        if tx.one("SELECT 1 FROM session_backlog WHERE session_id=? AND status='waiting'"
+                  " LIMIT 1", (sid,)) is not None:
+            nxt = queue_job(tx, sid, "backlog", owner)
+        else:
+            nxt = wake_parent(tx, sid, owner)  # announces that came in during this turn
+        if nxt is None and session["parent_id"] and status in ("done", "failed"):
+            outcome = "ok" if stop_reason == "completed" else "timeout" \
+                if stop_reason == "max_wall_clock" else "error"
+            tx.emit(NewEvent(entity_id=sid, actor=owner, role="system",
+                             payload=sev.SessionFinished(status=outcome)))
+            child = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
+            assert child is not None
+            summary = text if status == "done" else (error or (result.error if result
+                                                              else "") or stop_reason)
+            announce(tx, child, outcome, summary or "(no reply)", owner,
+                     artifacts=sorted(set(ARTIFACT.findall(text))),
+                     duration_s=tx.now - float(child["created_at"]))
+            wake_parent(tx, child["parent_id"], owner)
+    leases.release_in(tx, lease_name(sid), owner)
+    return status
+
+
+def _renew(tx: WriteTx, names: list[str], owner: str, ttl: float) -> list[str]:
+    return [n for n in names if not leases.acquire_in(tx, n, owner, ttl)]
+
+
+# --------------------------------------------------------------------------- tools
+
+
+class SessionToolBox:
+    """The tools one session's turn may see and call: the registry's tools filtered by
+    the spec's `policy.tools`, plus `spawn_subagent` when the policy allows it. A call
+    outside the policy is refused to the model (a `policy` result) and recorded."""
+
+    def __init__(self, runner: SessionRunner, claim: Claim) -> None:
+        self.runner = runner
+        self.claim = claim
+        self.allow = claim.spec.config.policy.tools
+        self.inner: ToolBox | None = runner.registry.toolbox(
+            self.allow, agent=claim.spec.name) if runner.registry is not None else None
+        self.spawns: Counter[str] = Counter()  # the same call again in this turn
+
+    async def specs(self) -> list[ToolSpec]:
+        specs = await self.inner.specs() if self.inner is not None else []
+        specs.extend(s for s in (SPAWN_SPEC, SPAWN_MANY_SPEC) if allowed(s.name, self.allow))
+        return specs
+
+    def _key(self, args: Any) -> str:
+        """A turn re-run after its worker died makes the same calls again: the n-th
+        identical spawn call of this job finds the same child(ren), never new ones."""
+        same = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:16]
+        self.spawns[same] += 1
+        return f"{self.claim.job_id}:{same}:{self.spawns[same]}"
+
+    async def call(self, name: str, arguments: str) -> ToolResult:
+        if name not in (SPAWN_TOOL, SPAWN_MANY_TOOL):
+            if self.inner is None:
+                return ToolResult(content=f"{name}: no such tool", is_error=True,
+                                  error_kind="unknown")
+            return await self.inner.call(name, arguments)
+        sid = self.claim.session_id
+        store = self.runner.store
+        if not allowed(name, self.allow):
+            await store.append([NewEvent(
+                entity_id=f"tool:{name}", actor=self.claim.spec.name, role="executor",
+                payload=ev.PermissionRefused(action="tool.call", target=name,
+                                             reason=f"{name} is not in"
+                                                    f" {self.claim.spec.name}'s allow-list"))])
+            return ToolResult(content=f"{name}: not allowed for {self.claim.spec.name}"
+                              " (not in its tool allow-list); the call was not made",
+                              is_error=True, error_kind="policy")
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError:
+            args = None
+        if name == SPAWN_MANY_TOOL:
+            tasks = args.get("tasks") if isinstance(args, dict) else None
+            if not isinstance(tasks, list) or not tasks or not all(
+                    isinstance(t, dict) and isinstance(t.get("task"), str) for t in tasks):
+                return ToolResult(content=f"{name}: arguments must be {{\"tasks\": [{{\"task\":"
+                                  " ...}, ...]}", is_error=True, error_kind="arguments")
+            try:
+                many = await self.runner.sessions.spawn_many(
+                    sid, tasks, by=sid, caller="tool", key=self._key(args))
+            except ClawError as exc:
+                return ToolResult(content=f"{name}: {exc}", is_error=True, error_kind="failed")
+            return ToolResult(content=json.dumps(many, sort_keys=True), structured=many)
+        if not isinstance(args, dict) or not isinstance(args.get("task"), str):
+            return ToolResult(content=f"{SPAWN_TOOL}: arguments must be a JSON object with a"
+                              " string 'task'", is_error=True, error_kind="arguments")
+        key = self._key(args)
+        try:
+            out = await self.runner.sessions.spawn(
+                sid, args["task"], agent=args.get("agent") or None,
+                label=str(args.get("label") or ""), by=sid, caller="tool", key=key)
+        except ClawError as exc:
+            kind = "policy" if "refused" in str(exc) or "may not" in str(exc) else "failed"
+            return ToolResult(content=f"{SPAWN_TOOL}: {exc}", is_error=True, error_kind=kind)
+        return ToolResult(content=json.dumps(out, sort_keys=True), structured=out)
+
+
+# --------------------------------------------------------------------------- the worker
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class SessionRunner:
+    """Runs the store's TurnJobs (any process may run one; leases keep them apart)."""
+
+    def __init__(self, store: Store, config: ClawtowerConfig | None = None, *,
+                 registry: ToolRegistry | None = None, skills: SkillSet | None = None,
+                 limits: SessionLimits | None = None, owner: str | None = None,
+                 max_concurrent: int = 16, lease_ttl_s: float = 15.0,
+                 on_text: TextSink | None = None, sessions: set[str] | None = None,
+                 tools: bool = True) -> None:
+        self.store = store
+        self.config = config or config_from_data({}, BUILTIN)
+        self.registry = registry if registry is not None or not tools else \
+            ToolRegistry.from_project(store, self.config)
+        self._own_registry = registry is None and tools
+        self.skills = skills if skills is not None else load_skills()
+        self.sessions = Sessions(store, limits)
+        self.owner = owner or default_owner()
+        self.max_concurrent = max_concurrent
+        self.lease_ttl_s = lease_ttl_s
+        self.on_text = on_text
+        self.only = sessions  # restrict to these sessions (None: all)
+        self.running: dict[str, tuple[Claim, asyncio.Task[None]]] = {}  # job id -> ...
+        self.errors: list[str] = []
+        self.finished = 0
+        self._stop = asyncio.Event()
+        self._stops_at = float("-inf")
+        self._defaults = {SIMULATOR: SIM_MODELS[0], **{
+            n: p.models[0] for n, p in self.config.providers.items() if p.models}}
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # ------------------------------------------------------------- claiming
+
+    async def claim(self, *, expired: bool = False) -> list[Claim]:
+        free = self.max_concurrent - len(self.running)
+        if free <= 0:
+            return []
+        mine = set(self.running)
+        claims = await self.store.execute(lambda tx: _claim(
+            tx, self.owner, self.lease_ttl_s, free, mine, self._defaults, self.only, expired))
+        for c in claims:
+            task = asyncio.create_task(self._run(c), name=f"turnjob {c.job_id}")
+            self.running[c.job_id] = (c, task)
+            task.add_done_callback(self._done_callback(c.job_id))
+        return claims
+
+    def _done_callback(self, job_id: str) -> Callable[[asyncio.Task[None]], None]:
+        def done(_task: asyncio.Task[None]) -> None:
+            self.running.pop(job_id, None)
+
+        return done
+
+    async def _claimable(self) -> bool:
+        row = await self.store.fetchone("SELECT 1 FROM turn_jobs WHERE status='queued' LIMIT 1")
+        return row is not None
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Claim and run jobs until `stop` (or `self.stop()`); then cancel what still runs
+        (its jobs are claimed again by a worker after the lease expires)."""
+        loop = asyncio.get_running_loop()
+        seq = await self.store.last_seq()
+        last_expired = float("-inf")
+        last_renew = loop.time()
+        try:
+            while not self._stop.is_set() and not (stop is not None and stop.is_set()):
+                now = loop.time()
+                expired = now - last_expired >= self.lease_ttl_s / 3
+                if expired:
+                    last_expired = now
+                if len(self.running) < self.max_concurrent and (
+                        expired or await self._claimable()):
+                    await self.claim(expired=expired)
+                if now - last_renew >= self.lease_ttl_s / 3:
+                    last_renew = now
+                    await self._renew()
+                await self._watch_stops()
+                seq = await self.store.wait_for_change(seq, 0.05 if self.running else 0.2)
+        finally:
+            await self.aclose()
+
+    async def run_until_idle(self, timeout_s: float = 600.0,
+                             sessions: set[str] | None = None) -> bool:
+        """Run until no job is queued or running (for `sessions` and their descendants,
+        or the whole store); False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        seq = await self.store.last_seq()
+        last_expired = float("-inf")
+        last_renew = loop.time()
+        while True:
+            now = loop.time()
+            if now > deadline:
+                return False
+            expired = now - last_expired >= self.lease_ttl_s / 3
+            if expired:
+                last_expired = now
+            if len(self.running) < self.max_concurrent and (
+                    expired or await self._claimable()):
+                await self.claim(expired=expired)
+            if now - last_renew >= self.lease_ttl_s / 3:
+                last_renew = now
+                await self._renew()
+            await self._watch_stops()
+            if not self.running and await self.quiet(sessions):
+                return True
+            seq = await self.store.wait_for_change(seq, 0.05)
+
+    async def quiet(self, sessions: set[str] | None = None) -> bool:
+        """No job queued or running for `sessions` and their descendants (or anywhere)."""
+        if sessions is None:
+            row = await self.store.fetchone(
+                "SELECT 1 FROM turn_jobs WHERE status IN ('queued','running') LIMIT 1")
+            return row is None
+        ids = ",".join("?" * len(sessions))
+        row = await self.store.fetchone(
+            "WITH RECURSIVE tree(id) AS (SELECT id FROM sessions WHERE id IN (" + ids + ")"
+            " UNION SELECT s.id FROM sessions s JOIN tree t ON s.parent_id = t.id)"
+            " SELECT 1 FROM turn_jobs WHERE status IN ('queued','running') AND session_id IN"
+            " (SELECT id FROM tree) LIMIT 1", tuple(sessions))
+        return row is None
+
+    async def aclose(self) -> None:
+        tasks = [t for _, t in list(self.running.values())]
+        for c, _ in list(self.running.values()):
+            c.lost = True
+            c.cancel.cancel("worker stopping")
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self._own_registry and self.registry is not None:
+            with contextlib.suppress(Exception):
+                await self.registry.aclose()
+
+    async def _renew(self) -> None:
+        if not self.running:
+            return
+        names = [lease_name(c.session_id) for c, _ in self.running.values()]
+        lost = set(await self.store.execute(
+            lambda tx: _renew(tx, names, self.owner, self.lease_ttl_s)))
+        for c, _ in list(self.running.values()):
+            if lease_name(c.session_id) in lost:
+                c.lost = True
+                c.cancel.cancel("lease lost")
+
+    async def _watch_stops(self) -> None:
+        now = asyncio.get_running_loop().time()
+        if not self.running or now - self._stops_at < 0.05:
+            return
+        self._stops_at = now
+        sids = {c.session_id: c for c, _ in self.running.values()}
+        marks = ",".join("?" * len(sids))
+        rows = await self.store.fetchall(
+            f"SELECT id FROM sessions WHERE stop_requested=1 AND id IN ({marks})",
+            tuple(sids))
+        for r in rows:
+            sids[r["id"]].cancel.cancel("session stopped")
+
+    # ------------------------------------------------------------- one job
+
+    def _messages(self, claim: Claim) -> list[ChatMessage]:
+        spec = claim.spec
+        system = spec.config.defaults.system_prompt or (
+            f"You are {spec.name}, an agent working in a session. Answer the latest user"
+            " message. A [Backlog] message lists work that was interrupted or queued:"
+            " continue it.")
+        choice = self.skills.for_policy(spec.config.policy.skills, spec.config.policy.tools)
+        if choice.injected:
+            system += "\n\n" + choice.prompt()
+        if claim.announces:
+            system += "\n\n" + announce_context(claim.announces)
+        return [ChatMessage(role="system", content=system),
+                *(_render(m) for m in claim.history)]
+
+    async def _run(self, claim: Claim) -> None:
+        result: TurnResult | None = None
+        error = ""
+        try:
+            provider = self.config.provider(claim.provider)
+            spec = claim.spec
+            d = spec.config.defaults
+            b = spec.config.context_policy.budgets
+            price = Price(d.price.prompt, d.price.completion) if d.price is not None else None
+            sid = claim.session_id
+
+            async def steer(state: TurnState) -> list[ChatMessage]:
+                if claim.cancel.cancelled:
+                    return []
+                row = await self.store.fetchone(
+                    "SELECT 1 FROM session_inbox WHERE session_id=? AND status='pending'"
+                    " LIMIT 1", (sid,))
+                if row is None:
+                    return []
+                texts = await self.store.execute(
+                    lambda tx: _steer(tx, claim, self.owner, state))
+                if texts:
+                    claim.focus = texts[-1]
+                    claim.focus_round = state.rounds
+                return [ChatMessage(role="user", content=f"{STEER_NOTE}\n\n{t}")
+                        for t in texts]
+
+            def on_text(text: str) -> None:
+                if self.on_text is not None:
+                    self.on_text(sid, claim.turn_id, text)
+
+            result = await run_turn(
+                provider, model=claim.model, messages=self._messages(claim),
+                tools=SessionToolBox(self, claim),
+                budget=TurnBudget(max_tool_rounds=b.max_tool_rounds, max_tokens=b.max_tokens,
+                                  max_wall_s=b.max_wall_s),
+                subject=sid, agent=spec.name, store=self.store, price=price, steer=steer,
+                on_text=on_text, cancel=claim.cancel, temperature=d.temperature,
+                max_tokens_per_call=d.max_output_tokens,
+                first_tool_choice=d.first_tool_choice,
+                metadata={"purpose": "session", "session": sid, "job": claim.job_id,
+                          "labels": [spec.name]},
+                turn_id=claim.turn_id)
+        except asyncio.CancelledError:
+            if claim.lost:
+                raise
+            error = "cancelled"
+        except ClawError as exc:
+            error = str(exc)
+        except Exception as exc:  # a bug below us: the job fails, the worker goes on
+            error = f"{type(exc).__name__}: {exc}"
+            self.errors.append(f"{claim.job_id}: {error}")
+        if claim.lost:
+            return  # another worker owns the job now; it answers
+        try:
+            await self.store.execute(lambda tx: _finish(tx, claim, self.owner, result, error))
+        except ClawError as exc:
+            self.errors.append(f"{claim.job_id}: finish: {exc}")
+        self.finished += 1
+
+
+def announce_context(announces: list[dict[str, Any]]) -> str:
+    """The ephemeral block a parent's turn gets from its children's announces (rendered
+    per turn from their meta; never stored as a message)."""
+    lines = ["# Subagent results (context for this turn only)"]
+    for a in announces:
+        meta = json.loads(a["meta"]) if isinstance(a.get("meta"), str) else a["meta"]
+        src, res, stats = meta["source"], meta["result"], meta["stats"]
+        task = meta["task"].get("label") or _clip(meta["task"].get("prompt", ""), 80)
+        lines.append(f"- @agent:{src['agent_name']}#{src['agent_id']} ({src['session_id']},"
+                     f" run {src['run_id']}) task: {task} -> {res['status']}:"
+                     f" {res['summary']} [{stats['tokens']} tokens, ${stats['cost_usd']:.6f}]")
+    return "\n".join(lines)
+
+
+__all__ = ["SPAWN_MANY_TOOL", "SPAWN_TOOL", "STEER_NOTE", "Claim", "SessionRunner",
+           "SessionToolBox",
+           "announce_context", "lease_name"]

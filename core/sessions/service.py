@@ -1,0 +1,626 @@
+"""The sessions API the fronts use (CLI, console, the spawn tool): agent specs, sessions,
+messages, steering, stopping, subagents; and the read side (tree, transcript, backlog,
+announces). Every write is one store command: validation and the write are atomic across
+processes, and a refused request records a `permission.refused` event and changes nothing
+else.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import json
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import events as ev
+from ..errors import Conflict, NotFound, PermissionDenied, ValidationError
+from ..events import NewEvent, Payload
+from ..store.interface import Store, WriteTx
+from . import events as sev
+from .specs import (
+    AgentSpec,
+    AgentSpecConfig,
+    check_model,
+    check_name,
+    close_matches,
+    from_agent_config,
+    known_models,
+)
+
+if TYPE_CHECKING:
+    from ..agents.config import ClawtowerConfig
+
+INTERNAL_CHANNEL = "agent"  # child sessions: internal execution, never delivered outside
+DEFAULT_SPEC = "default"
+ACTIVE = ("idle", "queued", "running")
+#: the transcript message of an announce, exactly as the seed has it
+ANNOUNCE_TEXT = "[@agent:{name}#{agent_id}] finish"
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """Loop prevention and input bounds (OpenClaw's maxSpawnDepth, maxChildrenPerAgent)."""
+
+    max_hop: int = 1  # a child is hop 1; its own spawns (hop 2) are refused by default
+    max_children: int = 100  # children one session may have in total
+    max_message_chars: int = 32_000
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def _ev(entity_id: str, by: str, payload: Payload, role: str = "operator",
+        idem_key: str | None = None) -> NewEvent:
+    return NewEvent(entity_id=entity_id, actor=by or "operator", role=role, payload=payload,
+                    idem_key=idem_key)
+
+
+def refuse(tx: WriteTx, target: str, action: str, reason: str, by: str,
+           error: Exception | None = None) -> None:
+    """Record a refusal (the one refusals list: `permission.refused`) and fail with it."""
+    tx.emit(NewEvent(entity_id=target, actor=by or "operator", role="operator",
+                     payload=ev.PermissionRefused(action=action, target=target, reason=reason)))
+    tx.defer_error(error or PermissionDenied(f"{target}: {reason}"))
+
+
+# --------------------------------------------------------------------------- specs
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(agent_id: str, name: str, config_json: str, source: str, updated_at: float
+            ) -> AgentSpec:
+    return AgentSpec.from_row({"agent_id": agent_id, "name": name, "config_json": config_json,
+                               "source": source, "updated_at": updated_at})
+
+
+def _spec_of(r: dict[str, Any]) -> AgentSpec:
+    """Parsed once per stored version (turns and spawns look specs up constantly)."""
+    return _parsed(r["agent_id"], r["name"], r["config_json"], r["source"], r["updated_at"])
+
+
+def spec_by_ref(tx_or_rows: WriteTx | list[dict[str, Any]], ref: str) -> AgentSpec:
+    """Exact match on agent id or name; unknown -> NotFound naming close matches."""
+    if isinstance(tx_or_rows, list):
+        rows = tx_or_rows
+    else:
+        row = tx_or_rows.one("SELECT * FROM agent_specs WHERE agent_id=? OR name=?"
+                             " ORDER BY agent_id=? DESC LIMIT 1", (ref, ref, ref))
+        if row is not None:
+            return _spec_of(row)
+        rows = tx_or_rows.all("SELECT * FROM agent_specs ORDER BY name")
+    for r in rows:
+        if r["agent_id"] == ref or r["name"] == ref:
+            return _spec_of(r)
+    names = [r["name"] for r in rows]
+    raise NotFound(f"agent {ref!r}: no such agent spec ({close_matches(ref, names)})")
+
+
+def _set_spec(tx: WriteTx, name: str, config: AgentSpecConfig, source: str, by: str) -> str:
+    row = tx.one("SELECT agent_id FROM agent_specs WHERE name=?", (name,))
+    agent_id = row["agent_id"] if row else new_id("ag")
+    tx.emit(_ev(agent_id, by, sev.AgentSpecSet(name=name, config=config.model_dump(mode="json"),
+                                               source=source)))
+    return str(agent_id)
+
+
+def _default_spec(tx: WriteTx, by: str) -> AgentSpec:
+    """The spec a session gets when none is named: "default", created on first use."""
+    row = tx.one("SELECT * FROM agent_specs WHERE name=?", (DEFAULT_SPEC,))
+    if row is None:
+        _set_spec(tx, DEFAULT_SPEC, AgentSpecConfig(), "built-in", by)
+        row = tx.one("SELECT * FROM agent_specs WHERE name=?", (DEFAULT_SPEC,))
+    assert row is not None
+    return AgentSpec.from_row(row)
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def _session(tx: WriteTx, sid: str) -> dict[str, Any]:
+    row = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
+    if row is None:
+        raise NotFound(f"session {sid}: no such session")
+    return row
+
+
+def _next_session_id(tx: WriteTx) -> str:
+    row = tx.one("SELECT coalesce(max(num), 0) + 1 AS n FROM sessions")
+    return f"S-{int(row['n']) if row else 1}"
+
+
+def _open_for(tx: WriteTx, sid: str, action: str, by: str) -> dict[str, Any] | None:
+    """The session if it can take `action`; None after recording a refusal."""
+    row = _session(tx, sid)
+    if row["status"] not in ACTIVE:
+        refuse(tx, sid, action, f"the session is {row['status']}", by,
+               Conflict(f"session {sid}: {row['status']}; it takes no more messages"))
+        return None
+    return row
+
+
+def queue_job(tx: WriteTx, sid: str, reason: str, by: str) -> str:
+    jid = new_id("J")
+    tx.emit(_ev(jid, by, sev.TurnJobQueued(session_id=sid, reason=reason), role="system"))
+    return jid
+
+
+def _send(tx: WriteTx, sid: str, text: str, sender: str, limits: SessionLimits
+          ) -> dict[str, Any]:
+    if not text.strip():
+        raise ValidationError(f"session {sid}: the message is empty")
+    row = _open_for(tx, sid, "session.send", sender)
+    if row is None:
+        return {}
+    if len(text) > limits.max_message_chars:
+        refuse(tx, sid, "session.send", f"message of {len(text)} characters is over the"
+               f" limit of {limits.max_message_chars}", sender,
+               ValidationError(f"session {sid}: message too long ({len(text)} characters;"
+                               f" at most {limits.max_message_chars})"))
+        return {}
+    if sender == sid:
+        refuse(tx, sid, "session.send", "a session cannot send to itself", sender)
+        return {}
+    msg_id = new_id("m")
+    tx.emit(_ev(sid, sender, sev.SessionInbound(msg_id=msg_id, text=text, sender=sender)))
+    job = None
+    if row["active_job"] is None:
+        job = queue_job(tx, sid, "message", sender)
+    return {"session": sid, "msg_id": msg_id, "job": job,
+            "status": "queued" if job else "pending",
+            "busy": row["status"] == "running"}
+
+
+def _stop(tx: WriteTx, sid: str, by: str, reason: str) -> list[str]:
+    """Stop `sid` and every active descendant; queued jobs are cancelled here, a running
+    turn by its worker (it watches the store). A stopped child announces 'stopped' to its
+    parent, so no parent waits forever on it."""
+    row = _session(tx, sid)
+    if row["status"] not in ACTIVE:
+        raise Conflict(f"session {sid}: already {row['status']}")
+    stopped: list[str] = []
+    todo = [row]
+    while todo:
+        r = todo.pop()
+        if r["status"] not in ACTIVE:
+            continue
+        tx.emit(_ev(r["id"], by, sev.SessionStopRequested(by=by, reason=reason)))
+        stopped.append(r["id"])
+        for j in tx.all("SELECT id FROM turn_jobs WHERE session_id=? AND status='queued'",
+                        (r["id"],)):
+            tx.emit(_ev(j["id"], by, sev.TurnJobFinished(session_id=r["id"],
+                                                         status="cancelled",
+                                                         stop_reason="stopped",
+                                                         error=reason or "stopped"),
+                        role="system"))
+        if r["parent_id"]:
+            announce(tx, r, "stopped", reason or f"stopped by {by}", by, artifacts=[])
+        todo.extend(tx.all("SELECT * FROM sessions WHERE parent_id=?", (r["id"],)))
+    return stopped
+
+
+class _Refused(Exception):
+    def __init__(self, reason: str, error: Exception) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error = error
+
+
+def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None, label: str,
+               by: str, limits: SessionLimits, caller: str, key: str | None,
+               children: int) -> dict[str, Any]:
+    """One child of `parent` (checked); raises _Refused (nothing emitted) when refused."""
+    parent_id = parent["id"]
+    if not task.strip():
+        raise _Refused("empty task", ValidationError(
+            f"session {parent_id}: spawn: the task is empty"))
+    if key is not None:  # the same spawn again (a turn re-run after a crash): the same child
+        row = tx.one("SELECT * FROM sessions WHERE parent_id=? AND spawn_key=?",
+                     (parent_id, key))
+        if row is not None:
+            spec_row = tx.one("SELECT name FROM agent_specs WHERE agent_id=?",
+                              (row["agent_id"],))
+            return {"status": "accepted", "session": row["id"], "run_id": row["run_id"],
+                    "job": None, "agent": spec_row["name"] if spec_row else row["agent_id"],
+                    "agent_id": row["agent_id"], "hop": row["hop"], "existing": True}
+    hop = int(parent["hop"]) + 1
+    if hop > limits.max_hop:
+        raise _Refused(f"hop limit: a child of {parent_id} would be hop {hop}, over the limit"
+                       f" of {limits.max_hop}", PermissionDenied(
+                           f"session {parent_id}: spawn refused: hop {hop} is over the"
+                           f" limit of {limits.max_hop}"))
+    if len(task) > limits.max_message_chars:
+        raise _Refused(f"task of {len(task)} characters is over the limit of"
+                       f" {limits.max_message_chars}", ValidationError(
+                           f"session {parent_id}: spawn: task too long ({len(task)}"
+                           f" characters; at most {limits.max_message_chars})"))
+    if children >= limits.max_children:
+        raise _Refused(f"child limit: {parent_id} already has {children} children (at most"
+                       f" {limits.max_children})", PermissionDenied(
+                           f"session {parent_id}: spawn refused: at most"
+                           f" {limits.max_children} children"))
+    own = spec_by_ref(tx, parent["agent_id"])
+    spec = spec_by_ref(tx, agent) if agent else own
+    allow = own.config.policy.subagents
+    if caller == "tool":
+        if allow is None and spec.agent_id == own.agent_id:
+            reason = (f"self-spawn: agent {own.name} may not spawn itself (list it in"
+                      " policy.subagents to allow it)")
+            raise _Refused(reason, PermissionDenied(f"{parent_id}: {reason}"))
+        if allow is not None and spec.name not in allow:
+            reason = (f"agent {own.name} may not spawn {spec.name} (policy.subagents:"
+                      f" {', '.join(allow) or 'none'})")
+            raise _Refused(reason, PermissionDenied(f"{parent_id}: {reason}"))
+    sid = _next_session_id(tx)
+    run_id = new_id("run")
+    tx.emit(_ev(sid, by, sev.SessionCreated(
+        title=label or task.strip().splitlines()[0][:60], agent_id=spec.agent_id,
+        deliver=False, channel=INTERNAL_CHANNEL, parent_id=parent_id, hop=hop,
+        trace_id=parent["trace_id"], run_id=run_id, spawn_key=key,
+        task={"label": label, "prompt": task}, created_by=by)))
+    msg_id = new_id("m")
+    tx.emit(_ev(sid, by, sev.SessionInbound(msg_id=msg_id, text=task, sender=parent_id)))
+    job = queue_job(tx, sid, "spawn", by)
+    return {"status": "accepted", "session": sid, "run_id": run_id, "job": job,
+            "agent": spec.name, "agent_id": spec.agent_id, "hop": hop}
+
+
+def _children(tx: WriteTx, parent_id: str) -> int:
+    n = tx.one("SELECT count(*) AS n FROM sessions WHERE parent_id=?", (parent_id,))
+    return int(n["n"]) if n else 0
+
+
+def _spawn(tx: WriteTx, parent_id: str, task: str, agent: str | None, label: str, by: str,
+           limits: SessionLimits, caller: str = "operator", key: str | None = None
+           ) -> dict[str, Any]:
+    parent = _open_for(tx, parent_id, "session.spawn", by)
+    if parent is None:
+        return {}
+    try:
+        return _spawn_one(tx, parent, task, agent, label, by, limits, caller, key,
+                          _children(tx, parent_id))
+    except _Refused as r:
+        if isinstance(r.error, ValidationError) and r.reason == "empty task":
+            raise r.error from None
+        refuse(tx, parent_id, "session.spawn", r.reason, by, r.error)
+        return {}
+
+
+def _spawn_many(tx: WriteTx, parent_id: str, items: list[dict[str, Any]], by: str,
+                limits: SessionLimits, caller: str, key: str | None) -> list[dict[str, Any]]:
+    """Several children in ONE commit; each item is accepted or refused on its own (every
+    refusal recorded), as that many single spawns would be."""
+    parent = _open_for(tx, parent_id, "session.spawn", by)
+    if parent is None:
+        return []
+    out: list[dict[str, Any]] = []
+    children = _children(tx, parent_id)
+    for i, item in enumerate(items):
+        try:
+            res = _spawn_one(tx, parent, str(item.get("task") or ""), item.get("agent") or None,
+                             str(item.get("label") or ""), by, limits, caller,
+                             f"{key}:{i}" if key else None, children)
+        except _Refused as r:
+            tx.emit(NewEvent(entity_id=parent_id, actor=by or "operator", role="operator",
+                             payload=ev.PermissionRefused(action="session.spawn",
+                                                          target=parent_id, reason=r.reason)))
+            out.append({"status": "refused", "reason": r.reason})
+            continue
+        if not res.get("existing"):
+            children += 1
+        out.append(res)
+    return out
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def announce(tx: WriteTx, child: dict[str, Any], status: str, summary: str, by: str, *,
+             artifacts: list[str], duration_s: float | None = None) -> bool:
+    """Append the child's ONE announce to its parent (idempotent by run_id: a second call
+    for the same run changes nothing and returns False). The store enforces it too: the
+    event carries the unique idem_key `announce:<run_id>`."""
+    run_id = child["run_id"]
+    parent_id = child["parent_id"]
+    if not run_id or not parent_id:
+        return False
+    if tx.one("SELECT 1 FROM session_announces WHERE run_id=?", (run_id,)) is not None:
+        return False
+    if parent_id == child["id"]:  # no self-send: a session never announces to itself
+        return False
+    spec = tx.one("SELECT name FROM agent_specs WHERE agent_id=?", (child["agent_id"],))
+    name = spec["name"] if spec else child["agent_id"]
+    usage = tx.one("SELECT coalesce(sum(prompt_tokens), 0) AS p,"
+                   " coalesce(sum(completion_tokens), 0) AS c, coalesce(sum(cost_usd), 0)"
+                   " AS cost, count(*) AS turns FROM turn_jobs WHERE session_id=? AND"
+                   " status IN ('done', 'failed')", (child["id"],)) or {}
+    task = json.loads(child["task"] or "{}")
+    meta = {
+        "task": {"label": task.get("label", ""), "prompt": task.get("prompt", "")},
+        "result": {"status": status, "summary": _clip(summary, 500), "artifacts": artifacts},
+        "source": {"agent_id": child["agent_id"], "agent_name": name,
+                   "session_id": child["id"], "run_id": run_id},
+        "stats": {"duration_s": round(duration_s if duration_s is not None
+                                      else tx.now - float(child["created_at"]), 3),
+                  "prompt_tokens": int(usage.get("p", 0)),
+                  "completion_tokens": int(usage.get("c", 0)),
+                  "tokens": int(usage.get("p", 0)) + int(usage.get("c", 0)),
+                  "cost_usd": float(usage.get("cost", 0.0)),
+                  "turns": int(usage.get("turns", 0))},
+        "idempotency_key": run_id,
+        "trace_id": child["trace_id"],
+        "hop": int(child["hop"]),
+    }
+    tx.emit(_ev(parent_id, by, sev.SessionAnnounced(
+        msg_id=new_id("m"), text=ANNOUNCE_TEXT.format(name=name, agent_id=child["agent_id"]),
+        meta=meta), role="system", idem_key=f"announce:{run_id}"))
+    return True
+
+
+def wake_parent(tx: WriteTx, parent_id: str, by: str) -> str | None:
+    """Queue the parent's next turn once no child of it is still active and it has
+    unconsumed announces (the join); None when it waits or is busy."""
+    parent = tx.one("SELECT * FROM sessions WHERE id=?", (parent_id,))
+    if parent is None or parent["status"] not in ACTIVE or parent["active_job"] is not None:
+        return None
+    busy = tx.one("SELECT 1 FROM sessions WHERE parent_id=? AND status IN"
+                  " ('idle', 'queued', 'running') LIMIT 1", (parent_id,))
+    if busy is not None:
+        return None
+    fresh = tx.one("SELECT 1 FROM session_announces WHERE parent_id=? AND consumed_by IS NULL"
+                   " LIMIT 1", (parent_id,))
+    if fresh is None:
+        return None
+    return queue_job(tx, parent_id, "announces", by)
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def _session_json(r: dict[str, Any], spec_names: dict[str, str]) -> dict[str, Any]:
+    return {
+        "id": r["id"], "title": r["title"], "status": r["status"], "result": r["result"],
+        "agent_id": r["agent_id"], "agent": spec_names.get(r["agent_id"], r["agent_id"]),
+        "provider_override": r["provider_override"], "model_override": r["model_override"],
+        "deliver": bool(r["deliver"]), "channel": r["channel"], "parent_id": r["parent_id"],
+        "hop": r["hop"], "trace_id": r["trace_id"], "run_id": r["run_id"],
+        "task": json.loads(r["task"] or "{}"), "active_job": r["active_job"],
+        "turns": r["turns"], "prompt_tokens": r["prompt_tokens"],
+        "completion_tokens": r["completion_tokens"],
+        "tokens": r["prompt_tokens"] + r["completion_tokens"], "cost_usd": r["cost_usd"],
+        "created_by": r["created_by"], "created_at": r["created_at"],
+        "updated_at": r["updated_at"], "last_seq": r["last_seq"],
+    }
+
+
+def _message_json(r: dict[str, Any]) -> dict[str, Any]:
+    return {"seq": r["seq"], "msg_id": r["msg_id"], "role": r["role"], "text": r["text"],
+            "meta": json.loads(r["meta"]), "at": r["at"]}
+
+
+class Sessions:
+    """See the package docstring for the whole API."""
+
+    def __init__(self, store: Store, limits: SessionLimits | None = None) -> None:
+        self.store = store
+        self.limits = limits or SessionLimits()
+
+    # ------------------------------------------------------------- specs
+
+    async def set_spec(self, name: str, config: AgentSpecConfig, *, source: str = "cli",
+                       by: str = "operator") -> str:
+        check_name(name)
+        return await self.store.execute(lambda tx: _set_spec(tx, name, config, source, by))
+
+    async def import_specs(self, cfg: ClawtowerConfig, names: list[str] | None = None, *,
+                           by: str = "operator") -> dict[str, str]:
+        """Specs from the agents of clawtower.yaml (created, or replaced by name)."""
+        chosen = names or sorted(cfg.agents)
+        configs = {n: from_agent_config(cfg, check_name(n, f"{cfg.source}: agent")) for n in
+                   chosen}
+
+        def command(tx: WriteTx) -> dict[str, str]:
+            return {n: _set_spec(tx, n, c, f"import:{cfg.source}", by)
+                    for n, c in configs.items()}
+
+        return await self.store.execute(command)
+
+    async def specs(self) -> list[AgentSpec]:
+        rows = await self.store.fetchall("SELECT * FROM agent_specs ORDER BY name")
+        return [AgentSpec.from_row(r) for r in rows]
+
+    async def spec(self, ref: str) -> AgentSpec:
+        return spec_by_ref(await self.store.fetchall("SELECT * FROM agent_specs"), ref)
+
+    # ------------------------------------------------------------- sessions
+
+    async def create(self, *, agent: str | None = None, title: str = "",
+                     model: str | None = None, cfg: ClawtowerConfig | None = None,
+                     channel: str = "cli", deliver: bool = False,
+                     by: str = "operator") -> str:
+        provider = model_name = None
+        if model is not None:
+            provider, model_name = check_model(model, cfg)
+
+        def command(tx: WriteTx) -> str:
+            spec = spec_by_ref(tx, agent) if agent else _default_spec(tx, by)
+            sid = _next_session_id(tx)
+            tx.emit(_ev(sid, by, sev.SessionCreated(
+                title=title, agent_id=spec.agent_id, provider_override=provider,
+                model_override=model_name, deliver=deliver, channel=channel,
+                trace_id=new_id("tr"), created_by=by)))
+            return sid
+
+        return await self.store.execute(command)
+
+    async def send(self, sid: str, text: str, *, sender: str = "operator") -> dict[str, Any]:
+        """Queue a message. Idle session: a TurnJob is queued with it. Busy session: it is
+        taken at the next safe boundary of the running turn (steering), or, if that turn
+        reaches none, it waits in the backlog for the next turn."""
+        return await self.store.execute(lambda tx: _send(tx, sid, text, sender, self.limits))
+
+    async def stop(self, sid: str, *, by: str = "operator", reason: str = "") -> list[str]:
+        return await self.store.execute(lambda tx: _stop(tx, sid, by, reason))
+
+    async def spawn(self, parent_id: str, task: str, *, agent: str | None = None,
+                    label: str = "", by: str = "operator", caller: str = "operator",
+                    key: str | None = None) -> dict[str, Any]:
+        """A child session on the internal channel (deliver=false) with `task` queued;
+        returns at once: {status: accepted, session, run_id, job, agent, hop}. A `key`
+        already used by a child of `parent_id` returns that child (nothing new)."""
+        return await self.store.execute(
+            lambda tx: _spawn(tx, parent_id, task, agent, label, by, self.limits, caller, key))
+
+    async def spawn_many(self, parent_id: str, items: list[dict[str, Any]], *,
+                         by: str = "operator", caller: str = "operator",
+                         key: str | None = None) -> list[dict[str, Any]]:
+        """Many children in one commit: items are {task, agent?, label?}; each result is
+        accepted (as `spawn` returns) or {status: refused, reason} (recorded)."""
+        return await self.store.execute(
+            lambda tx: _spawn_many(tx, parent_id, items, by, self.limits, caller, key))
+
+    async def set_agent(self, sid: str, ref: str, *, by: str = "operator") -> AgentSpec:
+        def command(tx: WriteTx) -> AgentSpec:
+            _session(tx, sid)
+            spec = spec_by_ref(tx, ref)
+            tx.emit(_ev(sid, by, sev.SessionAgentSwitched(agent_id=spec.agent_id, by=by)))
+            return spec
+
+        return await self.store.execute(command)
+
+    async def set_model(self, sid: str, ref: str | None, *, cfg: ClawtowerConfig | None = None,
+                        by: str = "operator") -> tuple[str | None, str | None]:
+        provider, model = check_model(ref, cfg) if ref else (None, None)
+
+        def command(tx: WriteTx) -> tuple[str | None, str | None]:
+            _session(tx, sid)
+            tx.emit(_ev(sid, by, sev.SessionModelSet(provider=provider, model=model, by=by)))
+            return provider, model
+
+        return await self.store.execute(command)
+
+    @staticmethod
+    def models(cfg: ClawtowerConfig | None) -> dict[str, list[str]]:
+        return known_models(cfg)
+
+    # ------------------------------------------------------------- reads
+
+    async def _spec_names(self) -> dict[str, str]:
+        rows = await self.store.fetchall("SELECT agent_id, name FROM agent_specs")
+        return {r["agent_id"]: r["name"] for r in rows}
+
+    async def list(self, *, limit: int = 5000, roots_only: bool = False
+                   ) -> builtins.list[dict[str, Any]]:
+        where = "WHERE parent_id IS NULL" if roots_only else ""
+        rows, specs = await self.store.fetch_many([
+            (f"SELECT * FROM sessions {where} ORDER BY num LIMIT ?", (limit,)),
+            ("SELECT agent_id, name FROM agent_specs", ())])
+        names = {r["agent_id"]: r["name"] for r in specs}
+        return [_session_json(r, names) for r in rows]
+
+    async def get(self, sid: str) -> dict[str, Any]:
+        """One session with its transcript, backlog, pending messages, announces, jobs and
+        children (one read snapshot)."""
+        (rows, msgs, backlog, inbox, announces, jobs, children,
+         specs) = await self.store.fetch_many([
+            ("SELECT * FROM sessions WHERE id=?", (sid,)),
+            ("SELECT * FROM session_messages WHERE session_id=? ORDER BY seq", (sid,)),
+            ("SELECT * FROM session_backlog WHERE session_id=? ORDER BY seq", (sid,)),
+            ("SELECT * FROM session_inbox WHERE session_id=? ORDER BY seq", (sid,)),
+            ("SELECT * FROM session_announces WHERE parent_id=? ORDER BY seq", (sid,)),
+            ("SELECT * FROM turn_jobs WHERE session_id=? ORDER BY queued_seq", (sid,)),
+            ("SELECT * FROM sessions WHERE parent_id=? ORDER BY num", (sid,)),
+            ("SELECT agent_id, name FROM agent_specs", ())])
+        if not rows:
+            raise NotFound(f"session {sid}: no such session")
+        names = {r["agent_id"]: r["name"] for r in specs}
+        out = _session_json(rows[0], names)
+        out["messages"] = [_message_json(m) for m in msgs]
+        out["backlog"] = [_backlog_json(b) for b in backlog]
+        out["pending"] = [{"msg_id": i["msg_id"], "text": i["text"], "sender": i["sender"],
+                           "status": i["status"], "job": i["job_id"], "at": i["at"]}
+                          for i in inbox if i["status"] in ("pending", "cancelled")]
+        out["announces"] = [_announce_json(a) for a in announces]
+        out["jobs"] = [_job_json(j) for j in jobs]
+        out["children"] = [_session_json(c, names) for c in children]
+        return out
+
+    async def changed_since(self, seq: int) -> builtins.list[dict[str, Any]]:
+        """Sessions whose row changed after event `seq` (a live view refreshes only these;
+        each carries `last_seq`)."""
+        rows, specs = await self.store.fetch_many([
+            ("SELECT * FROM sessions WHERE last_seq > ? ORDER BY num", (seq,)),
+            ("SELECT agent_id, name FROM agent_specs", ())])
+        names = {r["agent_id"]: r["name"] for r in specs}
+        return [_session_json(r, names) for r in rows]
+
+    async def transcript(self, sid: str, *, after_seq: int = 0, limit: int = 10_000
+                         ) -> builtins.list[dict[str, Any]]:
+        rows = await self.store.fetchall(
+            "SELECT * FROM session_messages WHERE session_id=? AND seq>? ORDER BY seq LIMIT ?",
+            (sid, after_seq, limit))
+        return [_message_json(r) for r in rows]
+
+    async def backlog(self, sid: str, *, waiting_only: bool = True
+                      ) -> builtins.list[dict[str, Any]]:
+        cond = " AND status='waiting'" if waiting_only else ""
+        rows = await self.store.fetchall(
+            f"SELECT * FROM session_backlog WHERE session_id=?{cond} ORDER BY seq", (sid,))
+        return [_backlog_json(r) for r in rows]
+
+    async def announces(self, sid: str) -> builtins.list[dict[str, Any]]:
+        rows = await self.store.fetchall(
+            "SELECT * FROM session_announces WHERE parent_id=? ORDER BY seq", (sid,))
+        return [_announce_json(r) for r in rows]
+
+    async def tree(self, root: str | None = None) -> builtins.list[dict[str, Any]]:
+        """Sessions as a forest: each {..session.., children: [...]} (one read snapshot)."""
+        rows, specs = await self.store.fetch_many([
+            ("SELECT * FROM sessions ORDER BY num", ()),
+            ("SELECT agent_id, name FROM agent_specs", ())])
+        names = {r["agent_id"]: r["name"] for r in specs}
+        nodes = {r["id"]: {**_session_json(r, names), "children": []} for r in rows}
+        roots: list[dict[str, Any]] = []
+        for r in rows:
+            node = nodes[r["id"]]
+            parent = nodes.get(r["parent_id"]) if r["parent_id"] else None
+            if parent is not None:
+                parent["children"].append(node)
+            else:
+                roots.append(node)
+        if root is not None:
+            if root not in nodes:
+                raise NotFound(f"session {root}: no such session")
+            return [nodes[root]]
+        return roots
+
+
+def _backlog_json(r: dict[str, Any]) -> dict[str, Any]:
+    return {"item_id": r["item_id"], "kind": r["kind"], "text": r["text"],
+            "data": json.loads(r["data"]), "status": r["status"],
+            "drained_by": r["drained_by"], "at": r["at"]}
+
+
+def _announce_json(r: dict[str, Any]) -> dict[str, Any]:
+    return {"run_id": r["run_id"], "child": r["child_id"], "msg_id": r["msg_id"],
+            "agent_id": r["agent_id"], "agent": r["agent_name"], "status": r["status"],
+            "summary": r["summary"], "tokens": r["tokens"], "cost_usd": r["cost_usd"],
+            "consumed_by": r["consumed_by"], "meta": json.loads(r["meta"]), "at": r["at"]}
+
+
+def _job_json(r: dict[str, Any]) -> dict[str, Any]:
+    return {"id": r["id"], "status": r["status"], "reason": r["reason"], "owner": r["owner"],
+            "attempt": r["attempt"], "turn_id": r["turn_id"], "model": r["model"],
+            "provider": r["provider"], "steers": r["steers"], "stop_reason": r["stop_reason"],
+            "error": r["error"], "prompt_tokens": r["prompt_tokens"],
+            "completion_tokens": r["completion_tokens"], "cost_usd": r["cost_usd"],
+            "queued_at": r["queued_at"], "started_at": r["started_at"],
+            "ended_at": r["ended_at"]}
+
+
+__all__ = ["ANNOUNCE_TEXT", "INTERNAL_CHANNEL", "SessionLimits", "Sessions", "announce",
+           "new_id", "queue_job", "refuse", "spec_by_ref", "wake_parent"]

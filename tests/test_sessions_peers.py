@@ -1,0 +1,52 @@
+"""A real session turn: SmolLM2-135M on the llama-cpp-python server (OpenAI-compatible) and
+the real mcp-server-time behind the spec's tool allow-list (both installed by
+scripts/install-peers.sh; missing peers skip with the reason)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from llama_peer import llama_server
+from mcp_peers import TIME, require
+
+from core.agents.config import config_from_data
+from core.sessions.runner import SessionRunner
+from core.sessions.service import Sessions
+from core.sessions.skills import SkillSet
+from core.sessions.specs import AgentSpecConfig
+
+
+async def test_real_session_turn_with_smollm2_and_mcp_time(store: Any) -> None:
+    require("time")
+    with llama_server() as base:
+        cfg = config_from_data({
+            "providers": {"local": {"kind": "openai", "base_url": base, "models": ["smollm2"],
+                                    "timeout_s": 120}},
+            "mcp_servers": {"time": {"command": str(TIME), "pin": "auto"}}}, "peers-test")
+        sessions = Sessions(store)
+        await sessions.set_spec("smol", AgentSpecConfig.model_validate({
+            "defaults": {"provider": "local", "model": "smollm2", "temperature": 0.0,
+                         "max_output_tokens": 48,
+                         "first_tool_choice": "time.get_current_time"},
+            "policy": {"tools": ["time.get_current_time"]},
+            "context_policy": {"budgets": {"max_tool_rounds": 1, "max_wall_s": 180}}}))
+        sid = await sessions.create(agent="smol")
+        await sessions.send(sid, "What time is it in UTC right now?")
+        runner = SessionRunner(store, cfg, skills=SkillSet())
+        try:
+            assert await runner.run_until_idle(300), runner.errors
+        finally:
+            await runner.aclose()
+    s = await sessions.get(sid)
+    job = s["jobs"][0]
+    assert job["status"] == "done", job
+    assert job["stop_reason"] in ("completed", "max_tool_rounds")
+    assert (job["provider"], job["model"]) == ("local", "smollm2")
+    tools = await store.fetchall("SELECT name, status, result FROM turn_tools")
+    assert tools and tools[0]["name"] == "time.get_current_time"
+    assert tools[0]["status"] == "ok", tools
+    assert "datetime" in json.loads(tools[0]["result"])  # the real server answered
+    assert [m["role"] for m in s["messages"]] == ["user", "assistant"]
+    assert s["tokens"] > 0 and s["turns"] == 1
+    assert await store.verify_projections() == []

@@ -1,0 +1,173 @@
+"""Mode 4, sessions: the session tree, transcript, announces and backlog; the input line
+(messages, steering, /commands); live updates from another store connection; the console's
+own worker running a queued fan-out."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input
+from tui_helpers import SIZE, copy_store, shown, until
+
+from core import open_store
+from core.sessions.demo import seed_sessions
+from core.sessions.service import Sessions
+from tui.app import ClawtowerApp
+from tui.screens.sessions import SessionList, SessionsScreen
+
+
+async def _seed(path: Path, live: bool) -> None:
+    store = await open_store(path)
+    try:
+        await seed_sessions(store, live=live)
+    finally:
+        await store.close()
+
+
+@pytest.fixture(scope="module")
+def sessions_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sessions") / "store.db"
+    asyncio.run(_seed(path, live=False))
+    return path
+
+
+@pytest.fixture
+def db(sessions_template: Path, tmp_path: Path) -> str:
+    return copy_store(sessions_template, tmp_path / "store.db")
+
+
+def make_app(db: str, **kw: Any) -> ClawtowerApp:
+    kw.setdefault("run_engine", False)
+    kw.setdefault("operator", "alice")
+    return ClawtowerApp(db, **kw)
+
+
+async def test_tree_transcript_announces_and_backlog(db: str) -> None:
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await until(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        await until(pilot, lambda: len(screen.rows) == 5)
+        assert [(r["id"], r["depth"]) for r in screen.rows] == [
+            ("S-1", 0), ("S-2", 1), ("S-3", 1), ("S-4", 1), ("S-5", 0)]
+        await until(pilot, lambda: screen.detail is not None and screen.detail["id"] == "S-1")
+        transcript = shown(screen.query_one("#ses-transcript"))
+        assert "Synthesis of 3 subagent result(s)" in transcript
+        assert transcript.count("[@agent:worker#") == 3
+        announces = shown(screen.query_one("#ses-announces"))
+        assert announces.count(" ok ") >= 3 and "S-2" in announces
+        screen.query_one(SessionList).move_cursor_to_key("S-5")
+        await until(pilot, lambda: screen.detail is not None and screen.detail["id"] == "S-5")
+        transcript = shown(screen.query_one("#ses-transcript"))
+        assert "user (steer)" in transcript and "[Backlog]" in transcript
+        assert "Resumed and finished" in transcript
+
+
+async def test_input_line_sends_steers_and_runs_commands(db: str) -> None:
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        await until(pilot, lambda: screen.detail is not None and screen.detail["id"] == "S-1")
+        await pilot.press("i")
+        line = screen.query_one("#ses-input", Input)
+        assert line.has_focus
+        line.value = "/agent worker"
+        await pilot.press("enter")
+        await until(pilot, lambda: screen.detail is not None
+                    and screen.detail["agent"] == "worker")
+        line.value = "/agent nobody"
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert screen.detail["agent"] == "worker"  # an unknown spec changes nothing
+        line.value = "what did the reviewers find?"
+        await pilot.press("enter")
+        # no worker runs in this console: the message waits, shown in the backlog pane
+        await until(pilot, lambda: "what did the reviewers find?" in shown(
+            screen.query_one("#ses-backlog")))
+        assert screen.detail["status"] == "queued"
+    store = await open_store(db)
+    try:
+        s = await Sessions(store).get("S-1")
+        assert s["pending"][-1]["text"] == "what did the reviewers find?"
+        refusals = await store.fetchall("SELECT * FROM events WHERE type='session.agent_switched'")
+        assert len(refusals) == 1
+    finally:
+        await store.close()
+
+
+async def test_updates_live_when_another_connection_writes(db: str) -> None:
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        await until(pilot, lambda: len(screen.rows) == 5)
+        other = await open_store(db)
+        try:
+            sid = await Sessions(other).create(agent="worker", title="from elsewhere")
+        finally:
+            await other.close()
+        await until(pilot, lambda: any(r["id"] == sid for r in screen.rows))
+
+
+async def test_console_worker_runs_a_queued_fan_out(tmp_path: Path) -> None:
+    home = Path(__import__("os").environ["CLAWTOWER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "clawtower.yaml").write_text("speed: 0\n")
+    db = str(tmp_path / "live.db")
+    await _seed(Path(db), live=True)
+    app = make_app(db, run_engine=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        await until(pilot, lambda: any(r["id"] == "S-6" for r in screen.rows))
+        await until(pilot, lambda: sum(1 for r in screen.rows if r.get("parent_id") == "S-6"
+                                       and r["status"] == "finished") == 4, timeout=30)
+        screen.query_one(SessionList).move_cursor_to_key("S-6")
+        await until(pilot, lambda: screen.detail is not None and "Synthesis of 4" in shown(
+            screen.query_one("#ses-transcript")), timeout=30)
+
+
+async def test_transcript_streams_while_the_consoles_worker_runs_a_turn(tmp_path: Path) -> None:
+    home = Path(__import__("os").environ["CLAWTOWER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "clawtower.yaml").write_text("speed: 1\ndelay_ms: [1500, 1500]\n")
+    db = str(tmp_path / "stream.db")
+    store = await open_store(db)
+    try:
+        sid = await Sessions(store).create(title="streaming")
+    finally:
+        await store.close()
+    app = make_app(db, run_engine=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        await until(pilot, lambda: screen.detail is not None and screen.detail["id"] == sid)
+        await pilot.press("i")
+        screen.query_one("#ses-input", Input).value = (
+            "please repeat this rather long sentence back to me word for word")
+        await pilot.press("enter")
+        seen: list[str] = []
+
+        def streaming() -> bool:
+            text = shown(screen.query_one("#ses-stream"))
+            if screen.query_one("#ses-stream").display and "assistant…" in text:
+                seen.append(text)
+            return bool(seen)
+
+        await until(pilot, streaming, timeout=20)
+        assert "default: got" in seen[0]  # the reply's first chunk, before it is committed
+        await until(pilot, lambda: screen.detail is not None and any(
+            m["role"] == "assistant" for m in screen.detail["messages"]), timeout=20)
+        await until(pilot, lambda: not screen.query_one("#ses-stream").display)
+        final = shown(screen.query_one("#ses-transcript"))
+        assert "word for word" in final
