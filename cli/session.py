@@ -27,7 +27,7 @@ from .stores import cli_store
 if TYPE_CHECKING:
     from core.agents.config import ClawtowerConfig
     from core.sessions.runner import SessionRunner
-    from core.store import SQLiteStore
+    from core.store import Store
 
 
 
@@ -146,7 +146,7 @@ async def cmd_session(args: argparse.Namespace) -> int:
     cfg = None if read_only else _config(args)  # a bad config fails before the store opens
     text = _text(args) if sc in ("send", "steer") else ""
 
-    async def run(store: SQLiteStore) -> int:
+    async def run(store: Store) -> int:
         from core.sessions.service import Sessions
 
         sessions = Sessions(store)
@@ -221,7 +221,7 @@ async def cmd_session(args: argparse.Namespace) -> int:
         return await run(store)
 
 
-def _runner(store: SQLiteStore, cfg: ClawtowerConfig, *, only: set[str] | None = None,
+def _runner(store: Store, cfg: ClawtowerConfig, *, only: set[str] | None = None,
             on_text: Callable[[str, str, str], None] | None = None,
             concurrency: int = 16) -> SessionRunner:
     from core.sessions.runner import SessionRunner
@@ -230,7 +230,7 @@ def _runner(store: SQLiteStore, cfg: ClawtowerConfig, *, only: set[str] | None =
                          max_concurrent=concurrency)
 
 
-async def _wait_reply(store: SQLiteStore, cfg: ClawtowerConfig, sid: str,
+async def _wait_reply(store: Store, cfg: ClawtowerConfig, sid: str,
                       msg_id: str | None, timeout: float) -> int:
     """Run the session (and its children) in this process until it is quiet, streaming its
     text; a worker in another process holding it is simply waited for."""
@@ -274,7 +274,7 @@ async def _wait_reply(store: SQLiteStore, cfg: ClawtowerConfig, sid: str,
     return 0
 
 
-async def _worker(store: SQLiteStore, cfg: ClawtowerConfig, args: argparse.Namespace) -> int:
+async def _worker(store: Store, cfg: ClawtowerConfig, args: argparse.Namespace) -> int:
     import asyncio
     import contextlib
     import signal
@@ -375,7 +375,7 @@ async def cmd_spec(args: argparse.Namespace) -> int:
         if args.file:
             new_config = parse_config(load_file(args.file), args.file).model_dump(mode="json")
 
-    async def run(store: SQLiteStore) -> int:
+    async def run(store: Store) -> int:
         sessions = Sessions(store)
         if sc == "list":
             specs = await sessions.specs()
