@@ -33,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         " in DIR and print its URL"),
                        ("pg-stop", "stop the local PostgreSQL server of DIR")):
         sp = ssub.add_parser(name, help=text)
-        sp.add_argument("dir", metavar="DIR")
+        sp.add_argument("dir", metavar="DIR",
+                        help="the server's data folder (created by pg-start if missing)")
     st.set_defaults(handler=cmd_store)
 
 

@@ -75,7 +75,7 @@ def test_session_errors_are_one_line_with_the_right_code(run: Run, db: Path) -> 
         (["session", "send", sid, "   "], 2, "TEXT is empty"),
         (["session", "send", sid, "/agent nobody"], 2, "no such agent spec"),
         (["session", "show", "S-9"], 2, "no such session"),
-        (["session", "send", sid, "x" * 40_000], 2, "message too long"),
+        (["session", "send", sid, "x" * 40_000], 2, "TEXT: longer than 20000"),  # the CLI boundary
     ]:
         r = run(*argv, "--db", db)
         assert (r.code, r.err.count("\n")) == (code, 1), (argv, r.err)
