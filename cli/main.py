@@ -20,12 +20,24 @@ from core.config import default_db
 from core.errors import ClawError
 from core.tasks.phases import Phase
 
-from . import agents, approvals, demo, events, meeting, serve, store_admin, task, tools, workflow
+from . import (
+    agents,
+    approvals,
+    demo,
+    events,
+    expert,
+    meeting,
+    serve,
+    store_admin,
+    task,
+    tools,
+    workflow,
+)
 from .common import CommandParser, default_agents, operator_name
 
 # The command groups, in the order `clawtower --help` lists them.
 COMMAND_GROUPS: tuple[ModuleType, ...] = (
-    demo, serve, events, task, approvals, meeting, store_admin, workflow, agents, tools,
+    demo, serve, events, task, approvals, meeting, store_admin, workflow, agents, tools, expert,
 )
 
 
