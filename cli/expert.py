@@ -40,6 +40,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sh.add_argument("name")
     sh.add_argument("--json", action="store_true")
     sh.set_defaults(handler=_show)
+    up = sub.add_parser("update", parents=c, help="fetch again; a breaking change needs --force")
+    up.add_argument("name", nargs="?")
+    up.add_argument("--all", action="store_true")
+    up.add_argument("--force", action="store_true")
+    up.add_argument("--json", action="store_true")
+    up.set_defaults(handler=_update)
     rm = sub.add_parser("remove", parents=c, help="uninstall (state and bindings are kept)")
     rm.add_argument("name")
     rm.set_defaults(handler=_remove)
@@ -124,6 +130,21 @@ def _bound(b: Any) -> str | None:
     if b is None:
         return None
     return f"mcp {b.server.name}" if b.server is not None else f"skill {b.skill}"
+
+
+def _update(args: argparse.Namespace) -> int:
+    from core.experts import home
+
+    if bool(args.name) == bool(args.all):
+        raise ValidationError("expert update: give NAME or --all")
+    names = [p.name for p in home.installed()] if args.all else [args.name]
+    results = {n: home.update(n, force=args.force) for n in names}
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        for n, d in results.items():
+            print(f"updated {n}: {d['from']} -> {d['to']}")
+    return 0
 
 
 def _remove(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ is never installed; a symlink anywhere in it is refused.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -60,42 +61,122 @@ def _symlinks(root: Path) -> list[str]:
     return [str(p.relative_to(root)) for p in root.rglob("*") if p.is_symlink()]
 
 
+def _stage(source: str, stage: Path) -> Package:
+    """Clone or copy `source` to `stage` and load it; raise ValidationError if it has errors
+    or symlinks."""
+    if _is_git(source):
+        r = subprocess.run(["git", "clone", "-q", "--", source, str(stage)],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise ValidationError(f"{source}: git clone failed: "
+                                  f"{(r.stderr or r.stdout).strip()[:300]}")
+    else:
+        src = Path(source)
+        if not (src / "expert.yaml").is_file():
+            raise ValidationError(f"{source}:expert.yaml: missing (not an expert package)")
+        links = _symlinks(src)
+        if links:
+            raise ValidationError(f"{links[0]}:file: symlinks are not installed (copy the"
+                                  " file into the package)")
+        shutil.copytree(src, stage, ignore=shutil.ignore_patterns(
+            "scratch", "learnings", ".git"))
+    links = _symlinks(stage)
+    if links:
+        raise ValidationError(f"{links[0]}:file: symlinks are not installed")
+    pkg = load_package(stage)
+    if pkg.errors:
+        raise ValidationError("; ".join(str(p) for p in pkg.errors[:20]))
+    return pkg
+
+
+def _source_file(name: str) -> Path:
+    return config.home() / "expert-config" / name / "source.json"
+
+
 def install(source: str) -> Package:
     """Validate then copy/clone into the experts directory; raise ValidationError (naming
     every error) and leave nothing behind if the package does not load."""
     experts_dir().mkdir(parents=True, exist_ok=True)
+    if not _is_git(source):
+        source = str(Path(source).resolve())
     with tempfile.TemporaryDirectory(dir=experts_dir(), prefix=".install-") as tmp:
         stage = Path(tmp) / "pkg"
-        if _is_git(source):
-            r = subprocess.run(["git", "clone", "-q", "--", source, str(stage)],
-                               capture_output=True, text=True, timeout=300)
-            if r.returncode != 0:
-                raise ValidationError(f"{source}: git clone failed: "
-                                      f"{(r.stderr or r.stdout).strip()[:300]}")
-        else:
-            src = Path(source)
-            if not (src / "expert.yaml").is_file():
-                raise ValidationError(f"{source}:expert.yaml: missing (not an expert package)")
-            links = _symlinks(src)
-            if links:
-                raise ValidationError(f"{links[0]}:file: symlinks are not installed (copy the"
-                                      " file into the package)")
-            shutil.copytree(src, stage, ignore=shutil.ignore_patterns(
-                "scratch", "learnings", ".git"))
-        links = _symlinks(stage)
-        if links:
-            raise ValidationError(f"{links[0]}:file: symlinks are not installed")
-        pkg = load_package(stage)
-        if pkg.errors:
-            raise ValidationError("; ".join(str(p) for p in pkg.errors[:20]))
+        pkg = _stage(source, stage)
         dest = experts_dir() / pkg.name
         if dest.exists():
             raise ValidationError(f"expert {pkg.name!r}: already installed (clawtower expert"
                                   " update, or remove it first)")
         os.replace(stage, dest)
+    sf = _source_file(pkg.name)
+    sf.parent.mkdir(parents=True, exist_ok=True)
+    sf.write_text(json.dumps({"source": source, "git": _is_git(source)}), encoding="utf-8")
     pkg = load_package(dest)
     init_state(pkg)
     return pkg
+
+
+def _trigger_set(pkg: Package) -> dict[str, str]:
+    return {str(t.get("name")): json.dumps(t, sort_keys=True, default=str)
+            for t in pkg.triggers()}
+
+
+def changes(old: Package, new: Package) -> dict[str, Any]:
+    """What an update changes that needs a human's --force: a major (or backwards) version,
+    tools required, triggers."""
+    from .checks import semver
+
+    ov, nv = semver(old.version), semver(new.version)
+    ot, nt = set(old.required_tools()), set(new.required_tools())
+    otr, ntr = _trigger_set(old), _trigger_set(new)
+    out: dict[str, Any] = {
+        "from": old.version, "to": new.version,
+        "major": ov is None or nv is None or nv[0] != ov[0] or nv < ov,
+        "tools_added": sorted(nt - ot), "tools_removed": sorted(ot - nt),
+        "triggers_added": sorted(set(ntr) - set(otr)),
+        "triggers_removed": sorted(set(otr) - set(ntr)),
+        "triggers_changed": sorted(k for k in set(otr) & set(ntr) if otr[k] != ntr[k]),
+    }
+    out["needs_force"] = bool(out["major"] or out["tools_added"] or out["tools_removed"]
+                              or out["triggers_added"] or out["triggers_removed"]
+                              or out["triggers_changed"])
+    return out
+
+
+def update(name: str, *, force: bool = False) -> dict[str, Any]:
+    """Fetch the package's source again (git for a cloned one, the directory for a copied
+    one), validate it, and replace the installed copy; a breaking change (see `changes`)
+    raises ValidationError listing it unless `force`. State and bindings are kept; new state
+    templates are initialised; compiled workflows are regenerated if there were any."""
+    d = package_dir(name)
+    old = load_package(d)
+    sf = _source_file(name)
+    if not sf.exists():
+        raise ValidationError(f"expert {name!r}: no recorded source (installed by hand?);"
+                              " remove and install it again")
+    src = json.loads(sf.read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory(dir=experts_dir(), prefix=".update-") as tmp:
+        stage = Path(tmp) / "pkg"
+        new = _stage(str(src["source"]), stage)
+        if new.name != name:
+            raise ValidationError(f"expert.yaml:name: the update renames {name!r} to"
+                                  f" {new.name!r}; install it as a new expert instead")
+        diff = changes(old, new)
+        if diff["needs_force"] and not force:
+            what = [f"version {diff['from']} -> {diff['to']}" + (" (major)" if diff["major"]
+                                                                  else "")]
+            for key in ("tools_added", "tools_removed", "triggers_added", "triggers_removed",
+                        "triggers_changed"):
+                if diff[key]:
+                    what.append(f"{key.replace('_', ' ')}: {', '.join(diff[key])}")
+            raise ValidationError(f"expert {name!r}: update needs --force ({'; '.join(what)})")
+        old_dir = Path(tmp) / "old"
+        os.replace(d, old_dir)
+        os.replace(stage, d)
+    pkg = load_package(d)
+    diff["state_initialised"] = init_state(pkg)
+    if compiled_dir(name).exists():
+        diff["compiled"] = [str(p) for p in compile_all(name)]
+    return diff
 
 
 def remove(name: str) -> None:
