@@ -74,6 +74,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     r.add_argument("process")
     r.add_argument("--input", action="append", default=[], metavar="K=V")
     r.set_defaults(handler=_run)
+    le = sub.add_parser("learn", parents=c, help="propose a learning (learning.approval"
+                        " decides: auto persists, confirm asks, manual drafts)")
+    le.add_argument("name")
+    le.add_argument("--scope", default="package", help="package or a function name")
+    le.add_argument("--title", required=True)
+    le.add_argument("--observation", required=True)
+    le.add_argument("--correction", required=True)
+    le.add_argument("--source", default="")
+    le.add_argument("--confidence", default="medium", choices=("high", "medium", "low"))
+    le.set_defaults(handler=_learn)
+    ln = sub.add_parser("learnings", parents=c, help="rebuild and list the learnings files")
+    ln.add_argument("name")
+    ln.add_argument("--json", action="store_true")
+    ln.set_defaults(handler=_learnings)
+    tm = sub.add_parser("timeouts", parents=c, help="apply policy.approval.timeout to"
+                        " overdue confirm gates (run it from cron or a loop)")
+    tm.add_argument("--json", action="store_true")
+    tm.set_defaults(handler=_timeouts)
     rg = sub.add_parser("registry", parents=c, help="experts for routing: names, outputs")
     rg.add_argument("--json", action="store_true")
     rg.set_defaults(handler=_registry)
@@ -258,10 +276,14 @@ async def _run_async(args: argparse.Namespace) -> int:
     if args.process not in pkg.processes:
         raise ValidationError(f"{args.name}: no process {args.process!r} (has:"
                               f" {', '.join(pkg.processes)})")
-    home.compile_all(args.name)
     home.init_state(pkg)
     path = home.compiled_dir(args.name) / f"{args.process}.lobster"
     async with cli_store(args.db) as store:
+        if pkg.section("learning").get("enabled") is True:
+            from core.experts.learning import project
+
+            await project(store, pkg, home.workspace(pkg.name))  # approved since last run
+        home.compile_all(args.name)
         envelope = await Workflows(store).run(str(path), inputs)
     print(render(envelope))
     return exit_code(envelope)
@@ -269,6 +291,72 @@ async def _run_async(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> Awaitable[int]:
     return _run_async(args)
+
+
+async def _learn_async(args: argparse.Namespace) -> int:
+    from core.experts import home
+    from core.experts.learning import propose
+    from core.experts.package import load_package
+
+    pkg = load_package(home.package_dir(args.name))
+    async with cli_store(args.db) as store:
+        out = await propose(store, pkg, home.workspace(pkg.name), scope=args.scope,
+                            title=args.title, observation=args.observation,
+                            correction=args.correction, source=args.source,
+                            confidence=args.confidence, by=_operator())
+    if out["approval_id"]:
+        print(f"proposed: approval {out['approval_id']} (clawtower approve"
+              f" {out['approval_id']})")
+    else:
+        print(f"{'persisted' if out['tier'] == 'auto' else 'drafted'} ({out['tier']})")
+    return 0
+
+
+def _learn(args: argparse.Namespace) -> Awaitable[int]:
+    return _learn_async(args)
+
+
+async def _learnings_async(args: argparse.Namespace) -> int:
+    from core.experts import home
+    from core.experts.learning import project
+    from core.experts.package import load_package
+
+    pkg = load_package(home.package_dir(args.name))
+    async with cli_store(args.db) as store:
+        counts = await project(store, pkg, home.workspace(pkg.name))
+    if args.json:
+        print(json.dumps(counts))
+    else:
+        for scope, n in counts.items():
+            print(f"{scope}: {n} entries")
+    return 0
+
+
+def _learnings(args: argparse.Namespace) -> Awaitable[int]:
+    return _learnings_async(args)
+
+
+def _operator() -> str:
+    from .common import operator_name
+
+    return operator_name()
+
+
+async def _timeouts_async(args: argparse.Namespace) -> int:
+    from core.experts.timeouts import sweep
+
+    async with cli_store(args.db) as store:
+        done = await sweep(store)
+    if args.json:
+        print(json.dumps(done))
+    else:
+        for d in done:
+            print(f"{d['approval']} ({d['run']}): {d['action']}")
+    return 0
+
+
+def _timeouts(args: argparse.Namespace) -> Awaitable[int]:
+    return _timeouts_async(args)
 
 
 def _registry(args: argparse.Namespace) -> int:

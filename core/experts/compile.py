@@ -5,8 +5,8 @@ One checklist line becomes one or two steps:
   tier: `auto` runs; `confirm` is a preview step carrying an approval gate (the prompt states
   the policy's timeout and on_timeout) followed by the call, run only if approved (a
   rejection cancels the run); `manual` prints a draft and is done without executing;
-- a line naming a function is an `llm_task.invoke` stage with the function's body as prompt
-  and its declared outputs as the JSON schema;
+- a line naming a function is an `llm_task.invoke` stage with the function's body (plus its
+  approved learnings) as prompt and its declared outputs as the JSON schema;
 - the scratchpad line records the run in the scratchpad; any other line is an llm-task step
   whose notes are appended to the `state/*.md` file it names, if it names one.
 
@@ -28,6 +28,7 @@ from typing import Any
 
 from . import checks as ck
 from .bindings import ToolBinding
+from .learning import learnings_for
 from .package import Doc, Package, approval_tier, operations_named, steps_of
 
 CODE_RE = re.compile(r"`([^`]+)`")
@@ -179,7 +180,7 @@ def compile_process(pkg: Package, process: str, *, expert: str, workspace: Path,
     out_steps: list[dict[str, Any]] = []
     for step in steps:
         out_steps.extend(_compile_step(pkg, proc, step.text, step.index, st, bindings, retry,
-                                       timeout, on_timeout, expert))
+                                       timeout, on_timeout, expert, workspace))
     st.last_tool = None  # outputs take named values only, never "the latest tool result"
     fin = _env_inputs(st, _io(proc.meta, "outputs"), {})
     for fn, ref in st.fn_outputs.items():
@@ -200,7 +201,8 @@ def compile_process(pkg: Package, process: str, *, expert: str, workspace: Path,
 
 def _compile_step(pkg: Package, proc: Doc, text: str, index: int, st: _State,
                   bindings: dict[str, ToolBinding], retry: dict[str, Any] | None,
-                  timeout: Any, on_timeout: Any, expert: str) -> list[dict[str, Any]]:
+                  timeout: Any, on_timeout: Any, expert: str, workspace: Path
+                  ) -> list[dict[str, Any]]:
     base = {"EXPERT_STEP": text}
     ops = [(t, o) for t, o in operations_named(text)
            if t in pkg.tools and o in pkg.tools[t].operations()]
@@ -223,7 +225,11 @@ def _compile_step(pkg: Package, proc: Doc, text: str, index: int, st: _State,
             gate = st.new_id(f"confirm_{tool}_{op}")
             wait = (f" Waits {timeout}, then {on_timeout}." if isinstance(timeout, str)
                     else "")
-            out.append({"id": gate, "command": f"{_py()} preview", "env": env,
+            genv = dict(env)
+            if isinstance(timeout, str):  # read by core/experts/timeouts.py's sweep
+                genv["EXPERT_APPROVAL_TIMEOUT"] = timeout
+                genv["EXPERT_ON_TIMEOUT"] = str(on_timeout)
+            out.append({"id": gate, "command": f"{_py()} preview", "env": genv,
                         "approval": {"prompt": f"{expert} wants to run {tool}.{op} (step"
                                                f" {index + 1} of {proc.name}): approve?"
                                                + wait}})
@@ -237,8 +243,11 @@ def _compile_step(pkg: Package, proc: Doc, text: str, index: int, st: _State,
     if fn is not None:
         sid = st.new_id(fn.name.replace("-", "_"))
         env = {**base, **_env_inputs(st, _io(fn.meta, "inputs"), {})}
-        prompt = (f"{fn.body.strip()}\n\nAnswer as JSON matching the schema. The input items"
-                  " are the function's inputs.")
+        learned = learnings_for(workspace, fn.name)
+        prompt = (f"{fn.body.strip()}\n\n"
+                  + (f"## Learnings (apply them)\n\n{learned}\n\n" if learned else "")
+                  + "Answer as JSON matching the schema. The input items are the function's"
+                  " inputs.")
         schema = json.dumps(output_schema(fn), sort_keys=True)
         s: dict[str, Any] = {"id": sid, "env": env, "pipeline":
                              f"exec --json --shell {_sq(_py() + ' gather')} | llm_task.invoke"

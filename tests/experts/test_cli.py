@@ -219,3 +219,24 @@ def test_run_binds_an_abstract_tool_to_a_real_mcp_peer(
     clock = next(s for s in run_info["steps"] if s["id"] == "clock_now")
     assert clock["result"]["json"]["timezone"] == "Australia/Sydney"
     assert clock["result"]["json"]["datetime"][:2] == "20"
+
+
+def test_learn_confirm_then_approve_then_learnings(
+        expert_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "l.db")
+    assert run(capsys, "expert", "install", str(FIXTURE))[0] == 0
+    code, out, _ = run(capsys, "expert", "learn", "radiant-sales-expert", "--scope",
+                       "compose-response", "--title", "Shorter drafts", "--observation",
+                       "Drafts ran long", "--correction", "Keep to 3 paragraphs", "--db", db)
+    assert code == 0 and "proposed: approval" in out
+    approval = out.split("approval ")[1].split(" ")[0]
+    code, out, _ = run(capsys, "expert", "learnings", "radiant-sales-expert", "--json",
+                       "--db", db)
+    assert json.loads(out) == {}
+    assert run(capsys, "approve", approval, "--by", "ada", "--db", db)[0] == 0
+    code, out, _ = run(capsys, "expert", "learnings", "radiant-sales-expert", "--json",
+                       "--db", db)
+    assert json.loads(out) == {"compose-response": 1}
+    code, out, _ = run(capsys, "expert", "learn", "radiant-sales-expert", "--scope", "nope",
+                       "--title", "t", "--observation", "o", "--correction", "c", "--db", db)
+    assert code == 2
