@@ -245,6 +245,9 @@ def _bind(args: argparse.Namespace) -> int:
         raw["operations"] = ops
     p = write_binding(args.name, args.tool, raw)
     print(f"bound {args.name}:{args.tool} in {p}")
+    if home.compiled_dir(args.name).exists():  # compiled steps carry its input sources
+        for path in home.compile_all(args.name):
+            print(f"recompiled {path}")
     return 0
 
 
@@ -276,7 +279,7 @@ async def _run_async(args: argparse.Namespace) -> int:
     if args.process not in pkg.processes:
         raise ValidationError(f"{args.name}: no process {args.process!r} (has:"
                               f" {', '.join(pkg.processes)})")
-    home.init_state(pkg)
+    home.init_state(pkg, new_session=True)  # a run is an isolated session: reset session state
     path = home.compiled_dir(args.name) / f"{args.process}.lobster"
     async with cli_store(args.db) as store:
         if pkg.section("learning").get("enabled") is True:

@@ -657,7 +657,8 @@ def _process(ld: _Loader, d: Doc) -> bool:
     if sp is not None:
         p = sp.removeprefix("./")
         if ld.safe_path(p, f, "scratchpad") is not None and not p.startswith("scratch/"):
-            ld.warn(f, "scratchpad", f"{sp!r} is not under scratch/ (the spec's location)")
+            ld.err(f, "scratchpad", f"{sp!r} is not under scratch/ (the spec's location, and"
+                   " the only place runs may write scratch files)")
     ex = ld.mapping(m, "execution", f)
     if ex is not None:
         _execution(ld, ex, f, "execution.")

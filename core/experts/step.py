@@ -46,11 +46,23 @@ def _workspace() -> Path:
     return Path(os.environ["EXPERT_WORKSPACE"])
 
 
-def _scratch(line: str) -> None:
+def _scratch_path() -> Path | None:
+    """The run's scratchpad, which must stay under the workspace's scratch/ (its name is
+    built from run inputs: `../` in an input must not reach any other file)."""
     rel = os.environ.get("EXPERT_SCRATCH")
     if not rel:
+        return None
+    root = (_workspace() / "scratch").resolve()
+    p = (_workspace() / rel).resolve()
+    if root not in p.parents:
+        raise ValueError(f"scratchpad {rel!r} is outside {root}")
+    return p
+
+
+def _scratch(line: str) -> None:
+    p = _scratch_path()
+    if p is None:
         return
-    p = _workspace() / rel
     p.parent.mkdir(parents=True, exist_ok=True)
     with p.open("a", encoding="utf-8") as f:
         f.write(line.rstrip() + "\n")
@@ -105,7 +117,9 @@ def main(argv: list[str]) -> int:
             _scratch(f"- [x] {os.environ.get('EXPERT_STEP', '')} (inputs gathered)")
         elif action == "state":
             rel = os.environ["EXPERT_STATE_FILE"]
-            p = _workspace() / rel
+            p = (_workspace() / rel).resolve()
+            if (_workspace() / "state").resolve() not in p.parents:
+                raise ValueError(f"state file {rel!r} is outside the workspace's state/")
             note = os.environ.get("EXPERT_IN_" + "notes", "").strip()
             stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
             with p.open("a", encoding="utf-8") as f:
@@ -114,9 +128,9 @@ def main(argv: list[str]) -> int:
             _record(out)
         elif action == "finish":
             out = {"outputs": _inputs()}
-            scratch = os.environ.get("EXPERT_SCRATCH")
-            if scratch:
-                (_workspace() / scratch).unlink(missing_ok=True)
+            scratch = _scratch_path()
+            if scratch is not None:
+                scratch.unlink(missing_ok=True)
         else:
             sys.stderr.write(f"core.experts.step: unknown action {action!r}\n")
             return 2

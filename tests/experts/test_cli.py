@@ -74,6 +74,10 @@ def test_install_bind_validate_compile_registry_remove(
     code, out, _ = run(capsys, "expert", "compile", "radiant-sales-expert", "--out",
                        str(tmp_path / "out"))
     assert code == 0 and (tmp_path / "out" / "inbound-email-triage.lobster").exists()
+    assert run(capsys, "expert", "compile", "radiant-sales-expert")[0] == 0
+    code, out, _ = run(capsys, "expert", "bind", "radiant-sales-expert", "crm", "--mcp",
+                       sys.executable, "--arg", str(SERVER), "--op", "get_contact=find_contact")
+    assert code == 0 and "recompiled" in out and "inbound-email-triage.lobster" in out
     code, out, _ = run(capsys, "expert", "registry", "--json")
     reg = json.loads(out)
     assert reg[0]["outputs"] == ["email drafts", "deal triage reports", "pipeline summaries"]
@@ -240,3 +244,27 @@ def test_learn_confirm_then_approve_then_learnings(
     code, out, _ = run(capsys, "expert", "learn", "radiant-sales-expert", "--scope", "nope",
                        "--title", "t", "--observation", "o", "--correction", "c", "--db", db)
     assert code == 2
+
+
+def test_registry_file_and_session_state_reset(
+        expert_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from core.experts import home
+    from core.experts.package import load_package
+
+    assert run(capsys, "expert", "install", str(FIXTURE))[0] == 0
+    text = (expert_home / "EXPERTS.md").read_text()
+    assert "## radiant-sales-expert" in text
+    assert "- **Outputs:** email drafts, deal triage reports, pipeline summaries" in text
+    assert "- **Process** `inbound-email-triage`: End-to-end handling of an inbound sales" \
+           " email (trigger: new_email)" in text
+    ws = home.workspace("radiant-sales-expert")
+    (ws / "state" / "pipeline.md").write_text("deals we know\n")
+    (ws / "state" / "session-notes.md").write_text("notes of the last session\n")
+    pkg = load_package(home.package_dir("radiant-sales-expert"))
+    assert home.init_state(pkg) == []  # nothing is overwritten outside a new session
+    assert home.init_state(pkg, new_session=True) == ["state/session-notes.md"]
+    assert (ws / "state" / "pipeline.md").read_text() == "deals we know\n"
+    assert (ws / "state" / "session-notes.md").read_text() == (
+        FIXTURE / "state" / "session-notes.md").read_text()
+    assert run(capsys, "expert", "remove", "radiant-sales-expert")[0] == 0
+    assert "radiant-sales-expert" not in (expert_home / "EXPERTS.md").read_text()
