@@ -1,8 +1,9 @@
 """Mode 6: installed experts with their validation status and bindings, their runs, and the
-confirm gate a compiled run waits at (the same approval mode 2 decides)."""
+confirm gate a compiled run waits at, approved from mode 2 (the run then completes)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -16,7 +17,9 @@ from core.experts import home
 from core.experts.bindings import write_binding
 from core.workflows.service import Workflows
 from tui.app import ClawtowerApp
+from tui.modals import ConfirmScreen
 from tui.screens.experts import ExpertsScreen
+from tui.views import ApprovalList
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "radiant-sales-expert-fixture"
@@ -57,8 +60,10 @@ async def test_experts_mode_shows_status_bindings_runs_and_confirms(
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(text)
     home.install(str(pkg))
+    log = tmp_path / "calls.jsonl"
     write_binding("gate-expert", "crm", {"type": "mcp", "command": sys.executable,
-                                         "args": [str(SERVER)]})
+                                         "args": [str(SERVER)],
+                                         "env": {"SALES_MCP_CALLS": str(log)}})
     home.compile_all("gate-expert")
     db = str(tmp_path / "store.db")
     store = await open_store(db)
@@ -83,3 +88,17 @@ async def test_experts_mode_shows_status_bindings_runs_and_confirms(
         assert "gate-expert" in body and "2.1.0" in body and "crm → mcp crm" in body
         assert "gate-expert/note" in body and "paused" in body
         assert "confirm_crm_create_note" in body
+        # the confirm is decided in mode 2 like any approval: the run then completes
+        await pilot.press("2")
+        await until(pilot, lambda: approval in app.screen.query_one(ApprovalList))
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: approval not in app.model.approvals and any(
+            r["name"] == "gate-expert/note" and r["status"] == "ok"
+            for r in app.model.workflows), timeout=60)
+        await pilot.press("6")
+        await until(pilot, lambda: isinstance(app.screen, ExpertsScreen))
+        await until(pilot, lambda: "none" in shown(app.screen.query_one("#experts-body",
+                                                                        Static)))
+    assert [json.loads(x)["tool"] for x in log.read_text().splitlines()] == ["create_note"]
