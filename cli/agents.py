@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # loaded by the handlers: other commands start without pydant
 
 from . import llm_task as llm_task_cli
 from . import output
+from .common import add_config_option
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 ASK_SUBJECT = "llm-ask"
@@ -47,9 +48,7 @@ def _db_option() -> argparse.ArgumentParser:
 
 def _config_option() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", default=None, metavar="FILE",
-                        help="project config (default: $CLAWTOWER_CONFIG, else"
-                             " $CLAWTOWER_HOME/clawtower.yaml, else the built-in simulator)")
+    add_config_option(common)
     return common
 
 
@@ -69,10 +68,10 @@ def _add_agents_parser(
     asub = a.add_subparsers(dest="agents_cmd", metavar="ACTION", parser_class=type(a),
                             required=True)
     al = asub.add_parser("list", help="every agent of the config", parents=[_config_option()])
-    al.add_argument("--json", action="store_true")
+    al.add_argument("--json", action="store_true", help="print a JSON list")
     ash = asub.add_parser("show", help="one agent in full", parents=[_config_option()])
-    ash.add_argument("name", metavar="NAME")
-    ash.add_argument("--json", action="store_true")
+    ash.add_argument("name", metavar="NAME", help="the agent")
+    ash.add_argument("--json", action="store_true", help="print the agent as JSON")
 
 
 def _budgets(a: AgentConfig) -> str:
@@ -156,7 +155,8 @@ def _add_ask_parser(llm_sub: Any) -> None:
     a.add_argument("text", metavar="TEXT", help="the question ('-' reads it from stdin)")
     a.add_argument("--max-tokens", type=int, default=None, metavar="N",
                    help="cap on the reply (default: the agent's max_output_tokens)")
-    a.add_argument("--temperature", type=float, default=None, metavar="T")
+    a.add_argument("--temperature", type=float, default=None, metavar="T",
+                   help="0 to 2 (default: the agent's temperature)")
     a.add_argument("--subject", default=ASK_SUBJECT, metavar="ID",
                    help=f"what the usage is recorded under (default {ASK_SUBJECT})")
     a.add_argument("--tools", action="store_true",

@@ -15,16 +15,19 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a = subparsers.add_parser("approvals", help="pending approvals, every kind, one list")
-    a.add_argument("--json", action="store_true")
+    a.add_argument("--json", action="store_true", help="print a JSON list")
     a.add_argument("--all", action="store_true", help="include decided ones")
     ap = subparsers.add_parser("approve", help="approve a pending item")
-    ap.add_argument("id")
-    ap.add_argument("--by", default=None, metavar="NAME")
-    ap.add_argument("--reason", default="")
+    ap.add_argument("id", help="the approval (see `clawtower approvals`)")
+    ap.add_argument("--by", default=None, metavar="NAME",
+                    help="who approves (default: $CLAWTOWER_OPERATOR, else your login)")
+    ap.add_argument("--reason", default="", help="why (recorded with the decision)")
     rj = subparsers.add_parser("reject", help="reject a pending item")
-    rj.add_argument("id")
-    rj.add_argument("--reason", default="")
-    rj.add_argument("--by", default=None, metavar="NAME")
+    rj.add_argument("id", help="the approval (see `clawtower approvals`)")
+    rj.add_argument("--reason", default="",
+                    help="why (recorded with the decision; a rejected workflow gate's run too)")
+    rj.add_argument("--by", default=None, metavar="NAME",
+                    help="who rejects (default: $CLAWTOWER_OPERATOR, else your login)")
     a.set_defaults(handler=cmd_approvals)
     ap.set_defaults(handler=partial(cmd_decide, approve=True))
     rj.set_defaults(handler=partial(cmd_decide, approve=False))

@@ -67,6 +67,22 @@ def default_agents_file() -> str | None:
     return default_agents()
 
 
+CONFIG_HELP = ("the agents file: a project config (clawtower.yaml; may name real providers)"
+               " or a simulator script (default: $CLAWTOWER_CONFIG, else"
+               " $CLAWTOWER_HOME/clawtower.yaml, else $CLAWTOWER_HOME/agents.yaml, else the"
+               " built-in simulator)")
+
+
+def add_config_option(parser: argparse.ArgumentParser, *legacy: str) -> None:
+    """`--config FILE`: the one way to name the agents file, on every command that uses agents.
+    `legacy` spellings (older --agents / --agents-file) still work but are not listed."""
+    parser.add_argument("--config", dest="config", default=None, metavar="FILE",
+                        help=CONFIG_HELP)
+    for flag in legacy:
+        parser.add_argument(flag, dest="config", default=None, metavar="FILE",
+                            help=argparse.SUPPRESS)
+
+
 def load_agents(path: str | None) -> AgentSet:
     """The agents of `path` (a config or simulator script), else the built-in simulator."""
     if path:

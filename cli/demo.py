@@ -12,16 +12,25 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from core.config import effects_journal, home
-from core.errors import ValidationError
+from core.config import default_db, effects_journal
+from core.errors import StoreError, ValidationError
 
 # The engine, the store and YAML are imported by the handler: `clawtower --help` builds this
 # parser and must not load them.
 from . import output
 
+if TYPE_CHECKING:
+    from tui.protocol import ConsoleApp
+
 DEMO_DIR = Path(__file__).resolve().parents[1] / "examples" / "demo"
+# The meeting the console demo starts: agents scripted in examples/demo/agents.yaml to take
+# about 6 s a round and agree in round 7, so it can be watched, stopped or granted rounds.
+DEMO_MEETING = (["ops", "dev", "sec"], "Ship the invoice schema migration on Friday?", 9)
+DEMO_WORKFLOW = ("release.lobster", {"version": "1.4.0"})  # in examples/workflows/
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,9 +50,70 @@ def demo_dir() -> Path:
     return d
 
 
+DEMO_ACTOR = "demo"  # the actor of everything the demo itself creates
+
+
 def _reset(db: Path) -> None:
     for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), effects_journal(db)):
         p.unlink(missing_ok=True)
+
+
+def _pick_another(db: Path) -> str:
+    return (f"{db} is left untouched. Run the demo on another store: `clawtower demo --db PATH`"
+            " (then give every command the same --db), or set CLAWTOWER_HOME=DIR for a"
+            " fresh home")
+
+
+def demo_store_owner(db: Path) -> tuple[int, str | None]:
+    """(events in the store at `db`, the first one's actor). Read-only: never migrates,
+    never checkpoints. A file that is not a clawtower store is refused, never replaced."""
+    import sqlite3
+    import urllib.parse
+
+    uri = f"file:{urllib.parse.quote(str(db.resolve()))}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            n = int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+            first = conn.execute("SELECT actor FROM events ORDER BY seq LIMIT 1").fetchone()
+            # entities an operator (or anyone but the demo) created in the demo's store
+            others = conn.execute(
+                "SELECT count(*) FROM events WHERE type IN ('task.created', 'workflow.started')"
+                " AND actor != ?", (DEMO_ACTOR,)).fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        raise StoreError(f"demo: {db} is not a clawtower store; {_pick_another(db)}") from None
+    if n and (first is None or first[0] != DEMO_ACTOR):
+        raise StoreError(f"demo: {db} holds a store the demo did not make ({n} events, the"
+                         f" first by {first[0] if first else '?'!r}); {_pick_another(db)}")
+    if others:
+        raise StoreError(f"demo: {db} is an earlier demo's store, but {others} task(s) or"
+                         f" run(s) in it were created by someone else; {_pick_another(db)}")
+    return n, first[0] if first else None
+
+
+def claim_store(db: Path) -> str | None:
+    """Make `db` ready for the demo. A missing or empty store is used as it is; an earlier
+    demo's store is replaced (the line returned says so); anything else is refused (a
+    StoreError naming the file and how to pick another): the demo never wipes data it did
+    not create."""
+    if not db.exists():
+        db.parent.mkdir(parents=True, exist_ok=True)
+        return None
+    if db.is_dir():
+        raise StoreError(f"demo: {db} is a folder, not a store file; {_pick_another(db)}")
+    n, _ = demo_store_owner(db)
+    if n == 0:
+        return None
+    _reset(db)
+    return f"clawtower demo: replaced the earlier demo's store at {db} ({n} events)"
+
+
+def db_flag(db: Path | str) -> str:
+    """` --db PATH` for the commands the demo prints, or nothing for the default store:
+    what the demo tells you to type works as typed."""
+    return "" if Path(db) == default_db() else f" --db {db}"
 
 
 async def seed(db: str, specs_dir: Path) -> list[str]:
@@ -54,7 +124,7 @@ async def seed(db: str, specs_dir: Path) -> list[str]:
         tasks = Tasks(store)
         ids = []
         for f in sorted(specs_dir.glob("*.yaml")):
-            ids.append(await tasks.create(load_spec(f), actor="demo", source=f.name))
+            ids.append(await tasks.create(load_spec(f), actor=DEMO_ACTOR, source=f.name))
         return ids
     finally:
         await store.close()
@@ -88,8 +158,8 @@ async def summary(db: str) -> str:
                 full = await Tasks(store).get(t["id"])
                 c = full["circuit"] or {}
                 lines += [f"\n{t['id']} opened its circuit: {c.get('failure_summary', '')}",
-                          "  unblock: clawtower task transition "
-                          f"{t['id']} execution_ready --as orchestrator --reason '...'"]
+                          f"  unblock: clawtower task unblock {t['id']} retry|revise|abandon"
+                          f" --reason '...'{db_flag(db)}"]
             if t["phase"] == "spec_draft":
                 lines.append(f"\n{t['id']} waits in spec_draft: {t['phase_reason']}")
         if pending:
@@ -97,12 +167,32 @@ async def summary(db: str) -> str:
             for a in pending:
                 lines.append(f"  {a['id']}  {a['title']}")
                 lines += [f"      {ln}" for ln in a["preview"].splitlines()]
-            lines.append(f"\napprove with: clawtower approve {pending[0]['id']} --db {db}"
-                         f"\nthen let the engine resume it: clawtower serve --until-idle --db {db}")
+            lines.append(f"\napprove with: clawtower approve {pending[0]['id']}{db_flag(db)}"
+                         "\nthen let the engine resume it: clawtower serve --until-idle"
+                         f"{db_flag(db)}")
         lines.append(f"\nevents: {await store.last_seq()}   store: {db}")
         return "\n".join(lines)
     finally:
         await store.close()
+
+
+def live_acts(demo: Path) -> list[Callable[[ConsoleApp], None]]:
+    """What the console demo starts once it has loaded, so every mode has something alive:
+    a meeting paced for a human (mode 3) and a release workflow waiting at its approval gate
+    (modes 5 and 2). Each act is `act(app)`; later features (sessions, flows) add theirs
+    here."""
+
+    def meeting(app: ConsoleApp) -> None:
+        names, topic, rounds = DEMO_MEETING
+        app.start_meeting(names, topic, rounds, show=False)
+
+    def workflow(app: ConsoleApp) -> None:
+        name, wf_args = DEMO_WORKFLOW
+        path = demo.parent / "workflows" / name
+        if path.is_file():  # a CLAWTOWER_DEMO_DIR of one's own may have no workflows
+            app.start_workflow(str(path), wf_args, show=False, by=DEMO_ACTOR)
+
+    return [meeting, workflow]
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -117,19 +207,25 @@ def run_demo(args: argparse.Namespace) -> int:
         raise ValidationError(f"--speed: must be a number >= 0, got {args.speed}")
     d = demo_dir()
     script: SimScript = load_script(d / "agents.yaml").model_copy(update={"speed": args.speed})
-    given = getattr(args, "db_given", False)
-    db = Path(args.db) if given else home() / "demo.db"
-    if not given:
-        db.parent.mkdir(parents=True, exist_ok=True)
-        _reset(db)
+    db = Path(args.db)  # the same default store as every other command
+    replaced = claim_store(db)
+    if replaced:
+        print(replaced, flush=True)
     ids = asyncio.run(seed(str(db), d / "specs"))
     print(f"clawtower demo: seeded {len(ids)} tasks into {db}", flush=True)
     if not args.headless:
         from tui.app import run_console
 
         agents = agents_with_speed(d / "agents.yaml", args.speed)
+        acts = live_acts(d)
+
+        def on_loaded(app: ConsoleApp) -> None:
+            for act in acts:
+                act(app)
+
         try:
-            return run_console(str(db), run_engine=True, agents_script=agents, operator=None)
+            return run_console(str(db), run_engine=True, agents_file=agents, operator=None,
+                               on_loaded=on_loaded)
         finally:
             if agents != str(d / "agents.yaml"):
                 Path(agents).unlink(missing_ok=True)

@@ -19,6 +19,8 @@ from typing import Any
 
 from core.errors import ValidationError
 
+from .common import add_config_option
+
 SUBJECT = "llm-task"
 DEFAULT_PROMPT = ("Return the JSON value for INPUT_JSON that the task needs; it must match the"
                   " JSON Schema you were given.")
@@ -33,9 +35,7 @@ def add_task_parser(llm_sub: Any, parents: list[argparse.ArgumentParser]) -> Non
     t.add_argument("--input", default=None, metavar="I.json",
                    help="input JSON file (default: null)")
     t.add_argument("--prompt", default=None, metavar="TEXT", help="what to do with the input")
-    t.add_argument("--config", "--agents-file", dest="config", default=None, metavar="FILE",
-                   help="project config (default: $CLAWTOWER_CONFIG, else"
-                        " $CLAWTOWER_HOME/clawtower.yaml, else the built-in simulator)")
+    add_config_option(t, "--agents-file")
     t.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="seconds per model call (default 60)")
     t.add_argument("--max-tokens", type=int, default=None, metavar="N",

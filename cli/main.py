@@ -33,7 +33,7 @@ from . import (
     tools,
     workflow,
 )
-from .common import CommandParser, default_agents, operator_name
+from .common import CommandParser, add_config_option, default_agents_file, operator_name
 
 # The command groups, in the order `clawtower --help` lists them.
 COMMAND_GROUPS: tuple[ModuleType, ...] = (
@@ -44,7 +44,7 @@ COMMAND_GROUPS: tuple[ModuleType, ...] = (
 def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(prog="clawtower",
                       description="Multi-agent orchestration engine with an operator console.")
-    p.add_argument("--agents", metavar="FILE", help="simulated agents script (YAML)")
+    add_config_option(p, "--agents")  # for the console (no COMMAND)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(sub)
@@ -58,7 +58,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
         store_check(args.db)
         return run_console(args.db, run_engine=True,
-                           agents_script=args.agents or default_agents(),
+                           agents_file=args.config or default_agents_file(),
                            operator=operator_name())
     result = handler(args)
     if isinstance(result, int):

@@ -10,7 +10,13 @@ from core.config import home
 from core.errors import ValidationError
 
 from . import output
-from .common import default_agents_file, load_agents, operator_name, with_store
+from .common import (
+    add_config_option,
+    default_agents_file,
+    load_agents,
+    operator_name,
+    with_store,
+)
 
 if TYPE_CHECKING:
     from core.meetings.coordinator import MeetingConfig
@@ -23,30 +29,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     msub = m.add_subparsers(dest="meeting_cmd", metavar="ACTION",
                             required=True)
     mr = msub.add_parser("run", help="run a meeting to its end, print the result")
-    mr.add_argument("--topic", required=True, metavar="TEXT")
+    mr.add_argument("--topic", required=True, metavar="TEXT", help="the question put to them")
     mr.add_argument("--agents", dest="participants", required=True, metavar="A,B,C",
                     help="the participants, comma-separated (at least two)")
-    mr.add_argument("--max-rounds", type=int, default=5, metavar="N")
-    mr.add_argument("--summary-tokens", type=int, default=500, metavar="N")
+    mr.add_argument("--max-rounds", type=int, default=5, metavar="N",
+                    help="give up without consensus after N rounds (default 5)")
+    mr.add_argument("--summary-tokens", type=int, default=500, metavar="N",
+                    help="the rolling summary's size in tokens (default 500)")
     mr.add_argument("--minutes-dir", default=None, metavar="DIR",
                     help="where the Markdown minutes go (default: $CLAWTOWER_HOME/minutes)")
-    mr.add_argument("--agents-file", default=None, metavar="FILE",
-                    help="agents file: a simulator script, optionally with real `providers:`"
-                         " (default: $CLAWTOWER_HOME/agents.yaml, else the built-in cast)")
+    add_config_option(mr, "--agents-file")
     mr.add_argument("--json", action="store_true", help="print the meeting as JSON at the end")
     ml = msub.add_parser("list", help="meetings, newest first")
-    ml.add_argument("--json", action="store_true")
+    ml.add_argument("--json", action="store_true", help="print a JSON list")
     ms = msub.add_parser("show", help="a meeting's rounds, stances and summary")
-    ms.add_argument("id")
-    ms.add_argument("--json", action="store_true")
+    ms.add_argument("id", metavar="ID", help="the meeting (see `meeting list`)")
+    ms.add_argument("--json", action="store_true", help="print the meeting as JSON")
     mst = msub.add_parser("stop", help="stop a running meeting after its current round")
-    mst.add_argument("id")
-    mst.add_argument("--reason", default="")
-    mst.add_argument("--by", default=None, metavar="NAME")
+    mst.add_argument("id", metavar="ID", help="the running meeting")
+    mst.add_argument("--reason", default="", help="why (recorded with the request)")
+    mst.add_argument("--by", default=None, metavar="NAME",
+                     help="who asks (default: $CLAWTOWER_OPERATOR, else your login)")
     mg = msub.add_parser("grant", help="grant a running meeting N more rounds")
-    mg.add_argument("id")
-    mg.add_argument("n", type=int, metavar="N")
-    mg.add_argument("--by", default=None, metavar="NAME")
+    mg.add_argument("id", metavar="ID", help="the running meeting")
+    mg.add_argument("n", type=int, metavar="N", help="how many more rounds (at least 1)")
+    mg.add_argument("--by", default=None, metavar="NAME",
+                    help="who grants (default: $CLAWTOWER_OPERATOR, else your login)")
     m.set_defaults(handler=cmd_meeting)
 
 
@@ -72,8 +80,7 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
     if mc == "run":
         # everything is checked before the store is opened: bad input writes nothing
         config = _meeting_config(args)
-        script_path = (args.agents_file or getattr(args, "agents", None)
-                       or default_agents_file())
+        script_path = args.config or default_agents_file()
         agents = load_agents(script_path)
         from core.meetings.coordinator import validate as validate_meeting
 

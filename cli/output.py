@@ -42,6 +42,7 @@ def event_line(e: StoredEvent) -> str:
 
 
 def task_detail(t: dict[str, Any]) -> str:
+    from core.describe import verdict_label
     spec = t["spec"]
     out = [f"{t['id']}  {t['title']}",
            f"phase: {t['phase']}   attempts: {t['attempts']}   spec ok: {bool(t['spec_ok'])}"]
@@ -57,6 +58,9 @@ def task_detail(t: dict[str, Any]) -> str:
                 f"  attempts: {c['attempts']}",
                 f"  last good artifact: {c['last_good_artifact'] or '(none)'}",
                 "  unblock options:"] + [f"    - {o}" for o in c["unblock_options"]]
+        if t["phase"] == "circuit_open":
+            out.append(f"  act: clawtower task unblock {t['id']} retry|revise|abandon"
+                       " [--reason TEXT]")
     out.append("history:")
     for h in t["history"]:
         out.append(f"  {h['seq']:>5} {ts(h['at'])} {h['from_phase']} -> {h['to_phase']}"
@@ -64,7 +68,8 @@ def task_detail(t: dict[str, Any]) -> str:
     if t["reviews"]:
         out.append("reviews:")
         for r in t["reviews"]:
-            out.append(f"  {r['seq']:>5} {r['stage']} attempt {r['attempt']}: {r['verdict']}"
+            out.append(f"  {r['seq']:>5} {r['stage']} attempt {r['attempt']}:"
+                       f" {verdict_label(r['verdict'])}"
                        f" by {r['reviewer']}")
             for f in r["findings"]:
                 ref = f"{f['ref']}: " if f.get("ref") else ""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from core.config import effects_journal
 
 from . import output
-from .common import default_agents_file, load_agents, with_store
+from .common import add_config_option, default_agents_file, load_agents, with_store
 
 if TYPE_CHECKING:
     import asyncio
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = subparsers.add_parser("serve", help="run the engine without a console")
-    s.add_argument("--agents", metavar="FILE", help="simulated agents script (YAML)")
+    add_config_option(s, "--agents")
     s.add_argument("--until-idle", action="store_true",
                    help="exit once nothing more can happen without a human")
     s.set_defaults(handler=cmd_serve)
@@ -79,7 +79,7 @@ async def print_progress(store: SQLiteStore, seq: int, quiet: bool,
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
-    path = args.agents or default_agents_file()
+    path = args.config or default_agents_file()
     # a bad agents file or config fails before the store is opened
     agents = load_agents(path)
 

@@ -2,9 +2,9 @@
 
 `open_store` creates (and migrates) a missing file, which is right for a command that writes
 but not for one that only looks: a mistyped `--db` would answer "nothing here" and leave a
-stray store behind. A reading command on a missing file runs instead against an empty store
-in a temporary folder (so it prints exactly what an empty store prints) and says so on
-stderr; an id it was asked to show is then unknown, and the error names the missing file.
+stray store behind. A reading command on a missing file fails instead (exit 2, one line
+naming the file), creating neither the file nor its folders: an empty answer with exit 0
+would pass for "nothing pending" in a script.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.errors import NotFound
+from core.errors import StoreError
 
 if TYPE_CHECKING:
     from core.store import SQLiteStore
@@ -23,6 +23,12 @@ if TYPE_CHECKING:
 
 def no_store(db: str) -> str:
     return f"no store at {db} yet (nothing has run with this --db)"
+
+
+def missing_store(db: str) -> StoreError:
+    """The error of a reading command on a store that does not exist."""
+    return StoreError(f"{no_store(db)}; `clawtower demo` or `clawtower task create SPEC`"
+                      " makes one, --db PATH picks another")
 
 
 def note_no_store(db: str) -> None:
@@ -43,29 +49,17 @@ def _missing(db: Path) -> bool:
 
 @asynccontextmanager
 async def cli_store(db: str, *, read_only: bool = False) -> AsyncIterator[SQLiteStore]:
-    """The store at `db`. With `read_only` and no file at `db`, an empty stand-in that is
-    gone afterwards: a normal exit writes one line on stderr naming `db`, and a NotFound (an
-    id the command was asked for) is raised again naming `db` too."""
+    """The store at `db`. With `read_only` and no file at `db`, a StoreError naming `db`
+    (nothing is created)."""
     from core.store import open_store  # here: `--help` and usage errors never load the store
 
-    if not read_only or not _missing(Path(db)):
-        store = await open_store(db)
-        try:
-            yield store
-        finally:
-            await store.close()
-        return
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="clawtower-empty-") as tmp:
-        store = await open_store(Path(tmp) / "empty.db")
-        try:
-            yield store
-        except NotFound as exc:
-            raise NotFound(f"{exc}; {no_store(db)}") from None
-        finally:
-            await store.close()
-    note_no_store(db)
+    if read_only and _missing(Path(db)):
+        raise missing_store(db)
+    store = await open_store(db)
+    try:
+        yield store
+    finally:
+        await store.close()
 
 
 async def wait_for_store(db: str, poll_s: float = 0.2) -> None:
@@ -80,4 +74,4 @@ async def wait_for_store(db: str, poll_s: float = 0.2) -> None:
         await asyncio.sleep(poll_s)
 
 
-__all__ = ["cli_store", "no_store", "note_no_store", "wait_for_store"]
+__all__ = ["cli_store", "missing_store", "no_store", "note_no_store", "wait_for_store"]

@@ -17,29 +17,46 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    t = subparsers.add_parser("task", help="create, list, show, move and review tasks")
-    tsub = t.add_subparsers(dest="task_cmd", metavar="ACTION",
-                            required=True)
+    t = subparsers.add_parser(
+        "task", help="create, list, show, review tasks; unblock, retry or cancel them")
+    tsub = t.add_subparsers(dest="task_cmd", metavar="ACTION", required=True)
     tc = tsub.add_parser("create", help="create a task from a spec file")
-    tc.add_argument("spec", metavar="SPEC.yaml")
-    tc.add_argument("--json", action="store_true")
+    tc.add_argument("spec", metavar="SPEC.yaml", help="the spec (YAML or JSON)")
+    tc.add_argument("--json", action="store_true", help="print the new task as JSON")
     tu = tsub.add_parser("update-spec", help="replace a draft task's spec")
-    tu.add_argument("id")
-    tu.add_argument("spec", metavar="SPEC.yaml")
+    tu.add_argument("id", metavar="ID", help="the task, e.g. T-5")
+    tu.add_argument("spec", metavar="SPEC.yaml", help="the revised spec")
     tl = tsub.add_parser("list", help="list tasks")
-    tl.add_argument("--phase", metavar="P")
-    tl.add_argument("--json", action="store_true")
+    tl.add_argument("--phase", metavar="P", help="only tasks in this phase")
+    tl.add_argument("--json", action="store_true", help="print a JSON list")
     tsh = tsub.add_parser("show", help="a task's history, reviews, attempts, artifacts")
-    tsh.add_argument("id")
-    tsh.add_argument("--json", action="store_true")
-    tt = tsub.add_parser("transition", help="move a task's phase (orchestrator only)")
-    tt.add_argument("id")
-    tt.add_argument("phase")
-    tt.add_argument("--as", dest="role", required=True, metavar="ROLE")
-    tt.add_argument("--reason", required=True)
-    tt.add_argument("--by", default=None, metavar="NAME")
+    tsh.add_argument("id", metavar="ID", help="the task, e.g. T-3")
+    tsh.add_argument("--json", action="store_true", help="print the task as JSON")
+    for name, help_, choice in (
+            ("unblock", "unblock a circuit_open task with one of its options", True),
+            ("retry", "give a circuit_open task a fresh attempt budget", False),
+            ("cancel", "end an unfinished task (failed); withdraws its pending approval",
+             False)):
+        oc = tsub.add_parser(name, help=help_ + " (the orchestrator executes it)")
+        oc.add_argument("id", metavar="ID", help="the task, e.g. T-3")
+        if choice:
+            oc.add_argument("choice", metavar="CHOICE",
+                            help="retry (execution_ready: a fresh attempt budget), revise"
+                                 " (spec_draft: edit the spec, review again) or abandon"
+                                 " (failed)")
+        oc.add_argument("--reason", default="", help="why (recorded with the command)")
+        oc.add_argument("--by", default=None, metavar="NAME",
+                        help="the operator (default: $CLAWTOWER_OPERATOR, else your login)")
+    tt = tsub.add_parser("transition", help="move a task's phase as a protocol role (testing;"
+                         " operators use unblock, retry, cancel)")
+    tt.add_argument("id", metavar="ID", help="the task")
+    tt.add_argument("phase", metavar="PHASE", help="the phase to move to")
+    tt.add_argument("--as", dest="role", required=True, metavar="ROLE",
+                    help="the acting role; only orchestrator may move phases")
+    tt.add_argument("--reason", required=True, help="why (recorded in the history)")
+    tt.add_argument("--by", default=None, metavar="NAME", help="the actor's name")
     tr = tsub.add_parser("review", help="append a spec or quality review")
-    tr.add_argument("id")
+    tr.add_argument("id", metavar="ID", help="the task")
     tr.add_argument("--as", dest="role", required=True, metavar="ROLE",
                     help="spec_reviewer or quality_reviewer")
     tr.add_argument("--verdict", required=True,
@@ -47,9 +64,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tr.add_argument("--finding", action="append", default=[], metavar="TEXT",
                     help="a finding; 'path:line: text' references a file (repeatable)")
     tr.add_argument("--risk", choices=["low", "medium", "high"], help="quality reviews")
-    tr.add_argument("--maintainability", default="", help="quality reviews")
-    tr.add_argument("--test-gap", action="append", default=[], help="quality reviews")
-    tr.add_argument("--by", default=None, metavar="NAME")
+    tr.add_argument("--maintainability", default="", help="quality reviews: a short note")
+    tr.add_argument("--test-gap", action="append", default=[], metavar="TEXT",
+                    help="quality reviews: a missing test (repeatable)")
+    tr.add_argument("--by", default=None, metavar="NAME", help="the reviewer's name")
     t.set_defaults(handler=cmd_task)
 
 
@@ -57,6 +75,7 @@ async def cmd_task(args: argparse.Namespace) -> int:
     # Every input is checked before the store is opened: a bad spec file, phase or role
     # must not leave a store behind (nor the WAL files of a fresh one).
     from core.tasks.commands import parse_finding
+    from core.tasks.operator import parse_choice
     from core.tasks.service import Tasks
     from core.tasks.spec import load_spec
 
@@ -68,6 +87,7 @@ async def cmd_task(args: argparse.Namespace) -> int:
     elif tc == "transition":
         phase = parse_phase(args.phase, "PHASE")
     role = parse_role(args.role) if tc in ("transition", "review") else None
+    choice = parse_choice(args.choice) if tc == "unblock" else None
     findings = [parse_finding(f) for f in args.finding] if tc == "review" else []
 
     async def run(store: SQLiteStore) -> int:
@@ -106,6 +126,11 @@ async def cmd_task(args: argparse.Namespace) -> int:
             r = await tasks.transition(args.id, phase, args.reason, role=role,
                                        actor=args.by or operator_name())
             print(f"{r['task']}: {r['from']} -> {r['to']}")
+            return 0
+        if tc in ("unblock", "retry", "cancel"):
+            by = args.by or operator_name()
+            r = await tasks.command(args.id, tc, by=by, choice=choice, reason=args.reason)
+            print(f"{r['task']}: {r['from']} -> {r['to']} ({tc} by {by})")
             return 0
         if tc == "review":
             assert role is not None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the registry loads the MCP SDK (~0.8 s): only `tools` comma
     from core.tools.registry import ToolInfo, ToolRegistry
 
 from . import output
+from .common import add_config_option
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -38,21 +39,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
                         help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
-    common.add_argument("--config", default=None, metavar="FILE",
-                        help="project config with mcp_servers: (default: $CLAWTOWER_CONFIG,"
-                             " else $CLAWTOWER_HOME/clawtower.yaml)")
+    add_config_option(common)  # its agents' tool allow-lists and its mcp_servers:
     common.add_argument("--agent", default=None, metavar="A",
                         help="only what this agent's tool allow-list lets it see and call")
-    common.add_argument("--json", action="store_true")
+    common.add_argument("--json", action="store_true", help="print JSON")
     sub.add_parser("list", help="every tool: name, source, pin status, description",
                    parents=[common])
     c = sub.add_parser("call", help="run a tool (the real one) and print its result",
                        parents=[common])
-    c.add_argument("name", metavar="NAME")
+    c.add_argument("name", metavar="NAME", help="the tool (see `tools list`)")
     c.add_argument("--args", default="{}", metavar="JSON", help="the arguments, a JSON object")
     p = sub.add_parser("pin", help="ask again to pin a tool whose definition was rejected"
                                    " (a new approval in the approvals list)", parents=[common])
-    p.add_argument("name", metavar="NAME")
+    p.add_argument("name", metavar="NAME", help="the tool whose definition was rejected")
 
 
 def _allow_list(args: argparse.Namespace) -> list[str] | None:

@@ -42,32 +42,53 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     c = [_common()]
     r = sub.add_parser("run", parents=c, help="run a workflow file; prints Lobster's envelope")
     r.add_argument("path", nargs="?", metavar="FILE", help="the workflow (or --file)")
-    r.add_argument("--file", default=None, metavar="FILE")
-    r.add_argument("--args-json", default=None, metavar="JSON")
+    r.add_argument("--file", default=None, metavar="FILE", help="the workflow (Lobster's flag)")
+    r.add_argument("--args-json", default=None, metavar="JSON",
+                   help="the workflow's args, a JSON object")
     r.add_argument("--dry-run", action="store_true", help="print the plan to stderr, run nothing")
     r.add_argument("--mode", default="tool", help=argparse.SUPPRESS)  # Lobster's; always tool
     rs = sub.add_parser("resume", parents=c, help="approve, reject, answer or cancel a gate")
-    rs.add_argument("--token", default=None)
-    rs.add_argument("--id", default=None, metavar="APPROVAL_ID")
-    rs.add_argument("--approve", "--decision", dest="approve", default=None, metavar="yes|no")
-    rs.add_argument("--response-json", default=None, metavar="JSON")
-    rs.add_argument("--cancel", nargs="?", const="true", default=None, metavar="BOOL")
+    rs.add_argument("--token", default=None, help="the resumeToken of the run's envelope")
+    rs.add_argument("--id", default=None, metavar="APPROVAL_ID",
+                    help="or the gate's approval id (see `clawtower approvals`)")
+    rs.add_argument("--approve", "--decision", dest="approve", default=None, metavar="yes|no",
+                    help="an approval gate: yes continues the run, no cancels it")
+    rs.add_argument("--response-json", default=None, metavar="JSON",
+                    help="an input gate: the answer, checked against its schema")
+    rs.add_argument("--cancel", nargs="?", const="true", default=None, metavar="BOOL",
+                    help="withdraw the gate and cancel the run")
     rs.add_argument("--by", default=None, metavar="NAME",
                     help="approver (default: $LOBSTER_APPROVAL_APPROVED_BY)")
     ls = sub.add_parser("list", parents=c, help="workflow runs, newest first")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true", help="print a JSON list")
     sh = sub.add_parser("show", parents=c, help="a run's steps, results and gate")
-    sh.add_argument("id")
-    sh.add_argument("--json", action="store_true")
+    sh.add_argument("id", metavar="ID", help="the run, e.g. W-2")
+    sh.add_argument("--json", action="store_true", help="print the run as JSON")
     ca = sub.add_parser("cancel", parents=c, help="cancel a paused (or abandoned) run")
-    ca.add_argument("id")
-    ca.add_argument("--reason", default="")
-    ca.add_argument("--by", default=None, metavar="NAME")
+    ca.add_argument("id", metavar="ID", help="the run, e.g. W-2")
+    ca.add_argument("--reason", default="", help="why (recorded on the run)")
+    ca.add_argument("--by", default=None, metavar="NAME",
+                    help="who cancels (default: $CLAWTOWER_OPERATOR, else your login)")
+    rc = sub.add_parser("recover", parents=c,
+                        help="adopt a run whose process died, or settle its interrupted step")
+    rc.add_argument("id", metavar="ID", help="the run, e.g. W-2")
+    what = rc.add_mutually_exclusive_group()
+    what.add_argument("--retry", dest="decision", action="store_const", const="retry",
+                      help="run the interrupted step again")
+    what.add_argument("--skip", dest="decision", action="store_const", const="skip",
+                      help="count the interrupted step as skipped and go on")
+    what.add_argument("--cancel", dest="decision", action="store_const", const="cancel",
+                      help="cancel the run")
+    rc.add_argument("--reason", default="", help="why (recorded on the run)")
+    rc.add_argument("--by", default=None, metavar="NAME",
+                    help="who decides (default: $CLAWTOWER_OPERATOR, else your login)")
     g = sub.add_parser("graph", parents=c, help="draw a workflow's steps (mermaid by default)")
-    g.add_argument("path", nargs="?", metavar="FILE")
-    g.add_argument("--file", default=None, metavar="FILE")
-    g.add_argument("--format", default="mermaid", metavar="|".join(GRAPH_FORMATS))
-    g.add_argument("--args-json", default=None, metavar="JSON")
+    g.add_argument("path", nargs="?", metavar="FILE", help="the workflow (or --file)")
+    g.add_argument("--file", default=None, metavar="FILE", help="the workflow")
+    g.add_argument("--format", default="mermaid", metavar="|".join(GRAPH_FORMATS),
+                   help="the drawing's format (default mermaid)")
+    g.add_argument("--args-json", default=None, metavar="JSON",
+                   help="args to resolve conditions with, a JSON object")
     w.set_defaults(handler=cmd_workflow)
 
 
@@ -178,6 +199,9 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
             else:
                 print(_detail(run))
             return 0
+        if wc == "recover":
+            return _print(await wf.recover(args.id, args.decision, by=args.by or _operator(),
+                                           reason=args.reason))
         if wc == "cancel":
             await wf.cancel(args.id, by=args.by or _operator(), reason=args.reason)
             print(f"{args.id}: cancelled")
@@ -225,17 +249,21 @@ def _detail(run: dict[str, Any]) -> str:
     lines = [f"{run['id']}: {run['name']} ({run['file']})",
              f"  status: {run['status']}   steps: {run['steps_done']}/{run['steps_total']}"]
     if run.get("driver") == "gone":
-        lines.append(f"  orphaned: the process driving it is gone; `clawtower workflow cancel"
-                     f" {run['id']}` ends it")
+        lines.append(f"  orphaned: the process driving it is gone; `clawtower workflow recover"
+                     f" {run['id']}` continues it, `clawtower workflow cancel {run['id']}` ends"
+                     " it")
     if run["args"]:
         lines.append(f"  args: {json.dumps(run['args'], ensure_ascii=False)}")
-    if run["error"]:
+    if run["error"] and (run.get("gate") or {}).get("kind") != "interrupted":
         lines.append(f"  error: {run['error']}")
     gate = run.get("gate")
     if gate:
         req = gate["request"] or {}
-        lines.append(f"  waiting: {gate['kind']} gate at {gate['step']} (approval"
-                     f" {gate['approval_id']}): {req.get('prompt', '')}")
+        if gate["kind"] == "interrupted":
+            lines.append(f"  waiting for the operator at {gate['step']}: {req.get('reason', '')}")
+        else:
+            lines.append(f"  waiting: {gate['kind']} gate at {gate['step']} (approval"
+                         f" {gate['approval_id']}): {req.get('prompt', '')}")
     for s in run["steps"]:
         extra = f"  {s['error']}" if s["error"] and s["status"] in ("failed", "retrying") else ""
         tries = f" x{s['attempts']}" if s["attempts"] > 1 else ""

@@ -12,6 +12,16 @@ def one_line(text: Any, limit: int = 400) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+# Review verdicts as a reader says them: spec reviews store "approved", quality reviews store
+# "approve" (their recommendation); one word each, whatever the stage.
+VERDICT_LABELS = {"approve": "approved", "approved": "approved", "rework": "rework requested",
+                  "changes_requested": "changes requested", "blocked": "blocked"}
+
+
+def verdict_label(verdict: str) -> str:
+    return VERDICT_LABELS.get(verdict, verdict.replace("_", " "))
+
+
 def event_summary(e: StoredEvent, arrow: str = "→") -> str:
     """One line saying what an event did: the console's event log and `clawtower events`."""
     p: dict[str, Any] = e.payload.model_dump(mode="json")
@@ -20,12 +30,15 @@ def event_summary(e: StoredEvent, arrow: str = "→") -> str:
         return f"created: {p.get('title', '')}" + ("" if p.get("spec_ok") else " (spec incomplete)")
     if t == "task.spec_updated":
         return "spec updated"
+    if t == "task.commanded":
+        why = f": {p['reason']}" if p.get("reason") else ""
+        return f"{p['command']} {arrow} {p['to_phase']}{why}"
     if t == "task.transitioned":
         return f"{p['from_phase']} {arrow} {p['to_phase']}: {p.get('reason', '')}"
     if t == "review.appended":
         n = len(p.get("findings") or [])
         more = f", {n} finding(s)" if n else ""
-        return f"{p['stage']} {p['verdict']} by {p['reviewer']}{more}"
+        return f"{p['stage']} {verdict_label(str(p['verdict']))} by {p['reviewer']}{more}"
     if t == "attempt.started":
         esc = " (escalated)" if p.get("escalated") else ""
         return f"attempt {p['attempt']} started on {p['model']}{esc}"
@@ -131,6 +144,16 @@ def _workflow_summary(t: str, p: dict[str, Any]) -> str:
     if t == "workflow.resumed":
         by = f" by {p['by']}" if p.get("by") else ""
         return f"step {p['step_id']} {p['decision']}{by}; resumed"
+    if t == "workflow.step_spawned":
+        return f"step {p['step_id']} process {p['process']}"
+    if t == "workflow.adopted":
+        again = f"; step {p['step_id']} runs again" if p.get("rerun") else ""
+        return f"run adopted by {p['owner']} at step {p['index'] + 1}{again}"
+    if t == "workflow.interrupted":
+        return f"waiting for the operator at step {p['step_id']}: {one_line(p['reason'], 160)}"
+    if t == "workflow.recovered":
+        by = f" by {p['by']}" if p.get("by") else ""
+        return f"step {p['step_id']}: {p['decision']}{by}; resumed"
     if t == "workflow.finished":
         return f"workflow finished: {one_line(p.get('output', []), 160)}"
     if t == "workflow.cancelled":

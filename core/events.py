@@ -133,6 +133,17 @@ class TaskTransitioned(Payload):
     reset_attempts: bool = False
 
 
+class TaskCommanded(Payload):
+    """An operator's command on a task (unblock with a choice, retry, cancel), recorded with
+    the operator as actor; the orchestrator's transition that executes it follows at once."""
+
+    TYPE = "task.commanded"
+    ENTITY = "task"
+    command: str
+    to_phase: str
+    reason: str = ""
+
+
 class ReviewAppended(Payload):
     TYPE = "review.appended"
     ENTITY = "task"
@@ -410,6 +421,7 @@ class WorkflowStarted(Payload):
     digest: str = ""  # sha256 of the file as it started (a resume re-reads it, as Lobster does)
     cost_limit: dict[str, Any] | None = None  # {max_usd, action}: what `workflow show` reports
     owner: str = ""  # the process driving it, host:pid:start (core/liveness.py)
+    cwd: str = ""  # where its steps run: an adopter runs the rest there too
 
 
 class WorkflowStepStarted(Payload):
@@ -465,6 +477,11 @@ class WorkflowPaused(Payload):
     identity: dict[str, Any] = Field(default_factory=dict)
     input_schema: Any = None
     subject: Any = None
+    # An approval step's output so far (what is being approved) and the spend billed with it:
+    # recorded here, after approval.requested, not as a step_finished before it (the step is
+    # not done until the gate is decided). None in stores written before this field.
+    result: dict[str, Any] | None = None
+    cost: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class WorkflowResumed(Payload):
@@ -475,6 +492,51 @@ class WorkflowResumed(Payload):
     by: str | None = None
     result: dict[str, Any]  # the gate step's result with approved/approvedBy or response
     owner: str = ""  # the process that drives the run from here on (core/liveness.py)
+
+
+class WorkflowStepSpawned(Payload):
+    """A step's process group started (host:pid:start of its leader): an adopter kills
+    what is left of it before deciding about the step."""
+
+    TYPE = "workflow.step_spawned"
+    ENTITY = "workflow"
+    step_id: str
+    process: str
+
+
+class WorkflowAdopted(Payload):
+    """A run whose driver died is driven on by `owner` from step `index`."""
+
+    TYPE = "workflow.adopted"
+    ENTITY = "workflow"
+    owner: str
+    previous_owner: str | None = None
+    index: int  # the step it continues at (len(steps): only the ending was left)
+    step_id: str | None = None
+    rerun: bool = False  # that step had started: it runs again (safe to repeat)
+
+
+class WorkflowInterrupted(Payload):
+    """A step that had started when its driver died may not be repeated: the run waits for
+    the operator (retry, skip or cancel)."""
+
+    TYPE = "workflow.interrupted"
+    ENTITY = "workflow"
+    step_id: str
+    index: int
+    reason: str
+
+
+class WorkflowRecovered(Payload):
+    """The operator's choice for an interrupted step: retry it or skip it."""
+
+    TYPE = "workflow.recovered"
+    ENTITY = "workflow"
+    step_id: str
+    index: int
+    decision: str  # retry | skip
+    by: str | None = None
+    owner: str = ""  # the process that drives the run from here on
 
 
 class WorkflowFinished(Payload):

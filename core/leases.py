@@ -6,6 +6,9 @@ expires and another process takes over. Every change is an event.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from . import events as ev
 from .events import NewEvent
 from .store.interface import Store, WriteTx
@@ -13,7 +16,18 @@ from .tasks.commands import check_permission
 from .tasks.permissions import Action, Role
 
 
-def _acquire(tx: WriteTx, name: str, owner: str, ttl: float, role: Role = Role.SYSTEM) -> bool:
+def holder(tx: WriteTx, name: str) -> dict[str, Any] | None:
+    """The live (unreleased, unexpired) holder's row, or None."""
+    row = tx.one("SELECT * FROM leases WHERE name=?", (name,))
+    if row is None or row["released"] or row["expires_at"] <= tx.now:
+        return None
+    return row
+
+
+def _acquire(tx: WriteTx, name: str, owner: str, ttl: float, role: Role = Role.SYSTEM,
+             holder_gone: Callable[[str], bool] | None = None) -> bool:
+    """`holder_gone(owner)`: True when the current holder is known dead (its process is gone
+    from this host), so its lease may be taken over before it expires."""
     if not check_permission(tx, owner, role, Action.LEASE, name):
         return False
     row = tx.one("SELECT * FROM leases WHERE name=?", (name,))
@@ -23,7 +37,8 @@ def _acquire(tx: WriteTx, name: str, owner: str, ttl: float, role: Role = Role.S
         tx.emit(NewEvent(entity_id=name, actor=owner, role=role.value,
                          payload=ev.LeaseRenewed(owner=owner, expires_at=expires)))
         return True
-    if row is None or row["released"] or row["expires_at"] <= tx.now:
+    if row is None or row["released"] or row["expires_at"] <= tx.now or (
+            holder_gone is not None and holder_gone(str(row["owner"]))):
         prev = row["owner"] if row is not None and not row["released"] else None
         tx.emit(NewEvent(entity_id=name, actor=owner, role=role.value,
                          payload=ev.LeaseAcquired(owner=owner, expires_at=expires,

@@ -8,7 +8,9 @@ recycled pid is not mistaken for the original). A run left `running` by a proces
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import time
 from typing import Literal
 
 Liveness = Literal["alive", "gone", "unknown"]
@@ -26,10 +28,66 @@ def _start_ticks(pid: int) -> str:
     return fields[19] if len(fields) > 19 else ""
 
 
-def process_tag() -> str:
-    """This process as `host:pid:start`."""
-    pid = os.getpid()
+def process_tag(pid: int | None = None) -> str:
+    """This process (or `pid`) as `host:pid:start`."""
+    pid = os.getpid() if pid is None else pid
     return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Processes of this host whose process group is `pgid` (Linux /proc)."""
+    found: list[int] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            found.append(int(name))
+    return found
+
+
+def _own_group(tag: str) -> int | None:
+    """The pgid of the group led by the process `tag` names, while that group still exists
+    and is the same one: a pid is never reused while a group of that id has members, so a
+    group whose leader is gone is still the original; a live leader must match start ticks."""
+    parts = tag.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return None
+    pgid, start = int(parts[1]), parts[2]
+    if not _group_members(pgid):
+        return None
+    ticks = _start_ticks(pgid)
+    if ticks and start and ticks != start:
+        return None  # the id now belongs to another process's group
+    return pgid
+
+
+def end_group(tag: str, timeout_s: float = 30.0) -> bool:
+    """Kill what is left of a step's process group (SIGKILL) and wait until it is gone.
+    True when nothing of it remains (or it was never here)."""
+    pgid = _own_group(tag)
+    if pgid is None:
+        return True
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        time.sleep(0.02)
+        if not _group_members(pgid):
+            return True
+    return False
 
 
 def liveness(tag: str | None) -> Liveness:
@@ -56,4 +114,4 @@ def liveness(tag: str | None) -> Liveness:
     return "alive"
 
 
-__all__ = ["Liveness", "liveness", "process_tag"]
+__all__ = ["Liveness", "end_group", "liveness", "process_tag"]

@@ -105,6 +105,18 @@ async def answer_input(pilot: Pilot[None], app: ClawtowerApp) -> None:
     await _settle(pilot)
 
 
+async def unblock_choice(pilot: Pilot[None], app: ClawtowerApp) -> None:
+    await detail("T-3")(pilot, app)
+    await pilot.press("u")
+    await _settle(pilot)
+
+
+async def command_line(pilot: Pilot[None], app: ClawtowerApp) -> None:
+    await pilot.press("colon", *"unblock t")
+    await _settle(pilot)
+    await pilot.pause(0.2)  # the completion arrives from a worker
+
+
 async def help_panel(pilot: Pilot[None], app: ClawtowerApp) -> None:
     await pilot.press("question_mark")
     await _settle(pilot)
@@ -130,9 +142,11 @@ async def main(out: Path, size: tuple[int, int]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CLAWTOWER_HOME"] = tmp  # no user themes in the pictures
-        db = str(Path(tmp) / "demo.db")
+        db = str(Path(tmp) / "clawtower.db")  # the store `clawtower demo` uses
         await seed_demo(db)
-        shots: list[tuple[str, Step, str | None]] = [
+        small = (80, 24)
+        shots: list[tuple[str, Step, str | None] | tuple[str, Step, str | None,
+                                                         tuple[int, int]]] = [
             ("1-tasks", tasks, None),
             ("2-approvals", approvals, None),
             ("3-meetings", meetings, None),
@@ -147,19 +161,22 @@ async def main(out: Path, size: tuple[int, int]) -> list[Path]:
             ("5-workflows", workflows, None),
             ("5-workflows-light", workflows, "clawtower-light"),
             ("workflow-input-answer", answer_input, None),
+            ("unblock-choice", unblock_choice, None),
+            ("command-line-completion", command_line, None),
+            ("1-tasks-80x24", tasks, None, small),
         ]
         paths = []
-        for name, step, theme in shots:
+        for name, step, theme, *rest in shots:
             # each picture from a fresh copy, so none sees another's clicks
             folder = Path(tmp) / name
             folder.mkdir()
-            copy = str(folder / "demo.db")
+            copy = str(folder / "clawtower.db")
             shutil.copyfile(db, copy)
             if name.startswith("3-meetings"):  # two finished meetings, one mid-round
                 await seed_meetings(copy)
             if name.startswith(("5-workflows", "workflow-")):  # one done, two at gates
                 await seed_workflows(copy)
-            paths.append(await shoot(copy, out, name, step, size, theme))
+            paths.append(await shoot(copy, out, name, step, rest[0] if rest else size, theme))
     return paths
 
 

@@ -15,6 +15,7 @@ from protocol import GOOD_SPEC, ORCH, Driver
 from core import leases
 from core.errors import PermissionDenied
 from core.tasks import commands as c
+from core.tasks import operator as op
 from core.tasks.permissions import MATRIX, Action, Role, allowed, parse_role
 from core.tasks.phases import Phase
 
@@ -51,6 +52,9 @@ COMMANDS: dict[Action, tuple[Phase, bool, Cmd]] = {
     A.TASK_TRANSITION: (P.SPEC_DRAFT, False,
                         lambda tx, tid, actor, role: c.transition(tx, tid, P.SPEC_REVIEW,
                                                                   "go", actor, role)),
+    A.TASK_COMMAND: (P.SPEC_DRAFT, False,
+                     lambda tx, tid, actor, role: op.command_task(
+                         tx, tid, op.Command.CANCEL, by=actor, role=role, reason="stop")),
     A.ATTEMPT_START: (P.EXECUTION_READY, False,
                       lambda tx, tid, actor, role: c.transition(tx, tid, P.EXECUTING,
                                                                 "start", actor, role)),
@@ -100,6 +104,8 @@ def test_every_action_has_a_command():
 def test_seed_key_rules_hold_in_the_matrix():
     movers = {r for r in Role if allowed(r, A.TASK_TRANSITION)}
     assert movers == {Role.ORCHESTRATOR}, "only the orchestrator moves the phase"
+    # operators command (unblock, retry, cancel); the orchestrator executes the move
+    assert {r for r in Role if allowed(r, A.TASK_COMMAND)} == {Role.OPERATOR}
     assert allowed(Role.EXECUTOR, A.ARTIFACT_RECORD) and allowed(Role.EXECUTOR, A.ATTEMPT_FINISH)
     assert {r for r in Role if allowed(r, A.REVIEW_SPEC)} == {Role.SPEC_REVIEWER}
     assert {r for r in Role if allowed(r, A.REVIEW_QUALITY)} == {Role.QUALITY_REVIEWER}
@@ -135,7 +141,12 @@ async def _check_pair(store, clock, role: Role, action: Action) -> None:
         new = await store.events_after(before)
         assert new, f"{role}/{action}: allowed but wrote nothing"
         assert all(e.type != "permission.refused" for e in new)
-        assert all(e.actor == actor and e.role == role.value for e in new)
+        if action == A.TASK_COMMAND:  # the command by its author, then the orchestrator's move
+            assert [(e.type, e.actor, e.role) for e in new] == [
+                ("task.commanded", actor, role.value),
+                ("task.transitioned", "orchestrator", Role.ORCHESTRATOR.value)]
+        else:
+            assert all(e.actor == actor and e.role == role.value for e in new)
     else:
         with pytest.raises(PermissionDenied) as err:
             await store.execute(lambda tx: cmd(tx, tid, actor, role))

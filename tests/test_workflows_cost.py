@@ -74,7 +74,8 @@ steps:
     assert errs == []
     [row] = await wf.list()
     run = await wf.get(row["id"])
-    assert [s["status"] for s in run["steps"]] == ["done", "done", "pending"]
+    # the run failed: the step it never reached will never run (not "pending")
+    assert [s["status"] for s in run["steps"]] == ["done", "done", "cancelled"]
     assert [(line["step_id"], line["source"], line["cost_usd"])
             for line in run["cost"]["lines"]] == [("one", "agent", 0.02), ("two", "agent", 0.02)]
 

@@ -111,8 +111,8 @@ async def test_a_run_killed_mid_step_can_be_cancelled(tmp_path: Path) -> None:
             assert (gone["status"], gone["driver"]) == ("running", "gone")
             run = await wf.get(run_id)
             assert (run["status"], run["driver"]) == ("running", "gone")
-            assert f"orphaned: the process driving it is gone; `clawtower workflow cancel" \
-                   f" {run_id}` ends it" in _detail(run)
+            assert f"orphaned: the process driving it is gone; `clawtower workflow recover" \
+                   f" {run_id}` continues it" in _detail(run)
             await wf.cancel(run_id, by="ops", reason="its process died")
             run = await wf.get(run_id)
             assert (run["status"], run["driver"]) == ("cancelled", None)

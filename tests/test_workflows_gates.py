@@ -223,3 +223,40 @@ async def test_resume_rereads_the_file_and_warns_when_it_changed(store: Any,
     write(tmp_path, "steps:\n  - id: g\n    approval: ok?\n  - id: a\n    run: echo new\n")
     assert (await wf.resume(token=token, approve=True))["output"] == ["new\n"]
     assert any("changed since run W-1 started" in e for e in errs)
+
+
+async def test_a_rejected_gate_tells_the_truth(wf: Workflows, tmp_path: Path,
+                                               store: Any) -> None:
+    """After a reject: later steps say they never ran, the reason is on the run, and the log
+    reads in causal order (the gate is asked for before anything is said of its step)."""
+    aid = (await paused(wf, tmp_path))["requiresApproval"]["approvalId"]
+    run_id = (await wf.list())[0]["id"]
+    types = [(e.type, getattr(e.payload, "step_id", None))
+             for e in await store.events_after(0, 1000)]
+    asked = types.index(("approval.requested", None))
+    assert ("workflow.step_finished", "gate") not in types  # not "done" while it waits
+    assert types.index(("workflow.step_started", "gate")) < asked
+    assert types[asked + 1] == ("workflow.paused", "gate")
+    await Approvals(store).reject(aid, by="ops", reason="not this week")
+    run = await wf.get(run_id)
+    assert (run["status"], run["error"]) == ("cancelled", "rejected: not this week")
+    assert [(s["id"], s["status"]) for s in run["steps"]] == [
+        ("prep", "done"), ("gate", "cancelled"), ("after", "cancelled")]
+    assert (await Approvals(store).get(aid))["reason"] == "not this week"
+    assert await store.verify_projections() == []
+
+
+async def test_an_approved_gate_resumes_with_the_output_recorded_at_its_pause(
+        wf: Workflows, tmp_path: Path, store: Any) -> None:
+    """The gate's step output now travels with its pause: resuming still sees it."""
+    env = await paused(wf, tmp_path)
+    run_id = (await wf.list())[0]["id"]
+    waiting = next(s for s in (await wf.get(run_id))["steps"] if s["id"] == "gate")
+    assert waiting["status"] == "waiting"
+    assert waiting["result"]["json"] == {"count": 2, "who": "team"}
+    out = await wf.resume(token=env["requiresApproval"]["resumeToken"], approve=True,
+                          approved_by="ops")
+    assert out["output"] == ["done true ops\n"]
+    gate = next(s for s in (await wf.get(run_id))["steps"] if s["id"] == "gate")
+    assert gate["status"] == "done" and gate["result"]["approved"] is True
+    assert await store.verify_projections() == []

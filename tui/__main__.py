@@ -16,11 +16,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("db", nargs="?", default=str(default_db()), help="the store file")
     parser.add_argument("--no-engine", action="store_true",
                         help="attach to the store without driving tasks")
-    parser.add_argument("--agents", help="simulated agents script (YAML)")
+    parser.add_argument("--config", "--agents", dest="config", metavar="FILE",
+                        help="the agents file: a clawtower.yaml or a simulator script")
     parser.add_argument("--operator", help="your name on approvals (default: $USER)")
     args = parser.parse_args(argv)
     try:
-        return run_console(args.db, run_engine=not args.no_engine, agents_script=args.agents,
+        return run_console(args.db, run_engine=not args.no_engine, agents_file=args.config,
                            operator=args.operator)
     except ClawError as exc:
         print(f"clawtower: {exc}", file=sys.stderr)

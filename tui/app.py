@@ -13,7 +13,7 @@ import contextlib
 import getpass
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,17 +31,25 @@ from core import (
     ClawError,
     Engine,
     JournalSink,
-    SimScript,
     Store,
-    load_script,
+    Tasks,
     open_store,
 )
+from core.agents.config import load_agents
 from core.config import effects_journal
 from core.meetings.coordinator import MeetingConfig
+from core.tasks.operator import UNBLOCK_MENU
 
 from . import meetingdata, workflowdata
-from .commands import ConsoleCommands, parse_command_line
-from .modals import CommandLineScreen, ConfirmScreen, JsonAnswerScreen, ReasonScreen
+from .commands import CommandSuggester, ConsoleCommands, parse_command_line
+from .commands import describe as describe_command
+from .modals import (
+    ChoiceScreen,
+    CommandLineScreen,
+    ConfirmScreen,
+    JsonAnswerScreen,
+    ReasonScreen,
+)
 from .model import ConsoleModel, Delta, StoreFollower
 from .protocol import ConsoleApp, View
 from .rowlist import RowList
@@ -92,7 +100,8 @@ class ClawtowerApp(App[int]):
                 tooltip="Pending approvals"),
         Binding("3", "switch_mode('meetings')", "Meetings", show=False, id="mode.meetings",
                 tooltip="Consensus meetings, live"),
-        Binding("4", "switch_mode('sessions')", "Sessions", show=False, id="mode.sessions"),
+        Binding("4", "switch_mode('sessions')", "Sessions", show=False, id="mode.sessions",
+                tooltip="Agent sessions (arrive with a later issue)"),
         Binding("5", "switch_mode('workflows')", "Workflows", show=False, id="mode.workflows",
                 tooltip="Workflow runs and their steps, live"),
         Binding("6", "switch_mode('experts')", "Experts", show=False, id="mode.experts",
@@ -100,20 +109,25 @@ class ClawtowerApp(App[int]):
         Binding("question_mark,f1", "toggle_help", "Keys", id="help",
                 tooltip="Show or hide the key panel"),
         Binding("colon", "command_line", "Command", id="command-line",
-                tooltip="Type a command: approve ID, reject ID REASON, task ID, theme NAME, q"),
+                tooltip="Type a command (→ completes commands and ids; the hint line and ?"
+                        " list them)"),
         Binding("q", "quit_console", "Quit", id="quit", tooltip="Quit the console"),
     ]
 
     def __init__(self, db_path: str, *, run_engine: bool = True,
-                 agents_script: str | None = None, operator: str | None = None,
-                 poll_interval: float = 0.25) -> None:
+                 agents_file: str | None = None, operator: str | None = None,
+                 poll_interval: float = 0.25,
+                 on_loaded: Callable[[ConsoleApp], None] | None = None) -> None:
         # Script errors surface here, before the screen is taken over.
-        self.script: SimScript | None = load_script(agents_script) if agents_script else None
+        # The agents file (a clawtower.yaml or a simulator script: one loader, the CLI's
+        # --config); its errors surface here, before the screen is taken over.
+        self.agents: AgentSet = load_agents(agents_file) if agents_file else AgentSet.simulated()
         super().__init__()
         self.db_path = str(db_path)
         self.run_engine = run_engine
         self.operator = operator or default_operator()
         self.poll_interval = poll_interval
+        self.on_loaded = on_loaded  # e.g. the demo's live acts (cli/demo.py)
         self.model = ConsoleModel()
         self.store: Store | None = None
         self.engine: Engine | None = None
@@ -160,9 +174,10 @@ class ClawtowerApp(App[int]):
             return
         self._deliver(delta)
         self.loaded.set()
+        if self.on_loaded is not None:
+            self.on_loaded(self)
         if self.run_engine:
-            agents = AgentSet.simulated(self.script) if self.script else AgentSet.simulated()
-            self.engine = Engine(self.store, agents,
+            self.engine = Engine(self.store, self.agents,
                                  effects=JournalSink(effects_journal(self.db_path)))
             self._engine_task = asyncio.create_task(self._run_engine(), name="console-engine")
         self.run_worker(self._follow(), group="follow", exclusive=True, exit_on_error=False)
@@ -260,7 +275,8 @@ class ClawtowerApp(App[int]):
             self.action_show_help_panel()
 
     def action_command_line(self, value: str = "") -> None:
-        self.push_screen(CommandLineScreen(value), self.run_command_line)
+        self.push_screen(CommandLineScreen(value, suggester=CommandSuggester(self),
+                                           describe=describe_command), self.run_command_line)
 
     def run_command_line(self, line: str | None) -> None:
         if not line:
@@ -276,7 +292,7 @@ class ClawtowerApp(App[int]):
         focused = screen.focused
         if isinstance(focused, RowList) and isinstance(screen, ConsoleScreen):
             focused.set_filter(text)
-            screen._filter_subtitle(focused)
+            screen.filter_applied(focused)
         else:
             self.notify("filter: no list has focus", severity="warning")
 
@@ -337,6 +353,85 @@ class ClawtowerApp(App[int]):
         while isinstance(self.screen, TaskDetailScreen):
             await self.pop_screen()
         await self.push_screen(TaskDetailScreen(task_id))
+
+    # ------------------------------------------------------------------ operator commands
+
+    def _task_for(self, task_id: str, command: str) -> dict[str, Any] | None:
+        """The task row, or None after saying why `command` cannot apply to it."""
+        t = self.model.tasks.get(task_id)
+        if t is None:
+            self.notify(f"task {task_id!r}: no such task", severity="error")
+            return None
+        phase = str(t["phase"])
+        if command in ("unblock", "retry") and phase != "circuit_open":
+            self.notify(f"{task_id} is {phase.replace('_', ' ')}: nothing to {command} (only a"
+                        " task whose circuit is open is blocked)", severity="warning")
+            return None
+        if command == "cancel" and phase in ("completed", "failed"):
+            self.notify(f"{task_id} already ended {phase}: nothing to cancel",
+                        severity="warning")
+            return None
+        return t
+
+    def request_unblock(self, task_id: str) -> None:
+        """`u`: pick one of the open circuit's unblock options; abandoning asks to confirm."""
+        t = self._task_for(task_id, "unblock")
+        if t is None:
+            return
+        options = [(word, f"{word} → {phase.value}: {what}")
+                   for word, phase, what in UNBLOCK_MENU]
+
+        def chosen(word: str | None) -> None:
+            if word is None:
+                return
+            if word != "abandon":
+                self.command_task(task_id, "unblock", choice=word)
+                return
+            self.push_screen(ConfirmScreen(
+                f"Abandon {task_id}?", f"{t['title']}\n\nThe task ends failed.\n\n"
+                f"By {self.operator}.", yes="Abandon", no="Keep it", destructive=True),
+                lambda ok: self.command_task(task_id, "unblock", choice=word) if ok else None)
+
+        self.push_screen(ChoiceScreen(
+            f"Unblock {task_id}", f"{t['title']}\n\n{t['phase_reason']}\n\n"
+            f"The orchestrator executes your choice; recorded as {self.operator}'s.",
+            options), chosen)
+
+    def request_cancel_task(self, task_id: str) -> None:
+        """`x`: confirm (focus on No), then cancel the task: it ends failed."""
+        t = self._task_for(task_id, "cancel")
+        if t is None:
+            return
+        pending = self.model.pending_for(task_id)
+        extra = f"\n\nIts pending approval {pending['id']} is withdrawn." if pending else ""
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.command_task(task_id, "cancel")
+
+        self.push_screen(ConfirmScreen(
+            f"Cancel task {task_id}?", f"{t['title']}\n\nIt is "
+            f"{str(t['phase']).replace('_', ' ')}; it ends failed.{extra}\n\n"
+            f"By {self.operator}.", yes="Cancel task", no="Keep it", destructive=True), done)
+
+    def command_task(self, task_id: str, command: str, *, choice: str | None = None,
+                     reason: str = "") -> None:
+        """Send an operator command (unblock, retry, cancel) through core's one API."""
+        self.run_worker(self._command_task(task_id, command, choice, reason),
+                        group="task-ops")
+
+    async def _command_task(self, task_id: str, command: str, choice: str | None,
+                            reason: str) -> None:
+        if self.store is None:
+            return
+        try:
+            r = await Tasks(self.store).command(task_id, command, by=self.operator,
+                                                choice=choice, reason=reason or "from the console")
+        except ClawError as exc:
+            self.notify(str(exc), title=f"{command}: not done", severity="error")
+            return
+        self.notify(f"{task_id}: {r['from'].replace('_', ' ')} → {r['to'].replace('_', ' ')}",
+                    title=f"{command} by {self.operator}")
 
     # ------------------------------------------------------------------ approvals
 
@@ -513,36 +608,40 @@ class ClawtowerApp(App[int]):
             return
         self.notify(f"{run_id} cancelled by {self.operator}", title="Workflow")
 
-    def start_workflow(self, file: str, args: dict[str, Any] | None = None) -> None:
-        """`:workflow FILE [ARGS-JSON]`: run it here until it ends or waits at a gate."""
-        self.run_worker(self._start_workflow(file, args), group="workflow-runs",
-                        exit_on_error=False)
+    def start_workflow(self, file: str, args: dict[str, Any] | None = None, *,
+                       show: bool = True, by: str | None = None) -> None:
+        """`:workflow FILE [ARGS-JSON]`: run it here until it ends or waits at a gate; `show`
+        switches to mode 5; `by` names who starts it (default: the operator)."""
+        self.run_worker(self._start_workflow(file, args, show, by or self.operator),
+                        group="workflow-runs", exit_on_error=False)
 
-    async def _start_workflow(self, file: str, args: dict[str, Any] | None) -> None:
+    async def _start_workflow(self, file: str, args: dict[str, Any] | None,
+                              show: bool, by: str) -> None:
         if self.store is None:
             return
-        envelope = await workflowdata.start_run(self.store, file, args, by=self.operator)
+        envelope = await workflowdata.start_run(self.store, file, args, by=by)
         if not envelope["ok"]:
             self.notify(envelope["error"]["message"], title=f"Workflow {file} not run",
                         severity="error")
             return
-        self.notify(f"{file}: {envelope['status']}", title="Workflow")
-        if self.current_mode != "workflows":
+        self.notify(f"{Path(file).name}: {envelope['status']}", title="Workflow")
+        if show and self.current_mode != "workflows":
             await self.switch_mode("workflows")
 
     # ------------------------------------------------------------------ meetings
 
     def agent_set(self) -> AgentSet:
-        return AgentSet.simulated(self.script) if self.script else AgentSet.simulated()
+        return self.agents
 
     def start_meeting(self, participants: list[str], topic: str,
-                      max_rounds: int | None = None) -> None:
-        """Run a meeting in this app's loop (a worker); its events go to the store."""
-        self.run_worker(self._start_meeting(participants, topic, max_rounds), group="meetings",
-                        exit_on_error=False)
+                      max_rounds: int | None = None, *, show: bool = True) -> None:
+        """Run a meeting in this app's loop (a worker); its events go to the store. `show`
+        switches to mode 3."""
+        self.run_worker(self._start_meeting(participants, topic, max_rounds, show),
+                        group="meetings", exit_on_error=False)
 
     async def _start_meeting(self, participants: list[str], topic: str,
-                             max_rounds: int | None) -> None:
+                             max_rounds: int | None, show: bool = True) -> None:
         if self.store is None:
             return
         kw: dict[str, Any] = {"max_rounds": max_rounds} if max_rounds else {}
@@ -557,7 +656,7 @@ class ClawtowerApp(App[int]):
         task.add_done_callback(self._meeting_tasks.discard)
         self.pending_meeting = mid
         self.notify(f"{mid}: {topic}", title="Meeting started")
-        if self.current_mode != "meetings":
+        if show and self.current_mode != "meetings":
             await self.switch_mode("meetings")
         try:
             outcome = await task
@@ -616,11 +715,13 @@ class ClawtowerApp(App[int]):
         self.notify(f"{meeting_id}: +{n} round(s), at most {new_max} now", title="Meeting")
 
 
-def run_console(db_path: str, *, run_engine: bool = True, agents_script: str | None = None,
-                operator: str | None = None) -> int:
-    """Open the console on `db_path`; returns the process exit code."""
+def run_console(db_path: str, *, run_engine: bool = True, agents_file: str | None = None,
+                operator: str | None = None,
+                on_loaded: Callable[[ConsoleApp], None] | None = None) -> int:
+    """Open the console on `db_path`; returns the process exit code. `on_loaded` runs once
+    the store is loaded (the demo starts its live meeting and workflow there)."""
     app = ClawtowerApp(str(Path(db_path).expanduser()), run_engine=run_engine,
-                       agents_script=agents_script, operator=operator)
+                       agents_file=agents_file, operator=operator, on_loaded=on_loaded)
     app.run()
     return int(app.return_code or 0)
 

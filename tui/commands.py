@@ -10,6 +10,9 @@ from functools import partial
 from typing import Any, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.suggester import Suggester
+
+from core.tasks.operator import UNBLOCK_CHOICES, UNBLOCK_MENU
 
 from .protocol import ConsoleApp
 
@@ -30,90 +33,230 @@ class Command:
     run: Callable[[], object]
 
 
-HELP = """\
-:approve ID [REASON]    approve a pending item (by you)
-:reject ID REASON       reject it, with the reason recorded
-:task ID                open a task (T-4, t4 or 4)
-:theme NAME             switch theme (no NAME: the picker)
-:meeting A,B,C TOPIC    start a meeting of agents A, B, C (simulator script)
-:stop ID [REASON]       stop a running meeting
-:grant ID N             give a running meeting N more rounds
-:workflow FILE [JSON]   run a Lobster workflow here (JSON: its args object)
-:filter TEXT            filter the focused list (empty: clear)
-:tasks · :approvals · :meetings · :workflows   switch mode (also 1, 2, 3, 5)
-:help                   the key panel
-:q                      quit"""
+@dataclass(frozen=True)
+class Verb:
+    """One `:` command: its name, what it takes, what it does, and what its first argument
+    names (for completion: task, blocked, approval, meeting, running, run, theme)."""
+
+    name: str
+    usage: str
+    help: str
+    aliases: tuple[str, ...] = ()
+    ids: str | None = None
+
+
+VERBS: tuple[Verb, ...] = (
+    Verb("approve", "ID [REASON]", "approve a pending item, as you", ("a",), "approval"),
+    Verb("reject", "ID REASON", "reject a pending item, the reason recorded", ("r",),
+         "approval"),
+    Verb("task", "ID", "open a task (T-4, t4 or 4)", ("t", "open"), "task"),
+    Verb("unblock", "ID CHOICE [REASON]", "unblock a task whose circuit is open: CHOICE is"
+         " retry, revise or abandon", (), "blocked"),
+    Verb("retry", "ID [REASON]", "give a task whose circuit is open a fresh attempt budget",
+         (), "blocked"),
+    Verb("cancel", "ID [REASON]", "cancel a task (it ends failed) or a paused run (W-…)",
+         (), "cancellable"),
+    Verb("meeting", "A,B,C TOPIC", "start a meeting of agents A, B, C", ("m",)),
+    Verb("stop", "ID [REASON]", "stop a running meeting after its round", (), "running"),
+    Verb("grant", "ID [N]", "give a running meeting N more rounds (default 1)", (),
+         "running"),
+    Verb("workflow", "FILE [ARGS-JSON]", "run a Lobster workflow in this console", ("w",)),
+    Verb("theme", "[NAME]", "switch theme (no NAME: the picker)", (), "theme"),
+    Verb("filter", "[TEXT]", "filter the focused list (no TEXT: clear)", ("f",)),
+    Verb("tasks", "", "mode 1", ("1",)),
+    Verb("approvals", "", "mode 2", ("2",)),
+    Verb("meetings", "", "mode 3", ("3",)),
+    Verb("sessions", "", "mode 4", ("4",)),
+    Verb("workflows", "", "mode 5", ("5",)),
+    Verb("help", "", "the key panel (also ?)", ("h", "?")),
+    Verb("quit", "", "quit (q! without asking)", ("q", "exit", "q!")),
+)
+_BY_WORD: dict[str, Verb] = {w: v for v in VERBS for w in (v.name, *v.aliases)}
+MODE_VERBS = ("tasks", "approvals", "meetings", "sessions", "workflows")
+
+
+def command_help(names: tuple[str, ...] | None = None) -> str:
+    """The `:` commands as Markdown lines (all, or those named), for the key panel."""
+    verbs = [v for v in VERBS if names is None or v.name in names]
+    return "\n".join(f"- `:{v.name}{' ' + v.usage if v.usage else ''}` {v.help}"
+                      for v in verbs)
+
+
+def mode_help(what: str, names: tuple[str, ...]) -> str:
+    """A screen's HELP (Markdown, shown atop the `?` key panel): what the mode shows, and the
+    `:` commands that act on it (their usage only: the `:` line's hint says the rest)."""
+    usages = " · ".join(f"`:{v.name}{' ' + v.usage if v.usage else ''}`"
+                        for v in VERBS if v.name in names)
+    return (f"{what}\n\n**Commands** (`:`, `→` completes): {usages}"
+            f"{' · ' if usages else ''}`:tasks`…`:workflows` · `:theme NAME` · `:q`")
+
+
+def describe(line: str) -> str:
+    """A one-line hint for what is typed so far: the verb's usage, or the verbs it could be."""
+    text = line.strip().lstrip(":")
+    word = text.split(maxsplit=1)[0].lower() if text else ""
+    verb = _BY_WORD.get(word)
+    if verb is not None and (" " in text or word in (verb.name, *verb.aliases)):
+        usage = f" {verb.usage}" if verb.usage else ""
+        return f":{verb.name}{usage} — {verb.help}"
+    matches = [v.name for v in VERBS if v.name.startswith(word)] if word else []
+    if word and not matches:
+        return f"unknown command {word!r}: " + " ".join(v.name for v in VERBS)
+    return " ".join(matches or [v.name for v in VERBS])
+
+
+def id_candidates(app: ConsoleApp, kind: str | None) -> list[str]:
+    """The ids a verb's first argument may name, as the console knows them now."""
+    m = app.model
+    if kind == "task":
+        return list(m.tasks)
+    if kind == "blocked":
+        return [t for t, row in m.tasks.items() if row["phase"] == "circuit_open"]
+    if kind == "cancellable":
+        return ([t for t, row in m.tasks.items() if row["phase"] not in ("completed", "failed")]
+                + [str(r["id"]) for r in m.workflows
+                   if r["status"] == "paused" or r.get("driver") == "gone"])
+    if kind == "approval":
+        return [str(a["id"]) for a in m.approvals]
+    if kind == "running":
+        return [str(x["id"]) for x in m.meetings if x.get("status") == "running"]
+    if kind == "theme":
+        return sorted(app.available_themes)
+    return []
+
+
+class CommandSuggester(Suggester):
+    """Completes the `:` line: verbs, then the ids their first argument names (tasks,
+    approvals, meetings, runs, themes), then unblock's choices. `right` accepts."""
+
+    def __init__(self, app: ConsoleApp) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+        self.capp = app
+
+    async def get_suggestion(self, value: str) -> str | None:
+        parts = value.split(" ")
+        if len(parts) == 1:
+            word = parts[0].lower()
+            if not word:
+                return None
+            for v in VERBS:
+                if v.name.startswith(word) and v.name != word:
+                    return value + v.name[len(word):] + (" " if v.usage else "")
+            return None
+        verb = _BY_WORD.get(parts[0].lower())
+        if verb is None:
+            return None
+        if len(parts) == 2:
+            return _complete(value, parts[1], id_candidates(self.capp, verb.ids))
+        if len(parts) == 3 and verb.name == "unblock":
+            return _complete(value, parts[2], [w for w, _, _ in UNBLOCK_MENU])
+        return None
+
+
+def _complete(value: str, typed: str, candidates: list[str]) -> str | None:
+    low = typed.lower()
+    for c in candidates:
+        if c.lower().startswith(low) and c.lower() != low:
+            return value + c[len(typed):]
+    return None
 
 
 def parse_command_line(app: ConsoleApp, line: str) -> Callable[[], object] | str:
     """Turn a command line into a callable, or a one-line error message."""
-    words = line.strip().lstrip(":").split(maxsplit=2)
-    if not words:
+    text = line.strip().lstrip(":").strip()
+    if not text:
         return "empty command"
-    verb = words[0].lower()
-    args = words[1:]
-    if verb in ("q", "quit", "exit", "q!"):
-        return app.action_quit_console if verb != "q!" else partial(app.exit, return_code=0)
-    if verb in ("approve", "a"):
+    word, _, rest = text.partition(" ")
+    word = word.lower()
+    rest = rest.strip()
+    verb = _BY_WORD.get(word)
+    if verb is None:
+        if word in ("transition", "move"):
+            return (f"unknown command {word!r}: operators do not move phases; use :unblock ID"
+                    " CHOICE, :retry ID or :cancel ID (the orchestrator executes them)")
+        return f"unknown command {word!r} (known: {', '.join(v.name for v in VERBS)})"
+    name = verb.name
+    usage = f"(:{name} {verb.usage})"
+    args = rest.split(maxsplit=1)  # ID and the rest, for most verbs
+    if name == "quit":
+        return app.action_quit_console if word != "q!" else partial(app.exit, return_code=0)
+    if name == "approve":
         if not args:
-            return "approve: which approval? (:approve ID [REASON])"
-        reason = args[1] if len(args) > 1 else ""
-        return partial(app.decide, args[0], approve=True, reason=reason)
-    if verb in ("reject", "r"):
+            return f"approve: which approval? {usage}"
+        return partial(app.decide, args[0], approve=True, reason=args[1] if len(args) > 1
+                       else "")
+    if name == "reject":
         if not args:
-            return "reject: which approval? (:reject ID REASON)"
+            return f"reject: which approval? {usage}"
         if len(args) < 2:
             return partial(app.request_reject, args[0])
         return partial(app.decide, args[0], approve=False, reason=args[1])
-    if verb in ("task", "t", "open"):
+    if name == "task":
         if not args:
-            return "task: which task? (:task ID)"
+            return f"task: which task? {usage}"
         return partial(app.open_task, normalise_task_id(args[0]))
-    if verb == "theme":
+    if name == "unblock":
+        parts = rest.split(maxsplit=2)
+        if not parts:
+            return f"unblock: which task? {usage}"
+        tid = normalise_task_id(parts[0])
+        if len(parts) < 2:
+            return partial(app.request_unblock, tid)  # asks which option
+        choice = parts[1].lower()
+        if choice not in UNBLOCK_CHOICES:
+            return (f"unblock: unknown choice {parts[1]!r} (known: "
+                    f"{', '.join(UNBLOCK_CHOICES)})")
+        return partial(app.command_task, tid, "unblock", choice=choice,
+                       reason=parts[2] if len(parts) > 2 else "")
+    if name == "retry":
+        if not args:
+            return f"retry: which task? {usage}"
+        return partial(app.command_task, normalise_task_id(args[0]), "retry",
+                       reason=args[1] if len(args) > 1 else "")
+    if name == "cancel":
+        if not args:
+            return f"cancel: which task or run? {usage}"
+        target = args[0]
+        if target.upper().startswith("W-"):
+            return partial(app.request_cancel_run, target.upper())
+        tid = normalise_task_id(target)
+        if len(args) < 2:
+            return partial(app.request_cancel_task, tid)  # asks to confirm
+        return partial(app.command_task, tid, "cancel", reason=args[1])
+    if name == "theme":
         if not args:
             return app.action_change_theme
-        name = args[0]
-        if name not in app.available_themes:
+        theme = args[0]
+        if theme not in app.available_themes:
             known = ", ".join(sorted(app.available_themes))
-            return f"theme: unknown theme {name!r} (known: {known})"
-        return partial(setattr, app, "theme", name)
-    if verb in ("meeting", "m"):
+            return f"theme: unknown theme {theme!r} (known: {known})"
+        return partial(setattr, app, "theme", theme)
+    if name == "meeting":
         if len(args) < 2:
-            return "meeting: who and what? (:meeting ada,ben,cyd TOPIC)"
+            return f"meeting: who and what? {usage}"
         names = [n.strip() for n in args[0].split(",") if n.strip()]
         return partial(app.start_meeting, names, args[1])
-    if verb == "stop":
+    if name == "stop":
         if not args:
-            return "stop: which meeting? (:stop ID [REASON])"
+            return f"stop: which meeting? {usage}"
         return partial(app.stop_meeting, args[0], args[1] if len(args) > 1 else "")
-    if verb == "grant":
+    if name == "grant":
         if not args:
-            return "grant: which meeting? (:grant ID N)"
+            return f"grant: which meeting? {usage}"
         n_text = args[1] if len(args) > 1 else "1"
         if not n_text.isdigit() or int(n_text) < 1:
             return f"grant: N must be a whole number of rounds >= 1, got {n_text!r}"
         return partial(app.grant_rounds, args[0], int(n_text))
-    if verb in ("tasks", "1"):
-        return partial(app.switch_mode, "tasks")
-    if verb in ("approvals", "2"):
-        return partial(app.switch_mode, "approvals")
-    if verb in ("meetings", "3"):
-        return partial(app.switch_mode, "meetings")
-    if verb in ("sessions", "4"):
-        return partial(app.switch_mode, "sessions")
-    if verb in ("workflows", "5"):
-        return partial(app.switch_mode, "workflows")
-    if verb in ("workflow", "w"):
+    if name in MODE_VERBS:
+        return partial(app.switch_mode, name)
+    if name == "workflow":
         if not args:
-            return "workflow: which file? (:workflow FILE [ARGS-JSON])"
+            return f"workflow: which file? {usage}"
         return _workflow_command(app, args)
-    if verb in ("filter", "f"):
-        text = " ".join(args)
-        return partial(app.filter_focused, text)
-    if verb in ("help", "h", "?"):
-        return app.action_toggle_help
-    return (f"unknown command {verb!r} (try approve, reject, task, meeting, stop, grant,"
-            " workflow, theme, filter, help, q)")
+    if name == "filter":
+        return partial(app.filter_focused, rest)
+    assert name == "help"
+    return app.action_toggle_help
 
 
 def _workflow_command(app: ConsoleApp, args: list[str]) -> Callable[[], Any] | str:

@@ -13,13 +13,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.suggester import SuggestFromList
+from textual.suggester import Suggester
 from textual.widgets import Button, Input, Label, Static, TextArea
-
-COMMAND_WORDS = [
-    "approve ", "reject ", "task ", "theme ", "tasks", "approvals", "meetings", "sessions",
-    "filter ", "help", "quit", "q", "meeting ", "stop ", "grant ", "workflow ", "workflows",
-]
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -61,6 +56,50 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(event.button.id == "yes")
 
 
+class ChoiceScreen(ModalScreen[str | None]):
+    """Pick one of a few options: its number key, or its button; esc picks nothing.
+    Dismisses with the chosen option's key."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *[Binding(str(n), f"pick({n - 1})", f"Option {n}", show=False, id=f"choice.{n}")
+          for n in range(1, 10)],
+        Binding("up", "app.focus_previous", "Previous", show=False, id="choice.up"),
+        Binding("down", "app.focus_next", "Next", show=False, id="choice.down"),
+        Binding("escape", "cancel", "Cancel", id="choice.cancel"),
+    ]
+
+    def __init__(self, title: str, body: str, options: list[tuple[str, str]]) -> None:
+        """`options`: (key returned, label shown), in the order of their number keys."""
+        super().__init__()
+        self.title_text = title
+        self.body_text = body
+        self.options = options
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="choice"):
+            yield Label(self.title_text, id="dialog-title")
+            if self.body_text:
+                yield Static(self.body_text, id="dialog-body", markup=False)
+            with Vertical(id="choice-options"):
+                for n, (key, label) in enumerate(self.options, 1):
+                    yield Button(f"{n}  {label}", id=f"choice-{key}", name=key)
+            yield Label("a number or enter picks · esc cancels", id="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query(Button).first().focus()
+
+    def action_pick(self, index: int) -> None:
+        if 0 <= index < len(self.options):
+            self.dismiss(self.options[index][0])
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.name)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class ReasonScreen(ModalScreen[str | None]):
     """Ask for a reason (e.g. why a rejection); enter submits, esc cancels."""
 
@@ -98,29 +137,42 @@ class ReasonScreen(ModalScreen[str | None]):
 
 
 class CommandLineScreen(ModalScreen[str | None]):
-    """The `:` command line at the bottom of the screen."""
+    """The `:` command line at the bottom of the screen: completes commands and ids (`right`
+    accepts), and a hint line under it says what the command typed so far takes."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="command.cancel"),
     ]
 
-    def __init__(self, value: str = "") -> None:
+    def __init__(self, value: str = "", *, suggester: Suggester | None = None,
+                 describe: Callable[[str], str] | None = None) -> None:
         super().__init__()
         self.initial = value
+        self.suggester = suggester
+        self.describe = describe
 
     def compose(self) -> ComposeResult:
-        with Horizontal(id="command-line"):
-            yield Label(":", id="command-prompt")
-            yield Input(
-                self.initial,
-                placeholder="approve ID · reject ID REASON · task ID · meeting A,B,C TOPIC · "
-                            "theme NAME · q",
-                suggester=SuggestFromList(COMMAND_WORDS, case_sensitive=False),
-                id="command-input",
-            )
+        with Vertical(id="command-box"):
+            yield Label(self._hint(self.initial), id="command-hint", markup=False)
+            with Horizontal(id="command-line"):
+                yield Label(":", id="command-prompt")
+                yield Input(
+                    self.initial,
+                    placeholder="a command: approve, reject, task, unblock, retry, cancel,"
+                                " meeting, stop, grant, workflow, theme, help, q (→ completes)",
+                    suggester=self.suggester,
+                    id="command-input",
+                )
+
+    def _hint(self, value: str) -> str:
+        return self.describe(value) if self.describe else ""
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
+
+    @on(Input.Changed)
+    def _changed(self, event: Input.Changed) -> None:
+        self.query_one("#command-hint", Label).update(self._hint(event.value))
 
     @on(Input.Submitted)
     def _submit(self, event: Input.Submitted) -> None:

@@ -488,7 +488,8 @@ def _wf_step_failed(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _wf_paused(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, ev.WorkflowPaused)
-    _wf_step(db, e, p.step_id, p.index, p.gate if p.gate == "input" else None, "waiting")
+    _wf_step(db, e, p.step_id, p.index, p.gate if p.gate == "input" else None, "waiting",
+             result=p.result)
     _wf_touch(db, e, "status='paused', waiting_step=?, gate=?, resume_at=?, approval_id=?,"
               " token_hash=?, request=?, identity=?, input_schema=?, subject=?, ",
               (p.step_id, p.gate, p.resume_at, p.approval_id, p.token_hash, _jo(p.request),
@@ -505,10 +506,36 @@ def _wf_resumed(db: sqlite3.Connection, e: StoredEvent) -> None:
     _wf_touch(db, e, "status='running', waiting_step=NULL, gate=NULL, token_hash=NULL, ")
 
 
+@projects(ev.WorkflowAdopted)
+def _wf_adopted(db: sqlite3.Connection, e: StoredEvent) -> None:
+    _wf_touch(db, e)
+
+
+@projects(ev.WorkflowInterrupted)
+def _wf_interrupted(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.WorkflowInterrupted)
+    _wf_step(db, e, p.step_id, p.index, None, "interrupted", error=p.reason)
+    request = {"prompt": p.reason, "reason": p.reason, "choices": ["retry", "skip", "cancel"]}
+    _wf_touch(db, e, "status='paused', waiting_step=?, gate='interrupted', resume_at=?,"
+              " approval_id=NULL, token_hash=NULL, request=?, identity=NULL, input_schema=NULL,"
+              " subject=NULL, error=?, ", (p.step_id, p.index, _jo(request), p.reason))
+
+
+@projects(ev.WorkflowRecovered)
+def _wf_recovered(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.WorkflowRecovered)
+    if p.decision == "skip":
+        _wf_step(db, e, p.step_id, p.index, None, "skipped",
+                 result={"id": p.step_id, "skipped": True}, ended=True)
+    _wf_touch(db, e, "status='running', waiting_step=NULL, gate=NULL, request=NULL, error=NULL, ")
+
+
 def _wf_end(db: sqlite3.Connection, e: StoredEvent, status: str, output: Any,
             error: str | None) -> None:
     db.execute("UPDATE workflow_steps SET status='cancelled', ended_at=? WHERE run_id=? AND"
-               " status IN ('waiting', 'running', 'retrying')", (e.ts, e.entity_id))
+               " status IN ('waiting', 'running', 'retrying', 'interrupted')", (e.ts, e.entity_id))
     _wf_touch(db, e, "status=?, output=?, error=?, token_hash=NULL, ended_at=?, ",
               (status, None if output is None else _jo(output), error, e.ts))
 

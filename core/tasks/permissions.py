@@ -23,6 +23,7 @@ class Action(StrEnum):
     TASK_CREATE = "task.create"
     TASK_UPDATE_SPEC = "task.update_spec"
     TASK_TRANSITION = "task.transition"
+    TASK_COMMAND = "task.command"  # an operator's unblock/retry/cancel (core/tasks/operator.py)
     REVIEW_SPEC = "review.spec"
     REVIEW_QUALITY = "review.quality"
     ATTEMPT_START = "attempt.start"
@@ -51,7 +52,8 @@ MATRIX: dict[Role, frozenset[Action]] = {
     }),
     R.SPEC_REVIEWER: frozenset({A.REVIEW_SPEC}),
     R.QUALITY_REVIEWER: frozenset({A.REVIEW_QUALITY}),
-    R.OPERATOR: frozenset({A.TASK_CREATE, A.TASK_UPDATE_SPEC, A.APPROVAL_DECIDE}),
+    R.OPERATOR: frozenset({A.TASK_CREATE, A.TASK_UPDATE_SPEC, A.TASK_COMMAND,
+                           A.APPROVAL_DECIDE}),
     R.APPROVER: frozenset({A.APPROVAL_DECIDE, A.APPROVAL_REQUEST}),
     R.SYSTEM: frozenset({A.LEASE}),
 }

@@ -8,6 +8,7 @@ from typing import Any
 from ..approvals import decode_approval
 from ..store.interface import Store
 from . import commands as c
+from . import operator as op
 from .permissions import Role
 from .phases import Phase
 from .spec import TaskSpec
@@ -50,6 +51,15 @@ class Tasks:
         return await self.store.execute(lambda tx: c.transition(
             tx, task_id, dst, reason, actor, role, model=model,
             escalation_model=escalation_model))
+
+    async def command(self, task_id: str, command: op.Command | str, *, by: str,
+                      choice: Phase | str | None = None, reason: str = "") -> dict[str, Any]:
+        """An operator's unblock/retry/cancel, executed by the orchestrator (tasks/operator.py).
+        Returns {task, from, to, attempt, command, by}."""
+        cmd = op.parse_command(str(command))
+        dst = op.parse_choice(str(choice)) if choice is not None else None
+        return await self.store.execute(lambda tx: op.command_task(
+            tx, task_id, cmd, by=by, choice=dst, reason=reason))
 
     async def review(self, task_id: str, *, role: Role, reviewer: str, verdict: str,
                      findings: list[dict[str, Any]] | None = None,

@@ -110,6 +110,9 @@ class Context:
     active: frozenset[str] = frozenset()
     dry_run: bool = False
     cost_parent: CostTracker | None = None  # a sub-workflow's LLM spend is its parent's too
+    # told (top-level step id, pid) each time a step's process group starts (adopters kill
+    # what is left of it after a crash)
+    spawned: Callable[[str, int], None] | None = None
 
 
 @dataclass
@@ -220,6 +223,7 @@ class Runner:
         self.steps: list[Step] = workflow["steps"]
         self.cost = cost or CostTracker(ctx.env, ctx.stderr,
                                         parse_limit(workflow.get("cost_limit")), ctx.cost_parent)
+        self._step_id = ""  # the top-level step in flight (its processes are recorded)
 
     # ------------------------------------------------------------------ the loop
 
@@ -328,8 +332,9 @@ class Runner:
             dict[str, Any], dict[str, dict[str, Any]] | None]:
         retry = _retry_config(step.get("retry"))
         sid = str(step["id"])
-        kind = _kind(step)
+        kind = step_kind(step)
         attempt = 0
+        self._step_id = sid
         while True:
             await self.ctx.recorder.step_started(sid, idx, kind, attempt + 1)
             try:
@@ -395,7 +400,10 @@ class Runner:
 
     async def _shell(self, sid: str, command: str, stdin: str | None, env: dict[str, str],
                      cwd: str) -> dict[str, Any]:
-        res = await run_shell(command, stdin=stdin, env=env, cwd=cwd)
+        spawned, top = self.ctx.spawned, self._step_id
+        res = await run_shell(command, stdin=stdin, env=env, cwd=cwd,
+                              on_spawn=None if spawned is None else
+                              (lambda pid: spawned(top or sid, pid)))
         if res.code != 0:
             raise _StepFailure(failure_message(res, command))
         return _shell_result(sid, res.stdout)
@@ -540,9 +548,13 @@ class Runner:
             raise _StepFailure(f"Workflow step {sid} creates a cycle: {canonical} is already"
                                " being executed")
         sub_args = resolve_workflow_step_args(step.get("workflow_args"), self.args, results)
+        spawned, top = self.ctx.spawned, self._step_id or sid
         child_ctx = Context(env=env, cwd=cwd, recorder=NullRecorder(), pipeline=self.ctx.pipeline,
                             stderr=self.ctx.stderr, active=self.ctx.active | {canonical},
-                            cost_parent=self.cost)
+                            cost_parent=self.cost,
+                            # its processes are this step's (an adopter ends them)
+                            spawned=None if spawned is None else
+                            (lambda _sub, pid: spawned(top, pid)))
         outcome = await run_file(full, sub_args, child_ctx)
         if outcome.status in ("needs_approval", "needs_input"):
             what = "approval" if outcome.status == "needs_approval" else "input"
@@ -559,7 +571,8 @@ def _as_failure(exc: BaseException) -> _StepFailure:
     return _StepFailure(getattr(exc, "message", None) or str(exc))
 
 
-def _kind(step: Step) -> str:
+def step_kind(step: Step) -> str:
+    """What the step-started event calls the step (shell, approval, for_each, ...)."""
     if isinstance(step.get("for_each"), str):
         return "for_each"
     kind, _ = step_execution(step)
@@ -584,5 +597,5 @@ async def run_file(path: Path, args: Mapping[str, Any] | None, ctx: Context) -> 
     runner = Runner(workflow, path, resolved, Context(
         env=ctx.env, cwd=ctx.cwd, recorder=ctx.recorder, pipeline=ctx.pipeline,
         stderr=ctx.stderr, active=ctx.active | {str(path.resolve())}, dry_run=ctx.dry_run,
-        cost_parent=ctx.cost_parent))
+        cost_parent=ctx.cost_parent, spawned=ctx.spawned))
     return await runner.run({}, 0, None)

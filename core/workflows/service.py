@@ -4,6 +4,14 @@ Answers are Lobster's tool-mode envelopes (plain dicts, key order as Lobster pri
 State lives in the store: every step result is an event, a paused run keeps only the hash of
 its resume token, and resuming rebuilds the results from the projections, so any process can
 continue a run another process paused (and died after).
+
+A running run is held by its driver through a lease (`workflow:W-N`, renewed while it runs,
+released when it pauses or ends). A step's start is committed before its process starts. When
+the driver dies, another process adopts the run (`adopt`: `clawtower workflow recover`, or
+an engine's sweep) once the lease expired or its holder's process is gone: it kills what is
+left of the interrupted step's process group and continues at that step, re-running it only
+when it is safe to repeat (see `repeatable`); otherwise the run waits for the operator, who
+retries, skips or cancels the step (`recover`).
 """
 
 from __future__ import annotations
@@ -12,14 +20,19 @@ import asyncio
 import hashlib
 import json
 import os
+import time
+import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import events as ev
+from .. import leases
 from ..errors import ClawError, Conflict, NotFound, ValidationError
 from ..events import NewEvent
-from ..liveness import liveness, process_tag
+from ..liveness import end_group, liveness, process_tag
 from ..store.interface import Store, WriteTx
 from ..tasks import commands as c
 from ..tasks.permissions import Role
@@ -29,11 +42,41 @@ from .jsvalues import UNDEFINED, js_prefix, to_json
 from .llm import CURRENT_RUN, config_llm
 from .load import WorkflowError, is_input_step, load_workflow, resolve_workflow_file
 from .pipeline import LlmCall, PipelineFailure, run_pipeline
-from .runner import Context, Outcome, Runner, last_completed_step, resolve_args, write_stderr
+from .runner import (
+    Context,
+    Outcome,
+    Runner,
+    last_completed_step,
+    resolve_args,
+    step_kind,
+    write_stderr,
+)
 from .tokens import decode_token, matches, new_token
 
 GATE_KINDS = {"approval": "workflow_approval", "input": "workflow_input"}
 NOT_FOUND = "Workflow resume state not found"
+REPEAT_KEY = "x-idempotent"  # a step marked `x-idempotent: true` may run again after a crash
+SAFE_KINDS = ("approval", "input", "none")  # steps with no effect of their own
+LEASE_TTL_S = 10.0
+
+
+# driver tasks cancelled because another process adopted their run (they write nothing more)
+_ADOPTED_AWAY: weakref.WeakKeyDictionary[asyncio.Task[Any], str] = weakref.WeakKeyDictionary()
+
+
+def lease_name(run_id: str) -> str:
+    return f"workflow:{run_id}"
+
+
+def holder_gone(owner: str) -> bool:
+    """A lease owner (`host:pid:start#n`) whose process is known gone from this host."""
+    return liveness(owner.partition("#")[0]) == "gone"
+
+
+def repeatable(step: dict[str, Any]) -> bool:
+    """Whether a step that had started when its driver died may simply run again: gates and
+    steps that do nothing themselves, or a step the file marks `x-idempotent: true`."""
+    return step_kind(step) in SAFE_KINDS or step.get(REPEAT_KEY) is True
 
 
 def ok_envelope(status: str, output: list[Any], requires_approval: Any = None,
@@ -80,6 +123,12 @@ def _loads(text: str | None, default: Any = None) -> Any:
     return default if text is None else json.loads(text)
 
 
+def _why_cancelled(decision: str, reason: str) -> str:
+    """A cancelled run's reason: how its gate was decided, and the decider's words."""
+    how = "rejected" if decision == "rejected" else "cancelled"
+    return f"{how}: {reason.strip()}" if reason.strip() else how
+
+
 class RunCancelled(Exception):
     """The run was cancelled from elsewhere (another process, the console) while it ran."""
 
@@ -89,12 +138,27 @@ def _live(tx: WriteTx, run_id: str) -> bool:
     return row is not None and row["status"] not in ("cancelled", "ok", "failed")
 
 
+class LeaseLost(Exception):
+    """Another process adopted the run (this driver stalled past its lease)."""
+
+
 class _StoreRecorder:
     """Every step's progress as an event of the run. Before each step starts, a cancel made
-    by any process is honoured (a step already in flight finishes first)."""
+    by any process is honoured (a step already in flight finishes first), and the start is
+    committed before the step's process exists, under this driver's lease."""
 
-    def __init__(self, store: Store, run_id: str, actor: str) -> None:
+    def __init__(self, store: Store, run_id: str, actor: str, owner: str, ttl: float) -> None:
         self.store, self.run_id, self.actor = store, run_id, actor
+        self.owner, self.ttl = owner, ttl
+        self.gate_output: ev.WorkflowStepFinished | None = None
+
+    def spawned(self, step_id: str, pid: int) -> None:
+        """Not awaited: the group's leader dies with this process anyway (shell.py); the
+        record lets an adopter kill what the leader left behind."""
+        event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
+                         payload=ev.WorkflowStepSpawned(step_id=step_id,
+                                                        process=process_tag(pid)))
+        self.store.submit(lambda tx: tx.emit(event))
 
     async def _emit(self, payload: ev.Payload) -> None:
         event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
@@ -102,17 +166,39 @@ class _StoreRecorder:
         await self.store.execute(lambda tx: tx.emit(event))
 
     async def step_started(self, step_id: str, index: int, kind: str, attempt: int) -> None:
-        row = await self.store.fetchone("SELECT status FROM workflow_runs WHERE id=?",
-                                        (self.run_id,))
-        if row is not None and row["status"] == "cancelled":
-            raise RunCancelled(self.run_id)
-        # Not awaited: nothing depends on it being durable first (a step with no recorded
-        # result runs again on resume), and it then shares the commit of the step's next
-        # write (its result, or the gate's pause) instead of costing a commit of its own.
+        # Awaited: an adopter must know a step may have had its effect (a start with no
+        # result is an interrupted step), so the start is durable before the process runs.
         event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
                          payload=ev.WorkflowStepStarted(step_id=step_id, index=index,
                                                         kind=kind, attempt=attempt))
-        self.store.submit(lambda tx: tx.emit(event))
+        name = lease_name(self.run_id)
+        if kind in SAFE_KINDS:
+            # a gate has no process and no effect: its start may ride in the commit of its
+            # pause (one commit per gate, not two); with no start recorded it simply runs again
+            row = await self.store.fetchone("SELECT status FROM workflow_runs WHERE id=?",
+                                            (self.run_id,))
+            if row is not None and row["status"] == "cancelled":
+                raise RunCancelled(self.run_id)
+            self.store.submit(lambda tx: tx.emit(event))
+            return
+
+        def command(tx: WriteTx) -> str:
+            row = tx.one("SELECT status FROM workflow_runs WHERE id=?", (self.run_id,))
+            if row is not None and row["status"] == "cancelled":
+                return "cancelled"
+            held = leases.holder(tx, name)
+            if held is not None and held["owner"] != self.owner:
+                return "lost"
+            if held is None and not leases._acquire(tx, name, self.owner, self.ttl):
+                return "lost"
+            tx.emit(event)
+            return ""
+
+        why = await self.store.execute(command)
+        if why == "cancelled":
+            raise RunCancelled(self.run_id)
+        if why == "lost":
+            raise LeaseLost(self.run_id)
 
     async def step_finished(self, step_id: str, index: int, result: dict[str, Any],
                             branches: dict[str, dict[str, Any]] | None, *,
@@ -123,9 +209,9 @@ class _StoreRecorder:
         if durable:
             await self._emit(payload)
             return
-        event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
-                         payload=payload)
-        self.store.submit(lambda tx: tx.emit(event))
+        # An approval step: its output goes with the gate's pause, after approval.requested
+        # (Workflows._pause), so the log reads in causal order.
+        self.gate_output = payload
 
     async def step_skipped(self, step_id: str, index: int) -> None:
         await self._emit(ev.WorkflowStepSkipped(step_id=step_id, index=index))
@@ -146,8 +232,13 @@ class Workflows:
 
     def __init__(self, store: Store, *, env: Mapping[str, str] | None = None,
                  cwd: str | None = None, llm: LlmCall | None = None,
-                 stderr: Callable[[str], None] | None = None, actor: str = "operator") -> None:
+                 stderr: Callable[[str], None] | None = None, actor: str = "operator",
+                 lease_ttl_s: float = LEASE_TTL_S) -> None:
         self.store = store
+        # who holds the leases of the runs this instance drives: the process, and which
+        # instance in it (a console's engine and its own runs are different drivers)
+        self.owner = f"{process_tag()}#{uuid.uuid4().hex[:6]}"
+        self.lease_ttl_s = lease_ttl_s
         self.env = dict(os.environ if env is None else env)
         self.cwd = cwd or os.getcwd()
         # LLM stages answer through the configured agents (the simulator with no config) and
@@ -189,14 +280,15 @@ class Workflows:
                              args=json.loads(to_json(args)),
                              steps=[str(s["id"]) for s in workflow["steps"]],
                              digest=file_digest(path), cost_limit=_limit_dict(workflow),
-                             owner=process_tag())))
+                             owner=process_tag(), cwd=self.cwd)))
+        leases._acquire(tx, lease_name(run_id), self.owner, self.lease_ttl_s)
         return run_id
 
-    def _context(self, run_id: str, path: Path) -> Context:
-        return Context(env=self.env, cwd=self.cwd,
-                       recorder=_StoreRecorder(self.store, run_id, "workflow"),
+    def _context(self, run_id: str, path: Path, cwd: str | None = None) -> Context:
+        recorder = _StoreRecorder(self.store, run_id, "workflow", self.owner, self.lease_ttl_s)
+        return Context(env=self.env, cwd=cwd or self.cwd, recorder=recorder,
                        pipeline=self._pipeline, stderr=self.stderr,
-                       active=frozenset({str(path.resolve())}))
+                       active=frozenset({str(path.resolve())}), spawned=recorder.spawned)
 
     async def _pipeline(self, step_id: str, text: str, data: Any, env: dict[str, str],
                         cwd: str) -> dict[str, Any]:
@@ -209,37 +301,70 @@ class Workflows:
 
     async def _drive(self, run_id: str, workflow: dict[str, Any], path: Path,
                      args: dict[str, Any], results: dict[str, dict[str, Any]], start: int,
-                     last: str | None) -> dict[str, Any]:
+                     last: str | None, cwd: str | None = None) -> dict[str, Any]:
         token = CURRENT_RUN.set(run_id)  # LLM stages record their usage on the run
+        lost = asyncio.Event()
+        renewer = asyncio.create_task(self._renew(run_id, lost, asyncio.current_task()))
         try:
-            return await self._drive_run(run_id, workflow, path, args, results, start, last)
+            return await self._drive_run(run_id, workflow, path, args, results, start, last,
+                                         cwd)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if lost.is_set() and task is not None and task.uncancel() == 0:
+                return _lost(run_id)  # adopted elsewhere: its new driver writes from now on
+            raise
         finally:
+            renewer.cancel()
             CURRENT_RUN.reset(token)
+
+    async def _renew(self, run_id: str, lost: asyncio.Event,
+                     driver: asyncio.Task[Any] | None) -> None:
+        """Keep the run's lease while driving it; losing it (another process adopted the run
+        after this one stalled past the TTL) stops this driver without a write."""
+        name = lease_name(run_id)
+        while True:
+            await asyncio.sleep(self.lease_ttl_s / 3)
+            ok = await self.store.execute(
+                lambda tx: leases._acquire(tx, name, self.owner, self.lease_ttl_s))
+            if not ok:
+                lost.set()
+                if driver is not None:
+                    _ADOPTED_AWAY[driver] = run_id
+                    driver.cancel()
+                return
 
     async def _drive_run(self, run_id: str, workflow: dict[str, Any], path: Path,
                          args: dict[str, Any], results: dict[str, dict[str, Any]], start: int,
-                         last: str | None) -> dict[str, Any]:
-        ctx = self._context(run_id, path)
+                         last: str | None, cwd: str | None) -> dict[str, Any]:
+        ctx = self._context(run_id, path, cwd)
         tracker = CostTracker(ctx.env, ctx.stderr, parse_limit(workflow.get("cost_limit")))
         if start > 0:  # a gate pauses a run, it does not reset its spend
             tracker.restore(await self._spend(run_id))
         runner = Runner(workflow, path, args, ctx, tracker)
         try:
             outcome = await runner.run(results, start, last)
+        except LeaseLost:
+            return _lost(run_id)
         except RunCancelled:
+            await leases.release(self.store, lease_name(run_id), self.owner)
             return ok_envelope("cancelled", [])
         except (WorkflowError, CostLimitExceeded) as exc:
             message = exc.message if isinstance(exc, WorkflowError) else str(exc)
             await self._end(run_id, ev.WorkflowFailed(error=message, kind="runtime_error"))
             return error_envelope("runtime_error", message)
         except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and _ADOPTED_AWAY.get(task) == run_id:
+                raise  # adopted elsewhere: not this driver's to end
             await asyncio.shield(self._end(run_id, ev.WorkflowFailed(
                 error="interrupted", kind="runtime_error")))
             raise
         if outcome.pause is None:
             await self._end(run_id, ev.WorkflowFinished(output=outcome.output))
             return ok_envelope("ok", outcome.output)
-        return await self._pause(run_id, workflow, outcome, path)
+        recorder = ctx.recorder
+        gate_output = recorder.gate_output if isinstance(recorder, _StoreRecorder) else None
+        return await self._pause(run_id, workflow, outcome, path, gate_output)
 
     async def _end(self, run_id: str, payload: ev.Payload) -> None:
         event = NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
@@ -248,11 +373,13 @@ class Workflows:
         def command(tx: WriteTx) -> None:
             if _live(tx, run_id):  # a run cancelled meanwhile stays cancelled
                 tx.emit(event)
+            leases._release(tx, lease_name(run_id), self.owner)
 
         await self.store.execute(command)
 
     async def _pause(self, run_id: str, workflow: dict[str, Any], outcome: Outcome,
-                     path: Path) -> dict[str, Any]:
+                     path: Path, gate_output: ev.WorkflowStepFinished | None = None
+                     ) -> dict[str, Any]:
         pause = outcome.pause
         assert pause is not None
         token, token_hash = new_token(run_id)
@@ -260,6 +387,7 @@ class Workflows:
         name = workflow.get("name") if isinstance(workflow.get("name"), str) else path.stem
 
         def command(tx: WriteTx) -> str:
+            leases._release(tx, lease_name(run_id), self.owner)  # a gate: nobody drives it
             if not _live(tx, run_id):
                 return ""
             requester = str(pause.identity.get("initiatedBy") or "workflow")
@@ -288,7 +416,9 @@ class Workflows:
                                  token_hash=token_hash, request=json.loads(to_json(request)),
                                  identity=pause.identity,
                                  input_schema=pause.input_schema,
-                                 subject=json.loads(to_json(pause.subject)))))
+                                 subject=json.loads(to_json(pause.subject)),
+                                 result=gate_output.result if gate_output else None,
+                                 cost=gate_output.cost if gate_output else [])))
             return approval_id
 
         approval_id = await self.store.execute(command)
@@ -328,18 +458,21 @@ class Workflows:
 
     async def resume(self, *, token: str | None = None, approval_id: str | None = None,
                      approve: bool | None = None, response: Any = UNDEFINED,
-                     cancel: bool = False, approved_by: str | None = None) -> dict[str, Any]:
+                     cancel: bool = False, approved_by: str | None = None,
+                     reason: str = "") -> dict[str, Any]:
         """Lobster's `resume`: continue, cancel or answer a paused run; an envelope back.
 
-        `approved_by` is the approver's name (Lobster reads LOBSTER_APPROVAL_APPROVED_BY)."""
+        `approved_by` is the approver's name (Lobster reads LOBSTER_APPROVAL_APPROVED_BY);
+        `reason` is recorded with the decision (and a rejection's on the cancelled run)."""
         try:
             return await self._resume(token, approval_id, approve, response, cancel,
-                                      approved_by)
+                                      approved_by, reason)
         except WorkflowError as exc:
             return error_envelope(exc.kind, exc.message)
 
     async def _resume(self, token: str | None, approval_id: str | None, approve: bool | None,
-                      response: Any, cancel: bool, approved_by: str | None) -> dict[str, Any]:
+                      response: Any, cancel: bool, approved_by: str | None,
+                      reason: str = "") -> dict[str, Any]:
         run = await self._locate(token, approval_id,
                                  "Resume state not found" if cancel else NOT_FOUND)
         run_id, gate, step_id = run["id"], run["gate"], run["waiting_step"]
@@ -349,10 +482,10 @@ class Workflows:
                                     " requests", "parse_error")
             if cancel or approve is False:
                 await self._consume_cancel(run, approved_by, "rejected" if not cancel
-                                           else "withdrawn")
+                                           else "withdrawn", reason)
                 return ok_envelope("cancelled", [])
         if gate == "input" and cancel:
-            await self._consume_cancel(run, approved_by, "withdrawn")
+            await self._consume_cancel(run, approved_by, "withdrawn", reason)
             return ok_envelope("cancelled", [])
         path = Path(run["file"])
         workflow = load_workflow(path)
@@ -391,7 +524,7 @@ class Workflows:
             decision = "answered"
         start = int(run["resume_at"])
         check_workflow_conditions(workflow, start)
-        await self._consume(run, decision, approved_by, previous)
+        await self._consume(run, decision, approved_by, previous, reason)
         results[step_id] = previous
         last = step_id if gate == "input" else last_completed_step(workflow["steps"], results)
         return await self._drive(run_id, workflow, path, args, results, start, last)
@@ -402,8 +535,9 @@ class Workflows:
         # only the cost field: step payloads also carry the (possibly large) results
         rows = await self.store.fetchall(
             "SELECT json_extract(payload, '$.cost') AS cost FROM events WHERE"
-            " entity='workflow' AND entity_id=? AND type IN ('workflow.step_finished',"
-            " 'workflow.step_failed') AND json_array_length(payload, '$.cost') > 0"
+            " entity='workflow' AND entity_id=? AND type IN ('workflow.paused',"
+            " 'workflow.step_finished', 'workflow.step_failed')"
+            " AND json_array_length(payload, '$.cost') > 0"
             " ORDER BY seq", (run_id,))
         lines: list[CostLine] = []
         for row in rows:
@@ -434,15 +568,18 @@ class Workflows:
                              payload=ev.ApprovalDecided(decision=decision, reason=reason)))
 
     async def _consume(self, run: dict[str, Any], decision: str, by: str | None,
-                       result: dict[str, Any]) -> None:
+                       result: dict[str, Any], reason: str = "") -> None:
         def command(tx: WriteTx) -> None:
             self._claim(tx, run)
-            self._decide(tx, run, "approved" if decision == "approved" else "answered", by)
+            self._decide(tx, run, "approved" if decision == "approved" else "answered", by,
+                         reason)
             tx.emit(NewEvent(entity_id=run["id"], actor=(by or "").strip() or self.actor,
                              role=Role.OPERATOR.value, payload=ev.WorkflowResumed(
                                  step_id=run["waiting_step"], decision=decision,
                                  by=(by or "").strip() or None,
                                  result=json.loads(to_json(result)), owner=process_tag())))
+            leases._acquire(tx, lease_name(run["id"]), self.owner, self.lease_ttl_s,
+                            holder_gone=holder_gone)
 
         await self.store.execute(command)
 
@@ -453,8 +590,7 @@ class Workflows:
             self._decide(tx, run, decision, by, reason)
             tx.emit(NewEvent(entity_id=run["id"], actor=(by or "").strip() or self.actor,
                              role=Role.OPERATOR.value, payload=ev.WorkflowCancelled(
-                                 reason=reason or ("rejected" if decision == "rejected"
-                                                   else "cancelled"),
+                                 reason=_why_cancelled(decision, reason),
                                  by=(by or "").strip() or None)))
 
         await self.store.execute(command)
@@ -476,10 +612,11 @@ class Workflows:
                                   f" clawtower workflow resume --id {approval_id}"
                                   " --response-json JSON")
         if a["kind"] == GATE_KINDS["input"]:
-            envelope = await self.resume(approval_id=approval_id, cancel=True, approved_by=by)
+            envelope = await self.resume(approval_id=approval_id, cancel=True, approved_by=by,
+                                         reason=reason)
         else:
             envelope = await self.resume(approval_id=approval_id, approve=approve,
-                                         approved_by=by)
+                                         approved_by=by, reason=reason)
         return await self._decided(approval_id, a, envelope, "approved" if approve else
                                    "rejected")
 
@@ -536,6 +673,184 @@ class Workflows:
 
         await self.store.execute(command)
 
+    # ------------------------------------------------------------ adoption
+
+    async def adoptable(self) -> list[str]:
+        """Running runs nobody drives: their lease expired or was released, or its holder's
+        process is gone from this host (a run from before leases: its driver is gone)."""
+        rows = await self.store.fetchall(
+            "SELECT r.id, l.owner, l.expires_at, l.released, l.name IS NOT NULL AS leased"
+            " FROM workflow_runs r LEFT JOIN leases l ON l.name = 'workflow:' || r.id"
+            " WHERE r.status='running' ORDER BY r.num")
+        if not rows:
+            return []
+        runs = [{"id": r["id"], "status": "running"} for r in rows]
+        await self._drivers(runs)
+        driver = {r["id"]: r["driver"] for r in runs}
+        now = time.time()  # a first sieve: the lease's own check decides, in `adopt`
+        out = []
+        for r in rows:
+            if not r["leased"]:
+                if driver[r["id"]] == "gone":
+                    out.append(r["id"])
+                continue
+            free = r["released"] or r["expires_at"] <= now
+            if free or holder_gone(str(r["owner"])):
+                out.append(r["id"])
+        return out
+
+    async def adopt(self, run_id: str) -> dict[str, Any]:
+        """Drive on a run whose driver died, from the exact step it reached: a step that had
+        started runs again only when `repeatable`, else the run waits for the operator with
+        the reason (`recover` then retries, skips or cancels it). Conflict while a live
+        driver holds the run's lease."""
+        run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?", (run_id,))
+        if run is None:
+            raise NotFound(f"workflow run {run_id}: no such run")
+        if run["status"] != "running":
+            if run["status"] == "paused" and run["gate"] == "interrupted":
+                raise Conflict(f"workflow run {run_id}: waits for the operator ({run['error']});"
+                               " choose --retry, --skip or --cancel")
+            raise Conflict(f"workflow run {run_id}: {run['status']}, nothing to adopt")
+        path = Path(run["file"])
+        try:
+            workflow = load_workflow(path)
+            check_workflow_conditions(workflow)
+        except WorkflowError as exc:
+            return error_envelope("runtime_error", f"workflow run {run_id}: {exc.message}")
+        if run["digest"] and file_digest(path) != run["digest"]:
+            self.stderr(f"clawtower: warning: {path} changed since run {run_id} started;"
+                        " adopting it with the file as it is now\n")
+        steps = await self.store.fetchall(
+            "SELECT step_id, status, result, error FROM workflow_steps WHERE run_id=? AND"
+            " parent IS NULL", (run_id,))
+        rests = await self.store.fetchall(
+            "SELECT json_extract(payload, '$.step_id') AS step_id FROM events WHERE"
+            " entity='workflow' AND entity_id=? AND type='workflow.step_failed' AND"
+            " json_extract(payload, '$.policy')='skip_rest' AND"
+            " json_extract(payload, '$.retrying')=0", (run_id,))
+        plan = _plan(workflow["steps"], {s["step_id"]: s for s in steps},
+                     {r["step_id"] for r in rests})
+        name = lease_name(run_id)
+
+        def take(tx: WriteTx) -> str | None:
+            now = tx.one("SELECT status FROM workflow_runs WHERE id=?", (run_id,))
+            if now is None or now["status"] != "running":
+                raise Conflict(f"workflow run {run_id}: no longer running")
+            held = leases.holder(tx, name)
+            if not leases._acquire(tx, name, self.owner, self.lease_ttl_s,
+                                   holder_gone=holder_gone):
+                assert held is not None
+                raise Conflict(f"workflow run {run_id}: driven by {held['owner']} (lease until"
+                               f" {held['expires_at']:.0f}); it is adopted once that process"
+                               " is gone or its lease expires")
+            return None if held is None else str(held["owner"])
+
+        previous = await self.store.execute(take)
+        if previous is None:
+            row = await self.store.fetchone(
+                "SELECT json_extract(payload, '$.took_over_from') AS prev FROM events WHERE"
+                " entity='lease' AND entity_id=? ORDER BY seq DESC LIMIT 1", (name,))
+            previous = row["prev"] if row else None
+        if plan.step_id is not None:  # whatever is left of its processes ends first
+            spawned = await self.store.fetchall(
+                "SELECT json_extract(payload, '$.process') AS process FROM events WHERE"
+                " entity='workflow' AND entity_id=? AND type='workflow.step_spawned' AND"
+                " json_extract(payload, '$.step_id')=?", (run_id, plan.step_id))
+            for p in spawned:
+                if not await asyncio.to_thread(end_group, str(p["process"])):
+                    await leases.release(self.store, name, self.owner)
+                    raise ClawError(f"workflow run {run_id}: step {plan.step_id}'s process"
+                                    f" group {p['process']} did not end; try again")
+        if plan.fail is not None:
+            await self._end(run_id, ev.WorkflowFailed(error=plan.fail, kind="runtime_error"))
+            return error_envelope("runtime_error", plan.fail)
+        if plan.step_id is not None and not plan.rerun:
+            return await self._interrupt(run_id, plan)
+        args = resolve_args(workflow.get("args"), _loads(run["args"], {}))
+        results = await self._results(run_id)
+        await self.store.execute(lambda tx: tx.emit(NewEvent(
+            entity_id=run_id, actor=self.actor, role=Role.SYSTEM.value,
+            payload=ev.WorkflowAdopted(owner=self.owner, previous_owner=previous,
+                                       index=plan.index, step_id=plan.step_id,
+                                       rerun=plan.rerun))))
+        return await self._drive(run_id, workflow, path, args, results, plan.index,
+                                 last_completed_step(workflow["steps"], results),
+                                 await self._run_cwd(run_id))
+
+    async def _run_cwd(self, run_id: str) -> str | None:
+        row = await self.store.fetchone(
+            "SELECT json_extract(payload, '$.cwd') AS cwd FROM events WHERE entity='workflow'"
+            " AND entity_id=? AND type='workflow.started' ORDER BY seq LIMIT 1", (run_id,))
+        return str(row["cwd"]) if row and row["cwd"] else None
+
+    async def _interrupt(self, run_id: str, plan: _Plan) -> dict[str, Any]:
+        assert plan.step_id is not None
+        reason = (f"step {plan.step_id} was interrupted when the process driving the run died;"
+                  f" it may have had its effect and is not marked `{REPEAT_KEY}: true`:"
+                  f" retry, skip or cancel it (clawtower workflow recover {run_id}"
+                  " --retry|--skip|--cancel)")
+        step_id = plan.step_id
+
+        def command(tx: WriteTx) -> None:
+            tx.emit(NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
+                             payload=ev.WorkflowInterrupted(step_id=step_id, index=plan.index,
+                                                            reason=reason)))
+            leases._release(tx, lease_name(run_id), self.owner)
+
+        await self.store.execute(command)
+        return operator_envelope(run_id, step_id, reason)
+
+    async def recover(self, run_id: str, decision: str | None = None, *, by: str,
+                      reason: str = "") -> dict[str, Any]:
+        """`clawtower workflow recover ID`: adopt a run whose driver died (no decision), or
+        settle a step interrupted by that death: retry it, skip it, or cancel the run."""
+        if decision is None:
+            return await self.adopt(run_id)
+        if decision == "cancel":
+            await self.cancel(run_id, by=by, reason=reason)
+            return ok_envelope("cancelled", [])
+        if decision not in ("retry", "skip"):
+            raise ValidationError(f"workflow recover {run_id}: the decision must be retry, skip"
+                                  f" or cancel, not {decision!r}")
+        run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?", (run_id,))
+        if run is None:
+            raise NotFound(f"workflow run {run_id}: no such run")
+        if run["status"] != "paused" or run["gate"] != "interrupted":
+            hint = (f"; `clawtower workflow recover {run_id}` adopts it"
+                    if run["status"] == "running" else "")
+            raise Conflict(f"workflow run {run_id}: {run['status']}, no interrupted step waits"
+                           f" for a decision{hint}")
+        path = Path(run["file"])
+        try:
+            workflow = load_workflow(path)
+        except WorkflowError as exc:
+            return error_envelope("runtime_error", f"workflow run {run_id}: {exc.message}")
+        step_id, index = str(run["waiting_step"]), int(run["resume_at"])
+        who = by.strip() or self.actor
+
+        def command(tx: WriteTx) -> None:
+            now = tx.one("SELECT status, gate, waiting_step FROM workflow_runs WHERE id=?",
+                         (run_id,))
+            if (now is None or now["status"] != "paused" or now["gate"] != "interrupted"
+                    or now["waiting_step"] != step_id):
+                raise Conflict(f"workflow run {run_id}: already settled by someone else")
+            if not leases._acquire(tx, lease_name(run_id), self.owner, self.lease_ttl_s,
+                                   holder_gone=holder_gone):
+                raise Conflict(f"workflow run {run_id}: another process is settling it")
+            tx.emit(NewEvent(entity_id=run_id, actor=who, role=Role.OPERATOR.value,
+                             payload=ev.WorkflowRecovered(step_id=step_id, index=index,
+                                                          decision=decision, by=who,
+                                                          owner=self.owner)))
+
+        await self.store.execute(command)
+        args = resolve_args(workflow.get("args"), _loads(run["args"], {}))
+        results = await self._results(run_id)
+        start = index + 1 if decision == "skip" else index
+        return await self._drive(run_id, workflow, path, args, results, start,
+                                 last_completed_step(workflow["steps"], results),
+                                 await self._run_cwd(run_id))
+
     async def list(self, limit: int = 500) -> list[dict[str, Any]]:
         """Runs, newest first. A `running` one says whether its process is still there
         (`driver`: alive | gone | unknown, see core/liveness.py)."""
@@ -557,10 +872,11 @@ class Workflows:
         rows = await self.store.fetchall(
             "SELECT entity_id, json_extract(payload, '$.owner') AS owner FROM events WHERE"
             f" entity='workflow' AND entity_id IN ({marks}) AND type IN ('workflow.started',"
-            " 'workflow.resumed') ORDER BY seq", tuple(r["id"] for r in running))
+            " 'workflow.resumed', 'workflow.adopted', 'workflow.recovered') ORDER BY seq",
+            tuple(r["id"] for r in running))
         owners = {row["entity_id"]: row["owner"] for row in rows}
         for r in running:
-            r["driver"] = liveness(owners.get(r["id"]))
+            r["driver"] = liveness(str(owners.get(r["id"]) or "").partition("#")[0])
 
     async def get(self, run_id: str) -> dict[str, Any]:
         """A run with every step (pending ones too) and the gate it waits at, if any."""
@@ -573,11 +889,14 @@ class Workflows:
         out = _run(run[0])
         await self._drivers([out])
         by_id = {s["step_id"]: s for s in steps}
+        # a step that never started: pending while the run may still reach it; once the run
+        # ended cancelled or failed, it never will
+        never = "cancelled" if out["status"] in ("cancelled", "failed") else "pending"
         listed: list[dict[str, Any]] = []
         for idx, sid in enumerate(out["step_ids"]):
             row = by_id.get(sid)
             item = _step(row) if row else {"id": sid, "index": idx, "kind": "", "status":
-                                            "pending", "attempts": 0, "result": None,
+                                            never, "attempts": 0, "result": None,
                                             "error": None, "started_at": None, "ended_at": None}
             item["branches"] = [_step(s) for s in steps if s["parent"] == sid]
             listed.append(item)
@@ -599,6 +918,53 @@ class Workflows:
         raw = json.loads(started["cost_limit"]) if started and started["cost_limit"] else None
         limit = parse_limit(raw) if isinstance(raw, dict) else None
         return summarize(await self._spend(run_id), limit)
+
+
+def operator_envelope(run_id: str, step_id: str, reason: str) -> dict[str, Any]:
+    """A run that waits for the operator after a crash (clawtower's own status: Lobster has
+    no adoption)."""
+    return {"protocolVersion": 1, "ok": True, "status": "needs_operator", "output": [],
+            "requiresApproval": None, "requiresInput": None,
+            "requiresOperator": {"type": "interrupted_step", "runId": run_id,
+                                 "stepId": step_id, "reason": reason,
+                                 "choices": ["retry", "skip", "cancel"]}}
+
+
+@dataclass
+class _Plan:
+    """Where an adopted run goes on: step `index`; `step_id` had started (an interrupted
+    step), `rerun` when it may run again; `fail` when it had already failed the run."""
+
+    index: int
+    step_id: str | None = None
+    rerun: bool = False
+    fail: str | None = None
+
+
+def _plan(steps: Sequence[dict[str, Any]], rows: Mapping[str, Mapping[str, Any]],
+          skip_rest: set[str]) -> _Plan:
+    for idx, step in enumerate(steps):
+        sid = str(step["id"])
+        row = rows.get(sid)
+        if row is None:
+            return _Plan(idx)
+        status = row["status"]
+        if status in ("done", "skipped"):
+            continue
+        if status == "failed":
+            if row["result"] is None:  # on_error stop: the run had failed
+                return _Plan(idx, fail=str(row["error"] or f"step {sid} failed"))
+            if sid in skip_rest:
+                return _Plan(len(steps))
+            continue
+        # running / retrying / waiting / interrupted: it started and has no result
+        return _Plan(idx, sid, rerun=status == "retrying" or repeatable(step))
+    return _Plan(len(steps))
+
+
+def _lost(run_id: str) -> dict[str, Any]:
+    return error_envelope("runtime_error", f"workflow run {run_id}: another process adopted it"
+                          " (this one stalled past its lease); it drives the run from here")
 
 
 def _limit_dict(workflow: Mapping[str, Any]) -> dict[str, Any] | None:

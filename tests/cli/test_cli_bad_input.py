@@ -319,7 +319,7 @@ def test_demo_without_its_data(run: Run, tmp_path: Path,
     r = run("demo", "--headless", "--speed", "0")
     assert (r.code, r.out) == (2, "")
     one_error_line(r.err, str(tmp_path / "nowhere"), "demo data not found")
-    assert not (home / "demo.db").exists()
+    assert not (home / "clawtower.db").exists()
 
 
 def test_empty_db_path(run: Run, tmp_path: Path) -> None:
@@ -333,7 +333,7 @@ def test_demo_bad_speed_seeds_nothing(run: Run, home: Path, speed: str) -> None:
     r = run("demo", "--headless", "--speed", speed)
     assert (r.code, r.out) == (2, "")
     one_error_line(r.err, "--speed", speed)
-    assert not (home / "demo.db").exists()
+    assert not (home / "clawtower.db").exists()
 
 
 def test_serve_bad_agents_script_touches_nothing(run: Run, tmp_path: Path) -> None:

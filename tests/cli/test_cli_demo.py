@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_helpers import OPERATOR, Run, max_seq, query, run_cli
+from cli_helpers import OPERATOR, SPECS, Run, max_seq, query, run_cli
 
 
 @dataclass
@@ -40,9 +40,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     home = tmp_path_factory.mktemp("demo") / "home"
     proc = run_cli(["demo", "--headless", "--speed", "0"], home, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    m = re.search(r"approve with: clawtower approve (\w+) --db (\S+)", proc.stdout)
+    m = re.search(r"approve with: clawtower approve (\w+)\n", proc.stdout)
     assert m, proc.stdout
-    return Demo(home, proc, Path(m.group(2)), m.group(1))
+    return Demo(home, proc, home / "clawtower.db", m.group(1))
 
 
 @pytest.fixture
@@ -53,11 +53,69 @@ def demo_copy(demo: Demo, tmp_path: Path) -> Demo:
     return Demo(home, demo.proc, home / demo.db.name, demo.approval)
 
 
-def test_demo_uses_clawtower_home(demo: Demo) -> None:
-    assert demo.db == demo.home / "demo.db"
+def test_demo_uses_the_default_store_of_every_command(demo: Demo) -> None:
     assert demo.proc.stdout.startswith(f"clawtower demo: seeded 6 tasks into {demo.db}\n")
     assert demo.proc.stderr == ""
     assert f"events: {max_seq(demo.db)}   store: {demo.db}" in demo.proc.stdout
+    # what the demo tells you to type works as typed: no --db needed anywhere
+    assert "--db" not in demo.proc.stdout
+    r = run_cli(["approvals", "--json"], demo.home)
+    assert r.returncode == 0 and [a["id"] for a in json.loads(r.stdout)] == [demo.approval]
+    r = run_cli(["task", "list"], demo.home)
+    assert r.returncode == 0 and r.stdout.count("\nT-") == 6, r.stdout
+
+
+def test_a_second_demo_replaces_only_its_own_store(demo_copy: Demo) -> None:
+    d = demo_copy
+    before = max_seq(d.db)
+    r = run_cli(["demo", "--headless", "--speed", "0"], d.home, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"clawtower demo: replaced the earlier demo's store at {d.db}"
+                               f" ({before} events)\n")
+    assert query(d.db, "SELECT count(*) FROM tasks") == [(6,)]
+
+
+def test_the_demo_refuses_a_store_it_did_not_make(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    db = home / "clawtower.db"
+    r = run_cli(["task", "create", str(SPECS / "01-csv-export.yaml")], home)
+    assert r.returncode == 0, r.stderr
+    before = db.read_bytes()
+    r = run_cli(["demo", "--headless", "--speed", "0"], home)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"clawtower: error: demo: {db} holds a store the demo did not make (1"
+                        f" events, the first by {OPERATOR!r}); {db} is left untouched. Run the"
+                        " demo on another store: `clawtower demo --db PATH` (then give every"
+                        " command the same --db), or set CLAWTOWER_HOME=DIR for a fresh home\n")
+    assert db.read_bytes() == before
+    # --db picks another store, and the demo's hints then carry it
+    other = tmp_path / "elsewhere" / "demo.db"
+    r = run_cli(["demo", "--headless", "--speed", "0", "--db", str(other)], home, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert re.search(rf"approve with: clawtower approve \w+ --db {re.escape(str(other))}\n",
+                     r.stdout), r.stdout
+    assert db.read_bytes() == before
+
+
+def test_the_demo_refuses_its_store_once_someone_else_added_to_it(demo_copy: Demo) -> None:
+    d = demo_copy
+    r = run_cli(["task", "create", str(SPECS / "01-csv-export.yaml")], d.home)
+    assert r.returncode == 0, r.stderr
+    seq = max_seq(d.db)
+    r = run_cli(["demo", "--headless", "--speed", "0"], d.home)
+    assert r.returncode == 2
+    assert "is an earlier demo's store, but 1 task(s) or run(s) in it were created by" \
+        " someone else" in r.stderr
+    assert max_seq(d.db) == seq
+
+
+def test_the_demo_never_replaces_a_file_that_is_not_a_store(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "clawtower.db").write_text("my notes\n")
+    r = run_cli(["demo", "--headless", "--speed", "0"], home)
+    assert r.returncode == 2 and "is not a clawtower store" in r.stderr
+    assert (home / "clawtower.db").read_text() == "my notes\n"
 
 
 def test_demo_summary_tells_the_story(demo: Demo) -> None:
@@ -93,7 +151,7 @@ def test_demo_store_matches_the_summary(demo: Demo) -> None:
 def test_approve_then_serve_completes_the_task_once(demo_copy: Demo) -> None:
     d = demo_copy
     db = str(d.db)
-    journal = d.home / "demo.effects.jsonl"
+    journal = d.home / "clawtower.effects.jsonl"
     assert not journal.exists()
     (subject,) = query(d.db, "SELECT subject FROM approvals WHERE id=?", (d.approval,))[0]
 
@@ -138,11 +196,20 @@ def test_approve_then_serve_completes_the_task_once(demo_copy: Demo) -> None:
 def test_demo_unblock_hint_works(demo_copy: Demo) -> None:
     d = demo_copy
     (doomed,) = query(d.db, "SELECT id FROM tasks WHERE phase='circuit_open'")[0]
-    hint = f"clawtower task transition {doomed} execution_ready --as orchestrator --reason '...'"
+    hint = f"clawtower task unblock {doomed} retry|revise|abandon --reason '...'\n"
     assert hint in d.proc.stdout
-    r = run_cli(["task", "transition", doomed, "execution_ready", "--as", "orchestrator",
-                 "--reason", "staging is back", "--db", str(d.db)], d.home)
-    assert (r.returncode, r.stdout) == (0, f"{doomed}: circuit_open -> execution_ready\n")
+    r = run_cli(["task", "unblock", doomed, "retry", "--reason", "staging is back"], d.home)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout == f"{doomed}: circuit_open -> execution_ready (unblock by {OPERATOR})\n"
+    # executed by the orchestrator, commanded by the operator: no `--as orchestrator`
+    rows = query(d.db, "SELECT type, actor, role FROM events WHERE entity_id=?"
+                 " ORDER BY seq DESC LIMIT 2", (doomed,))
+    assert rows == [("task.transitioned", "orchestrator", "orchestrator"),
+                    ("task.commanded", OPERATOR, "operator")]
+    r = run_cli(["task", "unblock", doomed, "abandon"], d.home)
+    assert r.returncode == 2
+    assert r.stderr == (f"clawtower: error: task {doomed}: nothing to unblock: it is in"
+                        " execution_ready, not circuit_open\n")
 
 
 def test_show_circuit_and_retry_from_the_demo(demo: Demo, run: Run) -> None:

@@ -105,7 +105,7 @@ def test_spec_review_findings_reference_files(run: Run, seeded: Path) -> None:
     ]
     text = run("task", "show", "T-1", "--db", db).out
     assert "reviews:" in text
-    assert "spec_review attempt 0: changes_requested by checker" in text
+    assert "spec_review attempt 0: changes requested by checker" in text
     assert "- src/export/csv.py:41: dates are written in local time" in text
     # changes requested: the orchestrator may not move it on, only back to spec_draft
     refused = run("task", "transition", "T-1", "execution_ready", "--as", "orchestrator",
@@ -192,3 +192,36 @@ def test_quality_review(run: Run, awaiting: tuple[Path, str], verdict: str) -> N
     assert r.code == 2
     assert r.err == ("clawtower: error: task T-1: is in awaiting_approval;"
                      " quality reviews are taken in quality_gate\n")
+
+
+def test_operator_commands_unblock_retry_cancel(run: Run, seeded: Path) -> None:
+    """An operator unblocks, retries or cancels with typed commands; no `--as orchestrator`."""
+    db = seeded
+    ok = lambda *a: run(*a, "--db", db)  # noqa: E731
+    assert ok("task", "transition", "T-1", "spec_review", "--as", "orchestrator",
+              "--reason", "ready").code == 0
+    r = ok("task", "retry", "T-1")
+    assert (r.code, r.out) == (2, "")
+    assert r.err == ("clawtower: error: task T-1: nothing to retry: it is in spec_review,"
+                     " not circuit_open\n")
+    assert ok("task", "review", "T-1", "--as", "spec_reviewer", "--verdict", "approved").code == 0
+    for phase in ("execution_ready", "circuit_open"):
+        assert ok("task", "transition", "T-1", phase, "--as", "orchestrator",
+                  "--reason", "stuck").code == 0
+    r = ok("task", "unblock", "T-1", "later")
+    assert (r.code, r.out) == (2, "")
+    assert "CHOICE: unknown unblock choice 'later' (known: execution_ready, retry," in r.err
+    r = ok("task", "unblock", "T-1", "revise", "--reason", "the spec was wrong", "--by", "ann")
+    assert (r.code, r.out, r.err) == (0, "T-1: circuit_open -> spec_draft (unblock by ann)\n", "")
+    r = ok("task", "cancel", "T-2", "--reason", "duplicate")
+    assert (r.code, r.out) == (0, f"T-2: spec_draft -> failed (cancel by {OPERATOR})\n")
+    t = ok("task", "show", "T-2", "--json").json()
+    assert t["phase_reason"] == f"cancel by {OPERATOR}: duplicate"
+    r = ok("task", "cancel", "T-2")
+    assert (r.code, r.err) == (2, "clawtower: error: task T-2: nothing to cancel: it already"
+                                  " ended failed\n")
+    r = ok("events", "--entity", "T-1")
+    assert "task.commanded       T-1        ann(operator)  unblock -> spec_draft: the spec" \
+        in r.out
+    r = ok("task", "retry", "T-9")
+    assert (r.code, r.err) == (2, "clawtower: error: task 'T-9': no such task\n")

@@ -262,7 +262,7 @@ async def test_in_process_engine_drives_new_tasks(tmp_path: Path) -> None:
     script = tmp_path / "agents.yaml"
     script.write_text("seed: 1\nspeed: 0\n")
     db = str(tmp_path / "store.db")
-    app = make_app(db, run_engine=True, agents_script=str(script))
+    app = make_app(db, run_engine=True, agents_file=str(script))
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_loaded()
         assert app.store is not None

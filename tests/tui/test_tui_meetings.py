@@ -110,7 +110,7 @@ async def test_a_meeting_in_another_process_is_watched_round_by_round(
 
 
 async def test_start_a_meeting_from_the_command_line(release_db: str, tmp_path: Path) -> None:
-    app = make_app(release_db, agents_script=script_file(tmp_path))
+    app = make_app(release_db, agents_file=script_file(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_loaded()
         await pilot.press("colon")
@@ -139,7 +139,7 @@ async def test_start_a_meeting_from_the_command_line(release_db: str, tmp_path: 
 
 
 async def test_stop_and_grant_rounds_from_the_keyboard(release_db: str, tmp_path: Path) -> None:
-    app = make_app(release_db, agents_script=script_file(tmp_path, delay_ms=300))
+    app = make_app(release_db, agents_file=script_file(tmp_path, delay_ms=300))
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_loaded()
         app.start_meeting(["ada", "ben", "cyd"], "Ship on Friday?", max_rounds=2)

@@ -10,15 +10,21 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
+from ..commands import mode_help
 from ..model import Delta
 from ..render import Palette, approval_renderable
 from ..rowlist import RowList
 from ..views import ApprovalList, EventLog, ModeBar
-from .base import ConsoleScreen
+from .base import ConsoleScreen, count_label
 
 
 class ApprovalsScreen(ConsoleScreen):
     """Mode 2: pending decisions with their context; `a` approves, `r` rejects."""
+
+    HELP = mode_help(
+        "**Approvals**: every pending decision, one list. `a` approves, `r` rejects "
+        "(asks a reason); `enter` opens the task.",
+        ("approve", "reject", "task"))
 
     MODE = "approvals"
 
@@ -56,9 +62,15 @@ class ApprovalsScreen(ConsoleScreen):
     def _approvals(self) -> None:
         lst = self.query_one(ApprovalList)
         lst.load(self.capp.model.approvals)
-        lst.border_title = f"Pending approvals · {len(self.capp.model.approvals)}"
+        self.update_titles()
         self._filter_subtitle(lst)
         self._show(lst.cursor_key)
+        self.refresh_bindings()
+
+    def update_titles(self) -> None:
+        lst = self.query_one(ApprovalList)
+        lst.border_title = (f"Pending approvals · "
+                            f"{count_label(lst, len(self.capp.model.approvals))}")
 
     @on(RowList.Highlighted, "#approvals")
     def _highlighted(self, event: RowList.Highlighted) -> None:
@@ -77,6 +89,12 @@ class ApprovalsScreen(ConsoleScreen):
             body.update(Text("Select a pending item to see what it would do.", style="dim"))
             return
         body.update(approval_renderable(Palette(self.app), a, keys=True))
+
+    def unavailable(self, action: str) -> str | None:
+        if action in ("approve", "reject") and self.query_one(ApprovalList).cursor_key is None:
+            return ("nothing waits for a decision" if not self.capp.model.approvals else
+                    "no approval selected")
+        return None
 
     def action_approve(self) -> None:
         key = self.query_one(ApprovalList).cursor_key

@@ -31,17 +31,66 @@ class FilterBar(Input):
         self.target: RowList | None = None
 
 
+def count_label(lst: RowList, total: int) -> str:
+    """A list title's count: `12`, or `3 of 12` while a filter hides some."""
+    return f"{lst.visible_count} of {total}" if lst.filter_text else str(total)
+
+
+def explained(key: str, action: str) -> Binding:
+    """The fallback of a key whose action cannot run now: says why (ConsoleScreen.explain).
+
+    Put it right after the key's own binding: Textual tries a key's bindings in order, and
+    moves on to the next when `check_action` refuses one."""
+    return Binding(key, f"screen.explain('{action}')", show=False, system=True)
+
+
+def task_command_unavailable(task: dict[str, Any] | None, task_id: str | None,
+                             action: str) -> str | None:
+    """Why `u` (unblock) or `x` (cancel_task) cannot act on `task` now, or None."""
+    if task is None:
+        return f"task {task_id}: no such task" if task_id else "no task selected"
+    phase = str(task["phase"])
+    if action == "unblock" and phase != "circuit_open":
+        return (f"{task['id']} is {phase.replace('_', ' ')}: nothing to unblock (only a task"
+                " whose circuit is open is blocked)")
+    if action == "cancel_task" and phase in ("completed", "failed"):
+        return f"{task['id']} already ended {phase}: nothing to cancel"
+    return None
+
+
 class ConsoleScreen(Screen[None]):
-    """A screen fed with the store's changes by the app."""
+    """A screen fed with the store's changes by the app.
+
+    Keys never do nothing silently: an action that cannot run now (`unavailable` says why)
+    shows dimmed in the footer, stays listed in the key panel, and its key, pressed, says why
+    in a notification (through its `explained` fallback binding)."""
 
     MODE: ClassVar[str] = "tasks"
     AUTO_FOCUS = None  # each screen focuses its main widget itself
+    HIDDEN_WHEN_UNAVAILABLE: ClassVar[frozenset[str]] = frozenset()  # not dimmed: not shown
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter", id="filter",
                 tooltip="Filter the focused list (esc clears)"),
+        explained("slash", "filter"),
         Binding("escape", "escape", "Back/clear", show=False, id="escape"),
     ]
+
+    def unavailable(self, action: str) -> str | None:
+        """Why `action` cannot run here now, or None when it can."""
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "explain":
+            return True
+        if self.unavailable(action) is None:
+            return True
+        return False if action in self.HIDDEN_WHEN_UNAVAILABLE else None
+
+    def action_explain(self, action: str) -> None:
+        why = self.unavailable(action)
+        if why:
+            self.notify(why, severity="warning")
 
     @property
     def capp(self) -> ConsoleApp:
@@ -81,6 +130,7 @@ class ConsoleScreen(Screen[None]):
             lists = list(self.query(RowList))
             target = lists[0] if lists else None
         if target is None:
+            self.notify("nothing to filter here", severity="warning")
             return
         bar = self.query_one(FilterBar)
         bar.target = target
@@ -94,7 +144,7 @@ class ConsoleScreen(Screen[None]):
         bar = self.query_one(FilterBar)
         if bar.target is not None:
             bar.target.set_filter(event.value)
-            self._filter_subtitle(bar.target)
+            self.filter_applied(bar.target)
 
     @on(Input.Submitted, "#filter-bar")
     def _filter_submitted(self, event: Input.Submitted) -> None:
@@ -108,8 +158,16 @@ class ConsoleScreen(Screen[None]):
         if target is not None:
             if clear:
                 target.set_filter("")
-                self._filter_subtitle(target)
+                self.filter_applied(target)
             target.focus()
+
+    def filter_applied(self, target: RowList) -> None:
+        """The filter of `target` changed: its subtitle, and the titles' counts, follow."""
+        self._filter_subtitle(target)
+        self.update_titles()
+
+    def update_titles(self) -> None:
+        """Recount the titles (a subclass's lists say `3 of 12` while filtered)."""
 
     def _filter_subtitle(self, target: RowList) -> None:
         if target.filter_text:
@@ -126,7 +184,7 @@ class ConsoleScreen(Screen[None]):
         focused = self.focused
         if isinstance(focused, RowList) and focused.filter_text:
             focused.set_filter("")
-            self._filter_subtitle(focused)
+            self.filter_applied(focused)
             return
         self.back()
 
@@ -149,8 +207,10 @@ class PlaceholderScreen(ConsoleScreen):
             yield Static(self.TEXT, id="placeholder")
         yield from self.compose_bottom()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return action != "filter"
+    HIDDEN_WHEN_UNAVAILABLE = frozenset({"filter"})
+
+    def unavailable(self, action: str) -> str | None:
+        return "nothing to filter here: this mode has no list yet" if action == "filter" else None
 
 
 class ListDetailScreen(ConsoleScreen):
@@ -230,7 +290,7 @@ class ListDetailScreen(ConsoleScreen):
         lst = self.item_list
         items = self.items()
         lst.load(items)
-        lst.border_title = f"{self.LIST_TITLE} · {len(items)}{self.list_extra(items)}"
+        self._title(lst, items)
         self._filter_subtitle(lst)
         self.before_select(lst)
         key = lst.cursor_key
@@ -238,6 +298,13 @@ class ListDetailScreen(ConsoleScreen):
             self.select(str(key))
         elif key is None and self.selected is None:
             self._render_detail()
+
+    def _title(self, lst: RowList, items: list[dict[str, Any]]) -> None:
+        lst.border_title = (f"{self.LIST_TITLE} · {count_label(lst, len(items))}"
+                            f"{self.list_extra(items)}")
+
+    def update_titles(self) -> None:
+        self._title(self.item_list, self.items())
 
     def before_select(self, lst: RowList) -> None:
         """A hook to move the cursor (e.g. to an item just started) before selecting."""

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from core.describe import one_line
 
+from ..commands import mode_help
 from ..meetingdata import get_meeting, reply_state, rounds_of
 from ..model import Delta, fmt_datetime, fmt_time
 from ..render import Palette, columns_table, usage_line
@@ -23,6 +24,11 @@ class MeetingsScreen(ListDetailScreen):
     `s` stops the selected meeting (after a y/n), `+` grants it one more round;
     `:meeting a,b,c TOPIC` starts one.
     """
+
+    HELP = mode_help(
+        "**Meetings**, newest first, the selected one live. `s` stops it, `+` grants "
+        "one more round.",
+        ("meeting", "stop", "grant"))
 
     MODE = "meetings"
     PREFIX = "mtg"
@@ -59,11 +65,17 @@ class MeetingsScreen(ListDetailScreen):
         key = self.item_list.cursor_key
         return self.capp.model.meeting(str(key)) if key is not None else None
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("stop_meeting", "grant_round"):
-            m = self._selected_meeting()
-            return m is not None and m.get("status") == "running"
-        return True
+    def unavailable(self, action: str) -> str | None:
+        if action not in ("stop_meeting", "grant_round"):
+            return None
+        verb = "stop" if action == "stop_meeting" else "grant a round to"
+        m = self._selected_meeting()
+        if m is None:
+            return (f"no meeting selected: nothing to {verb}" if self.capp.model.meetings else
+                    f"no meetings yet: nothing to {verb} (start one: :meeting ada,ben,cyd TOPIC)")
+        if m.get("status") != "running":
+            return f"{m['id']} has ended ({meeting_outcome(m)}): nothing to {verb}"
+        return None
 
     def action_stop_meeting(self) -> None:
         m = self._selected_meeting()

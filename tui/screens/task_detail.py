@@ -14,8 +14,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from core import ClawError, Tasks
-from core.describe import one_line
+from core.describe import one_line, verdict_label
 
+from ..commands import mode_help
 from ..model import Delta, fmt_datetime, fmt_time
 from ..render import (
     Palette,
@@ -27,11 +28,16 @@ from ..render import (
     usage_renderable,
 )
 from ..views import ModeBar, phase_label
-from .base import ConsoleScreen
+from .base import ConsoleScreen, explained, task_command_unavailable
 
 
 class TaskDetailScreen(ConsoleScreen):
     """Everything the store knows about one task, refreshed as it changes."""
+
+    HELP = mode_help(
+        "**A task**: its history, reviews, attempts, evidence. `a`/`r` decide its "
+        "pending approval, `u` unblocks it, `x` cancels it, `esc` goes back.",
+        ("approve", "reject", "unblock", "retry", "cancel"))
 
     MODE = "tasks"
 
@@ -39,8 +45,16 @@ class TaskDetailScreen(ConsoleScreen):
         Binding("escape", "escape", "Back", id="detail.back"),
         Binding("a", "approve", "Approve", id="detail.approve",
                 tooltip="Approve this task's pending approval"),
+        explained("a", "approve"),
         Binding("r", "reject", "Reject", id="detail.reject",
                 tooltip="Reject this task's pending approval"),
+        explained("r", "reject"),
+        Binding("u", "unblock", "Unblock", id="detail.unblock",
+                tooltip="Unblock this task (circuit open): retry, revise the spec, or abandon"),
+        explained("u", "unblock"),
+        Binding("x", "cancel_task", "Cancel task", id="detail.cancel",
+                tooltip="Cancel this task: it ends failed (asks to confirm)"),
+        explained("x", "cancel_task"),
         Binding("up,k", "scroll('up')", "Up", show=False, id="detail.up"),
         Binding("down,j", "scroll('down')", "Down", show=False, id="detail.down"),
     ]
@@ -94,12 +108,17 @@ class TaskDetailScreen(ConsoleScreen):
             return
         self._render_detail()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    HIDDEN_WHEN_UNAVAILABLE = frozenset({"filter"})
+
+    def unavailable(self, action: str) -> str | None:
         if action == "filter":
-            return False
+            return "nothing to filter in a task's detail (esc goes back to the list)"
         if action in ("approve", "reject"):
-            return self._pending() is not None
-        return True
+            return None if self._pending() else f"{self.task_id}: nothing waits for approval"
+        if action in ("unblock", "cancel_task"):
+            return task_command_unavailable(self.capp.model.tasks.get(self.task_id),
+                                            self.task_id, action)
+        return None
 
     def action_escape(self) -> None:
         self.back()
@@ -119,17 +138,19 @@ class TaskDetailScreen(ConsoleScreen):
 
     def action_approve(self) -> None:
         a = self._pending()
-        if a is None:
-            self.notify(f"{self.task_id}: nothing waits for approval", severity="warning")
-        else:
+        if a is not None:
             self.capp.request_approve(a["id"])
 
     def action_reject(self) -> None:
         a = self._pending()
-        if a is None:
-            self.notify(f"{self.task_id}: nothing waits for approval", severity="warning")
-        else:
+        if a is not None:
             self.capp.request_reject(a["id"])
+
+    def action_unblock(self) -> None:
+        self.capp.request_unblock(self.task_id)
+
+    def action_cancel_task(self) -> None:
+        self.capp.request_cancel_task(self.task_id)
 
     def _set(self, key: str, renderable: RenderableType | None, title: str | None = None) -> None:
         show_section(self.query_one(f"#sec-{key}", Static), renderable, title)
@@ -145,7 +166,8 @@ class TaskDetailScreen(ConsoleScreen):
         self._set("pending", approval_renderable(Palette(self.app), pending, keys=True)
                   if pending else None,
                   f"Waiting on you · approval {pending['id']}" if pending else None)
-        self._set("circuit", circuit_renderable(pal, t["circuit"]) if t.get("circuit") else None)
+        self._set("circuit", circuit_renderable(pal, t["circuit"], keys=True)
+                  if t.get("circuit") else None)
         self._set("spec", spec_renderable(pal, t))
         self._set("history", history_renderable(pal, t["history"]),
                   f"History · {len(t['history'])} transitions")
@@ -210,7 +232,8 @@ def spec_renderable(pal: Palette, t: dict[str, Any]) -> RenderableType:
     return kv_table(pal, rows)
 
 
-def circuit_renderable(pal: Palette, c: dict[str, Any]) -> RenderableType:
+def circuit_renderable(pal: Palette, c: dict[str, Any], *, keys: bool = False
+                       ) -> RenderableType:
     options = Text()
     for i, opt in enumerate(c.get("unblock_options") or []):
         if i:
@@ -224,6 +247,13 @@ def circuit_renderable(pal: Palette, c: dict[str, Any]) -> RenderableType:
         ("last good", c.get("last_good_artifact") or "none"),
         ("unblock", options),
     ]
+    if keys:
+        hint = Text()
+        hint.append(" u ", style=pal.tone("active", "bold reverse"))
+        hint.append(" unblock: retry · revise · abandon   ")
+        hint.append(" x ", style=pal.tone("failed", "bold reverse"))
+        hint.append(" cancel the task")
+        rows.append(("act", hint))
     return kv_table(pal, rows)
 
 
@@ -273,7 +303,8 @@ def reviews_renderable(pal: Palette, reviews: list[dict[str, Any]]) -> Renderabl
                             style=pal.tone("idle"))
         table.add_row(Text(fmt_time(r["at"]), style=pal.tone("idle")), r["stage"],
                       str(r["attempt"] or ""), r["reviewer"],
-                      Text(r["verdict"], style=_verdict_style(pal, r["verdict"])), findings)
+                      Text(verdict_label(r["verdict"]), style=_verdict_style(pal, r["verdict"])),
+                      findings)
     return table
 
 

@@ -14,6 +14,7 @@ from core.agents.usage import UsageTotals, format_usage
 from core.describe import one_line
 from core.workflows.cost import describe_cost
 
+from ..commands import mode_help
 from ..model import Delta, fmt_datetime, fmt_time
 from ..render import Palette, columns_table, kv_table
 from ..rowlist import RowList
@@ -33,6 +34,9 @@ def step_summary(step: dict[str, Any]) -> str:
     """One line on what a step produced: its error, its json, else its stdout."""
     if step.get("error"):
         return one_line(str(step["error"]))
+    if step.get("status") == "cancelled":
+        return ("never ran: the run ended first" if not step.get("started_at") else
+                "stopped: the run was cancelled here")
     if step.get("status") == "waiting":
         return "waits for an answer" if step.get("kind") == "input" else "waits for a decision"
     result = step.get("result") or {}
@@ -105,7 +109,7 @@ def gate_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | None:
         schema = request.get("responseSchema")
         parts += [Text(""), Text("Response schema", style=pal.tone("idle", "bold")),
                   Text(json.dumps(schema, indent=2) if schema is not None else "any JSON")]
-        hint = "answer it in mode 2: select the gate, `a` opens a JSON editor"
+        hint = "`a` opens a JSON editor to answer it (here or in mode 2), `r` rejects"
     else:
         items = request.get("items") or []
         if items:
@@ -116,7 +120,7 @@ def gate_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | None:
         if request.get("preview"):
             parts += [Text(""), Text("Preview", style=pal.tone("idle", "bold")),
                       Text(_short(request["preview"]), style=pal("accent"))]
-        hint = "decide it in mode 2: `a` approves (the run continues), `r` rejects (cancels)"
+        hint = "`a` approves (the run continues), `r` rejects (cancels); here or in mode 2"
     parts += [Text(""), Text(f"approval {gate['approval_id']} · {hint}",
                              style=pal.tone("waiting"))]
     return Group(*parts)
@@ -125,6 +129,8 @@ def gate_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | None:
 def outcome_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | None:
     if run["status"] == "failed":
         return Text(str(run.get("error") or "failed"), style=pal.tone("failed"))
+    if run["status"] == "cancelled" and run.get("error"):  # how it was decided, and why
+        return Text(str(run["error"]), style=pal.tone("waiting"))
     if run["status"] in ("ok", "cancelled"):
         out = run.get("output")
         return Text(_short(json.dumps(out, indent=2, ensure_ascii=False), 2000))
@@ -137,6 +143,11 @@ class WorkflowsScreen(ListDetailScreen):
     `c` cancels the selected paused or orphaned run (after a y/n); `enter` on a run waiting at
     a gate opens that gate in mode 2; `:workflow FILE [ARGS-JSON]` starts one in this console.
     """
+
+    HELP = mode_help(
+        "**Workflow runs**, the selected one's steps live. `a`/`r` decide a run's gate, "
+        "`c` cancels a paused run, `enter` opens its gate in Approvals.",
+        ("workflow", "approve", "reject", "cancel"))
 
     MODE = "workflows"
     PREFIX = "wf"
@@ -175,16 +186,35 @@ class WorkflowsScreen(ListDetailScreen):
         key = self.item_list.cursor_key
         return self.capp.model.workflow(str(key)) if key is not None else None
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel_run":
-            run = self._selected_run()
-            return run is not None and (run["status"] == "paused" or run.get("driver") == "gone")
-        return True
+    def unavailable(self, action: str) -> str | None:
+        if action not in ("cancel_run", "decide_gate"):
+            return None
+        verb = "cancel" if action == "cancel_run" else "decide"
+        run = self._selected_run()
+        if run is None:
+            return (f"no run selected: nothing to {verb}" if self.capp.model.workflows else
+                    f"no workflow runs yet: nothing to {verb} (start one: :workflow FILE)")
+        if action == "cancel_run" and (run["status"] == "paused" or run.get("driver") == "gone"):
+            return None
+        if action == "decide_gate" and run["status"] == "paused" and run.get("approval_id"):
+            return None
+        status = "orphaned" if run.get("driver") == "gone" else str(run["status"])
+        return f"{run['id']} is {status}, not waiting at a gate: nothing to {verb}"
 
     def action_cancel_run(self) -> None:
         run = self._selected_run()
         if run is not None:
             self.capp.request_cancel_run(str(run["id"]))
+
+    def action_decide_gate(self, approve: bool) -> None:
+        """`a`/`r` on a run waiting at a gate: the same decision as in mode 2."""
+        run = self._selected_run()
+        if run is None or not run.get("approval_id"):
+            return
+        if approve:
+            self.capp.request_approve(str(run["approval_id"]))
+        else:
+            self.capp.request_reject(str(run["approval_id"]))
 
     def _render_detail(self) -> None:
         if not self.is_mounted:
@@ -213,6 +243,6 @@ class WorkflowsScreen(ListDetailScreen):
         now = f" · running {running['id']}" if running else ""
         self._set("steps", steps_table(pal, run),
                   f"Steps · {run['steps_done']}/{run['steps_total']}{now}")
-        title = "Error" if run["status"] == "failed" else (
-            f"Output · {fmt_time(run.get('ended_at'))}")
+        title = {"failed": "Error", "cancelled": "Cancelled"}.get(
+            str(run["status"]), f"Output · {fmt_time(run.get('ended_at'))}")
         self._set("outcome", outcome_renderable(pal, run), title)
