@@ -1,5 +1,6 @@
-"""A stdio MCP server (official SDK) implementing the radiant fixture's crm and email
-operations, for the expert tests: the package's tools have no real servers here.
+"""A stdio MCP server (official SDK) implementing the operations of the expert packages the
+tests run: our own acme-support-expert's helpdesk and kb tools, and the openexperts radiant
+fixture's crm and email tools. Neither package's tools have real servers here.
 
 Every call is appended as a JSON line to $SALES_MCP_CALLS (when set), so tests see exactly
 what was executed (and that a manual-tier operation never was).
@@ -32,6 +33,27 @@ TOOLS: dict[str, tuple[list[str], Any]] = {
     "create_note": (["contact_id", "body"], lambda a: {"note_id": "n-1"}),
     "update_deal_stage": (["deal_id", "stage"], lambda a: {"success": True}),
     "send": (["to", "body"], lambda a: {"message_id": "sent-1", "status": "sent"}),
+    # acme-support-expert (tests/fixtures/acme-support-expert)
+    "get_ticket": (["ticket_id"], lambda a: {
+        "ticket_id": a["ticket_id"], "requester": "dana@globex.example",
+        "subject": "Cannot log in after the SSO change",
+        "body": "Since this morning's SSO switch none of our team can sign in.",
+        "opened_at": "2026-11-23T07:10:00Z"}),
+    "lookup_customer": (["email"], lambda a: {
+        "customer_id": "cu-9", "name": "Globex", "plan": "enterprise", "open_tickets": 2,
+        "email": a["email"]}),
+    "search_articles": (["query"], lambda a: {
+        "articles": [{"id": "kb-12", "title": "Re-linking accounts after an SSO change"},
+                     {"id": "kb-40", "title": "Resetting a password"}],
+        "top_article_id": "kb-12", "query": a["query"]}),
+    "get_article": (["article_id"], lambda a: {"title": "Article " + a["article_id"],
+                                               "text": "Steps ..."}),
+    "list_overdue": ([], lambda a: {"ticket_id": "T-311", "hours_overdue": 26.5,
+                                    "plan": "team", "subject": "Invoice charged twice"}),
+    "add_internal_note": (["ticket_id", "note"], lambda a: {"note_id": "in-1"}),
+    "set_priority": (["ticket_id", "priority"], lambda a: {
+        "updated": a["priority"] in ("urgent", "high", "normal")}),
+    "send_reply": (["ticket_id", "body"], lambda a: {"reply_id": "r-1"}),
 }
 
 
