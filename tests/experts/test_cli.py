@@ -1,6 +1,7 @@
-"""`clawtower expert ...` end to end in-process: install, bind, show, prompt, validate
-(bindings reachable), compile, registry, update with SemVer safety, remove; and `expert run`
-of a small package whose abstract tool is bound to a real MCP peer (mcp-server-time)."""
+"""`clawtower expert ...` end to end in-process, on our acme fixture: install, bind, show,
+prompt, validate (bindings reachable), compile, registry, update with SemVer safety, remove,
+run to a confirm gate resumed with `workflow resume`; and `expert run` of a small package
+whose abstract tool is bound to a real MCP peer (mcp-server-time)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from cli.main import main
 from tests.helpers.mcp_peers import TIME, require
 
-from .conftest import FIXTURE
+from .conftest import ACME
 
 SERVER = Path(__file__).resolve().parent.parent / "helpers" / "sales_mcp_server.py"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
@@ -39,55 +40,57 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def test_install_bind_validate_compile_registry_remove(
         expert_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "expert", "install", str(FIXTURE))
-    assert code == 0 and "installed radiant-sales-expert 0.1.0" in out
-    assert "README.md:file: warning" in err
-    code, out, _ = run(capsys, "expert", "install", str(FIXTURE))
+    code, out, err = run(capsys, "expert", "install", str(ACME))
+    assert code == 0 and "installed acme-support-expert 0.1.0" in out
+    assert "warning" not in err
+    code, out, _ = run(capsys, "expert", "install", str(ACME))
     assert code == 2
     code, out, _ = run(capsys, "expert", "list", "--json")
-    assert [r["name"] for r in json.loads(out)] == ["radiant-sales-expert"]
+    assert [r["name"] for r in json.loads(out)] == ["acme-support-expert"]
     # unbound: validate names every missing binding and exits 2
-    code, out, _ = run(capsys, "expert", "validate", "radiant-sales-expert")
+    code, out, _ = run(capsys, "expert", "validate", "acme-support-expert")
     assert code == 2
-    assert "bindings.yaml:tools.crm: not bound (clawtower expert bind)" in out
-    for tool, ops in (("crm", ["--op", "get_contact=find_contact"]), ("email", []),
-                      ("calendar", [])):
-        code, out, _ = run(capsys, "expert", "bind", "radiant-sales-expert", tool, "--mcp",
+    assert "bindings.yaml:tools.helpdesk: not bound (clawtower expert bind)" in out
+    assert "bindings.yaml:tools.kb: not bound (clawtower expert bind)" in out
+    for tool, ops in (("helpdesk", ["--op", "get_customer=lookup_customer"]), ("kb", [])):
+        code, out, _ = run(capsys, "expert", "bind", "acme-support-expert", tool, "--mcp",
                            sys.executable, "--arg", str(SERVER), *ops)
         assert code == 0, out
-    code, out, _ = run(capsys, "expert", "validate", "radiant-sales-expert")
+    code, out, _ = run(capsys, "expert", "validate", "acme-support-expert")
     assert code == 0, out
     # a mapping onto a tool the server lacks is reported by name
-    run(capsys, "expert", "bind", "radiant-sales-expert", "crm", "--mcp", sys.executable,
-        "--arg", str(SERVER), "--op", "get_contact=no_such_tool")
-    code, out, _ = run(capsys, "expert", "validate", "radiant-sales-expert")
+    run(capsys, "expert", "bind", "acme-support-expert", "helpdesk", "--mcp", sys.executable,
+        "--arg", str(SERVER), "--op", "get_customer=no_such_tool")
+    code, out, _ = run(capsys, "expert", "validate", "acme-support-expert")
     assert code == 2
-    assert ("bindings.yaml:tools.crm.operations.get_contact: the server has no tool"
+    assert ("bindings.yaml:tools.helpdesk.operations.get_customer: the server has no tool"
             " 'no_such_tool'") in out
-    code, out, _ = run(capsys, "expert", "show", "radiant-sales-expert", "--json")
+    code, out, _ = run(capsys, "expert", "show", "acme-support-expert", "--json")
     shown = json.loads(out)
-    assert shown["tools"]["crm"] == "mcp crm" and shown["approval"]["manual"] == [
-        "email.send", "calendar.schedule_meeting"]
-    code, out, err = run(capsys, "expert", "prompt", "radiant-sales-expert")
+    assert shown["tools"]["helpdesk"] == "mcp helpdesk"
+    assert shown["approval"]["manual"] == ["helpdesk.send_reply"]
+    code, out, err = run(capsys, "expert", "prompt", "acme-support-expert")
     assert code == 0 and "## Tool Approval Policy" in out
     assert "Identity:" in err and "total:" in err
-    code, out, _ = run(capsys, "expert", "compile", "radiant-sales-expert", "--out",
+    code, out, _ = run(capsys, "expert", "compile", "acme-support-expert", "--out",
                        str(tmp_path / "out"))
-    assert code == 0 and (tmp_path / "out" / "inbound-email-triage.lobster").exists()
-    assert run(capsys, "expert", "compile", "radiant-sales-expert")[0] == 0
-    code, out, _ = run(capsys, "expert", "bind", "radiant-sales-expert", "crm", "--mcp",
-                       sys.executable, "--arg", str(SERVER), "--op", "get_contact=find_contact")
-    assert code == 0 and "recompiled" in out and "inbound-email-triage.lobster" in out
+    assert code == 0 and (tmp_path / "out" / "ticket-triage.lobster").exists()
+    assert run(capsys, "expert", "compile", "acme-support-expert")[0] == 0
+    code, out, _ = run(capsys, "expert", "bind", "acme-support-expert", "helpdesk", "--mcp",
+                       sys.executable, "--arg", str(SERVER), "--op",
+                       "get_customer=lookup_customer")
+    assert code == 0 and "recompiled" in out and "ticket-triage.lobster" in out
     code, out, _ = run(capsys, "expert", "registry", "--json")
     reg = json.loads(out)
-    assert reg[0]["outputs"] == ["email drafts", "deal triage reports", "pipeline summaries"]
-    assert reg[0]["processes"]["inbound-email-triage"].startswith("End-to-end")
-    code, out, _ = run(capsys, "expert", "run", "radiant-sales-expert", "nope", "--db",
+    assert reg[0]["outputs"] == ["reply drafts", "ticket classifications",
+                                 "overdue-ticket reviews"]
+    assert reg[0]["processes"]["ticket-triage"].startswith("Read, classify and answer")
+    code, out, _ = run(capsys, "expert", "run", "acme-support-expert", "nope", "--db",
                        str(tmp_path / "x.db"))
     assert code == 2
-    code, out, _ = run(capsys, "expert", "remove", "radiant-sales-expert")
+    code, out, _ = run(capsys, "expert", "remove", "acme-support-expert")
     assert code == 0
-    code, out, _ = run(capsys, "expert", "show", "radiant-sales-expert")
+    code, out, _ = run(capsys, "expert", "show", "acme-support-expert")
     assert code == 2
 
 
@@ -107,35 +110,34 @@ def test_update_from_git_needs_force_for_breaking_changes(
     if shutil.which("git") is None:
         pytest.skip("no git executable on PATH")
     repo = tmp_path / "repo"
-    shutil.copytree(FIXTURE, repo)
+    shutil.copytree(ACME, repo)
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "v0.1.0")
     code, out, _ = run(capsys, "expert", "install", f"file://{repo}")
     assert code == 0, out
     _bump(repo, 'version: "0.1.0"', 'version: "0.1.1"', "patch")
-    code, out, _ = run(capsys, "expert", "update", "radiant-sales-expert")
+    code, out, _ = run(capsys, "expert", "update", "acme-support-expert")
     assert code == 0 and "0.1.0 -> 0.1.1" in out
     _bump(repo, 'version: "0.1.1"', 'version: "1.0.0"', "major")
-    code, _, err = run(capsys, "expert", "update", "radiant-sales-expert")
+    code, _, err = run(capsys, "expert", "update", "acme-support-expert")
     assert code == 2 and "needs --force (version 0.1.1 -> 1.0.0 (major))" in err
-    code, out, _ = run(capsys, "expert", "show", "radiant-sales-expert", "--json")
+    code, out, _ = run(capsys, "expert", "show", "acme-support-expert", "--json")
     assert json.loads(out)["version"] == "0.1.1"  # untouched
-    code, out, _ = run(capsys, "expert", "update", "radiant-sales-expert", "--force")
+    code, out, _ = run(capsys, "expert", "update", "acme-support-expert", "--force")
     assert code == 0 and "-> 1.0.0" in out
-    _bump(repo, "    - calendar\n\nconcurrency", "    - calendar\n    - slack\n\nconcurrency",
-          "new tool")
-    code, _, err = run(capsys, "expert", "update", "radiant-sales-expert")
+    _bump(repo, "    - kb\n\nconcurrency", "    - kb\n    - slack\n\nconcurrency", "new tool")
+    code, _, err = run(capsys, "expert", "update", "acme-support-expert")
     assert code == 2 and "tools added: slack" in err
-    _bump(repo, 'expr: "0 8 * * 1-5"', 'expr: "0 9 * * 1-5"', "trigger moved")
+    _bump(repo, 'expr: "30 7 * * 1-5"', 'expr: "30 8 * * 1-5"', "trigger moved")
     code, _, err = run(capsys, "expert", "update", "--all")
-    assert code == 2 and "triggers changed: opportunity_scan" in err
+    assert code == 2 and "triggers changed: overdue_sweep" in err
     # a broken new version is refused whatever the flags, and nothing changes
     (repo / "orchestrator.md").unlink()
     _git(repo, "commit", "-qam", "broken")
-    code, _, err = run(capsys, "expert", "update", "radiant-sales-expert", "--force")
+    code, _, err = run(capsys, "expert", "update", "acme-support-expert", "--force")
     assert code == 2 and "orchestrator.md" in err
-    code, out, _ = run(capsys, "expert", "show", "radiant-sales-expert", "--json")
+    code, out, _ = run(capsys, "expert", "show", "acme-support-expert", "--json")
     assert json.loads(out)["version"] == "1.0.0"
 
 
@@ -228,20 +230,20 @@ def test_run_binds_an_abstract_tool_to_a_real_mcp_peer(
 def test_learn_confirm_then_approve_then_learnings(
         expert_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "l.db")
-    assert run(capsys, "expert", "install", str(FIXTURE))[0] == 0
-    code, out, _ = run(capsys, "expert", "learn", "radiant-sales-expert", "--scope",
-                       "compose-response", "--title", "Shorter drafts", "--observation",
-                       "Drafts ran long", "--correction", "Keep to 3 paragraphs", "--db", db)
+    assert run(capsys, "expert", "install", str(ACME))[0] == 0
+    code, out, _ = run(capsys, "expert", "learn", "acme-support-expert", "--scope",
+                       "draft-reply", "--title", "Shorter drafts", "--observation",
+                       "Drafts ran long", "--correction", "Keep to 100 words", "--db", db)
     assert code == 0 and "proposed: approval" in out
     approval = out.split("approval ")[1].split(" ")[0]
-    code, out, _ = run(capsys, "expert", "learnings", "radiant-sales-expert", "--json",
+    code, out, _ = run(capsys, "expert", "learnings", "acme-support-expert", "--json",
                        "--db", db)
     assert json.loads(out) == {}
     assert run(capsys, "approve", approval, "--by", "ada", "--db", db)[0] == 0
-    code, out, _ = run(capsys, "expert", "learnings", "radiant-sales-expert", "--json",
+    code, out, _ = run(capsys, "expert", "learnings", "acme-support-expert", "--json",
                        "--db", db)
-    assert json.loads(out) == {"compose-response": 1}
-    code, out, _ = run(capsys, "expert", "learn", "radiant-sales-expert", "--scope", "nope",
+    assert json.loads(out) == {"draft-reply": 1}
+    code, out, _ = run(capsys, "expert", "learn", "acme-support-expert", "--scope", "nope",
                        "--title", "t", "--observation", "o", "--correction", "c", "--db", db)
     assert code == 2
 
@@ -251,20 +253,53 @@ def test_registry_file_and_session_state_reset(
     from core.experts import home
     from core.experts.package import load_package
 
-    assert run(capsys, "expert", "install", str(FIXTURE))[0] == 0
+    assert run(capsys, "expert", "install", str(ACME))[0] == 0
     text = (expert_home / "EXPERTS.md").read_text()
-    assert "## radiant-sales-expert" in text
-    assert "- **Outputs:** email drafts, deal triage reports, pipeline summaries" in text
-    assert "- **Process** `inbound-email-triage`: End-to-end handling of an inbound sales" \
-           " email (trigger: new_email)" in text
-    ws = home.workspace("radiant-sales-expert")
-    (ws / "state" / "pipeline.md").write_text("deals we know\n")
-    (ws / "state" / "session-notes.md").write_text("notes of the last session\n")
-    pkg = load_package(home.package_dir("radiant-sales-expert"))
+    assert "## acme-support-expert" in text
+    assert ("- **Outputs:** reply drafts, ticket classifications, overdue-ticket reviews"
+            in text)
+    assert "- **Process** `ticket-triage`: Read, classify and answer a newly opened support" \
+           " ticket (trigger: ticket_opened)" in text
+    ws = home.workspace("acme-support-expert")
+    (ws / "state" / "queue.md").write_text("tickets we watch\n")
+    (ws / "state" / "shift-notes.md").write_text("notes of the last shift\n")
+    pkg = load_package(home.package_dir("acme-support-expert"))
     assert home.init_state(pkg) == []  # nothing is overwritten outside a new session
-    assert home.init_state(pkg, new_session=True) == ["state/session-notes.md"]
-    assert (ws / "state" / "pipeline.md").read_text() == "deals we know\n"
-    assert (ws / "state" / "session-notes.md").read_text() == (
-        FIXTURE / "state" / "session-notes.md").read_text()
-    assert run(capsys, "expert", "remove", "radiant-sales-expert")[0] == 0
-    assert "radiant-sales-expert" not in (expert_home / "EXPERTS.md").read_text()
+    assert home.init_state(pkg, new_session=True) == ["state/shift-notes.md"]
+    assert (ws / "state" / "queue.md").read_text() == "tickets we watch\n"
+    assert (ws / "state" / "shift-notes.md").read_text() == (
+        ACME / "state" / "shift-notes.md").read_text()
+    assert run(capsys, "expert", "remove", "acme-support-expert")[0] == 0
+    assert "acme-support-expert" not in (expert_home / "EXPERTS.md").read_text()
+
+
+def test_run_pauses_at_confirm_and_workflow_resume_completes_it(
+        expert_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from core.experts.bindings import write_binding
+
+    assert run(capsys, "expert", "install", str(ACME))[0] == 0
+    log = tmp_path / "calls.jsonl"
+    base = {"type": "mcp", "command": sys.executable, "args": [str(SERVER)],
+            "env": {"SALES_MCP_CALLS": str(log)}}
+    # the value hints (`inputs`) are written to bindings.yaml: `expert bind` sets tool names
+    write_binding("acme-support-expert", "helpdesk", {**base, "operations": {
+        "get_customer": {"tool": "lookup_customer"},
+        "add_internal_note": {"inputs": {"note": "reasoning"}},
+        "set_priority": {"inputs": {"reason": "reasoning"}}}})
+    write_binding("acme-support-expert", "kb", dict(base))
+    assert run(capsys, "expert", "validate", "acme-support-expert")[0] == 0
+    db = str(tmp_path / "r.db")
+    code, out, err = run(capsys, "expert", "run", "acme-support-expert", "overdue-sweep",
+                         "--db", db)
+    assert code == 0, out + err
+    envelope = json.loads(out)
+    assert envelope["status"] == "needs_approval"
+    approval = envelope["requiresApproval"]["approvalId"]
+    tools = [json.loads(x)["tool"] for x in log.read_text().splitlines()]
+    assert tools == ["list_overdue"]
+    code, out, err = run(capsys, "workflow", "resume", "--id", approval, "--approve", "yes",
+                         "--by", "ada", "--db", db)
+    assert code == 0, out + err
+    assert json.loads(out)["status"] == "ok"
+    tools = [json.loads(x)["tool"] for x in log.read_text().splitlines()]
+    assert tools == ["list_overdue", "set_priority", "add_internal_note"]

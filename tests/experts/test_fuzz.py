@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from core.experts.package import load_package
 
-from .conftest import FIXTURE
+from .conftest import ACME
 
-TARGETS = ["expert.yaml", "functions/classify-email-intent.md",
-           "processes/inbound-email-triage.md", "tools/crm.yaml", "state/pipeline.md"]
+TARGETS = ["expert.yaml", "functions/classify-ticket.md", "processes/ticket-triage.md",
+           "tools/helpdesk.yaml", "state/queue.md", "knowledge/severity-matrix.md"]
 YAMLISH = st.text(alphabet=st.sampled_from(list("abc:-[]{}&*!|>'\"#\n ---.0123456789\\%@`")),
                   max_size=300)
 
@@ -27,7 +27,7 @@ YAMLISH = st.text(alphabet=st.sampled_from(list("abc:-[]{}&*!|>'\"#\n ---.012345
 def test_any_file_content_is_reported_not_raised(target: str, content: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "pkg"
-        shutil.copytree(FIXTURE, root)
+        shutil.copytree(ACME, root)
         (root / target).write_bytes(content)
         pkg = load_package(root)
         for p in pkg.problems:

@@ -16,14 +16,14 @@ from core.experts.compile import compile_process
 from core.experts.learning import project, propose
 from core.experts.package import load_package
 
-from .conftest import FIXTURE
+from .conftest import ACME
 
 
 def variant(tmp_path: Path, approval: str, limit: int = 50) -> Any:
     root = tmp_path / f"pkg-{approval}"
-    shutil.copytree(FIXTURE, root)
+    shutil.copytree(ACME, root)
     m = root / "expert.yaml"
-    m.write_text(m.read_text().replace("  approval: confirm\n  max_entries_per_file: 50",
+    m.write_text(m.read_text().replace("  approval: confirm\n  max_entries_per_file: 25",
                                        f"  approval: {approval}\n  max_entries_per_file:"
                                        f" {limit}"))
     pkg = load_package(root)
@@ -33,32 +33,33 @@ def variant(tmp_path: Path, approval: str, limit: int = 50) -> Any:
 
 async def test_confirm_learning_persists_only_once_approved(tmp_path: Path,
                                                             store: Any) -> None:
-    pkg = load_package(FIXTURE)
+    pkg = load_package(ACME)
     ws = tmp_path / "ws"
-    a = await propose(store, pkg, ws, scope="classify-email-intent",
-                      title="Short late-stage replies", observation="A two-word reply was"
-                      " classified other", correction="Classify as churn_risk, high",
-                      source="process/inbound-email-triage, step 5", confidence="high")
-    b = await propose(store, pkg, ws, scope="classify-email-intent", title="Bad idea",
+    a = await propose(store, pkg, ws, scope="classify-ticket",
+                      title="SSO lockouts are sev1", observation="A team locked out after an"
+                      " SSO change was classified sev2", correction="Classify as"
+                      " account_access, sev1", source="process/ticket-triage, step 5",
+                      confidence="high")
+    b = await propose(store, pkg, ws, scope="classify-ticket", title="Bad idea",
                       observation="x", correction="y")
     assert a["tier"] == "confirm" and a["approval_id"]
-    f = ws / "learnings" / "classify-email-intent.md"
+    f = ws / "learnings" / "classify-ticket.md"
     assert not f.exists()
     approvals = Approvals(store)
     await approvals.approve(a["approval_id"], by="ada")
     await approvals.reject(b["approval_id"], by="ada")
-    assert await project(store, pkg, ws) == {"classify-email-intent": 1}
+    assert await project(store, pkg, ws) == {"classify-ticket": 1}
     text = f.read_text()
-    assert text.startswith("---\nscope: classify-email-intent\nentry_count: 1\n---")
-    assert "### Short late-stage replies" in text and "- **Confidence**: high" in text
+    assert text.startswith("---\nscope: classify-ticket\nentry_count: 1\n---")
+    assert "### SSO lockouts are sev1" in text and "- **Confidence**: high" in text
     assert "Bad idea" not in text
-    wf = compile_process(pkg, "inbound-email-triage", expert=pkg.name, workspace=ws,
+    wf = compile_process(pkg, "ticket-triage", expert=pkg.name, workspace=ws,
                          bindings_file=tmp_path / "b.yaml", bindings={})
-    classify = next(s for s in wf["steps"] if s["id"] == "classify_email_intent")
+    classify = next(s for s in wf["steps"] if s["id"] == "classify_ticket")
     assert "## Learnings (apply them)" in classify["pipeline"]
-    assert "Classify as churn_risk, high" in classify["pipeline"]
-    compose = next(s for s in wf["steps"] if s["id"] == "compose_response")
-    assert "Learnings" not in compose["pipeline"]
+    assert "Classify as account_access, sev1" in classify["pipeline"]
+    draft = next(s for s in wf["steps"] if s["id"] == "draft_reply")
+    assert "Learnings" not in draft["pipeline"]
 
 
 async def test_auto_persists_and_prunes_to_the_limit(tmp_path: Path, store: Any) -> None:
@@ -84,12 +85,12 @@ async def test_manual_is_only_a_draft(tmp_path: Path, store: Any) -> None:
 
 
 async def test_bad_proposals_are_refused(tmp_path: Path, store: Any) -> None:
-    pkg = load_package(FIXTURE)
+    pkg = load_package(ACME)
     with pytest.raises(ValidationError, match="must be 'package' or a function name"):
         await propose(store, pkg, tmp_path, scope="nope", title="t", observation="o",
                       correction="c")
     root = tmp_path / "off"
-    shutil.copytree(FIXTURE, root)
+    shutil.copytree(ACME, root)
     m = root / "expert.yaml"
     m.write_text(m.read_text().replace("learning:\n  enabled: true", "learning:\n"
                                        "  enabled: false"))

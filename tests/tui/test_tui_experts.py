@@ -22,7 +22,7 @@ from tui.screens.experts import ExpertsScreen
 from tui.views import ApprovalList
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "fixtures" / "radiant-sales-expert-fixture"
+ACME = ROOT / "tests" / "fixtures" / "acme-support-expert"
 SERVER = ROOT / "tests" / "helpers" / "sales_mcp_server.py"
 GATE = """spec: "1.0"
 name: gate-expert
@@ -54,9 +54,10 @@ FILES = {
 async def test_experts_mode_shows_status_bindings_runs_and_confirms(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path / "home"))
-    home.install(str(FIXTURE))
+    home.install(str(ACME))
     pkg = tmp_path / "gate"
-    for rel, text in {**FILES, "expert.yaml": GATE}.items():
+    gate_files = {k: v for k, v in FILES.items() if k != "README.md"}  # one warning
+    for rel, text in {**gate_files, "expert.yaml": GATE}.items():
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(text)
     home.install(str(pkg))
@@ -83,9 +84,10 @@ async def test_experts_mode_shows_status_bindings_runs_and_confirms(
         await until(pilot, lambda: isinstance(app.screen, ExpertsScreen)
                     and approval in shown(app.screen.query_one("#experts-body", Static)))
         body = shown(app.screen.query_one("#experts-body", Static))
-        assert "radiant-sales-expert" in body and "valid, 2 warnings" in body
-        assert "crm → unbound" in body
+        assert "acme-support-expert" in body and "0.1.0" in body
+        assert "helpdesk → unbound" in body and "kb → unbound" in body
         assert "gate-expert" in body and "2.1.0" in body and "crm → mcp crm" in body
+        assert "valid, 1 warnings" in body  # gate-expert's missing README.md
         assert "gate-expert/note" in body and "paused" in body
         assert "confirm_crm_create_note" in body
         # the confirm is decided in mode 2 like any approval: the run then completes
