@@ -27,6 +27,7 @@ from . import (
     boundary,
     demo,
     events,
+    expert,
     meeting,
     serve,
     session,
@@ -40,7 +41,7 @@ from .common import CommandParser, add_config_option, default_agents_file, opera
 # The command groups, in the order `clawtower --help` lists them.
 COMMAND_GROUPS: tuple[ModuleType, ...] = (
     demo, serve, events, task, approvals, meeting, store_admin, workflow, agents, tools,
-    session,
+    session, expert,
 )
 
 

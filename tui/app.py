@@ -57,6 +57,7 @@ from .protocol import ConsoleApp, View
 from .rowlist import RowList
 from .screens.approvals import ApprovalsScreen
 from .screens.base import ConsoleScreen
+from .screens.experts import ExpertsScreen
 from .screens.meetings import MeetingsScreen
 from .screens.sessions import SessionsScreen
 from .screens.task_detail import TaskDetailScreen
@@ -90,6 +91,7 @@ class ClawtowerApp(App[int]):
         "meetings": MeetingsScreen,
         "sessions": SessionsScreen,
         "workflows": WorkflowsScreen,
+        "experts": ExpertsScreen,
     }
     DEFAULT_MODE = "tasks"
 
@@ -104,6 +106,8 @@ class ClawtowerApp(App[int]):
                 tooltip="Agent sessions (arrive with a later issue)"),
         Binding("5", "switch_mode('workflows')", "Workflows", show=False, id="mode.workflows",
                 tooltip="Workflow runs and their steps, live"),
+        Binding("6", "switch_mode('experts')", "Experts", show=False, id="mode.experts",
+                tooltip="Installed experts, their runs and pending confirms"),
         Binding("question_mark,f1", "toggle_help", "Keys", id="help",
                 tooltip="Show or hide the key panel"),
         Binding("colon", "command_line", "Command", id="command-line",
@@ -296,6 +300,8 @@ class ClawtowerApp(App[int]):
                             partial(self.switch_mode, "approvals"))
         yield SystemCommand("Meetings", "Mode 3: consensus meetings",
                             partial(self.switch_mode, "meetings"))
+        yield SystemCommand("Experts", "Mode 6: installed experts, their runs and confirms",
+                            partial(self.switch_mode, "experts"))
 
     def action_toggle_help(self) -> None:
         if self.screen.query(HelpPanel):

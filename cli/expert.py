@@ -1,0 +1,381 @@
+"""`clawtower expert`: install, list, show, remove, validate, prompt, bind, compile, run.
+
+`validate PATH|NAME` prints every problem as `file:field: message` and exits 2 on errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+from core.errors import ValidationError
+
+from .stores import cli_store
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
+                        help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
+    return common
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    e = subparsers.add_parser("expert", help="expert packages (openexperts): install,"
+                              " validate, bind, compile, run")
+    sub = e.add_subparsers(dest="expert_cmd", metavar="ACTION", parser_class=type(e),
+                           required=True)
+    c = [_common()]
+    i = sub.add_parser("install", parents=c, help="copy a package dir or clone a git URL")
+    i.add_argument("source", metavar="PATH|GIT_URL",
+                   help="a package directory, or a git URL (file:// works offline)")
+    i.set_defaults(handler=_install)
+    ls = sub.add_parser("list", parents=c, help="installed experts")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(handler=_list)
+    sh = sub.add_parser("show", parents=c, help="one expert: processes, tools, bindings")
+    sh.add_argument("name", help="installed expert")
+    sh.add_argument("--json", action="store_true", help="print JSON")
+    sh.set_defaults(handler=_show)
+    up = sub.add_parser("update", parents=c, help="fetch again; a breaking change needs --force")
+    up.add_argument("name", nargs="?", help="installed expert (or --all)")
+    up.add_argument("--all", action="store_true", help="update every installed expert")
+    up.add_argument("--force", action="store_true",
+                    help="accept a major version or changed tools/triggers")
+    up.add_argument("--json", action="store_true", help="print JSON")
+    up.set_defaults(handler=_update)
+    rm = sub.add_parser("remove", parents=c, help="uninstall (state and bindings are kept)")
+    rm.add_argument("name", help="installed expert")
+    rm.set_defaults(handler=_remove)
+    v = sub.add_parser("validate", parents=c, help="check a package (and its bindings)")
+    v.add_argument("target", metavar="PATH|NAME",
+                   help="a package directory, or an installed expert (bindings checked too)")
+    v.add_argument("--json", action="store_true", help="print JSON")
+    v.set_defaults(handler=_validate)
+    p = sub.add_parser("prompt", parents=c, help="the assembled system prompt, tokens per part")
+    p.add_argument("name", help="installed expert")
+    p.set_defaults(handler=_prompt)
+    b = sub.add_parser("bind", parents=c, help="bind an abstract tool to an MCP server")
+    b.add_argument("name", help="installed expert")
+    b.add_argument("tool", help="abstract tool (from requires.tools)")
+    b.add_argument("--mcp", metavar="COMMAND", help="stdio command of the MCP server")
+    b.add_argument("--arg", action="append", default=[], help="server argument (repeat)")
+    b.add_argument("--skill", metavar="NAME", help="bind to a skill instead (not executable by"
+                   " compiled workflows here)")
+    b.add_argument("--op", action="append", default=[], metavar="ABSTRACT=CONCRETE",
+                   help="operation mapping (repeat)")
+    b.set_defaults(handler=_bind)
+    co = sub.add_parser("compile", parents=c, help="processes -> .lobster workflows")
+    co.add_argument("name", help="installed expert")
+    co.add_argument("--out", default=None, metavar="DIR",
+                    help="where to write (default: $CLAWTOWER_HOME/expert-compiled/NAME)")
+    co.set_defaults(handler=_compile)
+    r = sub.add_parser("run", parents=c, help="run a process as a workflow run")
+    r.add_argument("name", help="installed expert")
+    r.add_argument("process", help="process name")
+    r.add_argument("--input", action="append", default=[], metavar="K=V",
+                   help="a process input (repeat)")
+    r.set_defaults(handler=_run)
+    le = sub.add_parser("learn", parents=c, help="propose a learning (learning.approval"
+                        " decides: auto persists, confirm asks, manual drafts)")
+    le.add_argument("name", help="installed expert")
+    le.add_argument("--scope", default="package", help="package or a function name")
+    le.add_argument("--title", required=True, help="one line naming the learning")
+    le.add_argument("--observation", required=True, help="what happened")
+    le.add_argument("--correction", required=True, help="what to do instead")
+    le.add_argument("--source", default="", help="where it came from (process, step)")
+    le.add_argument("--confidence", default="medium", choices=("high", "medium", "low"),
+                    help="how sure the proposer is")
+    le.set_defaults(handler=_learn)
+    ln = sub.add_parser("learnings", parents=c, help="rebuild and list the learnings files")
+    ln.add_argument("name", help="installed expert")
+    ln.add_argument("--json", action="store_true", help="print JSON")
+    ln.set_defaults(handler=_learnings)
+    tm = sub.add_parser("timeouts", parents=c, help="apply policy.approval.timeout to"
+                        " overdue confirm gates (run it from cron or a loop)")
+    tm.add_argument("--json", action="store_true", help="print JSON")
+    tm.set_defaults(handler=_timeouts)
+    rg = sub.add_parser("registry", parents=c, help="experts for routing: names, outputs")
+    rg.add_argument("--json", action="store_true", help="print JSON")
+    rg.set_defaults(handler=_registry)
+
+
+def _install(args: argparse.Namespace) -> int:
+    from core.experts import home
+
+    pkg = home.install(args.source)
+    print(f"installed {pkg.name} {pkg.version} at {pkg.root}")
+    for w in pkg.warnings:
+        print(str(w), file=sys.stderr)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from core.experts import home
+
+    rows = [{"name": p.name, "version": p.version, "description": p.description,
+             "errors": len(p.errors), "warnings": len(p.warnings)} for p in home.installed()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            status = "ok" if not r["errors"] else f"{r['errors']} errors"
+            print(f"{r['name']}\t{r['version']}\t{status}\t{r['description']}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from core.experts import home
+    from core.experts.bindings import bindings_path, load_bindings
+    from core.experts.package import load_package
+    from core.experts.prompt import resolved_tiers
+
+    pkg = load_package(home.package_dir(args.name))
+    binds = load_bindings(bindings_path(args.name))
+    out: dict[str, Any] = {
+        "name": pkg.name, "version": pkg.version, "description": pkg.description,
+        "root": str(pkg.root), "workspace": str(home.workspace(pkg.name)),
+        "processes": {n: d.description for n, d in pkg.processes.items()},
+        "functions": {n: d.description for n, d in pkg.functions.items()},
+        "tools": {t: _bound(binds.get(t)) for t in pkg.required_tools()},
+        "approval": resolved_tiers(pkg), "problems": [str(p) for p in pkg.problems]}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for k, v in out.items():
+            print(f"{k}: {json.dumps(v) if not isinstance(v, str) else v}")
+    return 0
+
+
+def _bound(b: Any) -> str | None:
+    if b is None:
+        return None
+    return f"mcp {b.server.name}" if b.server is not None else f"skill {b.skill}"
+
+
+def _update(args: argparse.Namespace) -> int:
+    from core.experts import home
+
+    if bool(args.name) == bool(args.all):
+        raise ValidationError("expert update: give NAME or --all")
+    names = [p.name for p in home.installed()] if args.all else [args.name]
+    results = {n: home.update(n, force=args.force) for n in names}
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        for n, d in results.items():
+            print(f"updated {n}: {d['from']} -> {d['to']}")
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    from core.experts import home
+
+    home.remove(args.name)
+    print(f"removed {args.name}")
+    return 0
+
+
+async def _validate_async(args: argparse.Namespace) -> int:
+    from core.experts import home
+    from core.experts.bindings import bindings_path, check_bindings, load_bindings
+    from core.experts.package import load_package, operations_named, steps_of
+
+    target = Path(args.target)
+    installed = not target.exists()
+    pkg = load_package(home.package_dir(args.target) if installed else target)
+    lines = [str(p) for p in pkg.problems]
+    if installed and not pkg.errors:
+        ops: dict[str, list[str]] = {}
+        for proc in pkg.processes.values():
+            for st in steps_of(proc.body):
+                for t, o in operations_named(st.text):
+                    if t in pkg.tools and o not in ops.setdefault(t, []):
+                        ops[t].append(o)
+        try:
+            lines += await check_bindings(pkg.required_tools(), ops,
+                                          load_bindings(bindings_path(pkg.name)))
+        except ValidationError as exc:
+            lines.append(str(exc))
+    if args.json:
+        print(json.dumps({"errors": [str(p) for p in pkg.errors], "problems": lines}))
+    else:
+        for line in lines:
+            print(line)
+        if not lines:
+            print(f"{pkg.name}: valid")
+    return 2 if pkg.errors or (installed and len(lines) > len(pkg.problems)) else 0
+
+
+def _validate(args: argparse.Namespace) -> Awaitable[int]:
+    return _validate_async(args)
+
+
+def _prompt(args: argparse.Namespace) -> int:
+    from core.agents.simulator import count_tokens
+    from core.experts import home
+    from core.experts.package import load_package
+    from core.experts.prompt import assemble, render
+
+    pkg = load_package(home.package_dir(args.name))
+    parts = assemble(pkg, home.workspace(pkg.name))
+    print(render(parts), end="")
+    total = 0
+    for p in parts:
+        n = count_tokens(p.text)
+        total += n
+        print(f"{p.title}: {n} tokens", file=sys.stderr)
+    print(f"total: {total} tokens", file=sys.stderr)
+    return 0
+
+
+def _bind(args: argparse.Namespace) -> int:
+    from core.experts import home
+    from core.experts.bindings import write_binding
+
+    home.package_dir(args.name)
+    ops: dict[str, str] = {}
+    for item in args.op:
+        k, sep, v = item.partition("=")
+        if not sep or not k or not v:
+            raise ValidationError(f"--op {item!r}: expected ABSTRACT=CONCRETE")
+        ops[k] = v
+    if bool(args.mcp) == bool(args.skill):
+        raise ValidationError("expert bind: give exactly one of --mcp COMMAND or --skill NAME")
+    raw: dict[str, Any] = ({"type": "mcp", "command": args.mcp, "args": args.arg}
+                           if args.mcp else {"type": "skill", "skill": args.skill})
+    if ops:
+        raw["operations"] = ops
+    p = write_binding(args.name, args.tool, raw)
+    print(f"bound {args.name}:{args.tool} in {p}")
+    if home.compiled_dir(args.name).exists():  # compiled steps carry its input sources
+        for path in home.compile_all(args.name):
+            print(f"recompiled {path}")
+    return 0
+
+
+def _compile(args: argparse.Namespace) -> int:
+    from core.experts import home
+    from core.experts.compile import CompileError
+
+    try:
+        paths = home.compile_all(args.name, Path(args.out) if args.out else None)
+    except CompileError as exc:
+        raise ValidationError(str(exc)) from None
+    for p in paths:
+        print(p)
+    return 0
+
+
+async def _run_async(args: argparse.Namespace) -> int:
+    from core.experts import home
+    from core.experts.package import load_package
+    from core.workflows.service import Workflows, exit_code, render
+
+    inputs: dict[str, Any] = {}
+    for item in args.input:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise ValidationError(f"--input {item!r}: expected KEY=VALUE")
+        inputs[k] = v
+    pkg = load_package(home.package_dir(args.name))
+    if args.process not in pkg.processes:
+        raise ValidationError(f"{args.name}: no process {args.process!r} (has:"
+                              f" {', '.join(pkg.processes)})")
+    home.init_state(pkg, new_session=True)  # a run is an isolated session: reset session state
+    path = home.compiled_dir(args.name) / f"{args.process}.lobster"
+    async with cli_store(args.db) as store:
+        if pkg.section("learning").get("enabled") is True:
+            from core.experts.learning import project
+
+            await project(store, pkg, home.workspace(pkg.name))  # approved since last run
+        home.compile_all(args.name)
+        envelope = await Workflows(store).run(str(path), inputs)
+    print(render(envelope))
+    return exit_code(envelope)
+
+
+def _run(args: argparse.Namespace) -> Awaitable[int]:
+    return _run_async(args)
+
+
+async def _learn_async(args: argparse.Namespace) -> int:
+    from core.experts import home
+    from core.experts.learning import propose
+    from core.experts.package import load_package
+
+    pkg = load_package(home.package_dir(args.name))
+    async with cli_store(args.db) as store:
+        out = await propose(store, pkg, home.workspace(pkg.name), scope=args.scope,
+                            title=args.title, observation=args.observation,
+                            correction=args.correction, source=args.source,
+                            confidence=args.confidence, by=_operator())
+    if out["approval_id"]:
+        print(f"proposed: approval {out['approval_id']} (clawtower approve"
+              f" {out['approval_id']})")
+    else:
+        print(f"{'persisted' if out['tier'] == 'auto' else 'drafted'} ({out['tier']})")
+    return 0
+
+
+def _learn(args: argparse.Namespace) -> Awaitable[int]:
+    return _learn_async(args)
+
+
+async def _learnings_async(args: argparse.Namespace) -> int:
+    from core.experts import home
+    from core.experts.learning import project
+    from core.experts.package import load_package
+
+    pkg = load_package(home.package_dir(args.name))
+    async with cli_store(args.db) as store:
+        counts = await project(store, pkg, home.workspace(pkg.name))
+    if args.json:
+        print(json.dumps(counts))
+    else:
+        for scope, n in counts.items():
+            print(f"{scope}: {n} entries")
+    return 0
+
+
+def _learnings(args: argparse.Namespace) -> Awaitable[int]:
+    return _learnings_async(args)
+
+
+def _operator() -> str:
+    from .common import operator_name
+
+    return operator_name()
+
+
+async def _timeouts_async(args: argparse.Namespace) -> int:
+    from core.experts.timeouts import sweep
+
+    async with cli_store(args.db) as store:
+        done = await sweep(store)
+    if args.json:
+        print(json.dumps(done))
+    else:
+        for d in done:
+            print(f"{d['approval']} ({d['run']}): {d['action']}")
+    return 0
+
+
+def _timeouts(args: argparse.Namespace) -> Awaitable[int]:
+    return _timeouts_async(args)
+
+
+def _registry(args: argparse.Namespace) -> int:
+    from core.experts import home
+
+    reg = home.registry()
+    if args.json:
+        print(json.dumps(reg, indent=2))
+    else:
+        for e in reg:
+            print(f"{e['name']}: {e['description']} (outputs: {', '.join(e['outputs'])})")
+    return 0

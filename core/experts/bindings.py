@@ -1,0 +1,152 @@
+"""Tool bindings: abstract package tools -> concrete MCP servers (or skills), per user.
+
+They live outside the package (`$CLAWTOWER_HOME/expert-config/<name>/bindings.yaml`) so an
+update never touches them. A binding may map an abstract operation to a differently named
+MCP tool (`operations: {get_contact: find_person}`), rename its arguments
+(`{tool: find_person, args: {email: address}}`) and say where the compiled workflow takes an
+input from when no earlier value has the same name (`inputs: {email: from}`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError as PydanticError
+
+from .. import config
+from ..errors import ValidationError
+from ..safe_yaml import load_file
+from ..tools.config import McpServerConfig
+
+
+@dataclass
+class OpBinding:
+    tool: str
+    args: dict[str, str] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ToolBinding:
+    name: str
+    type: str
+    server: McpServerConfig | None = None
+    skill: str = ""
+    operations: dict[str, OpBinding] = field(default_factory=dict)
+
+    def op(self, name: str) -> OpBinding:
+        return self.operations.get(name) or OpBinding(tool=name)
+
+
+def bindings_path(expert: str) -> Path:
+    return config.home() / "expert-config" / expert / "bindings.yaml"
+
+
+def load_bindings(path: str | os.PathLike[str]) -> dict[str, ToolBinding]:
+    """Parse a bindings file; a problem raises ValidationError naming file and field."""
+    p = Path(path)
+    if not p.exists():
+        return {}
+    data = load_file(p)
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not isinstance(data.get("tools", {}), dict):
+        raise ValidationError(f"{p}:tools: must be a mapping of tool name to binding")
+    out: dict[str, ToolBinding] = {}
+    for name, raw in (data.get("tools") or {}).items():
+        out[str(name)] = _binding(p, str(name), raw)
+    return out
+
+
+def _binding(p: Path, name: str, raw: Any) -> ToolBinding:
+    where = f"{p}:tools.{name}"
+    if not isinstance(raw, dict):
+        raise ValidationError(f"{where}: must be a mapping")
+    kind = raw.get("type")
+    ops: dict[str, OpBinding] = {}
+    rops = raw.get("operations") or {}
+    if not isinstance(rops, dict):
+        raise ValidationError(f"{where}.operations: must be a mapping")
+    for op, val in rops.items():
+        if isinstance(val, str):
+            ops[str(op)] = OpBinding(tool=val)
+        elif isinstance(val, dict):
+            t = val.get("tool", op)
+            a, i = val.get("args") or {}, val.get("inputs") or {}
+            if not isinstance(t, str) or not isinstance(a, dict) or not isinstance(i, dict):
+                raise ValidationError(f"{where}.operations.{op}: tool must be a string, args"
+                                      " and inputs mappings")
+            ops[str(op)] = OpBinding(tool=t, args={str(k): str(v) for k, v in a.items()},
+                                     inputs={str(k): str(v) for k, v in i.items()})
+        else:
+            raise ValidationError(f"{where}.operations.{op}: must be a tool name or mapping")
+    if kind == "mcp":
+        fields = {k: raw[k] for k in ("command", "args", "env", "cwd", "connect_timeout_s",
+                                      "call_timeout_s", "list_timeout_s") if k in raw}
+        try:
+            server = McpServerConfig(name=str(raw.get("server") or name), **fields)
+        except PydanticError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            raise ValidationError(f"{where}.{loc}: {err['msg']}") from None
+        return ToolBinding(name, "mcp", server=server, operations=ops)
+    if kind == "skill":
+        skill = raw.get("skill")
+        if not isinstance(skill, str) or not skill:
+            raise ValidationError(f"{where}.skill: required for type: skill")
+        return ToolBinding(name, "skill", skill=skill, operations=ops)
+    raise ValidationError(f"{where}.type: must be mcp or skill (got {kind!r})")
+
+
+def write_binding(expert: str, tool: str, raw: dict[str, Any]) -> Path:
+    """Set one tool's binding (checked first) in the expert's bindings file."""
+    import yaml
+
+    p = bindings_path(expert)
+    data: dict[str, Any] = {"tools": {}}
+    if p.exists():
+        loaded = load_file(p)
+        if isinstance(loaded, dict) and isinstance(loaded.get("tools"), dict):
+            data = loaded
+    _binding(p, tool, raw)
+    data["tools"][tool] = raw
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    os.replace(tmp, p)
+    return p
+
+
+async def check_bindings(required: list[str], ops: dict[str, list[str]],
+                         bindings: dict[str, ToolBinding]) -> list[str]:
+    """Problems with the bindings of `required` tools: unbound, unreachable MCP servers (they
+    are started and asked for their tools), operations the server does not offer."""
+    from ..tools.mcp import McpServer, McpServerError
+
+    out: list[str] = []
+    for tool in required:
+        b = bindings.get(tool)
+        if b is None:
+            out.append(f"bindings.yaml:tools.{tool}: not bound (clawtower expert bind)")
+            continue
+        if b.type != "mcp" or b.server is None:
+            out.append(f"bindings.yaml:tools.{tool}: skill bindings cannot be executed by"
+                       " compiled workflows here (no skill runtime); bind an MCP server")
+            continue
+        server = McpServer(b.server)
+        try:
+            offered = {t.name for t in await server.list_tools()}
+        except McpServerError as exc:
+            out.append(f"bindings.yaml:tools.{tool}: MCP server unreachable ({exc})")
+            continue
+        finally:
+            await server.aclose()
+        for op in ops.get(tool, []):
+            concrete = b.op(op).tool
+            if concrete not in offered:
+                out.append(f"bindings.yaml:tools.{tool}.operations.{op}: the server has no"
+                           f" tool {concrete!r}")
+    return out
