@@ -116,6 +116,10 @@ def _events(d: Dir, kind: str) -> list[dict[str, Any]]:
     try:
         return [json.loads(p) for (p,) in conn.execute(
             "SELECT payload FROM events WHERE type=? ORDER BY seq", (kind,))]
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # the file exists, its schema is not committed yet
+            return []
+        raise
     finally:
         conn.close()
 
