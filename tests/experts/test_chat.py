@@ -179,5 +179,49 @@ def test_cli_bad_input(expert_home: Path, tmp_path: Path,
     assert err.count("\n") == 1 and "bindings.yaml:tools.helpdesk: not bound" in err
     code, out, err = run(capsys, "expert", "chat", NAME, "--db", db, "-m", "  ")
     assert code == 2 and "--message: the message is empty" in err
+    bind_all(tmp_path)
+    code, out, err = run(capsys, "expert", "chat", NAME, "--db", db, "-m", "hi", "--model",
+                         "simulator/nope")
+    assert code == 2 and err.count("\n") == 1 and "no model 'nope'" in err
     code, out, _ = run(capsys, "session", "list", "--db", db, "--json")
     assert code == 0 and json.loads(out) == []
+
+
+async def test_bindings_changed_after_the_chat_opened(expert_home: Path, tmp_path: Path
+                                                      ) -> None:
+    """The worker reads the bindings per turn: a rebind is used by the next turn (a new
+    server registry, the old one closed with the runner); a binding removed meanwhile fails
+    the turn with a message naming the tool, and the session goes on."""
+    bind_all(tmp_path)
+    store = await open_store(str(tmp_path / "db.sqlite"))
+    try:
+        sid = await open_chat(store, NAME)
+        sessions = Sessions(store)
+        spec = await sessions.spec(spec_name(NAME))
+        r, _ = runner(store)
+        try:
+            first = r.registry_for(spec)
+            assert first is r.registry_for(spec)  # kept while the bindings are the same
+            assert first is not None and sorted(first.servers) == ["helpdesk", "kb"]
+            other = tmp_path / "other.jsonl"
+            write_binding(NAME, "kb", {"type": "mcp", "command": sys.executable,
+                                       "args": [str(SERVER)],
+                                       "env": {"SALES_MCP_CALLS": str(other)}})
+            second = r.registry_for(spec)
+            assert second is not first
+            await sessions.send(sid, '#call kb.get_article {"article_id": "kb-12"}')
+            assert await r.run_until_idle(120, {sid})
+            assert [json.loads(x)["tool"] for x in other.read_text().splitlines()] == [
+                "get_article"]
+            path = home.bindings_path(NAME)
+            path.write_text(path.read_text().split("\n  kb:")[0] + "\n")
+            await sessions.send(sid, "still there?")
+            assert await r.run_until_idle(120, {sid})
+        finally:
+            await r.aclose()
+        s = await sessions.get(sid)
+        assert [j["status"] for j in s["jobs"]] == ["done", "failed"]
+        assert "bindings.yaml:tools.kb: not bound" in s["jobs"][-1]["error"]
+        assert s["status"] == "idle"
+    finally:
+        await store.close()
