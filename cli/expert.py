@@ -96,6 +96,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ln.add_argument("name", help="installed expert")
     ln.add_argument("--json", action="store_true", help="print JSON")
     ln.set_defaults(handler=_learnings)
+    st = sub.add_parser("state", parents=c, help="record new state notes and rebuild the"
+                        " state files from their events")
+    st.add_argument("name", help="installed expert")
+    st.add_argument("--json", action="store_true", help="print JSON")
+    st.set_defaults(handler=_state)
     tm = sub.add_parser("timeouts", parents=c, help="apply policy.approval.timeout to"
                         " overdue confirm gates (run it from cron or a loop)")
     tm.add_argument("--json", action="store_true", help="print JSON")
@@ -286,7 +291,7 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 async def _run_async(args: argparse.Namespace) -> int:
-    from core.experts import home
+    from core.experts import home, state
     from core.experts.package import load_package
     from core.workflows.service import Workflows, exit_code, render
 
@@ -307,8 +312,10 @@ async def _run_async(args: argparse.Namespace) -> int:
             from core.experts.learning import project
 
             await project(store, pkg, home.workspace(pkg.name))  # approved since last run
+        await state.sync(store, pkg, home.workspace(pkg.name), reset=True, by=_operator())
         home.compile_all(args.name)
         envelope = await Workflows(store).run(str(path), inputs)
+        await state.sync(store, pkg, home.workspace(pkg.name), by=_operator())
     print(render(envelope))
     return exit_code(envelope)
 
@@ -358,6 +365,26 @@ async def _learnings_async(args: argparse.Namespace) -> int:
 
 def _learnings(args: argparse.Namespace) -> Awaitable[int]:
     return _learnings_async(args)
+
+
+async def _state_async(args: argparse.Namespace) -> int:
+    from core.experts import home, state
+    from core.experts.package import load_package
+
+    pkg = load_package(home.package_dir(args.name))
+    home.init_state(pkg)
+    async with cli_store(args.db) as store:
+        counts = await state.sync(store, pkg, home.workspace(pkg.name), by=_operator())
+    if args.json:
+        print(json.dumps(counts))
+    else:
+        for rel, n in counts.items():
+            print(f"{rel}: {n} notes")
+    return 0
+
+
+def _state(args: argparse.Namespace) -> Awaitable[int]:
+    return _state_async(args)
 
 
 def _operator() -> str:

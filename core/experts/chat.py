@@ -109,6 +109,9 @@ async def open_chat(store: Store, expert: str, *, title: str = "", model: str | 
         from .learning import project
 
         await project(store, pkg, home.workspace(pkg.name))  # approved since the last use
+    from .state import sync
+
+    await sync(store, pkg, home.workspace(pkg.name), reset=True, by=by)
     name = spec_name(expert)
     await sessions.set_spec(name, config, source=f"{SOURCE_PREFIX}{expert}", by=by)
     return await sessions.create(agent=name, title=title or f"chat with {expert}",
