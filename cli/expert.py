@@ -14,6 +14,7 @@ from typing import Any
 
 from core.errors import ValidationError
 
+from .common import add_config_option
 from .stores import cli_store
 
 
@@ -95,10 +96,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ln.add_argument("name", help="installed expert")
     ln.add_argument("--json", action="store_true", help="print JSON")
     ln.set_defaults(handler=_learnings)
+    st = sub.add_parser("state", parents=c, help="record new state notes and rebuild the"
+                        " state files from their events")
+    st.add_argument("name", help="installed expert")
+    st.add_argument("--json", action="store_true", help="print JSON")
+    st.set_defaults(handler=_state)
     tm = sub.add_parser("timeouts", parents=c, help="apply policy.approval.timeout to"
                         " overdue confirm gates (run it from cron or a loop)")
     tm.add_argument("--json", action="store_true", help="print JSON")
     tm.set_defaults(handler=_timeouts)
+    ch = sub.add_parser("chat", parents=c, help="a session with the expert (its prompt and"
+                        " bound tools): one --message, or one message per stdin line")
+    ch.add_argument("name", help="installed expert")
+    ch.add_argument("--message", "-m", default=None, metavar="TEXT",
+                    help="send one message, print the reply and exit")
+    ch.add_argument("--model", default=None, metavar="PROVIDER/MODEL",
+                    help="model override for the session")
+    ch.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                    help="seconds to wait for each reply (default 600)")
+    ch.add_argument("--json", action="store_true",
+                    help="print each reply as a JSON line {session, reply, status, ...}")
+    add_config_option(ch)
+    ch.set_defaults(handler=_chat)
     rg = sub.add_parser("registry", parents=c, help="experts for routing: names, outputs")
     rg.add_argument("--json", action="store_true", help="print JSON")
     rg.set_defaults(handler=_registry)
@@ -272,7 +291,7 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 async def _run_async(args: argparse.Namespace) -> int:
-    from core.experts import home
+    from core.experts import home, state
     from core.experts.package import load_package
     from core.workflows.service import Workflows, exit_code, render
 
@@ -293,8 +312,10 @@ async def _run_async(args: argparse.Namespace) -> int:
             from core.experts.learning import project
 
             await project(store, pkg, home.workspace(pkg.name))  # approved since last run
+        await state.sync(store, pkg, home.workspace(pkg.name), reset=True, by=_operator())
         home.compile_all(args.name)
         envelope = await Workflows(store).run(str(path), inputs)
+        await state.sync(store, pkg, home.workspace(pkg.name), by=_operator())
     print(render(envelope))
     return exit_code(envelope)
 
@@ -346,6 +367,26 @@ def _learnings(args: argparse.Namespace) -> Awaitable[int]:
     return _learnings_async(args)
 
 
+async def _state_async(args: argparse.Namespace) -> int:
+    from core.experts import home, state
+    from core.experts.package import load_package
+
+    pkg = load_package(home.package_dir(args.name))
+    home.init_state(pkg)
+    async with cli_store(args.db) as store:
+        counts = await state.sync(store, pkg, home.workspace(pkg.name), by=_operator())
+    if args.json:
+        print(json.dumps(counts))
+    else:
+        for rel, n in counts.items():
+            print(f"{rel}: {n} notes")
+    return 0
+
+
+def _state(args: argparse.Namespace) -> Awaitable[int]:
+    return _state_async(args)
+
+
 def _operator() -> str:
     from .common import operator_name
 
@@ -378,4 +419,97 @@ def _registry(args: argparse.Namespace) -> int:
     else:
         for e in reg:
             print(f"{e['name']}: {e['description']} (outputs: {', '.join(e['outputs'])})")
+    return 0
+
+
+async def _chat_async(args: argparse.Namespace) -> int:
+    from core.agents.config import load_config
+    from core.experts.chat import open_chat
+
+    if args.message is not None and not args.message.strip():
+        raise ValidationError("expert chat: --message: the message is empty")
+    if args.timeout <= 0:
+        raise ValidationError("expert chat: --timeout: must be above 0")
+    cfg = load_config(args.config)
+    async with cli_store(args.db) as store:
+        sid = await open_chat(store, args.name, model=args.model, cfg=cfg, by=_operator())
+        sys.stderr.write(f"{sid}: chat with {args.name} (clawtower session show {sid};"
+                         " the console lists it too)\n")
+        if args.message is not None:
+            return await _chat_turn(store, cfg, sid, args.message, args)
+        return await _chat_loop(store, cfg, sid, args)
+
+
+def _chat(args: argparse.Namespace) -> Awaitable[int]:
+    return _chat_async(args)
+
+
+async def _chat_loop(store: Any, cfg: Any, sid: str, args: argparse.Namespace) -> int:
+    """One message per stdin line (a pipe works too); `/quit` or end of input ends it. The
+    session commands (`/model`, `/agents`, ...) work as in `session send`. A failed turn is
+    reported and the loop goes on; the exit code is 1 if any turn failed."""
+    import asyncio
+
+    from core.errors import ClawError
+    from core.sessions.commands import is_command, run_command
+    from core.sessions.service import Sessions
+
+    tty = sys.stdin.isatty()
+    code = 0
+    while True:
+        if tty:
+            sys.stderr.write("> ")
+            sys.stderr.flush()
+        line = await asyncio.to_thread(sys.stdin.readline)
+        if not line:
+            break
+        text = line.rstrip("\n")
+        if not text.strip():
+            continue
+        if text.strip() == "/quit":
+            break
+        try:
+            if is_command(text):
+                out = await run_command(Sessions(store), sid, text, cfg=cfg, by=_operator())
+                print(out.text, flush=True)
+                continue
+            code = max(code, await _chat_turn(store, cfg, sid, text, args))
+        except ClawError as exc:
+            sys.stderr.write(f"clawtower: error: {' '.join(str(exc).split())}\n")
+            code = max(code, exc.exit_code)
+    return code
+
+
+async def _chat_turn(store: Any, cfg: Any, sid: str, text: str,
+                     args: argparse.Namespace) -> int:
+    """Send one message and run the session's turn(s) here until it is quiet."""
+    from core.errors import ClawError
+    from core.sessions.service import Sessions
+
+    from .session import _wait_reply
+
+    sessions = Sessions(store)
+    sent = await sessions.send(sid, text, sender=_operator())
+    if not args.json:
+        return await _wait_reply(store, cfg, sid, sent["msg_id"], args.timeout)
+    from core.sessions.runner import SessionRunner
+
+    before = await store.fetchone("SELECT coalesce(max(seq), 0) AS s FROM session_messages"
+                                  " WHERE session_id=?", (sid,))
+    runner = SessionRunner(store, cfg, sessions={sid})
+    try:
+        ok = await runner.run_until_idle(args.timeout, {sid})
+    finally:
+        await runner.aclose()
+    s = await sessions.get(sid)
+    after = int(before["s"]) if before else 0
+    replies = [m for m in s["messages"] if m["seq"] > after and m["role"] == "assistant"]
+    failed = [j for j in s["jobs"] if j["status"] == "failed"]
+    error = ("" if ok else f"still busy after {args.timeout:g} s (--timeout)") or (
+        failed[-1]["error"] if failed and not replies else "")
+    print(json.dumps({"session": sid, "agent": s["agent"], "reply": "\n".join(
+        m["text"] for m in replies), "status": s["status"], "tokens": s["tokens"],
+        "cost_usd": s["cost_usd"], "error": error or None}), flush=True)
+    if error:
+        raise ClawError(f"session {sid}: {error}")
     return 0

@@ -85,7 +85,7 @@ def _binding(p: Path, name: str, raw: Any) -> ToolBinding:
             raise ValidationError(f"{where}.operations.{op}: must be a tool name or mapping")
     if kind == "mcp":
         fields = {k: raw[k] for k in ("command", "args", "env", "cwd", "connect_timeout_s",
-                                      "call_timeout_s", "list_timeout_s") if k in raw}
+                                      "call_timeout_s", "list_timeout_s", "pin") if k in raw}
         try:
             server = McpServerConfig(name=str(raw.get("server") or name), **fields)
         except PydanticError as exc:

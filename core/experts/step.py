@@ -10,7 +10,8 @@ runner from args and earlier steps' results):
 Actions: `call` runs a bound operation on its MCP server and prints its result as JSON;
 `preview` prints a confirm-tier operation's proposed input (the approval gate shows it);
 `draft` prints a manual-tier operation as a draft, never executing it; `gather` prints the
-inputs (an llm-task step's input); `state` appends a note to a state file; `finish` prints the
+inputs (an llm-task step's input); `state` reports a note for a state file (recorded as an
+event, the file rebuilt from the events: core/experts/state.py); `finish` prints the
 process outputs and removes the scratchpad. Exit 1 with one line on stderr on failure.
 """
 
@@ -122,9 +123,9 @@ def main(argv: list[str]) -> int:
                 raise ValueError(f"state file {rel!r} is outside the workspace's state/")
             note = os.environ.get("EXPERT_IN_" + "notes", "").strip()
             stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-            with p.open("a", encoding="utf-8") as f:
-                f.write(f"\n- {stamp} UTC: {note}\n")
-            out = {"state": rel, "appended": note}
+            # the note goes into the file as an event (core/experts/state.py), from this
+            # step's recorded result; nothing is written to the file here
+            out = {"state": rel, "appended": note, "at": stamp}
             _record(out)
         elif action == "finish":
             out = {"outputs": _inputs()}

@@ -367,8 +367,9 @@ class SessionToolBox:
         self.runner = runner
         self.claim = claim
         self.allow = claim.spec.config.policy.tools
-        self.inner: ToolBox | None = runner.registry.toolbox(
-            self.allow, agent=claim.spec.name) if runner.registry is not None else None
+        registry = runner.registry_for(claim.spec)
+        self.inner: ToolBox | None = registry.toolbox(
+            self.allow, agent=claim.spec.name) if registry is not None else None
         self.spawns: Counter[str] = Counter()  # the same call again in this turn
 
     async def specs(self) -> list[ToolSpec]:
@@ -463,11 +464,35 @@ class SessionRunner:
         self.finished = 0
         self._stop = asyncio.Event()
         self._stops_at = float("-inf")
+        # expert specs (source `expert:<name>`): that expert's bound MCP servers
+        self._experts: dict[str, tuple[str, ToolRegistry]] = {}
+        self._stale: list[ToolRegistry] = []
         self._defaults = {SIMULATOR: SIM_MODELS[0], **{
             n: p.models[0] for n, p in self.config.providers.items() if p.models}}
 
     def stop(self) -> None:
         self._stop.set()
+
+    def registry_for(self, spec: AgentSpec) -> ToolRegistry | None:
+        """The registry a spec's turns use: the project's, or for an expert's spec (source
+        `expert:<name>`, see core.experts.chat) one over that expert's bindings, kept while
+        the bindings stay the same. A runner without tools gives none to anyone."""
+        if self.registry is None or not spec.source.startswith("expert:"):
+            return self.registry
+        from ..experts.chat import servers_for
+
+        name = spec.source.partition(":")[2]
+        servers = servers_for(name)  # a ClawError fails the job with its message
+        key = json.dumps({n: c.model_dump(mode="json") for n, c in servers.items()},
+                         sort_keys=True)
+        known = self._experts.get(name)
+        if known is not None and known[0] == key:
+            return known[1]
+        if known is not None:
+            self._stale.append(known[1])  # closed with the runner (a turn may still use it)
+        registry = ToolRegistry(self.store, servers, builtins=False)
+        self._experts[name] = (key, registry)
+        return registry
 
     # ------------------------------------------------------------- claiming
 
@@ -572,6 +597,11 @@ class SessionRunner:
         if self._own_registry and self.registry is not None:
             with contextlib.suppress(Exception):
                 await self.registry.aclose()
+        for reg in [*(r for _, r in self._experts.values()), *self._stale]:
+            with contextlib.suppress(Exception):
+                await reg.aclose()
+        self._experts.clear()
+        self._stale.clear()
 
     async def _renew(self) -> None:
         if not self.running:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from core.experts import home
+from core.experts import home, state
 from core.experts.bindings import check_bindings, load_bindings, write_binding
 from core.workflows.load import load_workflow
 from core.workflows.service import Workflows
@@ -107,7 +107,10 @@ async def test_acme_triage_runs_end_to_end(expert_home: Path, tmp_path: Path,
     assert send["input"] == {"body": reply, "ticket_id": "T-101"}
     assert "send_reply" not in [c["tool"] for c in done]
     assert not (ws / "scratch" / "ticket-T-101.md").exists()  # cleaned at completion
-    assert "UTC:" in (ws / "state" / "queue.md").read_text()  # the state step wrote
+    # the state step's note is an event; the file is rebuilt from the events
+    assert (ws / "state" / "queue.md").read_text() == (ACME / "state" / "queue.md").read_text()
+    assert await state.sync(store, pkg, ws) == {"state/queue.md": 1, "state/shift-notes.md": 0}
+    assert "UTC:" in (ws / "state" / "queue.md").read_text()
     outputs = env["output"][0]["outputs"]
     assert outputs["reply"] == reply and outputs["category"] == classify["category"]
 
@@ -141,6 +144,7 @@ async def test_acme_confirm_tier_pauses_until_approved(expert_home: Path, tmp_pa
         assert out["run_status"] == "ok"
         assert tools == ["list_overdue", "set_priority", "add_internal_note"]
         assert calls(log)[1]["args"] == proposed  # what was approved is what ran
+        await state.sync(store, pkg, home.workspace(pkg.name))
         notes = (home.workspace(pkg.name) / "state" / "shift-notes.md").read_text()
         assert "UTC:" in notes
     else:
@@ -187,7 +191,8 @@ async def test_radiant_triage_runs_end_to_end(expert_home: Path, tmp_path: Path,
     assert classify["result"]["json"]["output"]["data"]["intent"] in (
         "objection", "question", "buying_signal", "churn_risk", "scheduling", "other")
     assert not (ws / "scratch" / "triage-m-42.md").exists()  # cleaned at completion
-    assert "UTC:" in (ws / "state" / "pipeline.md").read_text()  # the state step wrote
+    await state.sync(store, pkg, ws)  # the state step's note is an event; the file its view
+    assert "UTC:" in (ws / "state" / "pipeline.md").read_text()
     outputs = env["output"][0]["outputs"]
     assert outputs["classify_email_intent"]["intent"] == classify["result"]["json"]["output"][
         "data"]["intent"]
