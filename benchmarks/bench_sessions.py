@@ -10,7 +10,9 @@ runs them). Counted: announces, duplicates per run_id (must be N and 0).
 Peer, interleaved rep by rep in the same process (only if `langgraph` and
 `langgraph-checkpoint-sqlite` import, e.g. from .venv-bench; benchmarks/requirements-peers.txt):
 a graph fan -> N x `Send("work", ...)` -> join, SqliteSaver on a WAL connection with the same
-synchronous mode, `invoke(..., durability="sync")`. Target: ours <= 0.5x LangGraph's wall time.
+synchronous mode, `invoke(..., durability="sync")`. Target: ours <= 0.5x LangGraph's wall
+time. CPU time (the process's, every thread) is reported beside it: on a shared machine it
+moves less with other people's load than wall does.
 
 Steer latency: a session in a long tool loop (zero-latency model and tool); `send` a message;
 time until the turn's steering hook has injected it at the next safe boundary (its
@@ -63,17 +65,17 @@ async def ours_fanout(path: Path, n: int, sync: str, concurrency: int) -> dict[s
         runner = SessionRunner(store, config_from_data({"speed": 0}, "bench"),
                                skills=SkillSet(), limits=limits, max_concurrent=concurrency,
                                tools=False)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         await s.send(sid, f"#spawn {n} worker a trivial part")
         ok = await runner.run_until_idle(3600)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         rows = await store.fetchall("SELECT payload FROM events WHERE type='session.announced'")
         runs = Counter(json.loads(r["payload"])["meta"]["source"]["run_id"] for r in rows)
         last = await store.fetchone("SELECT text FROM session_messages WHERE session_id=?"
                                     " ORDER BY seq DESC LIMIT 1", (sid,))
         events = await store.last_seq()
         assert ok and last is not None and last["text"].startswith(f"Synthesis of {n} ")
-        return {"wall_s": wall, "announces": float(sum(runs.values())),
+        return {"wall_s": wall, "cpu_s": cpu, "announces": float(sum(runs.values())),
                 "duplicates": float(sum(c - 1 for c in runs.values())),
                 "events": float(events)}
     finally:
@@ -182,13 +184,13 @@ def langgraph_fanout(path: Path, n: int, sync: str) -> tuple[Any, str]:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={sync}")
         graph = b.compile(checkpointer=SqliteSaver(conn))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = graph.invoke({"n": n, "results": []},
                            {"configurable": {"thread_id": "fan"}}, durability="sync")
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         conn.close()
         assert len(out["results"]) == n
-        return {"wall_s": wall}
+        return {"wall_s": wall, "cpu_s": cpu}
 
     return run, ""
 
@@ -223,22 +225,29 @@ def main() -> None:
             if peer is not None:
                 theirs.append(peer())
         ow = [r["wall_s"] for r in ours]
+        oc = [r["cpu_s"] for r in ours]
         rows = [["clawtower sessions", cm.fmt_num(cm.median(ow)), cm.spread(ow),
+                 cm.fmt_num(cm.median(oc)),
                  f"{cm.median([r['announces'] for r in ours]):.0f}",
                  f"{max(r['duplicates'] for r in ours):.0f}"]]
         results["ours"] = ours
         if theirs:
             tw = [r["wall_s"] for r in theirs]
+            tc = [r["cpu_s"] for r in theirs]
             ratios = [a / b for a, b in zip(ow, tw, strict=True)]
+            cpu_ratios = [a / b for a, b in zip(oc, tc, strict=True)]
             rows.append(["LangGraph Send + SqliteSaver", cm.fmt_num(cm.median(tw)),
-                         cm.spread(tw), f"{n}", "-"])
+                         cm.spread(tw), cm.fmt_num(cm.median(tc)), f"{n}", "-"])
             results["langgraph"] = theirs
             results["ratio_median"] = cm.median(ratios)
+            results["cpu_ratio_median"] = cm.median(cpu_ratios)
             rows.append(["ratio ours/LangGraph (paired)", cm.fmt_num(cm.median(ratios)),
-                         cm.spread(ratios), "", f"target <= {TARGET_RATIO}"])
+                         cm.spread(ratios), cm.fmt_num(cm.median(cpu_ratios)), "",
+                         f"target <= {TARGET_RATIO}"])
         cm.print_table(f"Fan-out: {n} subagents, announces joined ({args.sync}, {reps} reps,"
-                       f" {conc} in flight), wall seconds",
-                       ["workload", "median", "range", "announces", "duplicates"], rows)
+                       f" {conc} in flight), seconds (CPU: the process's, both threads)",
+                       ["workload", "median wall", "range", "median CPU", "announces",
+                        "duplicates"], rows)
         lat = asyncio.run(steer_latency(d / "steer.db", cycles, args.sync))
         results["steer_ms"] = lat
         cm.print_table(f"Steer latency: send -> injected at the next boundary ({cycles} cycles,"

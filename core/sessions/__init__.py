@@ -10,8 +10,9 @@ Three primitives, all events in the store (`events.py`, projections in `projecti
   `policy` (tools, skills, subagents allow-lists), `context_policy` (history, announces,
   budgets). Importable from `clawtower.yaml`, editable from the CLI.
 - **TurnJob**: a queued unit that runs exactly one turn (`runner.py`, on
-  `core.agents.turns.run_turn`); at most one active per session, across processes, by the
-  lease `session:<id>`.
+  `core.agents.turns.run_turn`); at most one active per session, across processes: the
+  worker's lease `worker:<owner>` and a check in the claiming commit that no other job of
+  the session runs under a live worker.
 
 Write API (`service.Sessions`): `set_spec`, `import_specs`, `create`, `send` (steers a busy
 session at its next safe boundary, else the message waits in the backlog), `stop`,

@@ -198,9 +198,12 @@ def _job_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
                (p.status, p.stop_reason, p.error, p.reply_msg_id, p.prompt_tokens,
                 p.completion_tokens, p.cost_usd, e.ts, e.seq, e.entity_id))
     if p.status == "done" and row is not None:
-        for msg in json.loads(row[0] or "{}").get("announces", []):
-            db.execute("UPDATE session_announces SET consumed_by=? WHERE msg_id=?",
-                       (e.entity_id, msg))
+        taken = json.loads(row[0] or "{}").get("announces", [])
+        if taken:  # one statement over the parent's announces (msg_id has no index of its
+            # own: a statement per announce scanned the whole table, quadratic in a fan-out)
+            db.execute("UPDATE session_announces SET consumed_by=? WHERE parent_id=? AND"
+                       " msg_id IN (SELECT value FROM json_each(?))",
+                       (e.entity_id, p.session_id, json.dumps(taken)))
     ran = row is not None and row[1] == "running"
     _touch(db, p.session_id, e,
            "status=CASE WHEN status IN ('running','queued') THEN 'idle' ELSE status END,"

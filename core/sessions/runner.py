@@ -1,21 +1,26 @@
 """The session worker: claims queued TurnJobs and runs each as ONE turn of
-`core.agents.turns.run_turn`, under a per-session lease (`session:<id>`), so at most one
-TurnJob per session is active, across processes.
+`core.agents.turns.run_turn`. At most one TurnJob per session is active, across processes:
+a worker runs its jobs under ONE lease of its own (`worker:<owner>`, renewed while it
+runs), and a job is claimed only if no other job of its session runs under a live
+worker's lease, checked in the claiming commit. A batch of claims takes or renews that
+lease once (not a lease per job: two events per child less in a fan-out).
 
 A job's life, each step one store command:
 
-1. claim: take the session's lease, drain its backlog into ONE `[Backlog]` user message,
-   take its pending messages as user messages, note the unconsumed announces, record
-   `turnjob.started` (a job whose worker died is claimed again once its lease expired:
-   attempt + 1, same inputs, they are already in the transcript);
+1. claim: take (or renew) the worker's lease, drain the session's backlog into ONE
+   `[Backlog]` user message, take its pending messages as user messages, note the
+   unconsumed announces, record `turnjob.started` (a job whose worker died is claimed
+   again once that worker's lease expired: attempt + 1, same inputs, they are already in
+   the transcript);
 2. the turn runs; at every safe boundary (after a tool round) the steering hook looks for
    pending messages: if there are any, it saves a resume token for the interrupted task in
    the backlog and injects them (`turnjob.steered`);
 3. finish: the reply, `turnjob.finished`, messages that found no boundary go to the
    backlog, a non-empty backlog queues the next job, a finished child announces to its
    parent (once per run_id), a parent whose children are all done is woken, external
-   delivery if wanted and the channel is not internal, the lease released. A worker that
-   lost its lease meanwhile writes nothing: the job's new owner answers, never both.
+   delivery if wanted and the channel is not internal. A worker that lost the job
+   meanwhile (its lease expired and another worker took the job over) writes nothing: the
+   job's new owner answers, never both.
 """
 
 from __future__ import annotations
@@ -29,9 +34,9 @@ import re
 import socket
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import events as ev
 from .. import leases
@@ -40,8 +45,8 @@ from ..agents.provider import ChatMessage, ToolSpec
 from ..agents.turns import CancelHandle, TurnBudget, TurnResult, TurnState, run_turn
 from ..agents.usage import Price
 from ..errors import ClawError
-from ..events import NewEvent
-from ..store.interface import Store, WriteTx
+from ..events import NewEvent, StoredEvent
+from ..store.interface import Command, Store, WriteTx
 from ..tools.registry import ToolRegistry, allowed
 from ..tools.types import ToolBox, ToolResult
 from . import events as sev
@@ -86,11 +91,23 @@ SPAWN_MANY_SPEC = ToolSpec(
             "required": ["task"], "additionalProperties": False}}},
         "required": ["tasks"], "additionalProperties": False})
 ARTIFACT = re.compile(r"artifact://[^\s\"'<>)\]]+")
+T = TypeVar("T")
 TextSink = Callable[[str, str, str], None]  # (session id, turn id, text delta)
 
 
-def lease_name(sid: str) -> str:
-    return f"session:{sid}"
+def worker_lease(owner: str) -> str:
+    """The lease a worker holds while it runs jobs: its running jobs are its own while the
+    lease lives, and anybody's to take over once it has expired (the worker died)."""
+    return f"worker:{owner}"
+
+
+def _busy(tx: WriteTx, job: dict[str, Any]) -> bool:
+    """Another job of the job's session runs under a live worker's lease (a session has at
+    most one active TurnJob, across processes: this check and the claim are one commit)."""
+    return tx.one(
+        "SELECT 1 FROM turn_jobs j JOIN leases l ON l.name = 'worker:' || j.owner"
+        " WHERE j.session_id=? AND j.status='running' AND j.id<>? AND l.released=0"
+        " AND l.expires_at > ? LIMIT 1", (job["session_id"], job["id"], tx.now)) is not None
 
 
 @dataclass
@@ -142,7 +159,6 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
         tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
                          payload=sev.TurnJobFinished(session_id=sid, status="cancelled",
                                                      stop_reason="stopped")))
-        leases.release_in(tx, lease_name(sid), owner)
         return None
     spec = spec_by_ref(tx, session["agent_id"])
     d = spec.config.defaults
@@ -199,14 +215,17 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
 def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
            defaults: dict[str, str], only: set[str] | None, expired: bool) -> list[Claim]:
     """Up to `n` jobs: queued ones, and (with `expired`) running ones whose worker's lease
-    has expired (it died). Each under its session's lease, in this one commit."""
+    has expired (it died) or that are this worker's but no task of it runs them. Each
+    only if no other job of its session runs under a live worker; all under this worker's
+    lease (taken or renewed once), in this one commit."""
     rows = tx.all("SELECT * FROM turn_jobs WHERE status='queued' ORDER BY queued_seq"
                   " LIMIT ?", (n * 4 + 16,))
     if expired:
         rows += tx.all(
-            "SELECT j.* FROM turn_jobs j LEFT JOIN leases l ON l.name = 'session:' ||"
-            " j.session_id WHERE j.status='running' AND (l.name IS NULL OR l.released=1"
-            " OR l.expires_at <= ?) ORDER BY j.queued_seq LIMIT ?", (tx.now, n + 16))
+            "SELECT j.* FROM turn_jobs j LEFT JOIN leases l ON l.name = 'worker:' ||"
+            " j.owner WHERE j.status='running' AND (l.name IS NULL OR l.released=1"
+            " OR l.expires_at <= ? OR j.owner = ?) ORDER BY j.queued_seq LIMIT ?",
+            (tx.now, owner, n + len(mine) + 16))
     if only is not None:  # these sessions and their descendants
         marks = ",".join("?" * len(only))
         only = {r["id"] for r in tx.all(
@@ -214,13 +233,18 @@ def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
             " UNION SELECT s.id FROM sessions s JOIN tree t ON s.parent_id = t.id)"
             " SELECT id FROM tree", tuple(only))}
     out: list[Claim] = []
+    leased = False
     for job in rows:
         if len(out) >= n:
             break
         if job["id"] in mine or (only is not None and job["session_id"] not in only):
             continue
-        if not leases.acquire_in(tx, lease_name(job["session_id"]), owner, ttl):
+        if _busy(tx, job):
             continue
+        if not leased:
+            if not leases.acquire_in(tx, worker_lease(owner), owner, ttl):
+                break
+            leased = True
         claim = _start(tx, job, owner, defaults)
         if claim is not None:
             out.append(claim)
@@ -232,8 +256,10 @@ def _ours(tx: WriteTx, claim: Claim, owner: str) -> dict[str, Any] | None:
     if job is None or job["status"] != "running" or job["owner"] != owner \
             or int(job["attempt"]) != claim.attempt:
         return None
-    lease = tx.one("SELECT * FROM leases WHERE name=?", (lease_name(claim.session_id),))
+    lease = tx.one("SELECT * FROM leases WHERE name=?", (worker_lease(owner),))
     if lease is None or lease["owner"] != owner or lease["released"]:
+        return None
+    if _busy(tx, job):  # our lease lapsed and another worker runs the session's next job
         return None
     return job
 
@@ -347,12 +373,15 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
                      artifacts=sorted(set(ARTIFACT.findall(text))),
                      duration_s=tx.now - float(child["created_at"]))
             wake_parent(tx, child["parent_id"], owner)
-    leases.release_in(tx, lease_name(sid), owner)
     return status
 
 
-def _renew(tx: WriteTx, names: list[str], owner: str, ttl: float) -> list[str]:
-    return [n for n in names if not leases.acquire_in(tx, n, owner, ttl)]
+def _renew(tx: WriteTx, claims: list[Claim], owner: str, ttl: float) -> list[str]:
+    """Renew the worker's lease; the jobs it no longer owns (another worker took them over
+    while the lease had expired)."""
+    if not leases.acquire_in(tx, worker_lease(owner), owner, ttl):
+        return [c.job_id for c in claims]
+    return [c.job_id for c in claims if _ours(tx, c, owner) is None]
 
 
 # --------------------------------------------------------------------------- tools
@@ -429,6 +458,73 @@ class SessionToolBox:
             kind = "policy" if "refused" in str(exc) or "may not" in str(exc) else "failed"
             return ToolResult(content=f"{SPAWN_TOOL}: {exc}", is_error=True, error_kind=kind)
         return ToolResult(content=json.dumps(out, sort_keys=True), structured=out)
+
+
+# --------------------------------------------------------------------------- turn records
+
+
+_PROGRESS = (ev.TurnStarted, ev.AgentUsage, ev.TurnFinished)
+
+
+class TurnRecords:
+    """The store as a job's turn sees it: the turn's progress records (`turn.started`, a
+    final call's `agent.usage`, `turn.finished`) are queued in order (`Store.submit`) rather
+    than awaited one commit each; they commit in the same batch as the job's finish (or
+    any earlier write), which the worker awaits. Everything else (tool calls and results,
+    steering) is awaited as before, and queued records ahead of it commit with it. A zero-
+    latency child thus waits for two commits (claim, finish) instead of five."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.path = store.path
+        self.queued: list[asyncio.Future[list[int]]] = []
+
+    async def execute(self, command: Command[T]) -> T:
+        return await self.store.execute(command)
+
+    def submit(self, command: Command[T]) -> asyncio.Future[T]:
+        return self.store.submit(command)
+
+    async def append(self, events: Sequence[NewEvent]) -> list[int]:
+        evs = list(events)
+        if evs and all(isinstance(e.payload, _PROGRESS) for e in evs):
+            self.queued.append(self.store.submit(lambda tx: [tx.emit(e).seq for e in evs]))
+            return []  # not committed yet: no sequence numbers to report
+        return await self.store.append(evs)
+
+    def failures(self) -> list[str]:
+        """Queued records whose command failed (checked once a later write returned)."""
+        return [str(f.exception()) for f in self.queued
+                if f.done() and not f.cancelled() and f.exception() is not None]
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        return await self.store.fetchall(sql, params)
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        return await self.store.fetchone(sql, params)
+
+    async def fetch_many(self, queries: Sequence[tuple[str, Sequence[Any]]]
+                         ) -> list[list[dict[str, Any]]]:
+        return await self.store.fetch_many(queries)
+
+    async def events_after(self, seq: int, limit: int = 1000, entity_id: str | None = None
+                           ) -> list[StoredEvent]:
+        return await self.store.events_after(seq, limit, entity_id)
+
+    async def last_seq(self) -> int:
+        return await self.store.last_seq()
+
+    async def wait_for_change(self, after_seq: int, timeout: float) -> int:
+        return await self.store.wait_for_change(after_seq, timeout)
+
+    async def verify_projections(self) -> list[str]:
+        return await self.store.verify_projections()
+
+    async def rebuild_projections(self) -> int:
+        return await self.store.rebuild_projections()
+
+    async def close(self) -> None:
+        raise ClawError("a turn does not close the store")
 
 
 # --------------------------------------------------------------------------- the worker
@@ -606,11 +702,11 @@ class SessionRunner:
     async def _renew(self) -> None:
         if not self.running:
             return
-        names = [lease_name(c.session_id) for c, _ in self.running.values()]
+        claims = [c for c, _ in self.running.values()]
         lost = set(await self.store.execute(
-            lambda tx: _renew(tx, names, self.owner, self.lease_ttl_s)))
-        for c, _ in list(self.running.values()):
-            if lease_name(c.session_id) in lost:
+            lambda tx: _renew(tx, claims, self.owner, self.lease_ttl_s)))
+        for c in claims:
+            if c.job_id in lost:
                 c.lost = True
                 c.cancel.cancel("lease lost")
 
@@ -646,6 +742,7 @@ class SessionRunner:
     async def _run(self, claim: Claim) -> None:
         result: TurnResult | None = None
         error = ""
+        records = TurnRecords(self.store)
         try:
             provider = self.config.provider(claim.provider)
             spec = claim.spec
@@ -679,7 +776,7 @@ class SessionRunner:
                 tools=SessionToolBox(self, claim),
                 budget=TurnBudget(max_tool_rounds=b.max_tool_rounds, max_tokens=b.max_tokens,
                                   max_wall_s=b.max_wall_s),
-                subject=sid, agent=spec.name, store=self.store, price=price, steer=steer,
+                subject=sid, agent=spec.name, store=records, price=price, steer=steer,
                 on_text=on_text, cancel=claim.cancel, temperature=d.temperature,
                 max_tokens_per_call=d.max_output_tokens,
                 first_tool_choice=d.first_tool_choice,
@@ -701,6 +798,7 @@ class SessionRunner:
             await self.store.execute(lambda tx: _finish(tx, claim, self.owner, result, error))
         except ClawError as exc:
             self.errors.append(f"{claim.job_id}: finish: {exc}")
+        self.errors.extend(f"{claim.job_id}: turn record: {f}" for f in records.failures())
         self.finished += 1
 
 
@@ -720,4 +818,4 @@ def announce_context(announces: list[dict[str, Any]]) -> str:
 
 __all__ = ["SPAWN_MANY_TOOL", "SPAWN_TOOL", "STEER_NOTE", "Claim", "SessionRunner",
            "SessionToolBox",
-           "announce_context", "lease_name"]
+           "announce_context", "worker_lease"]
