@@ -299,8 +299,8 @@ class PhaseMachine(RuleBasedStateMachine):
         elif t.approval == "pending":
             assert outcome == "ok"
             t.approval = "approved" if approve else "rejected"
-        else:
-            assert outcome == "Conflict"
+        else:  # decided already: the loser is told so (AlreadyDecided is a Conflict)
+            assert outcome in ("AlreadyDecided", "Conflict")
 
     def _perform(self, t: TaskModel, eid: str, skip_intent: bool) -> None:
         if not skip_intent:
