@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,8 @@ from tui_helpers import SIZE, shown, until
 
 from core import open_store
 from core.experts import home
-from core.experts.bindings import write_binding
 from core.workflows.service import Workflows
+from tests.helpers.gate_expert import install_gate_expert
 from tui.app import ClawtowerApp
 from tui.modals import ConfirmScreen
 from tui.screens.experts import ExpertsScreen
@@ -23,49 +22,13 @@ from tui.views import ApprovalList
 
 ROOT = Path(__file__).resolve().parents[2]
 ACME = ROOT / "tests" / "fixtures" / "acme-support-expert"
-SERVER = ROOT / "tests" / "helpers" / "sales_mcp_server.py"
-GATE = """spec: "1.0"
-name: gate-expert
-version: "2.1.0"
-description: Writes a CRM note after approval
-requires:
-  tools: [crm]
-components:
-  orchestrator: orchestrator.md
-  persona: [persona/identity.md]
-  functions: [functions/noop.md]
-  processes: [processes/note.md]
-  tools: [tools/crm.yaml]
-"""
-FILES = {
-    "README.md": "# Gate\n", "orchestrator.md": "Write notes.\n",
-    "persona/identity.md": "You write notes.\n",
-    "functions/noop.md": "---\nname: noop\ndescription: Nothing\n---\nDo nothing.\n",
-    "processes/note.md": "---\nname: note\ndescription: One note\ninputs:\n  - name: contact_id\n"
-                         "    type: string\n  - name: body\n    type: string\ntools: [crm]\n"
-                         "---\n- [ ] Write it with `crm.create_note`.\n",
-    "tools/crm.yaml": "name: crm\ndescription: CRM\noperations:\n  - name: create_note\n"
-                      "    description: A note\n    input:\n      type: object\n"
-                      "      properties:\n        contact_id: {type: string}\n"
-                      "        body: {type: string}\n",
-}
 
 
 async def test_experts_mode_shows_status_bindings_runs_and_confirms(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path / "home"))
     home.install(str(ACME))
-    pkg = tmp_path / "gate"
-    gate_files = {k: v for k, v in FILES.items() if k != "README.md"}  # one warning
-    for rel, text in {**gate_files, "expert.yaml": GATE}.items():
-        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
-        (pkg / rel).write_text(text)
-    home.install(str(pkg))
-    log = tmp_path / "calls.jsonl"
-    write_binding("gate-expert", "crm", {"type": "mcp", "command": sys.executable,
-                                         "args": [str(SERVER)],
-                                         "env": {"SALES_MCP_CALLS": str(log)}})
-    home.compile_all("gate-expert")
+    log = install_gate_expert(tmp_path, version="2.1.0", readme=False)  # one warning
     db = str(tmp_path / "store.db")
     store = await open_store(db)
     try:
