@@ -111,6 +111,14 @@ def _busy(tx: WriteTx, job: dict[str, Any]) -> bool:
 
 
 @dataclass
+class _Cadence:
+    """When a claim loop last swept expired leases and last renewed its own (loop time)."""
+
+    expired: float
+    renewed: float
+
+
+@dataclass
 class Claim:
     """A job this worker runs, as the claim command prepared it."""
 
@@ -615,26 +623,29 @@ class SessionRunner:
         row = await self.store.fetchone("SELECT 1 FROM turn_jobs WHERE status='queued' LIMIT 1")
         return row is not None
 
+    async def _tick(self, cadence: _Cadence, now: float) -> None:
+        """One pass of a claim loop: claim into free slots (sweeping expired leases every
+        ttl/3), renew our leases every ttl/3, and act on stop requests."""
+        expired = now - cadence.expired >= self.lease_ttl_s / 3
+        if expired:
+            cadence.expired = now
+        if len(self.running) < self.max_concurrent and (
+                expired or await self._claimable()):
+            await self.claim(expired=expired)
+        if now - cadence.renewed >= self.lease_ttl_s / 3:
+            cadence.renewed = now
+            await self._renew()
+        await self._watch_stops()
+
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Claim and run jobs until `stop` (or `self.stop()`); then cancel what still runs
         (its jobs are claimed again by a worker after the lease expires)."""
         loop = asyncio.get_running_loop()
         seq = await self.store.last_seq()
-        last_expired = float("-inf")
-        last_renew = loop.time()
+        cadence = _Cadence(expired=float("-inf"), renewed=loop.time())
         try:
             while not self._stop.is_set() and not (stop is not None and stop.is_set()):
-                now = loop.time()
-                expired = now - last_expired >= self.lease_ttl_s / 3
-                if expired:
-                    last_expired = now
-                if len(self.running) < self.max_concurrent and (
-                        expired or await self._claimable()):
-                    await self.claim(expired=expired)
-                if now - last_renew >= self.lease_ttl_s / 3:
-                    last_renew = now
-                    await self._renew()
-                await self._watch_stops()
+                await self._tick(cadence, loop.time())
                 seq = await self.store.wait_for_change(seq, 0.05 if self.running else 0.2)
         finally:
             await self.aclose()
@@ -646,22 +657,12 @@ class SessionRunner:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         seq = await self.store.last_seq()
-        last_expired = float("-inf")
-        last_renew = loop.time()
+        cadence = _Cadence(expired=float("-inf"), renewed=loop.time())
         while True:
             now = loop.time()
             if now > deadline:
                 return False
-            expired = now - last_expired >= self.lease_ttl_s / 3
-            if expired:
-                last_expired = now
-            if len(self.running) < self.max_concurrent and (
-                    expired or await self._claimable()):
-                await self.claim(expired=expired)
-            if now - last_renew >= self.lease_ttl_s / 3:
-                last_renew = now
-                await self._renew()
-            await self._watch_stops()
+            await self._tick(cadence, now)
             if not self.running and await self.quiet(sessions):
                 return True
             seq = await self.store.wait_for_change(seq, 0.05)
