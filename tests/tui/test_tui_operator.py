@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from textual.pilot import Pilot
 from textual.widgets import HelpPanel, Input, KeyPanel, Markdown
 from tui_helpers import SIZE, shown, until
 
@@ -57,6 +58,21 @@ async def task_in(db: str, tid: str) -> dict[str, Any]:
 def blocked_task(app: ClawtowerApp) -> str:
     [tid] = [t for t, row in app.model.tasks.items() if row["phase"] == "circuit_open"]
     return tid
+
+
+async def workflows_mode(app: ClawtowerApp, pilot: Pilot[Any]) -> WorkflowsScreen:
+    """Switch to mode 5 and return its screen."""
+    await pilot.press("5")
+    await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
+    screen = app.screen
+    assert isinstance(screen, WorkflowsScreen)
+    return screen
+
+
+def gated_run(app: ClawtowerApp) -> dict[str, Any]:
+    """The seeded workflow run paused at an approval gate (not an input request)."""
+    return next(r for r in app.model.workflows if r["status"] == "paused"
+                and r.get("gate_kind") != "input")
 
 
 async def test_unblock_from_the_task_detail_with_a_choice(demo_db: str) -> None:
@@ -156,18 +172,14 @@ async def test_workflow_keys_decide_the_selected_runs_gate(tmp_path: Path) -> No
     app, said = make_app(str(db))
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_loaded()
-        await pilot.press("5")
-        await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
-        screen = app.screen
-        assert isinstance(screen, WorkflowsScreen)
+        screen = await workflows_mode(app, pilot)
         finished = next(r for r in app.model.workflows if r["status"] == "ok")
         screen.item_list.move_cursor_to_key(finished["id"])
         await pilot.press("a")
         await pilot.pause()
         assert said[-1] == (f"{finished['id']} is ok, not waiting at a gate: nothing to"
                             " decide")
-        gated = next(r for r in app.model.workflows if r["status"] == "paused"
-                     and r.get("gate_kind") != "input")
+        gated = gated_run(app)
         screen.item_list.move_cursor_to_key(gated["id"])
         await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
@@ -229,12 +241,8 @@ async def test_a_gate_rejected_from_mode_5_shows_why_and_what_never_ran(tmp_path
     app, _ = make_app(str(db))
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_loaded()
-        await pilot.press("5")
-        await until(pilot, lambda: isinstance(app.screen, WorkflowsScreen))
-        screen = app.screen
-        assert isinstance(screen, WorkflowsScreen)
-        gated = next(r for r in app.model.workflows if r["status"] == "paused"
-                     and r.get("gate_kind") != "input")
+        screen = await workflows_mode(app, pilot)
+        gated = gated_run(app)
         screen.item_list.move_cursor_to_key(gated["id"])
         await pilot.press("r")
         await until(pilot, lambda: isinstance(app.screen, ReasonScreen))
