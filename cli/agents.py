@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # loaded by the handlers: other commands start without pydant
 from . import llm_task as llm_task_cli
 from . import output
 from . import session as session_cli
-from .common import add_config_option
+from .common import add_config_option, db_parent
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 ASK_SUBJECT = "llm-ask"
@@ -37,14 +37,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                  required=True)
     _add_ask_parser(llm_sub)
     # `llm task` lives in cli/llm_task.py; other `llm` actions are added beside it.
-    llm_task_cli.add_task_parser(llm_sub, [_db_option()])
-
-
-def _db_option() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
-                        help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
-    return common
+    llm_task_cli.add_task_parser(llm_sub, [db_parent()])
 
 
 def _config_option() -> argparse.ArgumentParser:
@@ -153,7 +146,7 @@ async def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def _add_ask_parser(llm_sub: Any) -> None:
-    a = llm_sub.add_parser("ask", parents=[_db_option(), _config_option()],
+    a = llm_sub.add_parser("ask", parents=[db_parent(), _config_option()],
                            help="stream one agent's reply to TEXT; usage goes to the store")
     a.add_argument("--agent", required=True, metavar="NAME", help="the agent that answers")
     a.add_argument("text", metavar="TEXT", help="the question ('-' reads it from stdin)")

@@ -31,6 +31,14 @@ Handler = Callable[[argparse.Namespace], "int | Awaitable[int]"]
 DB_HELP = "store file (default: $CLAWTOWER_HOME/clawtower.db)"
 
 
+def db_parent() -> argparse.ArgumentParser:
+    """A parent parser holding `--db PATH`, for subcommands built with `parents=[...]` (left
+    unset when not given, so the top level's --db still counts)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH", help=DB_HELP)
+    return parent
+
+
 class CommandParser(argparse.ArgumentParser):
     """argparse, but usage errors are one line and exit 2, and every command (subcommands
     too: argparse makes them with the parent's class) takes `--db PATH`."""

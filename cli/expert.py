@@ -14,15 +14,8 @@ from typing import Any
 
 from core.errors import ValidationError
 
-from .common import add_config_option
+from .common import add_config_option, db_parent
 from .stores import cli_store
-
-
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
-                        help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
-    return common
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                               " validate, bind, compile, run")
     sub = e.add_subparsers(dest="expert_cmd", metavar="ACTION", parser_class=type(e),
                            required=True)
-    c = [_common()]
+    c = [db_parent()]
     i = sub.add_parser("install", parents=c, help="copy a package dir or clone a git URL")
     i.add_argument("source", metavar="PATH|GIT_URL",
                    help="a package directory, or a git URL (file:// works offline)")

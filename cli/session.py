@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ClawError, ValidationError
 
 from . import output
-from .common import add_config_option
+from .common import add_config_option, db_parent
 from .stores import cli_store
 
 if TYPE_CHECKING:
@@ -32,9 +32,7 @@ if TYPE_CHECKING:
 
 
 def _common() -> argparse.ArgumentParser:
-    c = argparse.ArgumentParser(add_help=False)
-    c.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
-                   help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
+    c = db_parent()
     add_config_option(c)
     return c
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the registry loads the MCP SDK (~0.8 s): only `tools` comma
     from core.tools.registry import ToolInfo, ToolRegistry
 
 from . import output
-from .common import add_config_option
+from .common import add_config_option, db_parent
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -35,9 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     t.set_defaults(handler=cmd_tools)
     sub = t.add_subparsers(dest="tools_cmd", metavar="ACTION", required=True,
                            parser_class=type(t))  # the top level's one-line-error parser
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
-                        help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
+    common = db_parent()
     add_config_option(common)  # its agents' tool allow-lists and its mcp_servers:
     common.add_argument("--agent", default=None, metavar="A",
                         help="only what this agent's tool allow-list lets it see and call")

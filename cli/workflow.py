@@ -20,6 +20,7 @@ from core.errors import ClawError, ValidationError
 # The core.workflows modules are imported by the handlers, not here: building the parser
 # (every command, `--help` too) must not load the workflow engine.
 from . import output
+from .common import db_parent
 from .stores import cli_store
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
@@ -27,19 +28,12 @@ Handler = Callable[[argparse.Namespace], Awaitable[int]]
 GRAPH_FORMATS = ("mermaid", "dot", "ascii")
 
 
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH",
-                        help="store file (default: $CLAWTOWER_HOME/clawtower.db)")
-    return common
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     w = subparsers.add_parser(
         "workflow", help="Lobster-compatible workflows: run, resume, list, show, graph")
     sub = w.add_subparsers(dest="workflow_cmd", metavar="ACTION", parser_class=type(w),
                            required=True)
-    c = [_common()]
+    c = [db_parent()]
     r = sub.add_parser("run", parents=c, help="run a workflow file; prints Lobster's envelope")
     r.add_argument("path", nargs="?", metavar="FILE", help="the workflow (or --file)")
     r.add_argument("--file", default=None, metavar="FILE", help="the workflow (Lobster's flag)")
