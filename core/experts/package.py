@@ -299,11 +299,20 @@ class _Loader:
             self.err(file, f"{prefix}{key}", f"must be true or false (got {ck.type_name(d[key])})")
 
     def enum(self, d: dict[str, Any], key: str, allowed: tuple[str, ...], file: str,
-             prefix: str) -> None:
-        if key in d:
+             prefix: str, required: bool = False) -> None:
+        if key not in d and required:
+            self.err(file, f"{prefix}{key}", "required field is missing")
+        elif key in d:
             why = ck.enum_problem(d[key], allowed)
             if why:
                 self.err(file, f"{prefix}{key}", why)
+
+    def unique(self, name: str | None, seen: set[str], file: str, fld: str, why: str) -> None:
+        """Report `name` when an earlier entry of the same list already used it."""
+        if name is not None:
+            if name in seen:
+                self.err(file, fld, f"{name!r} {why}")
+            seen.add(name)
 
     def duration(self, d: dict[str, Any], key: str, file: str, prefix: str) -> None:
         if key in d:
@@ -469,15 +478,9 @@ def _triggers(ld: _Loader, m: dict[str, Any], triggers: list[Any]) -> None:
         if not isinstance(t, dict):
             ld.err(f, f"triggers[{i}]", f"must be a mapping (got {ck.type_name(t)})")
             continue
-        name = ld.string(t, "name", f, pre, required=True)
-        if name is not None:
-            if name in names:
-                ld.err(f, f"{pre}name", f"{name!r} is used by another trigger")
-            names.add(name)
-        if "type" not in t:
-            ld.err(f, f"{pre}type", "required field is missing")
-        else:
-            ld.enum(t, "type", ("webhook", "cron", "channel"), f, pre)
+        ld.unique(ld.string(t, "name", f, pre, required=True), names, f, f"{pre}name",
+                  "is used by another trigger")
+        ld.enum(t, "type", ("webhook", "cron", "channel"), f, pre, required=True)
         ld.string(t, "process", f, pre, required=True)
         for key in ("preset", "requires_tool", "dedupe_key", "description"):
             ld.string(t, key, f, pre)
@@ -610,15 +613,9 @@ def _io(ld: _Loader, meta: dict[str, Any], key: str, file: str) -> None:
             ld.err(file, f"{key}[{i}]", f"must be a mapping with name and type (got"
                    f" {ck.type_name(item)})")
             continue
-        n = ld.string(item, "name", file, pre, required=True)
-        if n is not None:
-            if n in names:
-                ld.err(file, f"{pre}name", f"{n!r} is declared twice")
-            names.add(n)
-        if "type" not in item:
-            ld.err(file, f"{pre}type", "required field is missing")
-        else:
-            ld.enum(item, "type", ck.SIMPLE_TYPES, file, pre)
+        ld.unique(ld.string(item, "name", file, pre, required=True), names, file,
+                  f"{pre}name", "is declared twice")
+        ld.enum(item, "type", ck.SIMPLE_TYPES, file, pre, required=True)
         ld.string(item, "description", file, pre)
         if "enum" in item and not (isinstance(item["enum"], list) and item["enum"]):
             ld.err(file, f"{pre}enum", "must be a non-empty list")
@@ -678,10 +675,7 @@ def _shape(ld: _Loader, shape: Any, file: str, fld: str, depth: int = 0) -> None
     if not isinstance(shape, dict):
         ld.err(file, fld, f"must be a type declaration mapping (got {ck.type_name(shape)})")
         return
-    if "type" not in shape:
-        ld.err(file, f"{fld}.type", "required field is missing")
-    else:
-        ld.enum(shape, "type", ck.SIMPLE_TYPES, file, f"{fld}.")
+    ld.enum(shape, "type", ck.SIMPLE_TYPES, file, f"{fld}.", required=True)
     props = shape.get("properties")
     if props is not None:
         if not isinstance(props, dict):
@@ -709,12 +703,9 @@ def _tool(ld: _Loader, tool: Tool) -> bool:
             ld.err(f, pre, f"must be a mapping (got {ck.type_name(op)})")
             continue
         n = ld.string(op, "name", f, f"{pre}.", required=True)
-        if n is not None:
-            if not re.match(r"^[A-Za-z0-9_]+$", n):
-                ld.err(f, f"{pre}.name", f"{n!r}: use letters, digits and _")
-            if n in names:
-                ld.err(f, f"{pre}.name", f"{n!r} is declared twice")
-            names.add(n)
+        if n is not None and not re.match(r"^[A-Za-z0-9_]+$", n):
+            ld.err(f, f"{pre}.name", f"{n!r}: use letters, digits and _")
+        ld.unique(n, names, f, f"{pre}.name", "is declared twice")
         ld.string(op, "description", f, f"{pre}.")
         ld.enum(op, "approval", ck.TIERS, f, f"{pre}.")
         for key in ("input", "output"):

@@ -4,6 +4,7 @@ behind, and `clawtower expert validate` exits 2 with no traceback."""
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -268,3 +269,34 @@ def test_cli_validate_radiant_exits_0_with_its_warnings(
         radiant: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["expert", "validate", str(radiant)]) == 0
     assert "README.md:file: warning: missing" in capsys.readouterr().out
+
+
+EXACT = [
+    ("duplicate trigger", edit_manifest(  # a deep copy: safe_dump writes no anchors then
+        lambda d: d["triggers"].append(copy.deepcopy(d["triggers"][0]))),
+     "expert.yaml", "triggers[2].name", "'ticket_opened' is used by another trigger"),
+    ("trigger without type", setp("triggers.0.type", DELETE),
+     "expert.yaml", "triggers[0].type", "required field is missing"),
+    ("input declared twice", edit_front(PROCS[0], lambda m: m.update(
+        inputs=[{"name": "x", "type": "string"}, {"name": "x", "type": "number"}])),
+     PROCS[0], "inputs[1].name", "'x' is declared twice"),
+    ("input without type", edit_front(PROCS[0], lambda m: m.update(inputs=[{"name": "x"}])),
+     PROCS[0], "inputs[0].type", "required field is missing"),
+    ("operation declared twice", edit_yaml("tools/kb.yaml", lambda t: {
+        **t, "operations": [*t["operations"], copy.deepcopy(t["operations"][0])]}),
+     "tools/kb.yaml", "operations[2].name", "'search_articles' is declared twice"),
+    ("shape without type", edit_yaml("tools/kb.yaml", lambda t: {
+        **t, "operations": [{**t["operations"][0], "input": {"properties": {}}},
+                            *t["operations"][1:]]}),
+     "tools/kb.yaml", "operations[0].input.type", "required field is missing"),
+]
+
+
+@pytest.mark.parametrize("name,mutate,file,fld,message", EXACT, ids=[c[0] for c in EXACT])
+def test_names_and_types_are_checked_with_exact_messages(
+        name: str, mutate: Mutation, file: str, fld: str, message: str, tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    shutil.copytree(ACME, root)
+    mutate(root)
+    found = [(p.file, p.field, p.message) for p in load_package(root).errors]
+    assert (file, fld, message) in found, found
