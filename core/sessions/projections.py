@@ -141,6 +141,13 @@ def _delivered(db: sqlite3.Connection, e: StoredEvent) -> None:
                (e.seq, e.entity_id, p.channel, p.msg_id, p.text, e.ts))
 
 
+def _take(db: sqlite3.Connection, e: StoredEvent, msgs: list[str]) -> None:
+    """Inbox messages `msgs` are taken by the job `e` is about (at its start or a steer)."""
+    for msg in msgs:
+        db.execute("UPDATE session_inbox SET status='taken', job_id=?, taken_at=?"
+                   " WHERE msg_id=?", (e.entity_id, e.ts, msg))
+
+
 @projects(sev.TurnJobQueued)
 def _job_queued(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
@@ -163,9 +170,7 @@ def _job_started(db: sqlite3.Connection, e: StoredEvent) -> None:
                " agent_id=?, provider=?, model=?, took=?, started_at=?, last_seq=?"
                " WHERE id=?", (p.owner, p.attempt, p.turn_id, p.agent_id, p.provider,
                                p.model, _j(took), e.ts, e.seq, e.entity_id))
-    for msg in p.took:
-        db.execute("UPDATE session_inbox SET status='taken', job_id=?, taken_at=?"
-                   " WHERE msg_id=?", (e.entity_id, e.ts, msg))
+    _take(db, e, p.took)
     for item in p.drained:
         db.execute("UPDATE session_backlog SET status='drained', drained_by=? WHERE item_id=?",
                    (e.entity_id, item))
@@ -178,9 +183,7 @@ def _job_started(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _job_steered(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.TurnJobSteered)
-    for msg in p.took:
-        db.execute("UPDATE session_inbox SET status='taken', job_id=?, taken_at=?"
-                   " WHERE msg_id=?", (e.entity_id, e.ts, msg))
+    _take(db, e, p.took)
     db.execute("UPDATE turn_jobs SET steers=steers+1, last_seq=? WHERE id=?",
                (e.seq, e.entity_id))
     _touch(db, p.session_id, e)
