@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_helpers import GatedRegistry, event_types, runner, spec, texts, wait_for
+from session_helpers import GatedRegistry, event_types, runner, running, spec, texts
 
 from core.errors import Conflict, NotFound, PermissionDenied, StoreError, ValidationError
 from core.events import NewEvent
@@ -195,19 +195,11 @@ async def test_m3_steer_at_the_boundary_then_the_backlog_resumes_the_task(
     r, rec = runner(store, registry=gated)
     sid = await sessions.create(agent="worker")
     await sessions.send(sid, "#work 5 build the report")
-    stop = asyncio.Event()
-    task = asyncio.create_task(r.run(stop))
-    await asyncio.wait_for(gated.reached.wait(), 20)  # inside tool round 2
-    sent = await sessions.send(sid, "what is the status?")
-    assert sent["status"] == "pending" and sent["busy"]
-    gated.release.set()
-
-    async def quiet() -> bool:
-        return await r.quiet({sid})
-
-    await wait_for(quiet)
-    stop.set()
-    await task
+    async with running(r, sid):
+        await asyncio.wait_for(gated.reached.wait(), 20)  # inside tool round 2
+        sent = await sessions.send(sid, "what is the status?")
+        assert sent["status"] == "pending" and sent["busy"]
+        gated.release.set()
     s = await sessions.get(sid)
     roles = texts(s)
     assert roles[0] == ("user", "#work 5 build the report")
@@ -240,18 +232,10 @@ async def test_m3_without_a_safe_boundary_the_message_waits_in_the_backlog(
     sid = await sessions.create()
     rec.hold = True  # the model is mid-call: a turn without tools has no boundary
     await sessions.send(sid, "first question")
-    stop = asyncio.Event()
-    task = asyncio.create_task(r.run(stop))
-    await asyncio.wait_for(rec.entered.wait(), 20)
-    assert (await sessions.send(sid, "second question"))["status"] == "pending"
-    rec.release.set()
-
-    async def quiet() -> bool:
-        return await r.quiet({sid})
-
-    await wait_for(quiet)
-    stop.set()
-    await task
+    async with running(r, sid):
+        await asyncio.wait_for(rec.entered.wait(), 20)
+        assert (await sessions.send(sid, "second question"))["status"] == "pending"
+        rec.release.set()
     s = await sessions.get(sid)
     assert [m["role"] for m in s["messages"]] == ["user", "assistant", "user", "assistant"]
     assert "first question" in s["messages"][1]["text"]

@@ -4,6 +4,7 @@ and a runner factory on the simulator."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -111,6 +112,20 @@ async def wait_for(predicate: Any, timeout: float = 20.0) -> None:
         if loop.time() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.01)
+
+
+@contextlib.asynccontextmanager
+async def running(r: SessionRunner, sid: str) -> AsyncIterator[None]:
+    """`r.run()` in the background for the block; leaving it waits until `sid` (and its
+    children) is quiet, then stops the runner."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(r.run(stop))
+    try:
+        yield
+        await wait_for(lambda: r.quiet({sid}))
+    finally:
+        stop.set()
+        await task
 
 
 def texts(session: dict[str, Any]) -> list[tuple[str, str]]:
