@@ -60,6 +60,14 @@ def blocked_task(app: ClawtowerApp) -> str:
     return tid
 
 
+async def open_blocked_task(app: ClawtowerApp, pilot: Pilot[Any]) -> str:
+    """Open the detail screen of the demo's circuit-open task; returns its id."""
+    tid = blocked_task(app)
+    app.open_task(tid)
+    await until(pilot, lambda: isinstance(app.screen, TaskDetailScreen))
+    return tid
+
+
 async def workflows_mode(app: ClawtowerApp, pilot: Pilot[Any]) -> WorkflowsScreen:
     """Switch to mode 5 and return its screen."""
     await pilot.press("5")
@@ -79,9 +87,7 @@ async def test_unblock_from_the_task_detail_with_a_choice(demo_db: str) -> None:
     app, _ = make_app(demo_db)
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_loaded()
-        tid = blocked_task(app)
-        app.open_task(tid)
-        await until(pilot, lambda: isinstance(app.screen, TaskDetailScreen))
+        tid = await open_blocked_task(app, pilot)
         await pilot.press("u")
         await until(pilot, lambda: isinstance(app.screen, ChoiceScreen))
         await pilot.press("1")  # retry: a fresh attempt budget
@@ -97,9 +103,7 @@ async def test_abandon_asks_first_and_cancel_from_the_list(demo_db: str) -> None
     app, _ = make_app(demo_db)
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_loaded()
-        tid = blocked_task(app)
-        app.open_task(tid)
-        await until(pilot, lambda: isinstance(app.screen, TaskDetailScreen))
+        tid = await open_blocked_task(app, pilot)
         await pilot.press("u", "3")  # abandon: destructive, so a y/n with No focused
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert app.focused is not None and app.focused.id == "no"
