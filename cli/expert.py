@@ -340,6 +340,15 @@ def _learn(args: argparse.Namespace) -> Awaitable[int]:
     return _learn_async(args)
 
 
+def _print_counts(counts: dict[str, int], as_json: bool, unit: str) -> None:
+    """What a sync wrote: JSON, or a `key: n unit` line each (learnings, state)."""
+    if as_json:
+        print(json.dumps(counts))
+    else:
+        for key, n in counts.items():
+            print(f"{key}: {n} {unit}")
+
+
 async def _learnings_async(args: argparse.Namespace) -> int:
     from core.experts import home
     from core.experts.learning import project
@@ -348,11 +357,7 @@ async def _learnings_async(args: argparse.Namespace) -> int:
     pkg = load_package(home.package_dir(args.name))
     async with cli_store(args.db) as store:
         counts = await project(store, pkg, home.workspace(pkg.name))
-    if args.json:
-        print(json.dumps(counts))
-    else:
-        for scope, n in counts.items():
-            print(f"{scope}: {n} entries")
+    _print_counts(counts, args.json, "entries")
     return 0
 
 
@@ -368,11 +373,7 @@ async def _state_async(args: argparse.Namespace) -> int:
     home.init_state(pkg)
     async with cli_store(args.db) as store:
         counts = await state.sync(store, pkg, home.workspace(pkg.name), by=_operator())
-    if args.json:
-        print(json.dumps(counts))
-    else:
-        for rel, n in counts.items():
-            print(f"{rel}: {n} notes")
+    _print_counts(counts, args.json, "notes")
     return 0
 
 
