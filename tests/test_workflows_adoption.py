@@ -102,6 +102,13 @@ class Dir:
         proc.communicate(timeout=60)
         (self.root / f"in-{step}").unlink()
 
+    def kill_inside(self, step: str, *argv: str) -> None:
+        """Drive `argv` until `step` is inside its command, SIGKILL the driver there, then
+        release the step (its own process died with the driver)."""
+        self.hold(step)
+        self.kill_when(self.start(*argv), step)
+        self.release(step)
+
     def run_row(self) -> dict[str, Any]:
         code, run, err = self.cli("workflow", "show", "W-1", "--json")
         assert code == 0, err
@@ -126,11 +133,8 @@ def _events(d: Dir, kind: str) -> list[dict[str, Any]]:
 
 def test_an_unmarked_step_killed_mid_flight_waits_for_the_operator(tmp_path: Path) -> None:
     d = Dir(tmp_path)
-    d.hold("a")
-    driver = d.start("workflow", "run", str(d.flow))
-    d.kill_when(driver, "a")
-    # the step's own process died with its driver: releasing it writes nothing
-    d.release("a")
+    # the step's own process dies with its driver: releasing it writes nothing
+    d.kill_inside("a", "workflow", "run", str(d.flow))
     time.sleep(0.3)
     assert d.lines() == []
     code, env, err = d.cli("workflow", "recover", "W-1")
@@ -160,10 +164,7 @@ def test_an_unmarked_step_killed_mid_flight_waits_for_the_operator(tmp_path: Pat
 
 def test_a_step_marked_safe_to_repeat_runs_again_on_adoption(tmp_path: Path) -> None:
     d = Dir(tmp_path)
-    d.hold("b")
-    driver = d.start("workflow", "run", str(d.flow))
-    d.kill_when(driver, "b")
-    d.release("b")
+    d.kill_inside("b", "workflow", "run", str(d.flow))
     code, env, err = d.cli("workflow", "recover", "W-1")
     assert code == 0 and env["status"] == "needs_approval", (env, err)
     [adopted] = _events(d, "workflow.adopted")
@@ -178,11 +179,8 @@ def test_an_approval_stays_approved_when_its_driver_dies(tmp_path: Path) -> None
     d = Dir(tmp_path)
     code, env, _ = d.cli("workflow", "run", str(d.flow))
     assert env["status"] == "needs_approval"
-    d.hold("c")
-    driver = d.start("workflow", "resume", "--id", env["requiresApproval"]["approvalId"],
-                     "--approve", "yes")
-    d.kill_when(driver, "c")
-    d.release("c")
+    d.kill_inside("c", "workflow", "resume", "--id", env["requiresApproval"]["approvalId"],
+                  "--approve", "yes")
     code, env, err = d.cli("workflow", "recover", "W-1")
     assert env["status"] == "needs_operator" and env["requiresOperator"]["stepId"] == "c"
     run = d.run_row()
