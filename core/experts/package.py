@@ -551,20 +551,14 @@ def _components(ld: _Loader, pkg: Package, m: dict[str, Any]) -> None:
         d = ld.doc(rel, f, f"components.persona[{i}]", need_meta=False)
         if d is not None:
             pkg.persona.append(d)
-    for i, rel in enumerate(lists["functions"]):
-        d = ld.doc(rel, f, f"components.functions[{i}]", need_meta=True)
-        if d is not None and _function(ld, d):
-            if d.name in pkg.functions:
-                ld.err(rel, "name", f"{d.name!r} is also the name of"
-                       f" {pkg.functions[d.name].path}")
-            pkg.functions[d.name] = d
-    for i, rel in enumerate(lists["processes"]):
-        d = ld.doc(rel, f, f"components.processes[{i}]", need_meta=True)
-        if d is not None and _process(ld, d):
-            if d.name in pkg.processes:
-                ld.err(rel, "name", f"{d.name!r} is also the name of"
-                       f" {pkg.processes[d.name].path}")
-            pkg.processes[d.name] = d
+    for kind, check, into in (("functions", _function, pkg.functions),
+                              ("processes", _process, pkg.processes)):
+        for i, rel in enumerate(lists[kind]):
+            d = ld.doc(rel, f, f"components.{kind}[{i}]", need_meta=True)
+            if d is not None and check(ld, d):
+                if d.name in into:
+                    ld.err(rel, "name", f"{d.name!r} is also the name of {into[d.name].path}")
+                into[d.name] = d
     for i, rel in enumerate(lists["tools"]):
         text = ld.read(rel, f, f"components.tools[{i}]")
         if text is None:

@@ -289,6 +289,10 @@ EXACT = [
         **t, "operations": [{**t["operations"][0], "input": {"properties": {}}},
                             *t["operations"][1:]]}),
      "tools/kb.yaml", "operations[0].input.type", "required field is missing"),
+    ("function named twice", edit_front(FUNCS[1], lambda m: m.update(name="classify-ticket")),
+     FUNCS[1], "name", f"'classify-ticket' is also the name of {FUNCS[0]}"),
+    ("process named twice", edit_front(PROCS[1], lambda m: m.update(name="ticket-triage")),
+     PROCS[1], "name", f"'ticket-triage' is also the name of {PROCS[0]}"),
 ]
 
 
