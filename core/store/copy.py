@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from .interface import Store
-from .sqlite import row_to_event
+from .reads import row_to_event
 
 COLUMNS = "seq, ts, entity, entity_id, type, actor, role, payload, idem_key"
 

@@ -41,24 +41,15 @@ import psycopg
 
 from ..aio import wait_event
 from ..clock import Clock, SystemClock
-from ..errors import ClawError, StoreClosed, StoreError
-from ..events import NewEvent, StoredEvent
+from ..errors import StoreClosed, StoreError
+from ..events import StoredEvent
 from . import projections
-from .interface import Command
 from .postgres_url import redact
+from .reads import LogReads
 from .schema import LATEST_VERSION
-from .sqlite import (
-    MAX_BATCH,
-    _BatchResult,
-    _consume_outcome,
-    _dict_factory,
-    _Job,
-    _tuple_to_event,
-    _Tx,
-    _wrap,
-    check_and_migrate,
-    verify_connection,
-)
+from .sqlite import _tuple_to_event, check_and_migrate, verify_connection
+from .writer import BatchResult, BatchWriter, Job, first_line, run_commands
+from .writer import dict_factory as _dict_factory
 
 T = TypeVar("T")
 
@@ -102,7 +93,7 @@ class _Retry(Exception):
 class _CommitUnknown(Exception):
     """The connection was lost during COMMIT: look in the log before running it again."""
 
-    def __init__(self, result: _BatchResult, first: tuple[StoredEvent, str] | None) -> None:
+    def __init__(self, result: BatchResult, first: tuple[StoredEvent, str] | None) -> None:
         super().__init__("commit outcome unknown")
         self.result = result
         self.first = first
@@ -114,7 +105,7 @@ def _lost(exc: BaseException) -> bool:
         exc, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable)
 
 
-class PostgresStore:
+class PostgresStore(BatchWriter, LogReads):
     """The shared store. Create with `await open_postgres(url)`."""
 
     def __init__(self, url: str, clock: Clock) -> None:
@@ -126,15 +117,9 @@ class PostgresStore:
         self._replica = self._new_replica()
         self._applied = 0  # the replica's last seq (pool thread only)
         self._down_until = 0.0  # reads skip catching up until then (server unreachable)
-        self._queue: asyncio.Queue[_Job | None] = asyncio.Queue()
-        self._writer_task: asyncio.Task[None] | None = None
+        self._init_writer_state()
         self._listener_task: asyncio.Task[None] | None = None
-        self._closed = False
-        self._last_seq = 0
-        self._changed = asyncio.Event()
         self.listening = asyncio.Event()  # set while LISTEN is live (tests, benchmarks)
-        self.batches = 0
-        self.commands = 0
         self.retries = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -161,7 +146,7 @@ class PostgresStore:
             self._pool.shutdown(wait=False)
             raise
         self._last_seq = self._applied
-        self._writer_task = asyncio.create_task(self._writer_loop(), name="clawtower-pg-writer")
+        self._start_writer("clawtower-pg-writer")
         self._listener_task = asyncio.create_task(self._listen(), name="clawtower-pg-listen")
 
     def _connect(self) -> psycopg.Connection[Any]:
@@ -174,7 +159,7 @@ class PostgresStore:
         try:
             self._pg = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
-            raise StoreError(f"{self.path}: cannot connect ({_first_line(exc)})") from None
+            raise StoreError(f"{self.path}: cannot connect ({first_line(exc)})") from None
         return self._pg
 
     def _init(self) -> None:
@@ -200,17 +185,14 @@ class PostgresStore:
                     pg.execute("UPDATE clawtower_meta SET value=%s WHERE key='schema_version'",
                                (str(LATEST_VERSION),))
         except psycopg.Error as exc:
-            raise StoreError(f"{self.path}: cannot open store ({_first_line(exc)})") from None
+            raise StoreError(f"{self.path}: cannot open store ({first_line(exc)})") from None
         self._catch_up()
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._writer_task is not None:
-            await self._queue.put(None)
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._writer_task
+        await self._stop_writer()
         if self._listener_task is not None:
             self._listener_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -272,64 +254,10 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ writing
 
-    async def execute(self, command: Command[T]) -> T:
-        return await asyncio.shield(self.submit(command))
+    def _describe(self, exc: Exception) -> str:
+        return first_line(exc)
 
-    def submit(self, command: Command[T]) -> asyncio.Future[T]:
-        if self._closed:
-            raise StoreClosed("the store is closed")
-        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(_consume_outcome)
-        self._queue.put_nowait(_Job(command, fut))
-        return fut
-
-    async def append(self, events: Sequence[NewEvent]) -> list[int]:
-        evs = list(events)
-
-        def command(tx: Any) -> list[int]:
-            return [tx.emit(e).seq for e in evs]
-
-        return await self.execute(command)
-
-    async def _writer_loop(self) -> None:
-        stopping = False
-        while not stopping:
-            job = await self._queue.get()
-            if job is None:
-                break
-            jobs = [job]
-            while len(jobs) < MAX_BATCH:
-                try:
-                    nxt = self._queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    break
-                if nxt is None:
-                    stopping = True
-                    break
-                jobs.append(nxt)
-            try:
-                result = await self._write(jobs)
-            except Exception as exc:
-                err = exc if isinstance(exc, ClawError) else StoreError(
-                    f"{self.path}: write failed ({_first_line(exc)})")
-                for j in jobs:
-                    if not j.future.done():
-                        j.future.set_exception(err)
-                continue
-            self.batches += 1
-            self.commands += len(jobs)
-            for j, (ok, value) in zip(jobs, result.outcomes, strict=True):
-                if j.future.done():
-                    continue
-                if ok:
-                    j.future.set_result(value)
-                else:
-                    j.future.set_exception(value)
-            if result.last_seq > self._last_seq:
-                self._last_seq = result.last_seq
-                self._notify_change()
-
-    async def _write(self, jobs: list[_Job]) -> _BatchResult:
+    async def _write_batch(self, jobs: list[Job]) -> BatchResult:
         """Run the batch; across a lost connection, wait for the server and run it again
         (or, when its COMMIT was cut off and it landed, answer with what it returned)."""
         deadline = time.monotonic() + RECONNECT_S
@@ -356,7 +284,7 @@ class PostgresStore:
             except (StoreError, psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if time.monotonic() > deadline:
                     raise StoreError(f"{self.path}: server unreachable for {RECONNECT_S:.0f}s"
-                                     f" ({_first_line(exc)})") from None
+                                     f" ({first_line(exc)})") from None
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
 
@@ -374,7 +302,7 @@ class PostgresStore:
             return True
         return False
 
-    def _run_batch(self, jobs: list[_Job]) -> _BatchResult:
+    def _run_batch(self, jobs: list[Job]) -> BatchResult:
         """Pool thread: lock, catch up, run each command in a replica savepoint, log, commit."""
         try:
             pg = self._connect()
@@ -382,9 +310,6 @@ class PostgresStore:
             raise _Retry() from exc
         r = self._replica
         now = self.clock.now()
-        result = _BatchResult()
-        emitted: list[StoredEvent] = []
-        texts: list[str] = []  # each emitted event's payload as logged
         replica_open = False
         try:
             # round trips are the cost beside the commit's fsync: BEGIN and the lock go in
@@ -393,21 +318,8 @@ class PostgresStore:
             self._catch_up()
             r.execute("BEGIN IMMEDIATE")
             replica_open = True
-            for job in jobs:
-                tx = _Tx(r, now)
-                r.execute("SAVEPOINT cmd")
-                try:
-                    value = job.command(tx)
-                except Exception as exc:
-                    r.execute("ROLLBACK TO cmd")
-                    r.execute("RELEASE cmd")
-                    result.outcomes.append((False, _wrap(exc, self.path)))
-                    continue
-                r.execute("RELEASE cmd")
-                result.outcomes.append(
-                    (False, tx.deferred) if tx.deferred is not None else (True, value))
-                emitted.extend(tx.emitted)
-                texts.extend(tx.payload_json)
+            result = run_commands(r, jobs, now, self.path)
+            emitted, texts = result.emitted, result.texts
             if emitted:
                 with pg.pipeline(), pg.cursor() as cur:
                     cur.executemany(
@@ -416,7 +328,6 @@ class PostgresStore:
                         [(e.seq, e.ts, e.entity, e.entity_id, e.type, e.actor, e.role,
                           text, e.idem_key) for e, text in zip(emitted, texts, strict=True)])
                     cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(emitted[-1].seq)))
-                result.last_seq = emitted[-1].seq
         except BaseException as exc:
             if replica_open:
                 r.execute("ROLLBACK")
@@ -425,7 +336,7 @@ class PostgresStore:
             if _lost(exc):
                 raise _Retry() from exc
             if isinstance(exc, psycopg.Error):
-                raise StoreError(f"{self.path}: write failed ({_first_line(exc)})") from None
+                raise StoreError(f"{self.path}: write failed ({first_line(exc)})") from None
             raise
         try:
             pg.execute("COMMIT")
@@ -435,7 +346,7 @@ class PostgresStore:
                 raise _CommitUnknown(
                     result, (emitted[0], texts[0]) if emitted else None) from exc
             if isinstance(exc, psycopg.Error):
-                raise StoreError(f"{self.path}: write failed ({_first_line(exc)})") from None
+                raise StoreError(f"{self.path}: write failed ({first_line(exc)})") from None
             raise
         r.execute("COMMIT")
         if emitted:
@@ -454,10 +365,6 @@ class PostgresStore:
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         return await self._read(self._query, sql, params)
 
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
-        rows = await self.fetchall(sql, params)
-        return rows[0] if rows else None
-
     async def fetch_many(
         self, queries: Sequence[tuple[str, Sequence[Any]]]
     ) -> list[list[dict[str, Any]]]:
@@ -471,34 +378,7 @@ class PostgresStore:
 
         return await self._read(run)
 
-    async def last_seq(self) -> int:
-        row = await self.fetchone("SELECT coalesce(max(seq), 0) AS s FROM events")
-        return int(row["s"]) if row else 0
-
-    async def events_after(
-        self, seq: int, limit: int = 1000, entity_id: str | None = None
-    ) -> list[StoredEvent]:
-        from .sqlite import row_to_event
-
-        if entity_id is None:
-            rows = await self.fetchall(
-                "SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
-        else:
-            rows = await self.fetchall(
-                "SELECT * FROM events WHERE entity_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (entity_id, seq, limit))
-        return [row_to_event(r) for r in rows]
-
     # ------------------------------------------------------------------ wake-ups
-
-    def _notify_change(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    def _saw(self, seq: int) -> None:
-        if seq > self._last_seq:
-            self._last_seq = seq
-            self._notify_change()
 
     async def _listen(self) -> None:
         """LISTEN for other processes' commits; reconnect (and look once) after a loss."""
@@ -590,11 +470,6 @@ def log_digest_rows(rows: Sequence[Sequence[Any]]) -> tuple[int, str]:
     for row in rows:
         h.update(repr(tuple(row)).encode())
     return len(rows), h.hexdigest()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 async def open_postgres(url: str, *, clock: Clock | None = None) -> PostgresStore:

@@ -18,96 +18,23 @@ import sqlite3
 import time
 import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiosqlite
 
 from ..aio import wait_event
 from ..clock import Clock, SystemClock
-from ..errors import ClawError, StoreClosed, StoreError
-from ..events import NewEvent, StoredEvent, decode
+from ..errors import StoreClosed, StoreError
+from ..events import StoredEvent, decode
 from . import projections
-from .interface import Command
 from .notify import WakeChannel
+from .reads import LogReads
 from .schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS, PROJECTION_SCHEMA, PROJECTION_TABLES
+from .writer import BatchResult, BatchWriter, Job, run_commands
+from .writer import dict_factory as _dict_factory
 
-T = TypeVar("T")
-
-MAX_BATCH = 512
 BUSY_TIMEOUT_MS = 30_000
-
-
-def _dict_factory(cursor: sqlite3.Cursor, row: Sequence[Any]) -> dict[str, Any]:
-    return {d[0]: v for d, v in zip(cursor.description, row, strict=True)}
-
-
-class _Tx:
-    """The WriteTx handed to commands; lives on the writer thread only."""
-
-    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
-        self.conn = conn
-        self.now = now
-        self.deferred: Exception | None = None
-        self.emitted: list[StoredEvent] = []
-        self.payload_json: list[str] = []  # as logged, one per emitted event
-
-    def import_event(self, event: StoredEvent, payload_json: str) -> None:
-        """Log `event` verbatim (its seq, time and payload text) and project it: `store
-        copy` moves a log between stores without re-dating or re-encoding anything."""
-        self.conn.execute(
-            "INSERT INTO events (seq, ts, entity, entity_id, type, actor, role, payload,"
-            " idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (event.seq, event.ts, event.entity, event.entity_id, event.type, event.actor,
-             event.role, payload_json, event.idem_key),
-        )
-        projections.apply(self.conn, event)
-        self.emitted.append(event)
-        self.payload_json.append(payload_json)
-
-    def emit(self, event: NewEvent) -> StoredEvent:
-        payload_json = event.payload.model_dump_json()
-        cur = self.conn.execute(
-            "INSERT INTO events (ts, entity, entity_id, type, actor, role, payload, idem_key)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (self.now, event.entity, event.entity_id, event.type, event.actor, event.role,
-             payload_json, event.idem_key),
-        )
-        stored = StoredEvent(
-            seq=int(cur.lastrowid or 0), ts=self.now, entity=event.entity,
-            entity_id=event.entity_id, type=event.type, actor=event.actor, role=event.role,
-            payload=event.payload, idem_key=event.idem_key,
-        )
-        projections.apply(self.conn, stored)
-        self.emitted.append(stored)
-        self.payload_json.append(payload_json)
-        return stored
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
-        cur = self.conn.execute(sql, params)
-        row = cur.fetchone()
-        cur.close()
-        return None if row is None else _dict_factory(cur, row)
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        cur = self.conn.execute(sql, params)
-        return [_dict_factory(cur, r) for r in cur.fetchall()]
-
-    def defer_error(self, error: Exception) -> None:
-        self.deferred = error
-
-
-@dataclass
-class _Job:
-    command: Command[Any]
-    future: asyncio.Future[Any]
-
-
-@dataclass
-class _BatchResult:
-    outcomes: list[tuple[bool, Any]] = field(default_factory=list)
-    last_seq: int = 0
 
 
 def _connect_sync(path: str, synchronous: str) -> sqlite3.Connection:
@@ -189,7 +116,7 @@ def _split(script: str) -> list[str]:
     return out
 
 
-class SQLiteStore:
+class SQLiteStore(BatchWriter, LogReads):
     """The embedded store. Create with `await open_store(path)`."""
 
     #: how often waiters look at the file for commits made by other processes (one query
@@ -207,17 +134,9 @@ class SQLiteStore:
         self.clock = clock
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
-        self._queue: asyncio.Queue[_Job | None] = asyncio.Queue()
-        self._writer_task: asyncio.Task[None] | None = None
-        self._closed = False
-        self._last_seq = 0
-        # Broadcast without locks: waiters await the current Event; a change sets it and
-        # installs a fresh one. (Condition.wait under wait_for could hang on cancellation.)
-        self._changed = asyncio.Event()
+        self._init_writer_state()
         self._polled_at = float("-inf")  # loop time of the last look for other processes' writes
         self._wake = WakeChannel(path) if path != ":memory:" else None
-        self.batches = 0
-        self.commands = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -252,7 +171,7 @@ class SQLiteStore:
             await self._close_connections()
             raise
         self._last_seq = await self.last_seq()
-        self._writer_task = asyncio.create_task(self._writer_loop(), name="clawtower-writer")
+        self._start_writer("clawtower-writer")
 
     def _init_writer(self) -> None:
         assert self._writer is not None
@@ -271,10 +190,7 @@ class SQLiteStore:
         if self._closed:
             return
         self._closed = True
-        if self._writer_task is not None:
-            await self._queue.put(None)
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._writer_task
+        await self._stop_writer()
         await self._close_connections()
         if self._wake is not None:
             self._wake.close()
@@ -294,103 +210,23 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ writing
 
-    async def execute(self, command: Command[T]) -> T:
-        """Run `command` in a write transaction (batched with others); return its result."""
-        # Shielded: a cancelled caller never cancels a command mid-transaction; the command
-        # either commits whole or not at all.
-        return await asyncio.shield(self.submit(command))
-
-    def submit(self, command: Command[T]) -> asyncio.Future[T]:
-        """Queue `command` now, in order with every later write, without waiting for it.
-
-        For progress records nothing waits on (a step started): they ride in the same
-        batch as the next write, and are durable once any later `execute` has returned."""
-        if self._closed:
-            raise StoreClosed("the store is closed")
-        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        # If nobody awaits the outcome, retrieve it so a failed command does not log
-        # "Future exception was never retrieved".
-        fut.add_done_callback(_consume_outcome)
-        self._queue.put_nowait(_Job(command, fut))  # unbounded: never blocks
-        return fut
-
-    async def append(self, events: Sequence[NewEvent]) -> list[int]:
-        """Append pre-validated events atomically. Returns their sequence numbers."""
-        evs = list(events)
-
-        def command(tx: Any) -> list[int]:
-            return [tx.emit(e).seq for e in evs]
-
-        return await self.execute(command)
-
-    async def _writer_loop(self) -> None:
+    async def _write_batch(self, jobs: list[Job]) -> BatchResult:
         assert self._writer is not None
-        stopping = False
-        while not stopping:
-            job = await self._queue.get()
-            if job is None:
-                break
-            jobs = [job]
-            while len(jobs) < MAX_BATCH:
-                try:
-                    nxt = self._queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    break
-                if nxt is None:
-                    stopping = True
-                    break
-                jobs.append(nxt)
-            try:
-                result: _BatchResult = await self._writer._execute(  # type: ignore[no-untyped-call]
-                    self._run_batch, jobs)
-            except Exception as exc:  # the COMMIT itself failed: nobody's write landed
-                err = exc if isinstance(exc, ClawError) else StoreError(
-                    f"{self.path}: write failed ({exc})"
-                )
-                for j in jobs:
-                    if not j.future.done():
-                        j.future.set_exception(err)
-                continue
-            self.batches += 1
-            self.commands += len(jobs)
-            for j, (ok, value) in zip(jobs, result.outcomes, strict=True):
-                if j.future.done():
-                    continue
-                if ok:
-                    j.future.set_result(value)
-                else:
-                    j.future.set_exception(value)
-            if result.last_seq > self._last_seq:
-                self._last_seq = result.last_seq
-                self._notify_change()
-            if result.last_seq and self._wake is not None:
-                self._wake.ring(result.last_seq)
+        return await self._writer._execute(  # type: ignore[no-untyped-call,no-any-return]
+            self._run_batch, jobs)
 
-    def _run_batch(self, jobs: list[_Job]) -> _BatchResult:
+    def _committed(self, result: BatchResult) -> None:
+        if result.last_seq and self._wake is not None:
+            self._wake.ring(result.last_seq)
+
+    def _run_batch(self, jobs: list[Job]) -> BatchResult:
         """Runs on the writer thread: one IMMEDIATE transaction, a savepoint per command."""
         assert self._writer is not None
         conn = self._writer._conn
         now = self.clock.now()
-        result = _BatchResult()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for job in jobs:
-                tx = _Tx(conn, now)
-                conn.execute("SAVEPOINT cmd")
-                try:
-                    value = job.command(tx)
-                except Exception as exc:
-                    conn.execute("ROLLBACK TO cmd")
-                    conn.execute("RELEASE cmd")
-                    result.outcomes.append((False, _wrap(exc, self.path)))
-                    continue
-                conn.execute("RELEASE cmd")
-                if tx.deferred is not None:
-                    result.outcomes.append((False, tx.deferred))
-                else:
-                    result.outcomes.append((True, value))
-                if tx.emitted:
-                    result.last_seq = tx.emitted[-1].seq
+            result = run_commands(conn, jobs, now, self.path)
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -408,10 +244,6 @@ class SQLiteStore:
         # statement open and pin an old snapshot for everyone sharing the connection.
         rows = await self._reader.execute_fetchall(sql, params)
         return list(rows)  # type: ignore[arg-type]
-
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
-        rows = await self.fetchall(sql, params)
-        return rows[0] if rows else None
 
     async def fetch_many(
         self, queries: Sequence[tuple[str, Sequence[Any]]]
@@ -432,34 +264,6 @@ class SQLiteStore:
                 conn.execute("COMMIT")
 
         return await reader._execute(run)  # type: ignore[no-untyped-call,no-any-return]
-
-    async def last_seq(self) -> int:
-        row = await self.fetchone("SELECT coalesce(max(seq), 0) AS s FROM events")
-        return int(row["s"]) if row else 0
-
-    async def events_after(
-        self, seq: int, limit: int = 1000, entity_id: str | None = None
-    ) -> list[StoredEvent]:
-        if entity_id is None:
-            rows = await self.fetchall(
-                "SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
-            )
-        else:
-            rows = await self.fetchall(
-                "SELECT * FROM events WHERE entity_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (entity_id, seq, limit),
-            )
-        return [row_to_event(r) for r in rows]
-
-    def _notify_change(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    def _saw(self, seq: int) -> None:
-        """Another process rang: `seq` is committed in the file."""
-        if seq > self._last_seq:
-            self._last_seq = seq
-            self._notify_change()
 
     def _poll_interval(self) -> float:
         wake = self._wake
@@ -519,19 +323,6 @@ class SQLiteStore:
         return await self.execute(command)
 
 
-def _consume_outcome(fut: asyncio.Future[Any]) -> None:
-    if not fut.cancelled():
-        fut.exception()
-
-
-def row_to_event(r: dict[str, Any]) -> StoredEvent:
-    return StoredEvent(
-        seq=r["seq"], ts=r["ts"], entity=r["entity"], entity_id=r["entity_id"], type=r["type"],
-        actor=r["actor"], role=r["role"], payload=decode(r["type"], r["payload"]),
-        idem_key=r["idem_key"],
-    )
-
-
 def _tuple_to_event(r: Sequence[Any]) -> StoredEvent:
     seq, ts, entity, entity_id, type_, actor, role, payload, idem = r
     return StoredEvent(
@@ -581,16 +372,6 @@ def verify_connection(live: sqlite3.Connection) -> list[str]:
 def _ro_uri(path: str) -> str:
     """A read-only URI for `path`; '?', '#' and '%' in a path must not be read as URI syntax."""
     return f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro"
-
-
-def _wrap(exc: Exception, path: str) -> Exception:
-    if isinstance(exc, ClawError):
-        return exc
-    if isinstance(exc, sqlite3.IntegrityError) and "idem_key" in str(exc):
-        return StoreError(f"{path}: duplicate idempotency key ({exc})")
-    if isinstance(exc, sqlite3.Error):
-        return StoreError(f"{path}: write failed ({exc})")
-    return exc
 
 
 async def open_store(

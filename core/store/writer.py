@@ -1,0 +1,274 @@
+"""The write path both stores share: one queue, one writer task, group commit.
+
+Why one module: the SQLite store and the PostgreSQL store (whose commands run on a local
+SQLite replica) must keep the same contract, so they run the same code for it:
+- commands queue in order; the writer task drains up to MAX_BATCH of them into one batch;
+- each command runs in its own SAVEPOINT on a SQLite connection, so one failing command is
+  rolled back alone and never poisons the others; a deferred error keeps the command's
+  records (a refusal record) yet fails its caller;
+- callers are answered only after the store's COMMIT: an acknowledged write is durable.
+Each store supplies only how a batch is written and committed (`_write_batch`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..errors import ClawError, StoreClosed, StoreError
+from ..events import NewEvent, StoredEvent
+from . import projections
+from .interface import Command
+
+T = TypeVar("T")
+
+MAX_BATCH = 512
+
+
+def dict_factory(cursor: sqlite3.Cursor, row: Sequence[Any]) -> dict[str, Any]:
+    return {d[0]: v for d, v in zip(cursor.description, row, strict=True)}
+
+
+class Tx:
+    """The WriteTx handed to commands; lives on the writer thread only."""
+
+    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
+        self.conn = conn
+        self.now = now
+        self.deferred: Exception | None = None
+        self.emitted: list[StoredEvent] = []
+        self.payload_json: list[str] = []  # as logged, one per emitted event
+
+    def import_event(self, event: StoredEvent, payload_json: str) -> None:
+        """Log `event` verbatim (its seq, time and payload text) and project it: `store
+        copy` moves a log between stores without re-dating or re-encoding anything."""
+        self.conn.execute(
+            "INSERT INTO events (seq, ts, entity, entity_id, type, actor, role, payload,"
+            " idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (event.seq, event.ts, event.entity, event.entity_id, event.type, event.actor,
+             event.role, payload_json, event.idem_key),
+        )
+        projections.apply(self.conn, event)
+        self.emitted.append(event)
+        self.payload_json.append(payload_json)
+
+    def emit(self, event: NewEvent) -> StoredEvent:
+        payload_json = event.payload.model_dump_json()
+        cur = self.conn.execute(
+            "INSERT INTO events (ts, entity, entity_id, type, actor, role, payload, idem_key)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (self.now, event.entity, event.entity_id, event.type, event.actor, event.role,
+             payload_json, event.idem_key),
+        )
+        stored = StoredEvent(
+            seq=int(cur.lastrowid or 0), ts=self.now, entity=event.entity,
+            entity_id=event.entity_id, type=event.type, actor=event.actor, role=event.role,
+            payload=event.payload, idem_key=event.idem_key,
+        )
+        projections.apply(self.conn, stored)
+        self.emitted.append(stored)
+        self.payload_json.append(payload_json)
+        return stored
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        cur = self.conn.execute(sql, params)
+        row = cur.fetchone()
+        cur.close()
+        return None if row is None else dict_factory(cur, row)
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        cur = self.conn.execute(sql, params)
+        return [dict_factory(cur, r) for r in cur.fetchall()]
+
+    def defer_error(self, error: Exception) -> None:
+        self.deferred = error
+
+
+@dataclass
+class Job:
+    command: Command[Any]
+    future: asyncio.Future[Any]
+
+
+@dataclass
+class BatchResult:
+    outcomes: list[tuple[bool, Any]] = field(default_factory=list)
+    last_seq: int = 0
+    emitted: list[StoredEvent] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # each emitted event's payload as logged
+
+
+def run_commands(
+    conn: sqlite3.Connection, jobs: list[Job], now: float, path: str
+) -> BatchResult:
+    """Run each job's command in its own savepoint inside the caller's open transaction."""
+    result = BatchResult()
+    for job in jobs:
+        tx = Tx(conn, now)
+        conn.execute("SAVEPOINT cmd")
+        try:
+            value = job.command(tx)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO cmd")
+            conn.execute("RELEASE cmd")
+            result.outcomes.append((False, wrap_error(exc, path)))
+            continue
+        conn.execute("RELEASE cmd")
+        result.outcomes.append(
+            (False, tx.deferred) if tx.deferred is not None else (True, value))
+        result.emitted.extend(tx.emitted)
+        result.texts.extend(tx.payload_json)
+    if result.emitted:
+        result.last_seq = result.emitted[-1].seq
+    return result
+
+
+def wrap_error(exc: Exception, path: str) -> Exception:
+    """A command's exception as its caller sees it: our own errors as they are, SQLite's
+    as a StoreError naming the store."""
+    if isinstance(exc, ClawError):
+        return exc
+    if isinstance(exc, sqlite3.IntegrityError) and "idem_key" in str(exc):
+        return StoreError(f"{path}: duplicate idempotency key ({exc})")
+    if isinstance(exc, sqlite3.Error):
+        return StoreError(f"{path}: write failed ({exc})")
+    return exc
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _consume_outcome(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+class BatchWriter:
+    """The queue, the writer task and the wake-up of waiters, for a store to inherit.
+
+    A subclass calls `_init_writer_state()` in its constructor, `_start_writer()` once open,
+    `_stop_writer()` when closing, and implements `_write_batch`."""
+
+    path: str
+
+    def _init_writer_state(self) -> None:
+        self._queue: asyncio.Queue[Job | None] = asyncio.Queue()
+        self._writer_task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._last_seq = 0
+        # Broadcast without locks: waiters await the current Event; a change sets it and
+        # installs a fresh one. (Condition.wait under wait_for could hang on cancellation.)
+        self._changed = asyncio.Event()
+        self.batches = 0
+        self.commands = 0
+
+    # ------------------------------------------------------------------ to supply
+
+    async def _write_batch(self, jobs: list[Job]) -> BatchResult:
+        """Run `jobs` (see `run_commands`) and commit them; raise if nothing landed."""
+        raise NotImplementedError
+
+    def _describe(self, exc: Exception) -> str:
+        """How a failed batch's exception reads in the callers' StoreError."""
+        return str(exc)
+
+    def _committed(self, result: BatchResult) -> None:
+        """Called after each committed batch, once callers are answered."""
+
+    # ------------------------------------------------------------------ writing
+
+    async def execute(self, command: Command[T]) -> T:
+        """Run `command` in a write transaction (batched with others); return its result."""
+        # Shielded: a cancelled caller never cancels a command mid-transaction; the command
+        # either commits whole or not at all.
+        return await asyncio.shield(self.submit(command))
+
+    def submit(self, command: Command[T]) -> asyncio.Future[T]:
+        """Queue `command` now, in order with every later write, without waiting for it.
+
+        For progress records nothing waits on (a step started): they ride in the same
+        batch as the next write, and are durable once any later `execute` has returned."""
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        # If nobody awaits the outcome, retrieve it so a failed command does not log
+        # "Future exception was never retrieved".
+        fut.add_done_callback(_consume_outcome)
+        self._queue.put_nowait(Job(command, fut))  # unbounded: never blocks
+        return fut
+
+    async def append(self, events: Sequence[NewEvent]) -> list[int]:
+        """Append pre-validated events atomically. Returns their sequence numbers."""
+        evs = list(events)
+
+        def command(tx: Any) -> list[int]:
+            return [tx.emit(e).seq for e in evs]
+
+        return await self.execute(command)
+
+    def _start_writer(self, name: str) -> None:
+        self._writer_task = asyncio.create_task(self._writer_loop(), name=name)
+
+    async def _stop_writer(self) -> None:
+        """Let the writer finish every queued command, then end it."""
+        if self._writer_task is not None:
+            await self._queue.put(None)
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer_task
+
+    async def _writer_loop(self) -> None:
+        stopping = False
+        while not stopping:
+            job = await self._queue.get()
+            if job is None:
+                break
+            jobs = [job]
+            while len(jobs) < MAX_BATCH:
+                try:
+                    nxt = self._queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    break
+                if nxt is None:
+                    stopping = True
+                    break
+                jobs.append(nxt)
+            try:
+                result = await self._write_batch(jobs)
+            except Exception as exc:  # the COMMIT itself failed: nobody's write landed
+                err = exc if isinstance(exc, ClawError) else StoreError(
+                    f"{self.path}: write failed ({self._describe(exc)})")
+                for j in jobs:
+                    if not j.future.done():
+                        j.future.set_exception(err)
+                continue
+            self.batches += 1
+            self.commands += len(jobs)
+            for j, (ok, value) in zip(jobs, result.outcomes, strict=True):
+                if j.future.done():
+                    continue
+                if ok:
+                    j.future.set_result(value)
+                else:
+                    j.future.set_exception(value)
+            if result.last_seq > self._last_seq:
+                self._last_seq = result.last_seq
+                self._notify_change()
+            self._committed(result)
+
+    # ------------------------------------------------------------------ wake-ups
+
+    def _notify_change(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def _saw(self, seq: int) -> None:
+        """Another process committed up to `seq`: tell every waiter."""
+        if seq > self._last_seq:
+            self._last_seq = seq
+            self._notify_change()
