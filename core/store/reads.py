@@ -3,6 +3,7 @@ PostgreSQL store's local replica): one copy of the queries, on top of each store
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,11 +18,12 @@ def row_to_event(r: dict[str, Any]) -> StoredEvent:
     )
 
 
-class LogReads:
+class LogReads(ABC):
     """`fetchone`, `last_seq` and `events_after` for a store that supplies `fetchall`."""
 
+    @abstractmethod
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        raise NotImplementedError
+        """Rows of one read, as dicts (each store reads its own way)."""
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
         rows = await self.fetchall(sql, params)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -149,7 +150,7 @@ def _consume_outcome(fut: asyncio.Future[Any]) -> None:
         fut.exception()
 
 
-class BatchWriter:
+class BatchWriter(ABC):
     """The queue, the writer task and the wake-up of waiters, for a store to inherit.
 
     A subclass calls `_init_writer_state()` in its constructor, `_start_writer()` once open,
@@ -170,16 +171,16 @@ class BatchWriter:
 
     # ------------------------------------------------------------------ to supply
 
+    @abstractmethod
     async def _write_batch(self, jobs: list[Job]) -> BatchResult:
         """Run `jobs` (see `run_commands`) and commit them; raise if nothing landed."""
-        raise NotImplementedError
 
     def _describe(self, exc: Exception) -> str:
         """How a failed batch's exception reads in the callers' StoreError."""
         return str(exc)
 
-    def _committed(self, result: BatchResult) -> None:
-        """Called after each committed batch, once callers are answered."""
+    def _committed(self, result: BatchResult) -> None:  # noqa: B027 (optional hook)
+        """Called after each committed batch, once callers are answered; nothing by default."""
 
     # ------------------------------------------------------------------ writing
 
