@@ -25,13 +25,14 @@ import signal
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from acp import PROTOCOL_VERSION, RequestError, text_block
+from acp import PROTOCOL_VERSION, Client, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
 from .. import liveness
+from ..errors import ValidationError
 from ..events import NewEvent
 from ..store.interface import Store, WriteTx
 from ..workflows.shell import death_guard
@@ -83,45 +84,23 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class AcpTurn:
-    """Run one prompt. `cancel()` (any task of this loop) or an `acp.cancel_requested`
-    event (any process) ends it with `cancelled`."""
+class HarnessIO:
+    """What a harness process tells us besides JSON-RPC: its stderr tail (for reasons),
+    and how an awaited answer ends (answer, exit, timeout)."""
 
-    def __init__(self, store: Store, harness: HarnessConfig, prompt: str, *,
-                 workspace: str | None = None, subject: str = "", actor: str = "",
-                 on_text: TextSink | None = None, run_id: str | None = None) -> None:
-        self.store = store
-        self.harness = harness
-        self.prompt = prompt
-        self.workspace = harness.workspace(workspace)
-        self.subject = subject
-        self.actor = actor or f"acp:{harness.name}"
-        self.on_text = on_text
-        self.run_id = run_id or new_run_id()
-        self.proc: asyncio.subprocess.Process | None = None
-        self.cancel_reason = ""
-        self._cancel = asyncio.Event()
-        self._stderr: collections.deque[str] = collections.deque(maxlen=20)
+    def __init__(self) -> None:
+        self.lines: collections.deque[str] = collections.deque(maxlen=20)
 
-    def cancel(self, reason: str = "cancelled") -> None:
-        if not self._cancel.is_set():
-            self.cancel_reason = reason
-            self._cancel.set()
-
-    async def _emit(self, *payloads: Any) -> None:
-        await self.store.append([NewEvent(entity_id=self.run_id, actor=self.actor,
-                                          role="agent", payload=p) for p in payloads])
-
-    def _stderr_tail(self) -> str:
-        tail = " | ".join(line for line in self._stderr if line.strip())
+    def tail(self) -> str:
+        tail = " | ".join(line for line in self.lines if line.strip())
         return tail[-600:]
 
-    async def _drain_stderr(self, proc: asyncio.subprocess.Process) -> None:
+    async def drain(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stderr is not None
         while line := await proc.stderr.readline():
-            self._stderr.append(line.decode("utf-8", "replace").rstrip())
+            self.lines.append(line.decode("utf-8", "replace").rstrip())
 
-    async def _guard(self, step: str, aw: Awaitable[T], exited: asyncio.Task[int],
+    async def guard(self, step: str, aw: Awaitable[T], exited: asyncio.Task[int],
                      timeout_s: float | None) -> T:
         """`aw`, unless the harness exits first, `timeout_s` passes, or (for the prompt) the
         turn is cancelled: then a HarnessFault saying which."""
@@ -133,7 +112,7 @@ class AcpTurn:
         except TimeoutError:
             raise HarnessFault(f"{step}: no answer within {timeout_s:g}s (the harness hangs,"
                                " or its stdout is not ACP JSON-RPC)"
-                               + (f"; stderr: {self._stderr_tail()}" if self._stderr
+                               + (f"; stderr: {self.tail()}" if self.lines
                                   else ""), "timeout") from None
         finally:
             if not task.done():
@@ -152,7 +131,38 @@ class AcpTurn:
         how = (f"exited with code {code}" if code is not None and code >= 0 else
                f"was killed by signal {-code}" if code is not None else "closed its stdout")
         raise HarnessFault(f"{step}: the harness {how}"
-                           + (f"; stderr: {self._stderr_tail()}" if self._stderr else ""))
+                           + (f"; stderr: {self.tail()}" if self.lines else ""))
+
+
+
+class AcpTurn:
+    """Run one prompt. `cancel()` (any task of this loop) or an `acp.cancel_requested`
+    event (any process) ends it with `cancelled`."""
+
+    def __init__(self, store: Store, harness: HarnessConfig, prompt: str, *,
+                 workspace: str | None = None, subject: str = "", actor: str = "",
+                 on_text: TextSink | None = None, run_id: str | None = None) -> None:
+        self.store = store
+        self.harness = harness
+        self.prompt = prompt
+        self.workspace = harness.workspace(workspace)
+        self.subject = subject
+        self.actor = actor or f"acp:{harness.name}"
+        self.on_text = on_text
+        self.run_id = run_id or new_run_id()
+        self.proc: asyncio.subprocess.Process | None = None
+        self.cancel_reason = ""
+        self._cancel = asyncio.Event()
+        self.io = HarnessIO()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if not self._cancel.is_set():
+            self.cancel_reason = reason
+            self._cancel.set()
+
+    async def _emit(self, *payloads: Any) -> None:
+        await self.store.append([NewEvent(entity_id=self.run_id, actor=self.actor,
+                                          role="agent", payload=p) for p in payloads])
 
     async def _watch_cancel(self) -> None:
         """Wait for a cancel from this process or an `acp.cancel_requested` from any."""
@@ -219,13 +229,13 @@ class AcpTurn:
                         ) -> RunOutcome:
         h = self.harness
         assert proc.stdin is not None and proc.stdout is not None
-        stderr = asyncio.create_task(self._drain_stderr(proc))
+        stderr = asyncio.create_task(self.io.drain(proc))
         exited = asyncio.create_task(proc.wait())
         conn = ClientSideConnection(client, proc.stdin, proc.stdout)
         watcher = asyncio.create_task(self._watch_cancel())
         turn: asyncio.Future[Any] | None = None
         try:
-            init = await self._guard("initialize", conn.initialize(
+            init = await self.io.guard("initialize", conn.initialize(
                 protocol_version=PROTOCOL_VERSION,
                 client_capabilities=ClientCapabilities(
                     fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
@@ -240,14 +250,14 @@ class AcpTurn:
                 if init.agent_info is not None else {}
             caps = init.agent_capabilities.model_dump(mode="json", exclude_none=True) \
                 if init.agent_capabilities is not None else {}
-            session = await self._guard("session/new", conn.new_session(
+            session = await self.io.guard("session/new", conn.new_session(
                 cwd=self.workspace, mcp_servers=[]), exited, h.init_timeout_s)
             await self._emit(aev.AcpRunInitialized(
                 protocol_version=init.protocol_version, agent_info=info, capabilities=caps,
                 acp_session_id=session.session_id))
             prompt = asyncio.ensure_future(conn.prompt(session_id=session.session_id,
                                                        prompt=[text_block(self.prompt)]))
-            turn = asyncio.ensure_future(self._guard("session/prompt", prompt, exited,
+            turn = asyncio.ensure_future(self.io.guard("session/prompt", prompt, exited,
                                                      h.turn_timeout_s))
             await asyncio.wait({turn, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if not turn.done():  # cancelled: tell the harness, answer what waits, grace
@@ -334,6 +344,59 @@ def _cancel_pending(tx: WriteTx, approvals: list[str], actor: str) -> None:
         answer_cancelled(tx, a, "cancel", actor)
 
 
+async def probe(harness: HarnessConfig, timeout_s: float | None = None) -> dict[str, Any]:
+    """Start the harness, ask `initialize`, stop it: reachable or not (with the reason),
+    its protocol version, name and capabilities. No session, nothing recorded."""
+    out: dict[str, Any] = {"name": harness.name, "command": harness.argv(),
+                           "reachable": False, "protocol_version": None, "agent": {},
+                           "error": ""}
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *harness.argv(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=harness.child_env(),
+            cwd=harness.workspace(), start_new_session=True, preexec_fn=death_guard(),
+            limit=STREAM_LIMIT)
+    except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+        out["error"] = f"cannot start {harness.argv()[0]!r}: {exc.strerror or exc}"
+        return out
+    except ValidationError as exc:
+        out["error"] = str(exc)
+        return out
+    io = HarnessIO()
+    assert proc.stdin is not None and proc.stdout is not None
+    stderr = asyncio.create_task(io.drain(proc))
+    exited = asyncio.create_task(proc.wait())
+    conn = ClientSideConnection(cast(Client, _ProbeClient()), proc.stdin, proc.stdout)
+    try:
+        init = await io.guard("initialize", conn.initialize(
+            protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
+            client_info=Implementation(name="clawtower", version="0")), exited,
+            timeout_s or harness.init_timeout_s)
+        out["reachable"] = True
+        out["protocol_version"] = init.protocol_version
+        if init.agent_info is not None:
+            out["agent"] = init.agent_info.model_dump(mode="json", exclude_none=True)
+        out["auth_methods"] = [m.id for m in init.auth_methods or []]
+    except HarnessFault as fault:
+        out["error"] = str(fault)
+    finally:
+        with contextlib.suppress(Exception):
+            await conn.close()
+        _kill_group(proc.pid)
+        await _within(asyncio.shield(exited), 5.0)
+        stderr.cancel()
+        with contextlib.suppress(BaseException):
+            await stderr
+    return out
+
+
+class _ProbeClient:
+    """A client that is asked nothing (no session is opened by a probe)."""
+
+    def on_connect(self, conn: Any) -> None:
+        return None
+
+
 async def run_prompt(store: Store, harness: HarnessConfig, prompt: str, **kw: Any
                      ) -> RunOutcome:
     return await AcpTurn(store, harness, prompt, **kw).run()
@@ -341,7 +404,7 @@ async def run_prompt(store: Store, harness: HarnessConfig, prompt: str, **kw: An
 
 def request_cancel(tx: WriteTx, run_id: str, by: str) -> dict[str, Any]:
     """`session/cancel` from anywhere: the driving process sees the event and sends it."""
-    from ..errors import NotFound, ValidationError
+    from ..errors import NotFound
 
     row = tx.one("SELECT status FROM acp_runs WHERE id=?", (run_id,))
     if row is None:
@@ -397,5 +460,5 @@ async def recover(store: Store, actor: str = "recovery") -> list[dict[str, Any]]
     return await store.execute(lambda tx: _recover(tx, ended, actor))
 
 
-__all__ = ["AcpTurn", "HarnessFault", "RunOutcome", "describe", "recover", "request_cancel",
-           "run_prompt"]
+__all__ = ["AcpTurn", "HarnessFault", "RunOutcome", "describe", "probe", "recover",
+           "request_cancel", "run_prompt"]

@@ -47,6 +47,18 @@ class SpecDefaults(BaseModel):
     # force a tool on the first model call of a turn ("required" or a tool name): for small
     # models that do not pick tools by themselves
     first_tool_choice: str | None = None
+    # an external coding harness over ACP runs the turns instead of a model: the name of
+    # one of clawtower.yaml's `acp_agents`, or one inline {command, args, env, cwd, ...}
+    acp: str | dict[str, Any] | None = None
+
+    @field_validator("acp")
+    @classmethod
+    def _acp(cls, v: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        if isinstance(v, dict):
+            from ..acp.config import harness_from_data
+
+            harness_from_data(v, str(v.get("name") or "inline"), "acp")
+        return v
 
 
 class SpecPolicy(BaseModel):
