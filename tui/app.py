@@ -521,7 +521,8 @@ class ClawtowerApp(App[int]):
                                       placeholder="reason (recorded with the decision)"),
                          got_reason)
 
-    def decide(self, approval_id: str, *, approve: bool, reason: str = "") -> None:
+    def decide(self, approval_id: str, *, approve: bool, reason: str = "",
+               always: bool = False) -> None:
         a = self.model.approval(approval_id)
         if a is not None and a["kind"] in workflowdata.GATE_KIND_SET:
             if approve and a["kind"] == workflowdata.INPUT_GATE:
@@ -531,21 +532,24 @@ class ClawtowerApp(App[int]):
             self.run_worker(self._decide_gate(approval_id, approve, reason),
                             group="workflow-runs", exit_on_error=False)
             return
-        self.run_worker(self._decide(approval_id, approve, reason), group="decide")
+        self.run_worker(self._decide(approval_id, approve, reason, always), group="decide")
 
-    async def _decide(self, approval_id: str, approve: bool, reason: str) -> None:
+    async def _decide(self, approval_id: str, approve: bool, reason: str,
+                      always: bool = False) -> None:
         if self.store is None:
             return
         approvals = Approvals(self.store)
         try:
             if approve:
-                await approvals.approve(approval_id, by=self.operator, reason=reason)
+                await approvals.approve(approval_id, by=self.operator, reason=reason,
+                                        always=always)
             else:
-                await approvals.reject(approval_id, by=self.operator, reason=reason)
+                await approvals.reject(approval_id, by=self.operator, reason=reason,
+                                       always=always)
         except ClawError as exc:
             self._not_decided(exc)
             return
-        verb = "approved" if approve else "rejected"
+        verb = ("approved" if approve else "rejected") + (" (always)" if always else "")
         self.notify(f"{approval_id} {verb} by {self.operator}", title="Decided")
 
     def _not_decided(self, exc: ClawError) -> None:

@@ -195,22 +195,10 @@ class BridgeClient(Client):
         opts = [{"option_id": o.option_id, "name": o.name, "kind": str(o.kind)}
                 for o in options]
         approval_id = f"A-acp-{uuid.uuid4().hex[:10]}"
-        request = aev.AcpPermissionRequested(
+        asked, request = permission_payloads(
             run_id=self.run_id, harness=self.harness, workspace=self.workspace,
             call_id=d.get("tool_call_id", ""), tool_kind=tool_kind, title=title,
             locations=locations, command=command, options=opts)
-        what = command or ", ".join(locations) or title
-        asked = ApprovalRequested(
-            kind=aev.PERMISSION_KIND, subject=self.run_id,
-            title=f"{self.harness}: {tool_kind} {_clip(what, 80)}",
-            prompt=f"{self.harness} asks to {tool_kind}: {title}",
-            context={"harness": self.harness, "workspace": self.workspace,
-                     "tool_kind": tool_kind, "title": title, "locations": locations,
-                     "command": command, "options": opts, "run_id": self.run_id},
-            preview="\n".join([f"{tool_kind}: {title}", *locations,
-                               *([f"$ {command}"] if command else []),
-                               "options: " + ", ".join(f"{o['name']} [{o['kind']}]"
-                                                       for o in opts)]))
         harness, workspace, actor = self.harness, self.workspace, self.actor
 
         def ask(tx: WriteTx) -> dict[str, Any] | None:
@@ -420,6 +408,31 @@ class BridgeClient(Client):
                 await term.proc.wait()
 
 
+def permission_payloads(*, run_id: str, harness: str, workspace: str, call_id: str,
+                        tool_kind: str, title: str, locations: list[str], command: str,
+                        options: list[dict[str, str]]
+                        ) -> tuple[ApprovalRequested, aev.AcpPermissionRequested]:
+    """A permission request as the approvals list shows it (title, prompt, the tool call,
+    its files or command, the harness's options) and its ACP details."""
+    what = command or ", ".join(locations) or title
+    asked = ApprovalRequested(
+        kind=aev.PERMISSION_KIND, subject=run_id,
+        title=f"{harness}: {tool_kind} {_clip(what, 80)}",
+        prompt=f"{harness} asks to {tool_kind}: {title}",
+        context={"harness": harness, "workspace": workspace, "tool_kind": tool_kind,
+                 "title": title, "locations": locations, "command": command,
+                 "options": options, "run_id": run_id},
+        preview="\n".join([f"{tool_kind}: {title}", *locations,
+                           *([f"$ {command}"] if command else []),
+                           "options: " + ", ".join(f"{o['name']} [{o['kind']}]"
+                                                   for o in options)]))
+    request = aev.AcpPermissionRequested(
+        run_id=run_id, harness=harness, workspace=workspace, call_id=call_id,
+        tool_kind=tool_kind, title=title, locations=locations, command=command,
+        options=options)
+    return asked, request
+
+
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
@@ -449,4 +462,5 @@ def digest_of(path: str) -> str:
         return ""
 
 
-__all__ = ["BridgeClient", "atomic_write", "content_items", "digest_of"]
+__all__ = ["BridgeClient", "atomic_write", "content_items", "digest_of",
+           "permission_payloads"]
