@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -143,3 +144,41 @@ async def test_terminals_run_in_the_workspace(acp_store: Store, tmp_path: Path) 
     assert st.signal == "SIGKILL"
     await c.release_terminal("s", slow.terminal_id)
     await c.aclose()
+
+
+async def test_recovery_settles_half_done_writes_by_digest(acp_store: Store,
+                                                           tmp_path: Path) -> None:
+    """A driver killed between a write's intent and its done: recovery marks the write
+    found_written when the file holds the intended bytes, abandoned otherwise (never
+    written again), and fails the run as interrupted."""
+    from core.acp import events as aev
+    from core.acp.bridge import recover
+    from core.events import NewEvent
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    from core import liveness
+    driver = liveness.process_tag(dead.pid).rsplit(":", 1)[0] + ":1"  # gone
+    written, lost = tmp_path / "written.txt", tmp_path / "lost.txt"
+    written.write_text("new")
+    lost.write_text("old")
+
+    def digest(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    await acp_store.append([NewEvent(entity_id="acp-dead", actor="t", role="agent", payload=p)
+                            for p in (
+        aev.AcpRunStarted(harness="h", workspace=str(tmp_path), prompt="p", driver=driver),
+        aev.AcpWriteIntended(idem_key="acp-dead:w1", path=str(written), sha256=digest("new"),
+                             size=3),
+        aev.AcpWriteIntended(idem_key="acp-dead:w2", path=str(lost), sha256=digest("new"),
+                             size=3))])
+    settled = await recover(acp_store)
+    assert settled == [{"run": "acp-dead", "group_gone": True}]
+    rows = {r["idem_key"]: r["status"] for r in await acp_store.fetchall(
+        "SELECT * FROM acp_writes")}
+    assert rows == {"acp-dead:w1": "found_written", "acp-dead:w2": "abandoned"}
+    assert lost.read_text() == "old"
+    run = await acp_store.fetchone("SELECT * FROM acp_runs WHERE id='acp-dead'")
+    assert run is not None and (run["status"], run["stop_reason"]) == ("failed", "interrupted")
+    assert await recover(acp_store) == []  # once

@@ -84,6 +84,7 @@ async def test_allow_lands_the_edit(acp_store: Store, tmp_path: Path) -> None:
     run = await acp_store.fetchone("SELECT * FROM acp_runs WHERE id=?", (turn.run_id,))
     assert run is not None and run["protocol_version"] == 1 and run["status"] == "done"
     assert "successfully updated" in run["text"]
+    assert await acp_store.verify_projections() == []  # all of it rebuilds from the log
 
 
 async def test_reject_skips_the_edit(acp_store: Store, tmp_path: Path) -> None:

@@ -114,6 +114,23 @@ def touched(delta: Delta) -> tuple[bool, set[str]]:
     return bool(ids), ids
 
 
+def acp_touches(delta: Delta, sid: str, detail: dict[str, Any] | None) -> bool:
+    """Did `delta` move an ACP run of session `sid` (a new run, a tool call, a plan, a
+    permission request or its answer)? Streamed text is left out: the pane does not show it."""
+    acp = (detail or {}).get("acp") or []
+    runs = {d["run"]["id"] for d in acp}
+    asked = {p["approval_id"] for d in acp for p in d["permissions"]}
+    for e in delta.events:
+        if not e.type.startswith("acp.") or e.type == "acp.text":
+            continue
+        if e.type == "acp.run_started" and getattr(e.payload, "subject", "") == sid:
+            return True
+        if e.entity_id in runs or e.entity_id in asked \
+                or getattr(e.payload, "run_id", None) in runs:
+            return True
+    return False
+
+
 class SessionsScreen(ListDetailScreen):
     """Mode 4: sessions, subagents, announces, backlog; send, steer, stop, spawn."""
 
@@ -183,7 +200,12 @@ class SessionsScreen(ListDetailScreen):
         return self.rows
 
     def changes(self, delta: Delta) -> tuple[bool, set[str]]:
-        return touched(delta)
+        changed, ids = touched(delta)
+        sid = self.selected
+        if sid is not None and sid not in ids and acp_touches(delta, sid, self.detail):
+            ids.add(sid)  # the selected session's harness moved: redraw its Harness pane
+            changed = True
+        return changed, ids
 
     def list_extra(self, items: list[dict[str, Any]]) -> str:
         running = sum(1 for s in items if s.get("status") == "running")
