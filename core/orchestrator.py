@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -102,11 +103,17 @@ def _finding(value: Any) -> dict[str, Any]:
     return c.parse_finding(str(value))
 
 
+Executor = Callable[[dict[str, Any], dict[str, Any], str], Awaitable[None]]
+
+
 class Orchestrator:
     def __init__(self, store: Store, agents: AgentSet, *, clock: Clock | None = None,
                  effects: EffectSink | None = None, concurrency: int = 16,
-                 agent_timeout_s: float = 120.0) -> None:
+                 agent_timeout_s: float = 120.0, executor: Executor | None = None) -> None:
         self.store = store
+        # an external executor of the implementation step (core.acp.task.AcpExecutor: a
+        # coding harness over ACP); None: the executor agent of `agents`
+        self.executor = executor
         self.tasks = Tasks(store)
         self.agents = agents
         self.clock = clock or SystemClock()
@@ -406,6 +413,9 @@ class Orchestrator:
         """The executor worker: calls the executor agent and records its work as executor."""
         tid, n = task["id"], attempt["n"]
         name, _ = self.agents.for_role("executor")
+        if self.executor is not None:
+            await self.executor(task, attempt, name)
+            return
         t = self.tasks
         resume = attempt.get("checkpoint")
         await t.heartbeat(tid, n, actor=name, note="started" if not resume else "resumed")
