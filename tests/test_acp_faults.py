@@ -55,7 +55,7 @@ async def test_codex_without_a_key_reports_authentication(acp_store: Store,
     assert "authentication required (-32000)" in out.error.lower(), out  # type: ignore[attr-defined]
     run_row = await acp_store.fetchone("SELECT * FROM acp_runs WHERE id=?", (turn.run_id,))
     assert run_row is not None and run_row["status"] == "failed"
-    assert "-32000" in run_row["error"]
+    assert "-32000" in run_row["error"] and "auth methods:" in run_row["error"]
     from core import liveness
     assert run_row["grp"] and not liveness._group_members(int(run_row["grp"].split(":")[1]))
 

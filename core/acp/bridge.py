@@ -154,6 +154,7 @@ class AcpTurn:
         self.cancel_reason = ""
         self._cancel = asyncio.Event()
         self.io = HarnessIO()
+        self.auth_methods: list[str] = []  # what `initialize` offered, for auth errors
 
     def cancel(self, reason: str = "cancelled") -> None:
         if not self._cancel.is_set():
@@ -208,8 +209,12 @@ class AcpTurn:
                                   on_text=self.on_text, child_env=env)
             outcome = await self._converse(proc, client)
         except HarnessFault as fault:
+            reason = str(fault)
+            if f"({AUTH_REQUIRED})" in reason and self.auth_methods:
+                reason += ("; the harness's auth methods: " + ", ".join(self.auth_methods)
+                           + " (set its credentials with `env_from:`)")
             outcome = RunOutcome(self.run_id, "failed", fault.stop_reason,
-                                 "".join(client.text) if client else "", str(fault))
+                                 "".join(client.text) if client else "", reason)
         except asyncio.CancelledError:
             with contextlib.suppress(BaseException):
                 await self._stop(client)
@@ -246,6 +251,7 @@ class AcpTurn:
                 raise HarnessFault(f"initialize: the harness speaks ACP protocol version"
                                    f" {init.protocol_version}; clawtower speaks"
                                    f" {PROTOCOL_VERSION}")
+            self.auth_methods = [m.id for m in init.auth_methods or []]
             info = init.agent_info.model_dump(mode="json", exclude_none=True) \
                 if init.agent_info is not None else {}
             caps = init.agent_capabilities.model_dump(mode="json", exclude_none=True) \
