@@ -179,3 +179,15 @@ async def test_the_harness_group_is_gone_after_the_turn(acp_store: Store,
     await Approvals(acp_store).approve(perm["approval_id"], by="ops")
     await asyncio.wait_for(task, WAIT_S)
     assert not liveness._group_members(pgid)
+
+
+async def test_a_turn_past_its_timeout_fails_with_the_reason(acp_store: Store,
+                                                             tmp_path: Path) -> None:
+    from core import liveness
+
+    turn, task = await start(acp_store, tmp_path, turn_timeout_s=1.0)
+    out = await asyncio.wait_for(task, WAIT_S)
+    assert (out.status, out.stop_reason) == ("failed", "timeout"), out
+    assert "session/prompt: no answer within 1s" in out.error
+    run = await acp_store.fetchone("SELECT grp FROM acp_runs WHERE id=?", (turn.run_id,))
+    assert run is not None and not liveness._group_members(int(run["grp"].split(":")[1]))
