@@ -14,6 +14,7 @@ from typing import Any
 
 from core.errors import ValidationError
 
+from . import boundary
 from .common import add_config_option, db_parent
 from .stores import cli_store
 
@@ -197,6 +198,9 @@ async def _validate_async(args: argparse.Namespace) -> int:
     from core.experts.bindings import bindings_path, check_bindings, load_bindings
     from core.experts.package import load_package, operations_named, steps_of
 
+    if not args.target.strip():
+        raise ValidationError("PATH|NAME: empty (give a package directory or an installed"
+                              " expert's name)")
     target = Path(args.target)
     installed = not target.exists()
     pkg = load_package(home.package_dir(args.target) if installed else target)
@@ -220,7 +224,12 @@ async def _validate_async(args: argparse.Namespace) -> int:
             print(line)
         if not lines:
             print(f"{pkg.name}: valid")
-    return 2 if pkg.errors or (installed and len(lines) > len(pkg.problems)) else 0
+    failed = bool(pkg.errors) or (installed and len(lines) > len(pkg.problems))
+    if failed:  # the report is the output; stderr says in one line which package failed
+        n = len(lines)
+        sys.stderr.write(f"clawtower: error: {boundary.one_line(args.target)}: {n} problem"
+                         f"{'' if n == 1 else 's'} (not a valid expert package)\n")
+    return 2 if failed else 0
 
 
 def _validate(args: argparse.Namespace) -> Awaitable[int]:
