@@ -722,10 +722,12 @@ class ClawtowerApp(App[int]):
             if ok:
                 self.stop_meeting(meeting_id)
 
+        how = ("Its process is gone: it ends now, with reason 'stopped'." if m.get("orphaned")
+               else "The round under way finishes first; the meeting then ends with reason"
+                    " 'stopped'.")
         self.push_screen(ConfirmScreen(
             f"Stop meeting {meeting_id}?",
-            f"{m['topic']}\n\nThe round under way finishes first; the meeting then ends "
-            f"with reason 'stopped'.\n\nRequested by {self.operator}.", yes="Stop",
+            f"{m['topic']}\n\n{how}\n\nRequested by {self.operator}.", yes="Stop",
             destructive=True), done)
 
     def stop_meeting(self, meeting_id: str, reason: str = "") -> None:
@@ -735,12 +737,13 @@ class ClawtowerApp(App[int]):
         if self.store is None:
             return
         try:
-            await meetingdata.request_stop(self.store, meeting_id, by=self.operator,
-                                           reason=reason)
+            now = await meetingdata.request_stop(self.store, meeting_id, by=self.operator,
+                                                 reason=reason)
         except ClawError as exc:
             self.notify(str(exc), title="Not stopped", severity="error")
             return
-        self.notify(f"{meeting_id}: stop requested by {self.operator}", title="Meeting")
+        self.notify(f"{meeting_id}: stopped by {self.operator} (its process was gone)" if now
+                    else f"{meeting_id}: stop requested by {self.operator}", title="Meeting")
 
     def grant_rounds(self, meeting_id: str, n: int = 1) -> None:
         self.run_worker(self._grant_rounds(meeting_id, n), group="meeting-ops")

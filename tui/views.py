@@ -199,6 +199,8 @@ class ModeBar(Static):
 
 
 def meeting_tone(m: dict[str, Any]) -> str:
+    if m.get("orphaned"):
+        return "failed"
     if m.get("status") == "running":
         return "active"
     if m.get("result") in ("FULL", "MAJORITY"):
@@ -209,6 +211,8 @@ def meeting_tone(m: dict[str, Any]) -> str:
 
 
 def meeting_outcome(m: dict[str, Any]) -> str:
+    if m.get("orphaned"):
+        return "orphaned"
     if m.get("status") == "running":
         return "running"
     result = str(m.get("result") or "")
@@ -269,8 +273,8 @@ class MeetingList(ItemList):
     def version(m: dict[str, Any]) -> Hashable:
         rounds = m.get("rounds")
         n = len(rounds) if isinstance(rounds, list) else rounds
-        return (m.get("status"), n, m.get("max_rounds"), m.get("result"), m.get("reason"),
-                m.get("ended_at"))
+        return (m.get("status"), m.get("orphaned"), n, m.get("max_rounds"), m.get("result"),
+                m.get("reason"), m.get("ended_at"))
 
 
 
