@@ -296,9 +296,11 @@ class Workflows:
                        active=frozenset({str(path.resolve())}), spawned=recorder.spawned)
 
     async def _pipeline(self, step_id: str, text: str, data: Any, env: dict[str, str],
-                        cwd: str) -> dict[str, Any]:
+                        cwd: str, on_spawn: Callable[[int], None] | None = None
+                        ) -> dict[str, Any]:
         try:
-            return await run_pipeline(step_id, text, data, env, cwd, self.llm)
+            return await run_pipeline(step_id, text, data, env, cwd, self.llm,
+                                      on_spawn=on_spawn)
         except PipelineFailure as exc:
             raise WorkflowError(str(exc)) from None
         except ClawError as exc:
