@@ -639,6 +639,45 @@ class ClawtowerApp(App[int]):
             f"{run.get('name') or run.get('file')}\n\n{where}\n\nBy {self.operator}.",
             yes="Cancel run", no="Keep it", destructive=True), done)
 
+    def request_recover_run(self, run_id: str, decision: str) -> None:
+        """`t` (retry) / `k` (skip) in mode 5: confirm (focus on No), then settle the step a
+        dead driver left interrupted; the run continues in this console."""
+        run = self.model.workflow(run_id)
+        if run is None or run["status"] != "paused" or run.get("gate_kind") != "interrupted":
+            self.notify(f"workflow run {run_id!r}: no step interrupted by a dead driver",
+                        severity="error")
+            return
+        step = run["waiting_step"]
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.run_worker(self._recover_run(run_id, decision), group="workflow-runs",
+                                exit_on_error=False)
+
+        what = (f"Step {step} runs again. It had started when its driver died, so it may"
+                " already have had its effect." if decision == "retry" else
+                f"Step {step} is left as it is, without a result; the run goes on after it.")
+        self.push_screen(ConfirmScreen(
+            f"{'Retry' if decision == 'retry' else 'Skip'} step {step} of {run_id}?",
+            f"{run.get('name') or run.get('file')}\n\n{what}\n\nBy {self.operator}.",
+            yes="Retry step" if decision == "retry" else "Skip step", no="Not now"), done)
+
+    async def _recover_run(self, run_id: str, decision: str) -> None:
+        if self.store is None:
+            return
+        try:
+            envelope = await workflowdata.recover_run(self.store, run_id, decision,
+                                                      by=self.operator)
+        except ClawError as exc:
+            self.notify(str(exc), title="Not settled", severity="error")
+            return
+        if not envelope.get("ok"):
+            self.notify(envelope["error"]["message"], title=f"{run_id} failed",
+                        severity="error")
+            return
+        self.notify(f"{run_id}: {decision} by {self.operator}; {envelope['status']}",
+                    title="Workflow")
+
     async def _cancel_run(self, run_id: str) -> None:
         if self.store is None:
             return

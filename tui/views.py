@@ -291,6 +291,13 @@ class WorkflowList(ItemList):
         Binding("c", "screen.cancel_run", "Cancel run", id="workflow.cancel",
                 tooltip="Cancel the selected paused or orphaned run (asks to confirm)"),
         Binding("c", "screen.explain('cancel_run')", show=False, system=True),
+        Binding("t", "screen.recover_run('retry')", "Retry step", id="workflow.retry",
+                tooltip="Run again the step a dead driver left interrupted (asks to confirm)"),
+        Binding("t", "screen.explain('recover_run')", show=False, system=True),
+        Binding("k", "screen.recover_run('skip')", "Skip step", id="workflow.skip",
+                tooltip="Go on after the step a dead driver left interrupted, as if done"
+                        " (asks to confirm)"),
+        Binding("k", "screen.explain('recover_run')", show=False, system=True),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
