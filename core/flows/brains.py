@@ -75,7 +75,7 @@ class ModelBrain:
                  specs: Mapping[str, AgentSpec]) -> None:
         self.store = store
         self.config = config
-        self.specs = dict(specs)
+        self.specs = specs  # shared with the engine, which refreshes it
         self._defaults = {SIMULATOR: SIM_MODELS[0], **{
             n: p.models[0] for n, p in config.providers.items() if p.models}}
 

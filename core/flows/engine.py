@@ -25,12 +25,13 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import leases
+from ..agents.config import ClawtowerConfig
 from ..errors import ClawError
 from ..liveness import liveness, process_tag
 from ..sessions.specs import AgentSpec
 from ..store.interface import Store, WriteTx
 from ..store.writer import first_line
-from .brains import Brain
+from .brains import Brain, ModelBrain
 from .plan import delegates
 from .service import Flows, Outcome, WorkItem, complete, decompose, item_of, take
 
@@ -47,7 +48,8 @@ class FlowEngine:
 
     def __init__(self, store: Store, brain: Brain, *, owner: str | None = None,
                  concurrency: int = 64, lease_ttl_s: float = 10.0, transcripts: bool = True,
-                 flows: set[str] | None = None, scan_every_s: float = 1.0) -> None:
+                 flows: set[str] | None = None, scan_every_s: float = 1.0,
+                 specs: dict[str, AgentSpec] | None = None) -> None:
         self.store = store
         self.brain = brain
         self.owner = owner or f"{process_tag()}#{uuid.uuid4().hex[:6]}"
@@ -60,7 +62,8 @@ class FlowEngine:
         self.queue: deque[WorkItem] = deque()
         self.known: set[str] = set()  # task ids queued or in flight
         self.inflight: dict[asyncio.Task[None], WorkItem] = {}
-        self.specs: dict[str, AgentSpec] = {}
+        # the agent specs by name, refreshed in place at every scan (a ModelBrain shares it)
+        self.specs: dict[str, AgentSpec] = specs if specs is not None else {}
         self.errors: list[str] = []
         self.handled = 0
         self.lost = False
@@ -92,7 +95,9 @@ class FlowEngine:
         from ..sessions.service import _spec_of
 
         rows = await self.store.fetchall("SELECT * FROM agent_specs")
-        self.specs = {r["name"]: _spec_of(r) for r in rows}
+        fresh = {r["name"]: _spec_of(r) for r in rows}
+        self.specs.clear()
+        self.specs.update(fresh)
 
     async def scan(self) -> int:
         """Queue the open work of running flows not queued yet (start, recovery, flows
@@ -240,4 +245,11 @@ class FlowEngine:
                 lambda tx: complete(tx, tid, False, reason, "failed"))
 
 
-__all__ = ["LEASE", "FlowEngine", "holder_gone"]
+def model_engine(store: Store, config: ClawtowerConfig, **kw: Any) -> FlowEngine:
+    """An engine whose agents run their own models (`ModelBrain`), as the CLI, `serve` and
+    the console use it."""
+    specs: dict[str, AgentSpec] = {}
+    return FlowEngine(store, ModelBrain(store, config, specs), specs=specs, **kw)
+
+
+__all__ = ["LEASE", "FlowEngine", "holder_gone", "model_engine"]

@@ -121,7 +121,7 @@ def start(tx: WriteTx, agent: str, instruction: str, *, context: dict[str, Any] 
                                              context=context or {}, root_task=root,
                                              limits=limits.as_dict(), split=split, by=by)))
     msg = task_msg_id(root)
-    ctx = {"from_operator": context or {}}
+    ctx: dict[str, Any] = {"from_operator": context} if context else {}
     tx.emit(_ev(flow_id, by, fev.FlowTaskSent(msg_id=msg, task_id=root, from_agent=OPERATOR,
                                               to_agent=spec.name, instruction=instruction,
                                               context=ctx), idem=f"flow-task:{root}"))

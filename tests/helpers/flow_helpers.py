@@ -89,3 +89,25 @@ async def wait_status(store: Any, task_id: str, *status: str, timeout: float = 6
             return
         assert loop.time() < end, f"{task_id} never reached {status} (now {row})"
         await asyncio.sleep(0.02)
+
+
+def random_plans(seed: int, width: int = 6, inner: int = 4) -> dict[str, list[dict[str, Any]]]:
+    """A two-level random DAG: the root splits into `width` subtasks with random
+    dependencies on earlier ones; every second one splits again into `inner`."""
+    import random
+
+    rng = random.Random(seed)
+    plans: dict[str, list[dict[str, Any]]] = {}
+    top = []
+    for i in range(width):
+        deps = sorted({f"s{rng.randrange(i)}" for _ in range(rng.randint(0, 2))}) if i else []
+        top.append(sub(f"s{i}", "B" if i % 2 == 0 else "W", *deps))
+        if i % 2 == 0:
+            plans[f"s{i}"] = [sub(f"s{i}.{j}", "W", *([f"s{i}.{j - 1}"] if j and
+                                                      rng.random() < 0.5 else []))
+                              for j in range(inner)]
+    plans["root"] = top
+    return plans
+
+
+KILL_SPECS: dict[str, list[str] | None] = {"A": ["B", "W"], "B": ["W"], "W": []}
