@@ -39,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     r.add_argument("task", metavar="TASK", help="what to do ('-' reads stdin)")
     r.add_argument("--wait", action="store_true",
                    help="drive the flow here until it ends and print its result")
+    r.add_argument("--root-id", dest="name", default="root", metavar="ID",
+                   help="the root task's id (default root; simulator scripts key on it)")
     r.add_argument("--split", action="store_true",
                    help="the root agent must decompose (it cannot answer alone)")
     r.add_argument("--context", dest="args_json", metavar="JSON",
@@ -138,7 +140,7 @@ async def cmd_flow(args: argparse.Namespace) -> int:
 
             fid = await flows.start(args.agent, extra["text"], context=extra["context"],
                                     split=args.split, by=operator_name(),
-                                    limits=extra["limits"])
+                                    limits=extra["limits"], root_id=args.name)
             if not args.wait:
                 print(fid)
                 return 0

@@ -101,6 +101,7 @@ class ModelBrain:
                                                               task=item.instruction),
             input={"task": item.instruction, "context": item.context, "agents": delegates},
             schema=schema, temperature=spec.config.defaults.temperature,
+            timeout_s=spec.config.context_policy.budgets.max_wall_s,
             max_tokens=spec.config.defaults.max_output_tokens,
             metadata={"labels": [item.local_id], "agent": spec.name, "task": item.task_id},
             recorder=self._recorder(item, spec))
@@ -114,9 +115,11 @@ class ModelBrain:
         provider, model, spec = self._model(item.agent)
         d = spec.config.defaults
         request = ChatRequest(model=model, messages=[
-            ChatMessage(role="system", content=(d.system_prompt or "") + system.format(
-                agent=spec.name)), ChatMessage(role="user", content=user)],
+            ChatMessage(role="system", content="\n\n".join(
+                x for x in (d.system_prompt, system.format(agent=spec.name)) if x)),
+            ChatMessage(role="user", content=user)],
             temperature=d.temperature, max_tokens=d.max_output_tokens,
+            timeout_s=spec.config.context_policy.budgets.max_wall_s,
             metadata={"purpose": "ask", "labels": [item.local_id], "agent": spec.name,
                       "task": item.task_id})
         result = await complete(provider, request)

@@ -178,6 +178,10 @@ class FlowEngine:
                 with contextlib.suppress(ClawError):
                     await leases.release(self.store, LEASE, self.owner)
 
+    async def idle(self) -> bool:
+        """Nothing in flight here and no running flow with work left in the store."""
+        return not self.inflight and not self.queue and not await self._any_work()
+
     async def _any_work(self) -> bool:
         row = await self.store.fetchone(
             "SELECT t.flow_id FROM flows f JOIN flow_tasks t ON t.flow_id=f.id AND t.status"

@@ -44,8 +44,9 @@ def _started(db: sqlite3.Connection, e: StoredEvent) -> None:
     db.execute(
         "INSERT INTO flow_tasks (task_id, flow_id, parent_id, local_id, depth, ord, agent,"
         " instruction, context, depends_on, dependents, waiting, status, last_seq)"
-        " VALUES (?, ?, NULL, 'root', 0, 0, ?, ?, ?, '[]', '[]', 0, 'pending', ?)",
-        (p.root_task, e.entity_id, p.agent, p.instruction, _j(p.context), e.seq))
+        " VALUES (?, ?, NULL, ?, 0, 0, ?, ?, ?, '[]', '[]', 0, 'pending', ?)",
+        (p.root_task, e.entity_id, p.root_task.split("/", 1)[1], p.agent, p.instruction,
+         _j(p.context), e.seq))
 
 
 @projects(fev.FlowTaskSent)

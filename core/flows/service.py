@@ -20,7 +20,7 @@ from ..sessions.service import INTERNAL_CHANNEL, _next_session_id, _spec_of, spe
 from ..sessions.specs import AgentSpec
 from ..store.interface import Store, WriteTx
 from . import events as fev
-from .plan import FlowLimits, PlanRefused, validate
+from .plan import ID_RE, FlowLimits, PlanRefused, validate
 from .projections import OPEN
 
 OPERATOR = "operator"  # the root's parent: where the flow's TASK comes from and its REPLY goes
@@ -110,13 +110,17 @@ def _task(tx: WriteTx, task_id: str) -> dict[str, Any]:
 
 
 def start(tx: WriteTx, agent: str, instruction: str, *, context: dict[str, Any] | None,
-          split: bool, by: str, limits: FlowLimits) -> tuple[str, WorkItem]:
+          split: bool, by: str, limits: FlowLimits, root_id: str = "root"
+          ) -> tuple[str, WorkItem]:
     if not instruction.strip():
         raise ValidationError("flow: the task is empty")
+    if not ID_RE.match(root_id):
+        raise ValidationError(f"flow: root id {root_id!r} must be 1-64 letters, digits, '_',"
+                              " '-' or '.'")
     spec = spec_by_ref(tx, agent)
     row = tx.one("SELECT coalesce(max(num), 0) + 1 AS n FROM flows")
     flow_id = f"F-{int(row['n']) if row else 1}"
-    root = f"{flow_id}/root"
+    root = f"{flow_id}/{root_id}"
     tx.emit(_ev(flow_id, by, fev.FlowStarted(agent=spec.name, instruction=instruction,
                                              context=context or {}, root_task=root,
                                              limits=limits.as_dict(), split=split, by=by)))
@@ -126,7 +130,8 @@ def start(tx: WriteTx, agent: str, instruction: str, *, context: dict[str, Any] 
                                               to_agent=spec.name, instruction=instruction,
                                               context=ctx), idem=f"flow-task:{root}"))
     return flow_id, WorkItem(flow_id=flow_id, task_id=root, kind="task", agent=spec.name,
-                             instruction=instruction, context=ctx, msg_id=msg, split=split)
+                             instruction=instruction, context=ctx, local_id=root_id,
+                             msg_id=msg, split=split)
 
 
 def take(tx: WriteTx, item: WorkItem, transcripts: bool) -> str:
@@ -194,7 +199,10 @@ def _dispatch(tx: WriteTx, row: dict[str, Any], from_agent: str, parent_ctx: str
     for dep in deps:
         d = tx.one("SELECT result FROM flow_tasks WHERE task_id=?", (f"{parent}/{dep}",))
         inputs[dep] = d["result"] if d else None
-    ctx: dict[str, Any] = {"notes": _context(row["context"])}
+    ctx: dict[str, Any] = {}
+    notes = _context(row["context"])
+    if notes:
+        ctx["notes"] = notes
     if inputs:
         ctx["inputs"] = inputs
     msg = task_msg_id(row["task_id"])
@@ -355,11 +363,14 @@ class Flows:
 
     async def start(self, agent: str, instruction: str, *,
                     context: dict[str, Any] | None = None, split: bool = False,
-                    by: str = OPERATOR, limits: FlowLimits | None = None) -> str:
+                    by: str = OPERATOR, limits: FlowLimits | None = None,
+                    root_id: str = "root") -> str:
+        """Start a flow: the TASK goes to `agent`; `root_id` names the root task (and so the
+        simulator script of its decision)."""
         lim = limits or self.limits
         flow_id, _ = await self.store.execute(
             lambda tx: start(tx, agent, instruction, context=context, split=split, by=by,
-                             limits=lim))
+                             limits=lim, root_id=root_id))
         return flow_id
 
     async def cancel(self, flow_id: str, by: str = OPERATOR, reason: str = "") -> None:

@@ -123,3 +123,12 @@ def test_refused_decomposition_fails_the_flow_with_exit_1(run: Run, db: Path,
     r = run("flow", "run", "lead", "briefing", "--wait", "--db", db)
     assert r.code == 1
     assert "flow F-2: failed: decomposition refused: dependency cycle: a -> b -> a" in r.err
+
+
+def test_serve_drives_a_flow_started_without_wait(run: Run, db: Path) -> None:
+    agents(run, db)
+    assert run("flow", "run", "lead", "briefing", "--db", db).out.strip() == "F-1"
+    r = run("serve", "--until-idle", "--db", db)
+    assert r.code == 0, r.err
+    got = run("flow", "show", "F-1", "--json", "--db", db).json()
+    assert got["flow"]["status"] == "done" and got["flow"]["done"] == 6
