@@ -23,7 +23,7 @@ from ..agents.usage import Price, UsageRecorder
 from ..errors import ClawError
 from ..sessions.specs import SIM_MODELS, AgentSpec
 from ..store.interface import Store
-from .plan import decision_schema
+from .plan import FlowLimits, decision_schema
 from .service import WorkItem
 
 
@@ -76,6 +76,7 @@ class ModelBrain:
         self.store = store
         self.config = config
         self.specs = specs  # shared with the engine, which refreshes it
+        self._widths: dict[str, int] = {}
         self._defaults = {SIMULATOR: SIM_MODELS[0], **{
             n: p.models[0] for n, p in config.providers.items() if p.models}}
 
@@ -88,6 +89,14 @@ class ModelBrain:
         model = d.model or self._defaults.get(provider, "")
         return self.config.provider(provider), model, spec
 
+    async def _width(self, flow_id: str) -> int:
+        """The flow's width limit (its decision schema caps the subtasks with it)."""
+        if flow_id not in self._widths:
+            row = await self.store.fetchone("SELECT limits FROM flows WHERE id=?", (flow_id,))
+            limits = FlowLimits.from_dict(json.loads(row["limits"])) if row else FlowLimits()
+            self._widths[flow_id] = limits.max_width
+        return self._widths[flow_id]
+
     def _recorder(self, item: WorkItem, spec: AgentSpec) -> UsageRecorder:
         p = spec.config.defaults.price
         return UsageRecorder(self.store, item.flow_id, spec.name,
@@ -95,7 +104,8 @@ class ModelBrain:
 
     async def decide(self, item: WorkItem, delegates: list[str]) -> Decision:
         provider, model, spec = self._model(item.agent)
-        schema = decision_schema(delegates, force_split=item.split and item.depth == 0)
+        schema = decision_schema(delegates, force_split=item.split and item.depth == 0,
+                                 max_width=await self._width(item.flow_id))
         res = await run_llm_task(
             provider, model=model, prompt=DECIDE_PROMPT.format(agent=spec.name,
                                                               task=item.instruction),

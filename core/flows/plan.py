@@ -62,8 +62,11 @@ def decision_schema(agents: list[str] | None, *, force_split: bool = False,
         "properties": {
             "id": {"type": "string", "pattern": ID_RE.pattern},
             "agent": {"type": "string", **({"enum": agents} if agents else {})},
+            # no maxLength: constrained decoders expand it into a grammar that long
             "instruction": {"type": "string", "minLength": 1},
-            "depends_on": {"type": "array", "items": {"type": "string"}},
+            # a subtask can depend on its siblings only: at most width - 1 of them
+            "depends_on": {"type": "array", "items": {"type": "string"},
+                           "maxItems": max(0, max_width - 1)},
             "context": {"type": "string"}}}
     if force_split:
         return {"type": "object", "required": ["action", "subtasks"],
