@@ -47,7 +47,8 @@ class FlowEngine:
     """Drives every running flow of a store (or only `flows`)."""
 
     def __init__(self, store: Store, brain: Brain, *, owner: str | None = None,
-                 concurrency: int = 64, lease_ttl_s: float = 10.0, transcripts: bool = True,
+                 concurrency: int = 64, lease_ttl_s: float = 10.0,
+                 progress_after_s: float = 0.05,
                  flows: set[str] | None = None, scan_every_s: float = 1.0,
                  specs: dict[str, AgentSpec] | None = None) -> None:
         self.store = store
@@ -55,13 +56,16 @@ class FlowEngine:
         self.owner = owner or f"{process_tag()}#{uuid.uuid4().hex[:6]}"
         self.concurrency = concurrency
         self.lease_ttl_s = lease_ttl_s
-        self.transcripts = transcripts
+        # a turn still running after this shows as running (a `flow.task_taken` event);
+        # a faster one goes from dispatched to done in its outcome's commit
+        self.progress_after_s = progress_after_s
         self.only = flows
         self.scan_every_s = scan_every_s
         self.api = Flows(store)
         self.queue: deque[WorkItem] = deque()
         self.known: set[str] = set()  # task ids queued or in flight
         self.inflight: dict[asyncio.Task[None], WorkItem] = {}
+        self._wake = asyncio.Event()
         # the agent specs by name, refreshed in place at every scan (a ModelBrain shares it)
         self.specs: dict[str, AgentSpec] = specs if specs is not None else {}
         self.errors: list[str] = []
@@ -144,6 +148,7 @@ class FlowEngine:
                     item = self.queue.popleft()
                     task = asyncio.create_task(self._handle(item))
                     self.inflight[task] = item
+                    task.add_done_callback(self._ended)
                 if not self.inflight:
                     seq = await self.store.last_seq()
                     if await self.scan():
@@ -154,13 +159,13 @@ class FlowEngine:
                     await self.scan()
                     last_scan = time.monotonic()
                     continue
-                done, _ = await asyncio.wait(list(self.inflight), timeout=self.scan_every_s,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                for t in done:
-                    item = self.inflight.pop(t)
-                    self.known.discard(item.task_id)
-                    if not t.cancelled() and t.exception() is not None:
-                        self.errors.append(f"{item.task_id}: {t.exception()!r}")
+                # woken by any handler's end (one callback per task, not a wait over all
+                # of them per completion: O(1) per node)
+                self._wake.clear()
+                if not (self.queue and len(self.inflight) < self.concurrency):
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.scan_every_s):
+                            await self._wake.wait()
                 if time.monotonic() - last_scan > self.scan_every_s:
                     await self.scan()
                     last_scan = time.monotonic()
@@ -177,6 +182,14 @@ class FlowEngine:
             if not self.lost:
                 with contextlib.suppress(ClawError):
                     await leases.release(self.store, LEASE, self.owner)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        item = self.inflight.pop(task, None)
+        if item is not None:
+            self.known.discard(item.task_id)
+            if not task.cancelled() and task.exception() is not None:
+                self.errors.append(f"{item.task_id}: {task.exception()!r}")
+        self._wake.set()
 
     async def idle(self) -> bool:
         """Nothing in flight here and no running flow with work left in the store."""
@@ -227,15 +240,20 @@ class FlowEngine:
                 ans = await self.brain.synthesize(item, replies)
                 return await self.store.execute(
                     lambda tx: complete(tx, tid, True, ans.text, "synthesis", ans.tokens))
-            self.store.submit(lambda tx: take(tx, item, self.transcripts))
-            spec = self.specs.get(item.agent)
-            allowed = delegates(spec, self.specs) if spec is not None else []
-            decision = await self.brain.decide(item, allowed)
-            if decision.action == "decompose":
-                subs = decision.subtasks
-                return await self.store.execute(
-                    lambda tx: decompose(tx, tid, subs, decision.tokens))
-            ans = await self.brain.work(item)
+            timer = asyncio.get_running_loop().call_later(
+                self.progress_after_s, lambda: self.store.submit(lambda tx: take(tx, item)))
+            try:
+                spec = self.specs.get(item.agent)
+                allowed = delegates(spec, self.specs) if spec is not None else []
+                decision = await self.brain.decide(item, allowed)
+                if decision.action == "decompose":
+                    timer.cancel()
+                    subs = decision.subtasks
+                    return await self.store.execute(
+                        lambda tx: decompose(tx, tid, subs, decision.tokens))
+                ans = await self.brain.work(item)
+            finally:
+                timer.cancel()
             tokens = ans.tokens + decision.tokens
             return await self.store.execute(
                 lambda tx: complete(tx, tid, True, ans.text, "execute", tokens))

@@ -44,17 +44,19 @@ class FlowTaskSent(Payload):
     to_agent: str
     instruction: str
     context: dict[str, Any] = Field(default_factory=dict)
+    session_id: str = ""  # the receiver's session in this flow: the TASK joins its transcript
 
 
 class FlowTaskTaken(Payload):
     """The receiving agent started on a TASK (progress only: the TASK stays in the inbox
-    until its outcome is committed, so a crash before that re-runs the work)."""
+    until its outcome is committed, so a crash before that re-runs the work). Written only
+    when the turn is still running after the engine's progress delay (50 ms): a faster
+    turn goes from dispatched to done in its outcome's commit, one event fewer."""
 
     TYPE = "flow.task_taken"
     ENTITY = "flow"
     task_id: str
     msg_id: str
-    session_id: str = ""
 
 
 class FlowDecomposed(Payload):

@@ -59,18 +59,39 @@ def _task_sent(db: sqlite3.Connection, e: StoredEvent) -> None:
         (p.msg_id, e.entity_id, p.task_id, p.from_agent, p.to_agent, p.instruction,
          _j(p.context), e.seq, e.ts))
     db.execute("UPDATE flow_tasks SET status='dispatched', task_msg=?, context=?,"
-               " dispatched_at=?, last_seq=? WHERE task_id=?",
-               (p.msg_id, _j(p.context), e.ts, e.seq, p.task_id))
+               " session_id=nullif(?, ''), dispatched_at=?, last_seq=? WHERE task_id=?",
+               (p.msg_id, _j(p.context), p.session_id, e.ts, e.seq, p.task_id))
+    _say(db, e, p.session_id, f"{p.msg_id}@in", "user",
+         task_text(p.task_id, p.instruction, _j(p.context) if p.context else ""),
+         p.task_id, "TASK")
+
+
+def task_text(task_id: str, instruction: str, context: str) -> str:
+    """A TASK as its agent's session shows it."""
+    ctx = "" if context in ("", "{}", '""') else context
+    return f"TASK {task_id}\n{instruction}" + (f"\n\nCONTEXT: {ctx}" if ctx else "")
+
+
+def _say(db: sqlite3.Connection, e: StoredEvent, sid: str | None, msg_id: str, role: str,
+         text: str, task_id: str, kind: str) -> None:
+    """A message of the agent's flow session, derived from the flow event itself (the
+    flow's messages are the session's transcript: no second event per message)."""
+    if not sid:
+        return
+    # the session row itself is touched when its flow ends (session.finished), not per
+    # message: the flow's own events are what followers watch while it runs
+    db.execute("INSERT INTO session_messages VALUES (?, ?, ?, ?, ?, ?, ?)",
+               (e.seq, sid, msg_id, role, text, _j({"flow": e.entity_id, "task": task_id,
+                                                    "msg": msg_id.split("@")[0],
+                                                    "kind": kind}), e.ts))
 
 
 @projects(fev.FlowTaskTaken)
 def _task_taken(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, fev.FlowTaskTaken)
-    db.execute("UPDATE flow_tasks SET status='running', started_at=coalesce(started_at, ?),"
-               " session_id=coalesce(nullif(?, ''), session_id), last_seq=?"
-               " WHERE task_id=? AND status='dispatched'",
-               (e.ts, p.session_id, e.seq, p.task_id))
+    db.execute("UPDATE flow_tasks SET status='running', started_at=?, last_seq=?"
+               " WHERE task_id=? AND status='dispatched'", (e.ts, e.seq, p.task_id))
 
 
 def _archive(db: sqlite3.Connection, msg_id: str, e: StoredEvent) -> None:
@@ -97,7 +118,18 @@ def _decomposed(db: sqlite3.Connection, e: StoredEvent) -> None:
           str(s["agent"]), str(s["instruction"]), _j(s.get("context", "")),
           _j(list(s.get("depends_on", []))), _j(dependents[str(s["id"])]),
           len(s.get("depends_on", [])), e.seq) for i, s in enumerate(p.subtasks)])
+    db.execute("UPDATE flow_tasks SET session_id=(SELECT session_id FROM flow_sessions s"
+               " WHERE s.flow_id=flow_tasks.flow_id AND s.agent=flow_tasks.agent)"
+               " WHERE parent_id=?", (p.task_id,))
     n = len(p.subtasks)
+    sid = db.execute("SELECT session_id FROM flow_tasks WHERE task_id=?",
+                     (p.task_id,)).fetchone()
+    if sid and sid[0]:
+        plan = "; ".join(f"{s['id']} -> {s['agent']}" + (
+            f" after {', '.join(s['depends_on'])}" if s.get("depends_on") else "")
+            for s in p.subtasks[:50]) + (f"; and {n - 50} more" if n > 50 else "")
+        _say(db, e, sid[0], f"{p.msg_id}@plan", "assistant",
+             f"Decomposed into {n} subtasks: {plan}", p.task_id, "DECOMPOSE")
     db.execute("UPDATE flow_tasks SET status='waiting', mode='decompose', open_children=?,"
                " children=?, tokens=tokens+?, last_seq=? WHERE task_id=?",
                (n, n, p.tokens, e.seq, p.task_id))
@@ -117,8 +149,10 @@ def _replied(db: sqlite3.Connection, e: StoredEvent) -> None:
         (p.msg_id, e.entity_id, p.task_id, p.kind, p.from_agent, p.to_agent, p.body, e.seq,
          e.ts, e.ts))
     _archive(db, p.in_reply_to, e)
-    row = db.execute("SELECT parent_id, dependents FROM flow_tasks WHERE task_id=?",
-                     (p.task_id,)).fetchone()
+    row = db.execute("SELECT parent_id, dependents, session_id FROM flow_tasks WHERE"
+                     " task_id=?", (p.task_id,)).fetchone()
+    if row is not None:
+        _say(db, e, row[2], f"{p.msg_id}@out", "assistant", p.body, p.task_id, p.kind)
     db.execute(f"UPDATE flow_tasks SET status=?, {'result' if ok else 'error'}=?,"
                " mode=coalesce(nullif(?, ''), mode), tokens=tokens+?, ended_at=?, last_seq=?"
                " WHERE task_id=?",

@@ -128,31 +128,19 @@ def start(tx: WriteTx, agent: str, instruction: str, *, context: dict[str, Any] 
     ctx: dict[str, Any] = {"from_operator": context} if context else {}
     tx.emit(_ev(flow_id, by, fev.FlowTaskSent(msg_id=msg, task_id=root, from_agent=OPERATOR,
                                               to_agent=spec.name, instruction=instruction,
-                                              context=ctx), idem=f"flow-task:{root}"))
+                                              context=ctx,
+                                              session_id=session_for(tx, flow_id, spec.name)),
+                idem=f"flow-task:{root}"))
     return flow_id, WorkItem(flow_id=flow_id, task_id=root, kind="task", agent=spec.name,
                              instruction=instruction, context=ctx, local_id=root_id,
                              msg_id=msg, split=split)
 
 
-def take(tx: WriteTx, item: WorkItem, transcripts: bool) -> str:
-    """The agent starts on a TASK: progress, and the TASK in its flow session."""
-    sid = ""
-    if transcripts:
-        sid = session_for(tx, item.flow_id, item.agent)
-        tx.emit(NewEvent(entity_id=sid, actor=OPERATOR, role="agent", payload=(
-            sev.SessionMessage(msg_id=f"{item.msg_id}@in", role="user",
-                               text=task_text(item),
-                               meta={"flow": item.flow_id, "task": item.task_id,
-                                     "msg": item.msg_id, "kind": "TASK"}))))
+def take(tx: WriteTx, item: WorkItem) -> None:
+    """The agent is still on its TASK after the engine's progress delay: the task shows as
+    running (progress only; a faster turn goes from dispatched to done directly)."""
     tx.emit(_ev(item.flow_id, item.agent, fev.FlowTaskTaken(task_id=item.task_id,
-                                                            msg_id=item.msg_id,
-                                                            session_id=sid)))
-    return sid
-
-
-def task_text(item: WorkItem) -> str:
-    ctx = json.dumps(item.context, ensure_ascii=False, sort_keys=True) if item.context else ""
-    return f"TASK {item.task_id}\n{item.instruction}" + (f"\n\nCONTEXT: {ctx}" if ctx else "")
+                                                            msg_id=item.msg_id)))
 
 
 def session_for(tx: WriteTx, flow_id: str, agent: str) -> str:
@@ -175,30 +163,16 @@ def _link_session(tx: WriteTx, flow_id: str, agent: str, sid: str) -> None:
     tx.emit(_ev(flow_id, agent, fev.FlowSessionLinked(agent=agent, session_id=sid)))
 
 
-def _transcript(tx: WriteTx, flow_id: str, agent: str, task_id: str, msg_id: str, text: str,
-                kind: str) -> None:
-    row = tx.one("SELECT session_id FROM flow_sessions WHERE flow_id=? AND agent=?",
-                 (flow_id, agent))
-    if row is None:
-        return
-    tx.emit(NewEvent(entity_id=row["session_id"], actor=agent, role="agent",
-                     payload=sev.SessionMessage(msg_id=f"{msg_id}@out", role="assistant",
-                                                text=text, meta={"flow": flow_id,
-                                                                 "task": task_id,
-                                                                 "msg": msg_id,
-                                                                 "kind": kind})))
-
-
 def _dispatch(tx: WriteTx, row: dict[str, Any], from_agent: str, parent_ctx: str
               ) -> WorkItem:
     """Send the TASK of a pending subtask whose dependencies are done. Its context: the
     notes the coordinator wrote for it and the results of its dependencies."""
-    deps = json.loads(row["depends_on"])
     inputs: dict[str, Any] = {}
-    parent = row["parent_id"]
-    for dep in deps:
-        d = tx.one("SELECT result FROM flow_tasks WHERE task_id=?", (f"{parent}/{dep}",))
-        inputs[dep] = d["result"] if d else None
+    if row["depends_on"] != "[]":  # the dependencies' results, in one statement
+        inputs = {d["local_id"]: d["result"] for d in tx.all(
+            "SELECT local_id, result FROM flow_tasks WHERE task_id IN (SELECT ? || '/' ||"
+            " value FROM json_each(?))", (row["parent_id"], row["depends_on"]))}
+        inputs = {dep: inputs.get(dep) for dep in json.loads(row["depends_on"])}
     ctx: dict[str, Any] = {}
     notes = _context(row["context"])
     if notes:
@@ -208,7 +182,9 @@ def _dispatch(tx: WriteTx, row: dict[str, Any], from_agent: str, parent_ctx: str
     msg = task_msg_id(row["task_id"])
     tx.emit(_ev(row["flow_id"], from_agent, fev.FlowTaskSent(
         msg_id=msg, task_id=row["task_id"], from_agent=from_agent, to_agent=row["agent"],
-        instruction=row["instruction"], context=ctx), idem=f"flow-task:{row['task_id']}"))
+        instruction=row["instruction"], context=ctx,
+        session_id=row["session_id"] or session_for(tx, row["flow_id"], row["agent"])),
+        idem=f"flow-task:{row['task_id']}"))
     return WorkItem(flow_id=row["flow_id"], task_id=row["task_id"], kind="task",
                     agent=row["agent"], instruction=row["instruction"], context=ctx,
                     depth=int(row["depth"]), local_id=row["local_id"], msg_id=msg)
@@ -235,12 +211,10 @@ def decompose(tx: WriteTx, task_id: str, raw: Any, tokens: int = 0) -> Outcome:
                          payload=ev.PermissionRefused(action="flow.decompose", target=task_id,
                                                       reason=str(exc))))
         return complete(tx, task_id, False, reason, "refused", tokens)
+    for agent in sorted({sub.agent for sub in subs}):  # their sessions, before the rows
+        session_for(tx, t["flow_id"], agent)
     tx.emit(_ev(t["flow_id"], t["agent"], fev.FlowDecomposed(
         task_id=task_id, msg_id=msg, subtasks=[s.model_dump() for s in subs], tokens=tokens)))
-    plan = "; ".join(f"{s.id} -> {s.agent}" + (f" after {', '.join(s.depends_on)}"
-                                               if s.depends_on else "") for s in subs)
-    _transcript(tx, t["flow_id"], t["agent"], task_id, msg, f"Decomposed into {len(subs)}"
-                f" subtasks: {plan}", "DECOMPOSE")
     out = Outcome()
     for s in subs:
         if not s.depends_on:
@@ -261,8 +235,6 @@ def complete(tx: WriteTx, task_id: str, ok: bool, body: str, mode: str, tokens: 
     if t["status"] not in RUNNABLE:
         return ignore(tx, flow_id, msg, task_id, kind, t["agent"],
                       f"task {task_id} is {t['status']}")
-    if tx.one("SELECT 1 FROM flow_messages WHERE msg_id=?", (msg,)) is not None:
-        return ignore(tx, flow_id, msg, task_id, kind, t["agent"], "duplicate message id")
     parent = tx.one("SELECT * FROM flow_tasks WHERE task_id=?", (t["parent_id"],)) \
         if t["parent_id"] else None
     to = parent["agent"] if parent else OPERATOR
@@ -270,7 +242,6 @@ def complete(tx: WriteTx, task_id: str, ok: bool, body: str, mode: str, tokens: 
         msg_id=msg, kind=kind, task_id=task_id, from_agent=t["agent"], to_agent=to, body=body,
         in_reply_to=t["task_msg"] or "", mode=mode, tokens=tokens),
         idem=f"flow-reply:{task_id}"))
-    _transcript(tx, flow_id, t["agent"], task_id, msg, body, kind)
     out = Outcome()
     if not ok:
         reason = body
@@ -285,7 +256,6 @@ def complete(tx: WriteTx, task_id: str, ok: bool, body: str, mode: str, tokens: 
                 from_agent=parent["agent"], to_agent=grand["agent"] if grand else OPERATOR,
                 body=reason, in_reply_to=parent["task_msg"] or "", mode="failed"),
                 idem=f"flow-reply:{parent['task_id']}"))
-            _transcript(tx, flow_id, parent["agent"], parent["task_id"], pmsg, reason, "ERROR")
             cur = parent
             parent = tx.one("SELECT * FROM flow_tasks WHERE task_id=?",
                             (parent["parent_id"],)) if parent["parent_id"] else None
@@ -296,9 +266,10 @@ def complete(tx: WriteTx, task_id: str, ok: bool, body: str, mode: str, tokens: 
         _finish(tx, flow_id, "done", body, "", t["agent"])
         out.finished = "done"
         return out
-    for dep in json.loads(t["dependents"]):
-        row = _task(tx, f"{parent['task_id']}/{dep}")
-        if row["waiting"] == 0 and row["status"] == "pending":
+    if t["dependents"] != "[]":  # the dependents this reply unblocked, in one statement
+        for row in tx.all("SELECT * FROM flow_tasks WHERE task_id IN (SELECT ? || '/' ||"
+                          " value FROM json_each(?)) AND waiting=0 AND status='pending'"
+                          " ORDER BY ord", (parent["task_id"], t["dependents"])):
             out.items.append(_dispatch(tx, row, parent["agent"], parent["context"]))
     if parent["open_children"] == 1 and parent["status"] == "waiting":
         p = _task(tx, parent["task_id"])
