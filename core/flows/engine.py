@@ -26,6 +26,7 @@ from typing import Any
 
 from .. import leases
 from ..agents.config import ClawtowerConfig
+from ..aio import wait_event
 from ..errors import ClawError
 from ..liveness import liveness, process_tag
 from ..sessions.specs import AgentSpec
@@ -135,8 +136,7 @@ class FlowEngine:
                 return True
             if stop.is_set() or time.monotonic() > deadline:
                 return False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), min(1.0, self.lease_ttl_s / 3))
+            await wait_event(stop, min(1.0, self.lease_ttl_s / 3))
         renew = asyncio.create_task(self._renew())
         try:
             await self.scan()
@@ -163,9 +163,7 @@ class FlowEngine:
                 # of them per completion: O(1) per node)
                 self._wake.clear()
                 if not (self.queue and len(self.inflight) < self.concurrency):
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(self.scan_every_s):
-                            await self._wake.wait()
+                    await wait_event(self._wake, self.scan_every_s)
                 if time.monotonic() - last_scan > self.scan_every_s:
                     await self.scan()
                     last_scan = time.monotonic()
