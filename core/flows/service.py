@@ -362,12 +362,14 @@ class Flows:
         return await self.store.fetchall("SELECT * FROM flows ORDER BY num DESC LIMIT ?",
                                          (limit,))
 
-    async def get(self, flow_id: str) -> dict[str, Any]:
+    async def get(self, flow_id: str, limit: int | None = None) -> dict[str, Any]:
         """The flow and its tasks in tree order (each task after its parent, siblings in
-        the order their coordinator listed them)."""
+        the order their coordinator listed them). `limit`: only the first tasks created
+        (a parent is always created before its subtasks, so the tree stays whole)."""
+        cap = f" ORDER BY rowid LIMIT {int(limit)}" if limit is not None else ""
         flow, tasks = await self.store.fetch_many([
             ("SELECT * FROM flows WHERE id=?", (flow_id,)),
-            ("SELECT * FROM flow_tasks WHERE flow_id=?", (flow_id,))])
+            (f"SELECT * FROM flow_tasks WHERE flow_id=?{cap}", (flow_id,))])
         if not flow:
             raise NotFound(f"flow {flow_id}: no such flow")
         return {"flow": flow[0], "tasks": tree_order(tasks)}

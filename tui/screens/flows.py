@@ -98,10 +98,10 @@ async def read_rows(flows: Flows) -> list[dict[str, Any]]:
     """The newest flows and their task trees, as list rows in display order."""
     out: list[dict[str, Any]] = []
     for f in await flows.flows(limit=FLOWS_SHOWN):
-        tasks = (await flows.get(f["id"]))["tasks"]
+        tasks = (await flows.get(f["id"], limit=NODES_SHOWN * 4))["tasks"]
         shown = tasks[:NODES_SHOWN]
         out.append({**f, "kind": "flow", "order": len(out),
-                    "hidden": len(tasks) - len(shown)})
+                    "hidden": int(f["nodes"]) - len(shown)})
         for t in shown:
             out.append({**t, "id": t["task_id"], "kind": "task", "order": len(out)})
     return out
@@ -180,12 +180,12 @@ class FlowsScreen(ListDetailScreen):
         assert self.capp.store is not None
         flows = Flows(self.capp.store)
         flow_id = key.split("/", 1)[0]
-        got = await flows.get(flow_id)
-        task_id = key if "/" in key else got["flow"]["root_task"]
-        task = next((t for t in got["tasks"] if t["task_id"] == task_id), None)
-        if task is None:
+        flow = next((r for r in self.rows if r["id"] == flow_id), None)
+        if flow is None:
             return None
-        return {"flow": got["flow"], "task": task, "is_flow": "/" not in key,
+        task_id = key if "/" in key else flow["root_task"]
+        task = await flows.task(task_id)
+        return {"flow": flow, "task": task, "is_flow": "/" not in key,
                 "mail": await flows.mailbox(task["agent"], self.box, flow_id, MAIL_SHOWN),
                 "transcript": await flows.transcript(task_id)}
 
