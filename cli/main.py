@@ -28,6 +28,7 @@ from . import (
     demo,
     events,
     expert,
+    flow,
     meeting,
     serve,
     session,
@@ -41,7 +42,7 @@ from .common import CommandParser, add_config_option, default_agents_file, opera
 # The command groups, in the order `clawtower --help` lists them.
 COMMAND_GROUPS: tuple[ModuleType, ...] = (
     demo, serve, events, task, approvals, meeting, store_admin, workflow, agents, tools,
-    session, expert,
+    session, expert, flow,
 )
 
 
