@@ -29,6 +29,7 @@ from . import (
     demo,
     events,
     expert,
+    flow,
     meeting,
     serve,
     session,
@@ -42,7 +43,7 @@ from .common import CommandParser, add_config_option, default_agents_file, opera
 # The command groups, in the order `clawtower --help` lists them.
 COMMAND_GROUPS: tuple[ModuleType, ...] = (
     demo, serve, events, task, approvals, meeting, store_admin, workflow, agents, tools,
-    session, expert, acp,
+    session, expert, flow, acp,
 )
 
 

@@ -47,6 +47,9 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
         sys.stderr.write(f"clawtower: warning: sessions not run: {exc}\n")
         sessions = None
     sessions_stop = asyncio.Event()
+    from core.flows.engine import model_engine  # flows (core/flows): stop with the sessions
+
+    flows = model_engine(store, sessions.config) if sessions is not None else None
 
     def stop() -> None:
         engine.stop()
@@ -60,12 +63,15 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
     follower = asyncio.create_task(print_progress(store, await store.last_seq(), quiet, done))
     runner = asyncio.create_task(engine.run())
     session_task = asyncio.create_task(sessions.run(sessions_stop)) if sessions else None
+    flow_task = asyncio.create_task(flows.run(sessions_stop)) if flows else None
     try:
         if until_idle:
             while not engine.holding and not runner.done():
                 await asyncio.sleep(0.05)
             idle = await engine.orchestrator.run_until_idle(timeout_s=3600)
             while sessions is not None and (sessions.running or not await sessions.quiet()):
+                await asyncio.sleep(0.05)
+            while flows is not None and not await flows.idle():
                 await asyncio.sleep(0.05)
             stop()
             if not idle:
@@ -76,6 +82,8 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
         await runner
         if session_task is not None:
             await session_task
+        if flow_task is not None:
+            await flow_task
         done.set()
         await follower
     for err in engine.orchestrator.errors:

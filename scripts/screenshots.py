@@ -117,6 +117,45 @@ async def seed_acp_store(db: str) -> None:
         await store.close()
 
 
+def flows(key: str) -> Step:
+    """Mode 7 with node `key` selected (the briefing's figures node: the sub-DAG it
+    coordinated, its outbox and its session transcript)."""
+    async def step(pilot: Pilot[None], app: ClawtowerApp) -> None:
+        await pilot.press("7")
+        for _ in range(300):
+            await pilot.pause(0.02)
+            if getattr(app.screen, "rows", []):
+                break
+        from tui.screens.flows import FlowTree
+
+        app.screen.query_one(FlowTree).move_cursor_to_key(key)
+        for _ in range(300):
+            await pilot.pause(0.02)
+            detail = getattr(app.screen, "detail", None)
+            if detail is not None and detail["task"]["task_id"] == key:
+                break
+        await pilot.press("b")  # the outbox: its TASKs to the fetchers, its REPLY upward
+        for _ in range(300):
+            await pilot.pause(0.02)
+            detail = getattr(app.screen, "detail", None)
+            if detail is not None and any(m["kind"] == "REPLY" for m in detail["mail"]):
+                break
+        await _settle(pilot)
+
+    return step
+
+
+async def seed_flow_store(db: str) -> None:
+    from core import open_store
+    from core.flows.demo import seed_flows
+
+    store = await open_store(db)
+    try:
+        await seed_flows(store, ROOT / "examples" / "demo" / "agents.yaml", live=False)
+    finally:
+        await store.close()
+
+
 async def acp_permission(pilot: Pilot[None], app: ClawtowerApp) -> None:
     """Mode 2 with a coding harness's permission request (ACP) selected."""
     from core.acp.demo import APPROVAL_ID
@@ -218,6 +257,7 @@ async def main(out: Path, size: tuple[int, int], only: list[str] | None = None) 
             ("4-sessions", sessions("S-1"), None),
             ("4-sessions-steer", sessions("S-5"), None),
             ("5-workflows", workflows, None),
+            ("7-flows", flows("F-1/q3-brief/q3-figures"), None),
             ("5-workflows-light", workflows, "clawtower-light"),
             ("workflow-input-answer", answer_input, None),
             ("unblock-choice", unblock_choice, None),
@@ -241,6 +281,8 @@ async def main(out: Path, size: tuple[int, int], only: list[str] | None = None) 
                 await seed_session_store(copy)
             if "acp" in name:  # a harness's turn waiting at its permission request
                 await seed_acp_store(copy)
+            if name.startswith("7-flows"):  # a finished and a failed flow
+                await seed_flow_store(copy)
             if name.startswith(("5-workflows", "workflow-")):  # one done, two at gates
                 await seed_workflows(copy)
             paths.append(await shoot(copy, out, name, step, rest[0] if rest else size, theme))

@@ -489,6 +489,7 @@ class TurnRecords:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.path = store.path
+        self.clock = store.clock
         self.queued: list[asyncio.Future[list[int]]] = []
 
     async def execute(self, command: Command[T]) -> T:

@@ -11,5 +11,6 @@ __all__ = ["Command", "SQLiteStore", "Store", "WriteTx", "open_store"]
 # projection tables) register the same way.
 from ..acp import projections as _acp_projections  # noqa: F401
 from ..experts import events as _expert_events  # noqa: F401
+from ..flows import projections as _flow_projections  # noqa: F401
 from ..meetings import projections as _meeting_projections  # noqa: F401
 from ..sessions import projections as _session_projections  # noqa: F401

@@ -307,6 +307,47 @@ CREATE TABLE acp_writes (
 CREATE INDEX acp_writes_by_status ON acp_writes(status);
 """
 
+FLOWS_SCHEMA = """
+CREATE TABLE flows (
+    id TEXT PRIMARY KEY, num INTEGER NOT NULL, agent TEXT NOT NULL, instruction TEXT NOT NULL,
+    status TEXT NOT NULL, result TEXT, error TEXT, root_task TEXT NOT NULL,
+    limits TEXT NOT NULL, split INTEGER NOT NULL DEFAULT 0,
+    nodes INTEGER NOT NULL DEFAULT 1, done INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0, ignored INTEGER NOT NULL DEFAULT 0,
+    created_by TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+    ended_at REAL, last_seq INTEGER NOT NULL
+);
+CREATE TABLE flow_tasks (
+    task_id TEXT PRIMARY KEY, flow_id TEXT NOT NULL, parent_id TEXT, local_id TEXT NOT NULL,
+    depth INTEGER NOT NULL, ord INTEGER NOT NULL, agent TEXT NOT NULL,
+    instruction TEXT NOT NULL, context TEXT NOT NULL, depends_on TEXT NOT NULL,
+    dependents TEXT NOT NULL, waiting INTEGER NOT NULL, open_children INTEGER NOT NULL
+    DEFAULT 0, children INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL, mode TEXT,
+    result TEXT, error TEXT, tokens INTEGER NOT NULL DEFAULT 0, session_id TEXT,
+    task_msg TEXT, dispatched_at REAL, started_at REAL, ended_at REAL, last_seq INTEGER NOT NULL
+);
+CREATE INDEX flow_tasks_open ON flow_tasks(flow_id, status);
+CREATE INDEX flow_tasks_by_parent ON flow_tasks(parent_id, ord);
+CREATE TABLE flow_messages (
+    msg_id TEXT PRIMARY KEY, flow_id TEXT NOT NULL, task_id TEXT NOT NULL, kind TEXT NOT NULL,
+    from_agent TEXT NOT NULL, to_agent TEXT NOT NULL, body TEXT NOT NULL,
+    context TEXT NOT NULL, status TEXT NOT NULL, seq INTEGER NOT NULL, at REAL NOT NULL,
+    processed_at REAL
+);
+CREATE INDEX flow_messages_to ON flow_messages(to_agent, status, seq);
+CREATE INDEX flow_messages_from ON flow_messages(from_agent, seq);
+CREATE TABLE flow_ignored (
+    seq INTEGER PRIMARY KEY, flow_id TEXT NOT NULL, msg_id TEXT NOT NULL,
+    task_id TEXT NOT NULL, kind TEXT NOT NULL, agent TEXT NOT NULL, reason TEXT NOT NULL,
+    at REAL NOT NULL
+);
+CREATE INDEX flow_ignored_by_agent ON flow_ignored(agent, seq);
+CREATE TABLE flow_sessions (
+    flow_id TEXT NOT NULL, agent TEXT NOT NULL, session_id TEXT NOT NULL,
+    PRIMARY KEY (flow_id, agent)
+);
+"""
+
 PROJECTION_TABLES: dict[str, str] = {
     # table -> ORDER BY used to compare live and rebuilt projections
     "tasks": "id",
@@ -343,6 +384,11 @@ PROJECTION_TABLES: dict[str, str] = {
     "acp_permissions": "approval_id",
     "acp_rules": "id",
     "acp_writes": "idem_key",
+    "flows": "id",
+    "flow_tasks": "task_id",
+    "flow_messages": "msg_id",
+    "flow_ignored": "seq",
+    "flow_sessions": "flow_id, agent",
 }
 
 # (version, script). Version 1 creates everything; later versions append here.
@@ -354,11 +400,12 @@ MIGRATIONS: list[tuple[int, str]] = [
     (5, TURNS_SCHEMA),
     (6, SESSIONS_SCHEMA),
     (9, ACP_SCHEMA),
+    (7, FLOWS_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 
 # Every projection table as the latest version has it (replays build into a fresh database).
 PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA
-                     + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + ACP_SCHEMA)
+                     + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + FLOWS_SCHEMA + ACP_SCHEMA)
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)

@@ -32,7 +32,7 @@ from .. import events as ev
 from .. import leases
 from ..errors import AlreadyDecided, ClawError, Conflict, NotFound, ValidationError
 from ..events import NewEvent
-from ..liveness import end_group, liveness, process_tag
+from ..liveness import end_group, holder_gone, liveness, process_tag
 from ..store.interface import Store, WriteTx
 from ..tasks import commands as c
 from ..tasks.permissions import Role
@@ -66,11 +66,6 @@ _ADOPTED_AWAY: weakref.WeakKeyDictionary[asyncio.Task[Any], str] = weakref.WeakK
 
 def lease_name(run_id: str) -> str:
     return f"workflow:{run_id}"
-
-
-def holder_gone(owner: str) -> bool:
-    """A lease owner (`host:pid:start#n`) whose process is known gone from this host."""
-    return liveness(owner.partition("#")[0]) == "gone"
 
 
 def repeatable(step: dict[str, Any]) -> bool:
@@ -301,9 +296,11 @@ class Workflows:
                        active=frozenset({str(path.resolve())}), spawned=recorder.spawned)
 
     async def _pipeline(self, step_id: str, text: str, data: Any, env: dict[str, str],
-                        cwd: str) -> dict[str, Any]:
+                        cwd: str, on_spawn: Callable[[int], None] | None = None
+                        ) -> dict[str, Any]:
         try:
-            return await run_pipeline(step_id, text, data, env, cwd, self.llm)
+            return await run_pipeline(step_id, text, data, env, cwd, self.llm,
+                                      on_spawn=on_spawn)
         except PipelineFailure as exc:
             raise WorkflowError(str(exc)) from None
         except ClawError as exc:
