@@ -10,7 +10,7 @@ from tui_helpers import SIZE, shown, until
 
 from core import open_store
 from core.acp.demo import APPROVAL_ID, RUN_ID, seed_acp
-from core.acp.events import AcpToolCall
+from core.acp.events import AcpText, AcpToolCall
 from core.approvals import Approvals
 from core.events import NewEvent
 from tui.app import ClawtowerApp
@@ -67,6 +67,7 @@ async def test_mode_4_shows_the_harness_pane(tmp_path: Path) -> None:
         assert "edit: Modifying critical configuration file" in pane
         assert "diff /srv/acme-shop/config.json" in pane and '"timeout_s": 30' in pane
         assert "plan [in_progress]" in pane and f"waiting in mode 2 ({APPROVAL_ID})" in pane
+        assert "Let me start by reading some files" in pane  # the running turn's text
         # another process answers and the harness goes on: the pane follows, live
         other = await open_store(db)
         try:
@@ -74,11 +75,15 @@ async def test_mode_4_shows_the_harness_pane(tmp_path: Path) -> None:
             await other.append([NewEvent(
                 entity_id=RUN_ID, actor="acp:zed-example", role="agent",
                 payload=AcpToolCall(call_id="call_2", status="completed"))])
+            await other.append([NewEvent(
+                entity_id=RUN_ID, actor="acp:zed-example", role="agent",
+                payload=AcpText(text=" Configuration updated."))])
         finally:
             await other.close()
 
         def updated() -> bool:
             text = shown(app.screen.query_one("#ses-acp"))
-            return "completed edit: Modifying" in text and "-> allow by bob" in text
+            return ("completed edit: Modifying" in text and "-> allow by bob" in text
+                    and "Configuration updated." in text)
 
         await until(pilot, updated, timeout=20)

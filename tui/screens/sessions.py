@@ -115,13 +115,14 @@ def touched(delta: Delta) -> tuple[bool, set[str]]:
 
 
 def acp_touches(delta: Delta, sid: str, detail: dict[str, Any] | None) -> bool:
-    """Did `delta` move an ACP run of session `sid` (a new run, a tool call, a plan, a
-    permission request or its answer)? Streamed text is left out: the pane does not show it."""
+    """Did `delta` move an ACP run of session `sid` (a new run, streamed text, a tool call, a
+    plan, a permission request or its answer)? Text is committed at most ten times a second
+    (core.acp.client.FLUSH_S), so following it from another process stays cheap."""
     acp = (detail or {}).get("acp") or []
     runs = {d["run"]["id"] for d in acp}
     asked = {p["approval_id"] for d in acp for p in d["permissions"]}
     for e in delta.events:
-        if not e.type.startswith("acp.") or e.type == "acp.text":
+        if not e.type.startswith("acp."):
             continue
         if e.type == "acp.run_started" and getattr(e.payload, "subject", "") == sid:
             return True
@@ -365,6 +366,9 @@ def acp_renderable(pal: Palette, runs: list[dict[str, Any]]) -> RenderableType:
         if r["error"]:
             head.append(f"  {r['error'][:160]}", style=pal.tone("failed"))
         rows.append(head)
+        if r["status"] == "running" and r["text"]:  # its text so far, from any process
+            rows.append(Text(f"  …{r['text'][-STREAM_TAIL:]}" if len(r["text"]) > STREAM_TAIL
+                             else f"  {r['text']}", style=pal.tone("active")))
         for e in d["evidence"]:
             if e["kind"] == "plan":
                 for entry in e["body"]["entries"]:
