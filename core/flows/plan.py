@@ -18,7 +18,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ValidationError
-from ..sessions.specs import AgentSpec
+from ..sessions.specs import AgentSpec, may_spawn
 
 ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MAX_INSTRUCTION_CHARS = 20_000
@@ -83,10 +83,7 @@ def decision_schema(agents: list[str] | None, *, force_split: bool = False,
 
 
 def allowed(sender: AgentSpec, target: str) -> bool:
-    allow = sender.config.policy.subagents
-    if allow is None:
-        return target != sender.name
-    return "*" in allow or target in allow
+    return may_spawn(sender.config.policy.subagents, sender.name, target)
 
 
 def delegates(sender: AgentSpec, specs: Mapping[str, AgentSpec]) -> list[str]:
