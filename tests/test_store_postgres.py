@@ -12,6 +12,7 @@ from core import events as ev
 from core.errors import StoreError
 from core.events import NewEvent
 from core.store import open_store
+from core.store.postgres import open_postgres
 from core.store.schema import LATEST_VERSION
 
 
@@ -77,10 +78,39 @@ async def test_a_newer_log_is_refused(pg_url):
         await open_store(pg_url)
 
 
-async def test_an_unreachable_server_is_a_one_line_store_error(pg_url):
+async def test_an_unreachable_server_is_a_one_line_store_error(pg_url, monkeypatch):
+    import time
+
+    monkeypatch.setenv("CLAWTOWER_DB_OPEN_TIMEOUT", "1.5")
     bad = pg_url.replace("host=", "host=/nonexistent")
-    with pytest.raises(StoreError, match="cannot connect"):
+    t0 = time.monotonic()
+    with pytest.raises(StoreError, match=r"cannot connect .*gave up after \d+ attempt") as exc:
         await open_store(bad)
+    assert 0.5 < time.monotonic() - t0 < 15, "opening retried with a bounded backoff"
+    assert "\n" not in str(exc.value)
+
+
+async def test_opening_waits_for_a_server_that_is_starting(pg_server_url):
+    """A store opened while its server is down (a restart, a machine booting) opens once the
+    server answers, within the open timeout, instead of failing at the first refusal."""
+    import asyncio
+    import tempfile
+    from pathlib import Path
+
+    from core.store import pglocal
+
+    folder = Path(tempfile.mkdtemp(prefix="clawtower-pgopen-")) / "data"
+    url = pglocal.start(folder, stop_at_exit=True)
+    await asyncio.to_thread(pglocal.stop, folder)
+    opening = asyncio.ensure_future(open_postgres(url, timeout_s=120))
+    await asyncio.sleep(1.0)
+    assert not opening.done(), "opening gave up while the server was down"
+    await asyncio.to_thread(pglocal.start, folder)
+    store = await asyncio.wait_for(opening, 120)
+    try:
+        assert await store.append([note("after boot")]) == [1]
+    finally:
+        await store.close()
 
 
 def test_a_postgres_url_is_never_taken_for_a_path(tmp_path, monkeypatch):

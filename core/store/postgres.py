@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -58,6 +59,8 @@ LOCK_KEY = 0x436C5457
 CHANNEL = "clawtower_events"
 #: how long a write waits for a lost server to come back before failing
 RECONNECT_S = 120.0
+#: how long opening waits for an unreachable server (CLAWTOWER_DB_OPEN_TIMEOUT overrides)
+OPEN_TIMEOUT_S = 15.0
 CATCH_UP_CHUNK = 5000
 EVENT_COLUMNS = "seq, ts, entity, entity_id, type, actor, role, payload, idem_key"
 
@@ -138,9 +141,9 @@ class PostgresStore(BatchWriter, LogReads):
             raise StoreClosed("the store is closed")
         return await self._call(fn, *args)
 
-    async def _open(self) -> None:
+    async def _open(self, timeout_s: float) -> None:
         try:
-            await self._call(self._init)
+            await self._init_retrying(timeout_s)
         except BaseException:
             await self._call(self._shutdown)
             self._pool.shutdown(wait=False)
@@ -148,6 +151,34 @@ class PostgresStore(BatchWriter, LogReads):
         self._last_seq = self._applied
         self._start_writer("clawtower-pg-writer")
         self._listener_task = asyncio.create_task(self._listen(), name="clawtower-pg-listen")
+
+    async def _init_retrying(self, timeout_s: float) -> None:
+        """Open across a server that is down or restarting: retry the connection with a
+        bounded backoff (0.05 s doubling to 1 s) for `timeout_s`, then fail naming the last
+        error. A refusal from a live server (not a store, a newer schema) fails at once."""
+        deadline = time.monotonic() + timeout_s
+        pause, attempts = 0.05, 0
+        while True:
+            attempts += 1
+            try:
+                await self._call(self._connect)
+            except StoreError as exc:
+                if time.monotonic() + pause > deadline:
+                    raise StoreError(f"{exc} (gave up after {attempts} attempt(s) over"
+                                     f" {timeout_s:g} s)") from None
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+                continue
+            try:
+                await self._call(self._init)
+                return
+            except StoreError:
+                if self._pg is not None and not self._pg.broken and not self._pg.closed:
+                    raise  # the server answered and refused: no point retrying
+                if time.monotonic() + pause > deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._pg is not None and not self._pg.closed and not self._pg.broken:
@@ -472,8 +503,17 @@ def log_digest_rows(rows: Sequence[Sequence[Any]]) -> tuple[int, str]:
     return len(rows), h.hexdigest()
 
 
-async def open_postgres(url: str, *, clock: Clock | None = None) -> PostgresStore:
-    """Open (creating the log tables on first use) the store in the database at `url`."""
+def open_timeout() -> float:
+    try:
+        return max(0.0, float(os.environ.get("CLAWTOWER_DB_OPEN_TIMEOUT", OPEN_TIMEOUT_S)))
+    except ValueError:
+        return OPEN_TIMEOUT_S
+
+
+async def open_postgres(url: str, *, clock: Clock | None = None,
+                        timeout_s: float | None = None) -> PostgresStore:
+    """Open (creating the log tables on first use) the store in the database at `url`,
+    waiting up to `timeout_s` (default `open_timeout()`) for a server that is down."""
     store = PostgresStore(url, clock or SystemClock())
-    await store._open()
+    await store._open(open_timeout() if timeout_s is None else timeout_s)
     return store
