@@ -150,3 +150,70 @@ async def test_reads_answer_from_the_replica_while_the_server_is_down(pg_server_
         assert [e.payload.text for e in await store.events_after(0)] == ["kept", "after"]
     finally:
         await store.close()
+
+
+# ------------------------------------------------------------------ kept replicas
+
+
+async def test_reopening_catches_up_only_what_was_logged_since(pg_url):
+    """The replica is kept in a file between opens: a process reopening the store replays
+    only the events logged since it closed (by itself or others), not the whole log."""
+    a = await open_store(pg_url)
+    await a.append([note(f"a{i}") for i in range(200)])
+    await a.close()
+    b = await open_store(pg_url)  # its slot is a's old one: nothing to replay
+    assert (b.kept_seq, b.replayed) == (200, 0)
+    other = await open_store(pg_url)  # open at the same time: another slot, a full replay
+    assert (other.kept_seq, other.replayed) == (0, 200)
+    await other.append([note(f"o{i}") for i in range(7)])
+    await other.close()
+    await b.close()
+    c = await open_store(pg_url)
+    assert c.kept_seq == 200 and c.replayed == 7
+    assert len(await c.events_after(0, limit=1000)) == 207
+    assert await c.verify_projections() == []
+    await c.close()
+
+
+async def test_a_kept_replica_that_does_not_match_the_log_is_rebuilt(pg_url, pg_server_url):
+    """A database dropped and created again under the same URL (a new store id), or a
+    replica file written by another schema version, is never reused."""
+    import sqlite3
+    import urllib.parse
+
+    s = await open_store(pg_url)
+    await s.append([note(f"old{i}") for i in range(5)])
+    replica = s._slot.path
+    await s.close()
+    name = urllib.parse.urlsplit(pg_url).path.lstrip("/")
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    s = await open_store(pg_url)
+    assert s.kept_seq == 0 and await s.events_after(0) == []
+    await s.append([note("new")])
+    again = s._slot.path
+    await s.close()
+    assert again != replica  # another store: another folder
+    con = sqlite3.connect(again)
+    con.execute(f"PRAGMA user_version={LATEST_VERSION - 1}")
+    con.close()
+    s = await open_store(pg_url)
+    try:
+        assert (s.kept_seq, s.replayed) == (0, 1)
+        assert [e.payload.text for e in await s.events_after(0)] == ["new"]
+        assert await s.verify_projections() == []
+    finally:
+        await s.close()
+
+
+async def test_a_replica_in_memory_when_asked(pg_url, monkeypatch):
+    monkeypatch.setenv("CLAWTOWER_REPLICA_DIR", ":memory:")
+    s = await open_store(pg_url)
+    await s.append([note("x")])
+    await s.close()
+    s = await open_store(pg_url)
+    try:
+        assert s._slot is None and (s.kept_seq, s.replayed) == (0, 1)
+    finally:
+        await s.close()

@@ -33,6 +33,7 @@ import hashlib
 import os
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -47,8 +48,9 @@ from ..events import StoredEvent
 from . import projections
 from .postgres_url import redact
 from .reads import LogReads
+from .replica import Slot, memory_replica, replica_root
 from .schema import LATEST_VERSION
-from .sqlite import _tuple_to_event, check_and_migrate, verify_connection
+from .sqlite import _tuple_to_event, verify_connection
 from .writer import BatchResult, BatchWriter, Job, first_line, run_commands
 from .writer import dict_factory as _dict_factory
 
@@ -117,21 +119,20 @@ class PostgresStore(BatchWriter, LogReads):
         self.clock = clock
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="clawtower-pg")
         self._pg: psycopg.Connection[Any] | None = None  # the pool thread's connection
-        self._replica = self._new_replica()
+        # the replica: in memory until `_init` attaches this process's (core/store/replica.py)
+        self._replica = sqlite3.connect(":memory:", check_same_thread=False)
+        self._slot: Slot | None = None
+        self._attached = False
         self._applied = 0  # the replica's last seq (pool thread only)
         self._down_until = 0.0  # reads skip catching up until then (server unreachable)
         self._init_writer_state()
         self._listener_task: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()  # set while LISTEN is live (tests, benchmarks)
         self.retries = 0
+        self.replayed = 0  # events applied to the replica from the log (the open's catch-up)
+        self.kept_seq = 0  # the seq the replica kept from an earlier open started at
 
     # ------------------------------------------------------------------ lifecycle
-
-    @staticmethod
-    def _new_replica() -> sqlite3.Connection:
-        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        check_and_migrate(conn, ":memory:")  # whatever migrations this build has
-        return conn
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
@@ -215,9 +216,54 @@ class PostgresStore(BatchWriter, LogReads):
                 if version < LATEST_VERSION:
                     pg.execute("UPDATE clawtower_meta SET value=%s WHERE key='schema_version'",
                                (str(LATEST_VERSION),))
+                # the store's identity (a store from before it gets one now): a replica kept
+                # for another database under the same URL is never reused
+                pg.execute("INSERT INTO clawtower_meta VALUES ('store_id', %s)"
+                           " ON CONFLICT (key) DO NOTHING", (uuid.uuid4().hex,))
+                row = pg.execute(
+                    "SELECT value FROM clawtower_meta WHERE key='store_id'").fetchone()
+                store_id = str(row[0]) if row else ""
         except psycopg.Error as exc:
             raise StoreError(f"{self.path}: cannot open store ({first_line(exc)})") from None
+        if not self._attached:
+            self._attach_replica(store_id)
         self._catch_up()
+
+    def _attach_replica(self, store_id: str) -> None:
+        """This process's replica: its slot's file, caught up from where it was left (or
+        thrown away when it does not match the log); in memory when no slot can be had."""
+        root = replica_root()
+        slot = Slot.take(root, self.url, store_id, self.path) if root is not None else None
+        conn: sqlite3.Connection | None = None
+        if slot is not None:
+            try:
+                conn = slot.open()
+                applied = int(conn.execute(
+                    "SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+                if applied and not self._matches(conn, applied):
+                    conn.close()
+                    slot.discard()
+                    conn, applied = slot.open(), 0
+            except (OSError, sqlite3.Error):
+                if conn is not None:
+                    conn.close()
+                slot.close()
+                slot, conn = None, None
+        self._replica.close()
+        if conn is None or slot is None:
+            self._replica, self._applied = memory_replica(), 0
+        else:
+            self._replica, self._slot, self._applied = conn, slot, applied
+        self.kept_seq = self._applied
+        self._attached = True
+
+    def _matches(self, replica: sqlite3.Connection, seq: int) -> bool:
+        """Is the replica's event at `seq` the log's? (A restored or recreated log is not.)"""
+        mine = replica.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE seq=?",
+                               (seq,)).fetchone()
+        theirs = self._connect().execute(
+            f"SELECT {EVENT_COLUMNS} FROM clawtower_events WHERE seq=%s", (seq,)).fetchone()
+        return theirs is not None and mine is not None and tuple(theirs) == tuple(mine)
 
     async def close(self) -> None:
         if self._closed:
@@ -237,6 +283,9 @@ class PostgresStore(BatchWriter, LogReads):
                 self._pg.close()
             self._pg = None
         self._replica.close()
+        if self._slot is not None:
+            self._slot.close()
+            self._slot = None
 
     async def __aenter__(self) -> PostgresStore:
         return self
@@ -272,6 +321,7 @@ class PostgresStore(BatchWriter, LogReads):
             r.execute("ROLLBACK")
             raise
         self._applied = int(rows[-1][0])
+        self.replayed += len(rows)
 
     def _fresh(self) -> None:
         """Catch up for a read; without the server, answer from what this process saw (and
@@ -481,8 +531,13 @@ class PostgresStore(BatchWriter, LogReads):
         """Throw the replica away and rebuild it from the log."""
 
         def rebuild() -> int:
+            if self._slot is not None:  # a kept replica: start its file again
+                self._replica.close()
+                self._slot.discard()
+                self._replica, self._applied = self._slot.open(), 0
+                return self._catch_up()
             old = self._replica
-            self._replica, self._applied = self._new_replica(), 0
+            self._replica, self._applied = memory_replica(), 0
             try:
                 self._catch_up()
             except BaseException:
