@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import re
+import time
+from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,13 +27,15 @@ from .agents.registry import AgentSet
 from .clock import Clock, SystemClock
 from .effects import EffectSink, MemorySink
 from .errors import ClawError
-from .store.interface import Store, WriteTx
+from .events import NewEvent, StoredEvent
+from .store.interface import Command, Store, WriteTx
 from .tasks import commands as c
 from .tasks.permissions import Role
 from .tasks.phases import MAX_ATTEMPTS, Phase
 from .tasks.service import Tasks
 
 log = logging.getLogger("clawtower.orchestrator")
+T = TypeVar("T")
 
 ORCH = "orchestrator"
 
@@ -91,6 +96,79 @@ class AgentOutputError(ClawError):
     pass
 
 
+class TaskLost(ClawError):
+    """Another engine claimed this task after our lease lapsed: we write nothing more to it."""
+
+
+#: (task lease, owner) of the task the current drive works on: its writes are fenced
+_CLAIM: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "clawtower_task_fence", default=None)
+
+
+def _fenced(command: Command[T], name: str, owner: str) -> Command[T]:
+    def run(tx: WriteTx) -> T:
+        # the lease is ours until another owner acquires it (an expired lease nobody took
+        # is still ours): checked in the write's own transaction, so a stalled engine whose
+        # task moved on can never commit a step of it
+        row = tx.one("SELECT owner, released FROM leases WHERE name=?", (name,))
+        if row is None or row["owner"] != owner or row["released"]:
+            raise TaskLost(f"{name}: claimed by {row['owner'] if row else 'nobody'}")
+        return command(tx)
+    return run
+
+
+class _FencedStore:
+    """The store as a drive sees it: every write of a claimed task checks the claim."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.path = store.path
+
+    def _wrap(self, command: Command[T]) -> Command[T]:
+        fence = _CLAIM.get()
+        return command if fence is None else _fenced(command, *fence)
+
+    async def execute(self, command: Command[T]) -> T:
+        return await self._store.execute(self._wrap(command))
+
+    def submit(self, command: Command[T]) -> asyncio.Future[T]:
+        return self._store.submit(self._wrap(command))
+
+    async def append(self, events: Sequence[NewEvent]) -> list[int]:
+        evs = list(events)
+        return await self.execute(lambda tx: [tx.emit(e).seq for e in evs])
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        return await self._store.fetchall(sql, params)
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        return await self._store.fetchone(sql, params)
+
+    async def fetch_many(
+        self, queries: Sequence[tuple[str, Sequence[Any]]]
+    ) -> list[list[dict[str, Any]]]:
+        return await self._store.fetch_many(queries)
+
+    async def events_after(self, seq: int, limit: int = 1000,
+                           entity_id: str | None = None) -> list[StoredEvent]:
+        return await self._store.events_after(seq, limit, entity_id)
+
+    async def last_seq(self) -> int:
+        return await self._store.last_seq()
+
+    async def wait_for_change(self, after_seq: int, timeout: float) -> int:
+        return await self._store.wait_for_change(after_seq, timeout)
+
+    async def verify_projections(self) -> list[str]:
+        return await self._store.verify_projections()
+
+    async def rebuild_projections(self) -> int:
+        return await self._store.rebuild_projections()
+
+    async def close(self) -> None:
+        await self._store.close()
+
+
 def parse_json_reply(text: str, model: type[BaseModel]) -> Any:
     """Strip code fences, parse JSON, validate against the purpose's schema."""
     body = _FENCE.sub("", text.strip())
@@ -119,12 +197,12 @@ class Orchestrator:
         """`owner`: claim each task with a lease (`task:T-N`) before driving it, so engines
         sharing a store divide the tasks and a dead engine's tasks move to a live one when
         their leases expire. None: drive every actionable task (one orchestrator per store)."""
-        self.store = store
+        self.store: Store = _FencedStore(store) if owner is not None else store
         self.owner = owner
         self.lease_ttl_s = lease_ttl_s
         self._renewer: asyncio.Task[None] | None = None
         self.lost: list[str] = []  # tasks whose lease another engine took while we drove them
-        self.tasks = Tasks(store)
+        self.tasks = Tasks(self.store)
         self.agents = agents
         self.clock = clock or SystemClock()
         self.effects = effects or MemorySink()
@@ -183,9 +261,12 @@ class Orchestrator:
         are skipped (a first sieve on the replica spares the write when all are held)."""
         assert self.owner is not None
         owner, ttl = self.owner, self.lease_ttl_s
+        # the latest plausible "now": a sieve may let a held task through (the claim refuses
+        # it), never hold back one whose lease has lapsed
+        now = max(self.clock.now(), time.time())
         held = {r["name"] for r in await self.store.fetchall(
             "SELECT name FROM leases WHERE name LIKE 'task:%' AND released=0 AND owner!=?"
-            " AND expires_at > ?", (owner, self.clock.now()))}
+            " AND expires_at > ?", (owner, now))}
         names = [task_lease(t) for t in free if task_lease(t) not in held]
         if not names:
             return []
@@ -239,6 +320,8 @@ class Orchestrator:
             await self._release(task_id)
         except asyncio.CancelledError:
             raise
+        except TaskLost:  # another engine drives it now: not an error of ours
+            self.lost.append(task_id)
         except Exception as exc:  # a fault (or a bug) must not kill the loop; surface it
             msg = str(exc) if isinstance(exc, ClawError) else f"{type(exc).__name__}: {exc}"
             self.errors = [*self.errors[-99:], f"{task_id}: {msg}"]
@@ -321,12 +404,16 @@ class Orchestrator:
 
     async def drive(self, task_id: str) -> None:
         """Take the next step of one task; loops until it needs a human or finishes."""
-        for _ in range(64):
-            task = await self.tasks.get(task_id)
-            phase = Phase(task["phase"])
-            moved = await self._step(task, phase)
-            if not moved:
-                return
+        token = _CLAIM.set(None if self.owner is None else (task_lease(task_id), self.owner))
+        try:
+            for _ in range(64):
+                task = await self.tasks.get(task_id)
+                phase = Phase(task["phase"])
+                moved = await self._step(task, phase)
+                if not moved:
+                    return
+        finally:
+            _CLAIM.reset(token)
 
     async def _move(self, task: dict[str, Any], to: Phase, reason: str) -> None:
         model = "default"

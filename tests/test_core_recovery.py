@@ -339,3 +339,33 @@ async def test_killed_engine_process_tasks_are_taken_over_after_the_ttl(
         assert integrity(Path(db)) == "ok"
     assert len(ids) == 6
     print(f"\n[figure] task takeover after kill -9: {takeover:.2f} s (ttl {ttl} s)")
+
+
+async def test_a_stalled_engine_writes_nothing_to_a_task_another_engine_took(store_target):
+    """Every write of a drive is fenced by the task's claim, in the write's own transaction:
+    an engine whose lease lapsed and was taken by another commits no step of that task."""
+    from core import leases
+    from core.orchestrator import TaskLost, task_lease
+
+    store = await open_store(store_target)
+    try:
+        tid = await Tasks(store).create(good_spec())
+        o = Orchestrator(store, sim(delay_ms=(0, 0)), owner="A", lease_ttl_s=0.05)
+        assert await leases.acquire(store, task_lease(tid), "A", 0.05)
+        await asyncio.sleep(0.2)  # A stalls past its TTL; B claims the task
+        assert await leases.acquire(store, task_lease(tid), "B", 60)
+        before = await store.last_seq()
+        with pytest.raises(TaskLost, match="claimed by B"):
+            await o.drive(tid)
+        assert [e.type for e in await store.events_after(before)] == []
+        await o._drive_guarded(tid)  # as the loop runs it: lost, not an error
+        assert o.lost == [tid] and o.errors == []
+        assert (await Tasks(store).get(tid))["phase"] == "spec_draft"
+        # an expired claim nobody took is still A's: its drive goes on
+        other = await Tasks(store).create(good_spec(title="other"))
+        assert await leases.acquire(store, task_lease(other), "A", 0.01)
+        await asyncio.sleep(0.05)
+        await o.drive(other)
+        assert (await Tasks(store).get(other))["phase"] == "completed"
+    finally:
+        await store.close()
