@@ -393,22 +393,35 @@ class PostgresStore(BatchWriter, LogReads):
         now = self.clock.now()
         replica_open = False
         try:
-            # round trips are the cost beside the commit's fsync: BEGIN and the lock go in
-            # one simple query, the inserts and the NOTIFY in one pipeline
-            pg.execute(f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY:d})".encode())
-            self._catch_up()
+            # Round trips are the cost beside the commit's fsync: a batch takes two. The
+            # first (one simple query) begins, takes the lock and reads what the replica
+            # lacks; the second inserts the events (bound client-side), notifies and commits.
+            cur = pg.cursor()
+            cur.execute(
+                f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY:d}); SELECT {EVENT_COLUMNS}"
+                f" FROM clawtower_events WHERE seq > {self._applied:d} ORDER BY seq"
+                f" LIMIT {CATCH_UP_CHUNK:d}".encode())
+            cur.nextset()
+            cur.nextset()
+            missed = cur.fetchall()
+            if missed:
+                self._apply_rows(missed)
+                if len(missed) >= CATCH_UP_CHUNK:
+                    self._catch_up()
             r.execute("BEGIN IMMEDIATE")
             replica_open = True
             result = run_commands(r, jobs, now, self.path)
             emitted, texts = result.emitted, result.texts
             if emitted:
-                with pg.pipeline(), pg.cursor() as cur:
-                    cur.executemany(
-                        f"INSERT INTO clawtower_events ({EVENT_COLUMNS})"
-                        " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                        [(e.seq, e.ts, e.entity, e.entity_id, e.type, e.actor, e.role,
-                          text, e.idem_key) for e, text in zip(emitted, texts, strict=True)])
-                    cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(emitted[-1].seq)))
+                bind = psycopg.ClientCursor(pg).mogrify
+                values = ",".join(
+                    bind("(%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                         (e.seq, e.ts, e.entity, e.entity_id, e.type, e.actor, e.role, text,
+                          e.idem_key)) for e, text in zip(emitted, texts, strict=True))
+                tail = (f"INSERT INTO clawtower_events ({EVENT_COLUMNS}) VALUES {values};"
+                        f" SELECT pg_notify('{CHANNEL}', '{emitted[-1].seq:d}'); COMMIT")
+            else:
+                tail = "COMMIT"
         except BaseException as exc:
             if replica_open:
                 r.execute("ROLLBACK")
@@ -420,12 +433,14 @@ class PostgresStore(BatchWriter, LogReads):
                 raise StoreError(f"{self.path}: write failed ({first_line(exc)})") from None
             raise
         try:
-            pg.execute("COMMIT")
+            pg.execute(tail.encode())
         except BaseException as exc:
             r.execute("ROLLBACK")
-            if _lost(exc):
+            if _lost(exc):  # cut off before or during its COMMIT: the log tells which
                 raise _CommitUnknown(
                     result, (emitted[0], texts[0]) if emitted else None) from exc
+            with contextlib.suppress(Exception):  # a refused INSERT: nothing landed
+                pg.execute("ROLLBACK")
             if isinstance(exc, psycopg.Error):
                 raise StoreError(f"{self.path}: write failed ({first_line(exc)})") from None
             raise
