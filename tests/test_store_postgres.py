@@ -5,6 +5,7 @@ schema version guards against older builds, and an unreachable server is a Store
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import psycopg
@@ -23,23 +24,43 @@ def note(text: str) -> NewEvent:
 
 
 def cut_commit(store, *, lands: bool) -> list[int]:
-    """The next COMMIT on the store's connection is lost on the wire: the server either
-    committed it (`lands`) or not, and the client sees a dead connection either way."""
+    """The next batch's last round trip (the pipeline holding its INSERTs, NOTIFY and COMMIT)
+    is lost on the wire: the server either committed it (`lands`) or not, and the client sees
+    a dead connection either way."""
     conn = store._pg
-    real = conn.execute
+    real_cursor, real_pipeline = conn.cursor, conn.pipeline
     fired: list[int] = []
 
-    def execute(query, *args, **kwargs):
-        # a batch's last round trip ends with its COMMIT (INSERT ...; NOTIFY; COMMIT)
-        text = query.decode() if isinstance(query, bytes) else str(query)
-        if text.endswith("COMMIT") and not fired:
+    class Cursor:
+        def __init__(self, cur):
+            self._cur = cur
+
+        def __getattr__(self, name):
+            return getattr(self._cur, name)
+
+        def __enter__(self):
+            self._cur.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self._cur.__exit__(*exc)
+
+        def execute(self, query, *args, **kwargs):
+            if query == "COMMIT" and not lands and not fired:
+                query = "ROLLBACK"
+            return self._cur.execute(query, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def pipeline():
+        with real_pipeline() as p:
+            yield p
+        if not fired:
             fired.append(1)
-            real(text if lands else text[:-len("COMMIT")] + "ROLLBACK")
             conn.close()
             raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return real(query, *args, **kwargs)
 
-    conn.execute = execute
+    conn.cursor = lambda *a, **k: Cursor(real_cursor(*a, **k))
+    conn.pipeline = pipeline
     return fired
 
 
@@ -211,23 +232,34 @@ async def test_a_kept_replica_that_does_not_match_the_log_is_rebuilt(pg_url, pg_
         await s.close()
 
 
-async def test_a_replica_left_open_in_an_earlier_boot_is_rebuilt(pg_url):
-    """The replica file is written without fsyncs: one a process left open is reused after a
-    kill (same boot), but not after the machine went down (another boot id)."""
+async def test_a_snapshot_is_saved_every_so_many_events_and_at_close(pg_url, monkeypatch):
+    """The replica lives in memory while open and is saved every SNAPSHOT_EVERY events (so a
+    killed process's successor replays at most that many) and when the store closes; a
+    snapshot is written whole and renamed into place."""
+    import sqlite3
+
+    from core.store import replica
+
+    monkeypatch.setattr(replica, "SNAPSHOT_EVERY", 5)
+
+    def saved(path: Path) -> int:
+        con = sqlite3.connect(path)
+        try:
+            return int(con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+        finally:
+            con.close()
+
     s = await open_store(pg_url)
-    await s.append([note(f"e{i}") for i in range(3)])
-    marker = s._slot.folder / f"slot-{s._slot.n}.open"
-    assert marker.exists()  # open: marked with this boot
+    path = s._slot.path
+    for i in range(12):
+        await s.append([note(f"e{i}")])
+    assert saved(path) == 10  # saved at 5 and 10, not yet at 12
+    assert not path.with_name(path.name + ".tmp").exists()
     await s.close()
-    assert not marker.exists()
-    marker.write_text(Path("/proc/sys/kernel/random/boot_id").read_text())  # a kill -9
-    s = await open_store(pg_url)
-    assert (s.kept_seq, s.replayed) == (3, 0)
-    await s.close()
-    marker.write_text("another-boot")
+    assert saved(path) == 12
     s = await open_store(pg_url)
     try:
-        assert (s.kept_seq, s.replayed) == (0, 3)
+        assert (s.kept_seq, s.replayed) == (12, 0)
         assert await s.verify_projections() == []
     finally:
         await s.close()

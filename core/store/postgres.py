@@ -46,6 +46,7 @@ from ..clock import Clock, SystemClock
 from ..errors import StoreClosed, StoreError
 from ..events import StoredEvent
 from . import projections
+from . import replica as replica_mod
 from .postgres_url import redact
 from .reads import LogReads
 from .replica import Slot, memory_replica, replica_root
@@ -65,6 +66,8 @@ RECONNECT_S = 120.0
 OPEN_TIMEOUT_S = 15.0
 CATCH_UP_CHUNK = 5000
 EVENT_COLUMNS = "seq, ts, entity, entity_id, type, actor, role, payload, idem_key"
+INSERT_EVENTS = (f"INSERT INTO clawtower_events ({EVENT_COLUMNS})"
+                 " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)")
 
 PG_SCHEMA = f"""
 CREATE TABLE clawtower_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -123,6 +126,7 @@ class PostgresStore(BatchWriter, LogReads):
         self._replica = sqlite3.connect(":memory:", check_same_thread=False)
         self._slot: Slot | None = None
         self._attached = False
+        self._saved = 0  # the seq of the slot's snapshot
         self._applied = 0  # the replica's last seq (pool thread only)
         self._down_until = 0.0  # reads skip catching up until then (server unreachable)
         self._init_writer_state()
@@ -228,34 +232,39 @@ class PostgresStore(BatchWriter, LogReads):
         if not self._attached:
             self._attach_replica(store_id)
         self._catch_up()
+        self._snapshot()
 
     def _attach_replica(self, store_id: str) -> None:
-        """This process's replica: its slot's file, caught up from where it was left (or
-        thrown away when it does not match the log); in memory when no slot can be had."""
+        """This process's replica: its slot's last snapshot, caught up from where it was
+        left (or dropped when it does not match the log); empty when no slot can be had."""
         root = replica_root()
         slot = Slot.take(root, self.url, store_id, self.path) if root is not None else None
-        conn: sqlite3.Connection | None = None
+        conn, applied = memory_replica(), 0
         if slot is not None:
-            try:
-                conn = slot.open()
-                applied = int(conn.execute(
-                    "SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
-                if applied and not self._matches(conn, applied):
-                    conn.close()
-                    slot.discard()
-                    conn, applied = slot.open(), 0
-            except (OSError, sqlite3.Error):
-                if conn is not None:
-                    conn.close()
-                slot.close()
-                slot, conn = None, None
+            loaded = slot.load()
+            seq = int(loaded.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+            if seq and not self._matches(loaded, seq):
+                loaded.close()
+                slot.discard()
+            else:
+                conn.close()
+                conn, applied = loaded, seq
         self._replica.close()
-        if conn is None or slot is None:
-            self._replica, self._applied = memory_replica(), 0
-        else:
-            self._replica, self._slot, self._applied = conn, slot, applied
-        self.kept_seq = self._applied
+        self._replica, self._slot, self._applied = conn, slot, applied
+        self.kept_seq = self._saved = applied
         self._attached = True
+
+    def _snapshot(self, force: bool = False) -> None:
+        """Save the replica to its slot (pool thread) every SNAPSHOT_EVERY events, or now."""
+        if self._slot is None or self._applied == self._saved:
+            return
+        if not force and self._applied - self._saved < replica_mod.SNAPSHOT_EVERY:
+            return
+        try:
+            self._slot.save(self._replica)
+            self._saved = self._applied
+        except (OSError, sqlite3.Error):
+            pass  # a cache: the next open replays a little more
 
     def _matches(self, replica: sqlite3.Connection, seq: int) -> bool:
         """Is the replica's event at `seq` the log's? (A restored or recreated log is not.)"""
@@ -282,6 +291,8 @@ class PostgresStore(BatchWriter, LogReads):
             with contextlib.suppress(Exception):
                 self._pg.close()
             self._pg = None
+        if self._attached:
+            self._snapshot(force=True)
         self._replica.close()
         if self._slot is not None:
             self._slot.close()
@@ -332,6 +343,8 @@ class PostgresStore(BatchWriter, LogReads):
             self._catch_up()
         except (StoreError, psycopg.OperationalError, psycopg.InterfaceError):
             self._down_until = time.monotonic() + 0.5
+            return
+        self._snapshot()  # outside the writers' lock: a snapshot never holds it
 
     # ------------------------------------------------------------------ writing
 
@@ -395,7 +408,7 @@ class PostgresStore(BatchWriter, LogReads):
         try:
             # Round trips are the cost beside the commit's fsync: a batch takes two. The
             # first (one simple query) begins, takes the lock and reads what the replica
-            # lacks; the second inserts the events (bound client-side), notifies and commits.
+            # lacks; the second (one pipeline) inserts the events, notifies and commits.
             cur = pg.cursor()
             cur.execute(
                 f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY:d}); SELECT {EVENT_COLUMNS}"
@@ -412,16 +425,8 @@ class PostgresStore(BatchWriter, LogReads):
             replica_open = True
             result = run_commands(r, jobs, now, self.path)
             emitted, texts = result.emitted, result.texts
-            if emitted:
-                bind = psycopg.ClientCursor(pg).mogrify
-                values = ",".join(
-                    bind("(%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                         (e.seq, e.ts, e.entity, e.entity_id, e.type, e.actor, e.role, text,
-                          e.idem_key)) for e, text in zip(emitted, texts, strict=True))
-                tail = (f"INSERT INTO clawtower_events ({EVENT_COLUMNS}) VALUES {values};"
-                        f" SELECT pg_notify('{CHANNEL}', '{emitted[-1].seq:d}'); COMMIT")
-            else:
-                tail = "COMMIT"
+            rows = [(e.seq, e.ts, e.entity, e.entity_id, e.type, e.actor, e.role, text,
+                     e.idem_key) for e, text in zip(emitted, texts, strict=True)]
         except BaseException as exc:
             if replica_open:
                 r.execute("ROLLBACK")
@@ -433,7 +438,13 @@ class PostgresStore(BatchWriter, LogReads):
                 raise StoreError(f"{self.path}: write failed ({first_line(exc)})") from None
             raise
         try:
-            pg.execute(tail.encode())
+            if rows:  # one pipeline: the INSERTs (prepared), the NOTIFY and the COMMIT
+                with pg.pipeline(), pg.cursor() as cur:
+                    cur.executemany(INSERT_EVENTS, rows)
+                    cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(emitted[-1].seq)))
+                    cur.execute("COMMIT")
+            else:
+                pg.execute("COMMIT")
         except BaseException as exc:
             r.execute("ROLLBACK")
             if _lost(exc):  # cut off before or during its COMMIT: the log tells which
@@ -447,6 +458,7 @@ class PostgresStore(BatchWriter, LogReads):
         r.execute("COMMIT")
         if emitted:
             self._applied = emitted[-1].seq
+            self._snapshot()
         return result
 
     # ------------------------------------------------------------------ reading
@@ -546,11 +558,6 @@ class PostgresStore(BatchWriter, LogReads):
         """Throw the replica away and rebuild it from the log."""
 
         def rebuild() -> int:
-            if self._slot is not None:  # a kept replica: start its file again
-                self._replica.close()
-                self._slot.discard()
-                self._replica, self._applied = self._slot.open(), 0
-                return self._catch_up()
             old = self._replica
             self._replica, self._applied = memory_replica(), 0
             try:
@@ -561,6 +568,10 @@ class PostgresStore(BatchWriter, LogReads):
                     old.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
                 raise
             old.close()
+            if self._slot is not None:  # the old snapshot is what was thrown away
+                self._slot.discard()
+                self._saved = 0
+                self._snapshot(force=True)
             return self._applied
 
         return await self._read(rebuild)
