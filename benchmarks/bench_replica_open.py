@@ -11,6 +11,9 @@ times `open_store(url)` + `close()` in this process:
   kept, reopen      the replica left by the previous open: nothing to replay
   kept, +1000       1,000 events logged by another process since: replays those
 
+Each repetition adds those 1,000 events to the log: "log events" is the size before the
+first repetition, "replayed" what the last repetition's open replayed.
+
     .venv/bin/python benchmarks/bench_replica_open.py [--quick] [--reps N] [--pg URL]
 """
 
