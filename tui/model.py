@@ -196,7 +196,8 @@ class StoreFollower:
             m.approvals = await self.approvals.pending()
         if delta.lease_changed:
             m.lease = await self.store.fetchone(
-                "SELECT owner, expires_at, released FROM leases WHERE name='orchestrator'")
+                "SELECT owner, expires_at, released FROM leases WHERE name LIKE 'engine:%'"
+                " ORDER BY released, expires_at DESC LIMIT 1")
         if delta.meetings_changed:
             m.meetings = await list_meetings(self.store)
             if delta.full or not delta.meetings:

@@ -274,6 +274,24 @@ class Workflows:
         run_id = await self.store.execute(lambda tx: self._start(tx, path, workflow, resolved))
         return await self._drive(run_id, workflow, path, resolved, {}, 0, None)
 
+    async def enqueue(self, file: str, args: Mapping[str, Any] | None = None) -> str:
+        """Start a run without driving it here: its lease is left free, so an engine on the
+        store (any process or machine sharing it) adopts it and drives it. Returns its id."""
+        try:
+            path = resolve_workflow_file(file, self.cwd)
+            workflow = load_workflow(path)
+            resolved = resolve_args(workflow.get("args"), args)
+            check_workflow_conditions(workflow)
+        except WorkflowError as exc:
+            raise ValidationError(f"{file}: {exc.message}") from None
+
+        def command(tx: WriteTx) -> str:
+            run_id = self._start(tx, path, workflow, resolved)
+            leases._release(tx, lease_name(run_id), self.owner)
+            return run_id
+
+        return await self.store.execute(command)
+
     def _start(self, tx: WriteTx, path: Path, workflow: dict[str, Any],
                args: dict[str, Any]) -> str:
         row = tx.one("SELECT coalesce(max(num), 0) + 1 AS n FROM workflow_runs")
