@@ -30,6 +30,8 @@ from .workflows.service import Workflows
 MAX_RUNS = 32
 #: the adoption sweep runs at most this often while the store changes
 SWEEP_MIN_S = 0.2
+#: on stop, how long runs in flight get to reach a step boundary before they are left
+HANDOVER_S = 5.0
 
 
 def presence_lease(owner: str) -> str:
@@ -42,7 +44,8 @@ class Engine:
     def __init__(self, store: Store, agents: AgentSet, *, clock: Clock | None = None,
                  effects: EffectSink | None = None, lease_ttl_s: float = 10.0,
                  owner: str | None = None, workflows: Workflows | None = None,
-                 concurrency: int = 16, max_runs: int = MAX_RUNS) -> None:
+                 concurrency: int = 16, max_runs: int = MAX_RUNS,
+                 handover_s: float = HANDOVER_S) -> None:
         self.store = store
         self.clock = clock or SystemClock()
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -51,6 +54,7 @@ class Engine:
                                          concurrency=concurrency, owner=self.owner,
                                          lease_ttl_s=lease_ttl_s)
         self.max_runs = max_runs
+        self.handover_s = handover_s
         # True while the engine runs (it drives its share: there is no standby any more)
         self.holding = False
         self._stop = asyncio.Event()
@@ -62,6 +66,10 @@ class Engine:
         self.adoption_errors: collections.deque[str] = collections.deque(maxlen=50)
 
     def stop(self) -> None:
+        """Stop: tasks are released; workflow runs are handed over at their next step
+        boundary (waited for up to `handover_s`; a step still running then is left
+        interrupted, as a kill -9 leaves it), so another engine drives them on."""
+        self.workflows.hand_over()
         self._stop.set()
 
     async def run(self) -> None:
@@ -96,8 +104,12 @@ class Engine:
             drive_stop.set()
             with contextlib.suppress(Exception):
                 await driver
-            for task in self.adopted.values():  # as a console's quit does: recorded failed
-                task.cancel()
+            self.workflows.hand_over()  # also when stopped by a cancel, not by stop()
+            running = [t for t in self.adopted.values() if not t.done()]
+            if running:
+                _, late = await asyncio.wait(running, timeout=self.handover_s)
+                for task in late:
+                    task.cancel()
             await asyncio.gather(*self.adopted.values(), return_exceptions=True)
             with contextlib.suppress(Exception):
                 await leases.release(self.store, presence, self.owner)

@@ -358,3 +358,77 @@ def test_where_an_adopted_run_goes_on() -> None:
     assert _plan(steps, {"a": row("failed", "{}", "x")}, {"a"}).index == 4
     assert _plan(steps, {"a": row("failed", "{}", "x")}, set()).index == 1  # continue
     assert _plan(steps, {s["id"]: done for s in steps}, set()).index == 4
+
+
+HANDOVER = """\
+steps:
+  - id: a
+    run: touch in-a; while [ -f hold-a ]; do sleep 0.02; done; echo a >> out.txt
+  - id: b
+    run: echo b >> out.txt
+"""
+
+
+async def test_a_stopping_driver_hands_its_run_over_at_the_next_step(tmp_path: Path) -> None:
+    """hand_over: the step under way finishes, the next one is not started here; the run is
+    left running with its lease free (nothing failed), and another driver runs the rest."""
+    d = Dir(tmp_path, HANDOVER)
+    d.hold("a")
+    store = await open_store(d.db)
+    try:
+        first = Workflows(store, cwd=str(tmp_path), stderr=lambda _t: None)
+        running = asyncio.create_task(first.run(str(d.flow)))
+        await asyncio.to_thread(_wait, lambda: d.inside("a"), 60, "step a")
+        first.hand_over()
+        d.release("a")
+        envelope = await asyncio.wait_for(running, 60)
+        assert (envelope["ok"], envelope["status"]) == (True, "handed_over")
+        assert d.lines() == ["a"]
+        run = await store.fetchone("SELECT status FROM workflow_runs WHERE id='W-1'")
+        assert run is not None and run["status"] == "running"
+        assert await Workflows(store, stderr=lambda _t: None).adoptable() == ["W-1"]
+        done = await Workflows(store, stderr=lambda _t: None).adopt("W-1")
+        assert done["status"] == "ok" and d.lines() == ["a", "b"]  # b ran once, elsewhere
+        types = [t for (t,) in await asyncio.to_thread(_types, d.db)]
+        assert "workflow.failed" not in types and types.count("workflow.step_started") == 2
+    finally:
+        await store.close()
+
+
+async def test_a_stopping_engine_leaves_a_step_still_running_interrupted_not_failed(
+        tmp_path: Path) -> None:
+    """Engine.stop hands runs over; a step still running after handover_s is cancelled (its
+    group killed) and the run is left as a kill -9 leaves it: interrupted, for an adopter
+    to settle by the repeat rule, never recorded failed."""
+    d = Dir(tmp_path, HANDOVER)
+    d.hold("a")
+    store = await open_store(d.db)
+    try:
+        wf = Workflows(store, cwd=str(tmp_path), stderr=lambda _t: None)
+        await wf.enqueue(str(d.flow))
+        engine = Engine(store, AgentSet.simulated(), lease_ttl_s=1.0, handover_s=0.5,
+                        workflows=Workflows(store, cwd="/", stderr=lambda _t: None))
+        task = asyncio.create_task(engine.run())
+        await asyncio.to_thread(_wait, lambda: d.inside("a"), 60, "step a in the engine")
+        engine.stop()
+        await asyncio.wait_for(task, 30)
+        run = await store.fetchone("SELECT status FROM workflow_runs WHERE id='W-1'")
+        assert run is not None and run["status"] == "running"
+        env = await Workflows(store, stderr=lambda _t: None).adopt("W-1")
+        assert env["status"] == "needs_operator" and env["requiresOperator"]["stepId"] == "a"
+        types = [t for (t,) in await asyncio.to_thread(_types, d.db)]
+        assert "workflow.failed" not in types
+    finally:
+        d.release("a")
+        await store.close()
+
+
+def _types(db: Path) -> list[tuple[str]]:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT type FROM events WHERE entity='workflow' ORDER BY seq"
+                            ).fetchall()
+    finally:
+        conn.close()

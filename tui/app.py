@@ -38,6 +38,7 @@ from core import (
 )
 from core.agents.config import load_agents
 from core.config import effects_journal
+from core.engine import HANDOVER_S
 from core.meetings.coordinator import MeetingConfig
 from core.store.postgres_url import is_postgres_url
 from core.tasks.operator import UNBLOCK_MENU
@@ -380,9 +381,9 @@ class ClawtowerApp(App[int]):
         runs = sum(1 for w in mine if w.group == "workflow-runs")
         meetings = len(mine) - runs
         if runs:
-            lines.append(f"{runs} workflow run(s) are running in this console: they stop at"
-                         " once, their step's process group is killed and each run is recorded"
-                         " as failed ('interrupted').")
+            lines.append(f"{runs} workflow run(s) are running in this console: each stops at"
+                         " its next step (within 5 s; a step still running then is left"
+                         " interrupted) and any engine on this store drives it on.")
         if meetings:
             lines.append(f"{meetings} meeting(s) are running in this console and stop with it.")
         def done(ok: bool | None) -> None:
@@ -393,8 +394,16 @@ class ClawtowerApp(App[int]):
                                        destructive=True), done)
 
     async def _stop_and_exit(self) -> None:
-        """Cancel this console's own runs and let them record how they ended, then exit."""
+        """Hand this console's runs over (they stop at their next step boundary, for any
+        engine to drive on), stop its meetings (recorded as stopped), then exit."""
         mine = self._in_flight()
+        workflowdata.hand_over_all()
+        runs = [w for w in mine if w.group == "workflow-runs"]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(HANDOVER_S):
+                for w in runs:
+                    with contextlib.suppress(Exception):
+                        await w.wait()
         for w in mine:
             w.cancel()
         with contextlib.suppress(Exception):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from core import NotFound, Store
@@ -26,10 +27,23 @@ STEP_TONE = {"running": "active", "retrying": "active", "waiting": "waiting", "d
              "failed": "failed", "skipped": "idle", "cancelled": "idle", "pending": "dim"}
 
 
+# the services driving this console's runs, so quitting can hand them over
+_LIVE: weakref.WeakSet[Workflows] = weakref.WeakSet()
+
+
 def _service(store: Store, by: str) -> Workflows:
     """The service as the CLI builds it (LLM stages answer through the configured agents and
     record their usage on the run), quiet on the terminal."""
-    return Workflows(store, actor=by, stderr=_quiet)
+    service = Workflows(store, actor=by, stderr=_quiet)
+    _LIVE.add(service)
+    return service
+
+
+def hand_over_all() -> None:
+    """The console is quitting: its runs stop at their next step boundary and are left for
+    any engine on the store (Workflows.hand_over)."""
+    for service in list(_LIVE):
+        service.hand_over()
 
 
 async def list_runs(store: Store, limit: int = RUN_LIMIT) -> list[dict[str, Any]]:

@@ -147,14 +147,21 @@ class LeaseLost(Exception):
     """Another process adopted the run (this driver stalled past its lease)."""
 
 
+class HandedOver(Exception):
+    """This process is stopping and hands the run over at a step boundary (its lease is
+    released, nothing is failed): any engine on the store drives it on from that step."""
+
+
 class _StoreRecorder:
     """Every step's progress as an event of the run. Before each step starts, a cancel made
     by any process is honoured (a step already in flight finishes first), and the start is
     committed before the step's process exists, under this driver's lease."""
 
-    def __init__(self, store: Store, run_id: str, actor: str, owner: str, ttl: float) -> None:
+    def __init__(self, store: Store, run_id: str, actor: str, owner: str, ttl: float,
+                 handing_over: Callable[[], bool] = lambda: False) -> None:
         self.store, self.run_id, self.actor = store, run_id, actor
         self.owner, self.ttl = owner, ttl
+        self.handing_over = handing_over
         self.gate_output: ev.WorkflowStepFinished | None = None
 
     def spawned(self, step_id: str, pid: int) -> None:
@@ -173,6 +180,8 @@ class _StoreRecorder:
     async def step_started(self, step_id: str, index: int, kind: str, attempt: int) -> None:
         # Awaited: an adopter must know a step may have had its effect (a start with no
         # result is an interrupted step), so the start is durable before the process runs.
+        if self.handing_over():  # before the start: the next driver runs this step afresh
+            raise HandedOver(self.run_id)
         event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
                          payload=ev.WorkflowStepStarted(step_id=step_id, index=index,
                                                         kind=kind, attempt=attempt))
@@ -244,6 +253,7 @@ class Workflows:
         # instance in it (a console's engine and its own runs are different drivers)
         self.owner = f"{process_tag()}#{uuid.uuid4().hex[:6]}"
         self.lease_ttl_s = lease_ttl_s
+        self._handing_over = False  # see hand_over
         self.env = dict(os.environ if env is None else env)
         self.cwd = cwd or os.getcwd()
         # LLM stages answer through the configured agents (the simulator with no config) and
@@ -307,8 +317,16 @@ class Workflows:
         leases._acquire(tx, lease_name(run_id), self.owner, self.lease_ttl_s)
         return run_id
 
+    def hand_over(self) -> None:
+        """This process is stopping: each run this service drives stops at its next step
+        boundary and is left, its lease released, for any engine on the store to drive on.
+        A run cancelled before then (its step still running) is left the same way, its step
+        interrupted, as after a kill -9: nothing is recorded failed."""
+        self._handing_over = True
+
     def _context(self, run_id: str, path: Path, cwd: str | None = None) -> Context:
-        recorder = _StoreRecorder(self.store, run_id, "workflow", self.owner, self.lease_ttl_s)
+        recorder = _StoreRecorder(self.store, run_id, "workflow", self.owner, self.lease_ttl_s,
+                                  handing_over=lambda: self._handing_over)
         return Context(env=self.env, cwd=cwd or self.cwd, recorder=recorder,
                        pipeline=self._pipeline, stderr=self.stderr,
                        active=frozenset({str(path.resolve())}), spawned=recorder.spawned)
@@ -370,6 +388,9 @@ class Workflows:
             outcome = await runner.run(results, start, last)
         except LeaseLost:
             return _lost(run_id)
+        except HandedOver:
+            await leases.release(self.store, lease_name(run_id), self.owner)
+            return ok_envelope("handed_over", [])
         except RunCancelled:
             await leases.release(self.store, lease_name(run_id), self.owner)
             return ok_envelope("cancelled", [])
@@ -381,6 +402,10 @@ class Workflows:
             task = asyncio.current_task()
             if task is not None and _ADOPTED_AWAY.get(task) == run_id:
                 raise  # adopted elsewhere: not this driver's to end
+            if self._handing_over:  # left for another engine, as a kill -9 would leave it
+                await asyncio.shield(leases.release(self.store, lease_name(run_id),
+                                                    self.owner))
+                raise
             await asyncio.shield(self._end(run_id, ev.WorkflowFailed(
                 error="interrupted", kind="runtime_error")))
             raise

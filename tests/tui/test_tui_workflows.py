@@ -292,11 +292,15 @@ def test_workflows_mode_snapshot(snap_compare: Any, workflows_template: Path,
     assert snap_compare(make_app(db), terminal_size=SIZE, run_before=loaded)
 
 
-async def test_quitting_with_a_run_in_flight_asks_and_records_it_interrupted(
+async def test_quitting_with_a_run_in_flight_hands_it_over_at_its_next_step(
         tmp_path: Path) -> None:
+    """The step under way finishes; the next is left, unstarted, for any engine (here the
+    one started afterwards): nothing is recorded failed."""
     db = str(tmp_path / "store.db")
     flow = tmp_path / "slow.lobster"
-    flow.write_text("steps:\n  - id: wait\n    run: sleep 30\n")
+    out = tmp_path / "out.txt"
+    flow.write_text(f"steps:\n  - id: wait\n    run: sleep 1; echo waited >> {out}\n"
+                    f"  - id: next\n    run: echo next >> {out}\n")
     store = await open_store(db)
     await store.close()
     app = make_app(db)
@@ -312,7 +316,15 @@ async def test_quitting_with_a_run_in_flight_asks_and_records_it_interrupted(
         await pilot.press("y")
         await until(pilot, lambda: not app.is_running, timeout=10)
     run = await run_state(db)
-    assert run["status"] == "failed" and run["error"] == "interrupted"
+    assert run["status"] == "running" and run["error"] is None
+    assert out.read_text().split() == ["waited"]
+    store = await open_store(db)
+    try:
+        envelope = await Workflows(store, cwd=str(tmp_path)).adopt(run["id"])
+    finally:
+        await store.close()
+    assert envelope["status"] == "ok"
+    assert out.read_text().split() == ["waited", "next"]
 
 
 INTERRUPTIBLE = """\
