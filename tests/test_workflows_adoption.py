@@ -432,3 +432,29 @@ def _types(db: Path) -> list[tuple[str]]:
                             ).fetchall()
     finally:
         conn.close()
+
+
+async def test_a_stalled_driver_cannot_record_a_result_after_losing_its_run(
+        tmp_path: Path) -> None:
+    """The step's result is fenced by the lease in its own commit: taken over while the
+    step ran (its renewer not due for 20 s), the old driver records nothing for it."""
+    flow = tmp_path / "flow.lobster"
+    flow.write_text("steps:\n  - id: slow\n    run: sleep 1\n  - id: after\n    run: echo x\n")
+    store = await open_store(tmp_path / "store.db")
+    try:
+        first = Workflows(store, cwd=str(tmp_path), stderr=lambda _t: None, lease_ttl_s=60)
+        running = asyncio.create_task(first.run(str(flow)))
+        for _ in range(400):
+            if await store.fetchone("SELECT 1 AS x FROM workflow_steps WHERE status='running'"):
+                break
+            await asyncio.sleep(0.02)
+        assert await store.execute(lambda tx: leases._acquire(
+            tx, lease_name("W-1"), "elsewhere:1:1#x", 60, holder_gone=lambda _o: True))
+        envelope = await asyncio.wait_for(running, 30)
+        assert envelope["ok"] is False and "another process adopted it" in \
+            envelope["error"]["message"]
+        finished = await store.fetchall("SELECT seq FROM events WHERE"
+                                        " type='workflow.step_finished'")
+        assert finished == []
+    finally:
+        await store.close()

@@ -173,9 +173,27 @@ class _StoreRecorder:
         self.store.submit(lambda tx: tx.emit(event))
 
     async def _emit(self, payload: ev.Payload) -> None:
+        """A step's result, skip or failure, fenced by the run's lease in the same commit: a
+        driver that stalled and lost its run to another process writes nothing more (the
+        new driver settles that step), even before its renewer notices."""
         event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
                          payload=payload)
-        await self.store.execute(lambda tx: tx.emit(event))
+        name = lease_name(self.run_id)
+
+        def command(tx: WriteTx) -> bool:
+            held = leases.holder(tx, name)
+            if held is not None and held["owner"] != self.owner:
+                return False
+            if held is None:  # lapsed while we stalled: ours again only if nobody took it
+                last = tx.one("SELECT owner, released FROM leases WHERE name=?", (name,))
+                if ((last is not None and (last["owner"] != self.owner or last["released"]))
+                        or not leases._acquire(tx, name, self.owner, self.ttl)):
+                    return False
+            tx.emit(event)
+            return True
+
+        if not await self.store.execute(command):
+            raise LeaseLost(self.run_id)
 
     async def step_started(self, step_id: str, index: int, kind: str, attempt: int) -> None:
         # Awaited: an adopter must know a step may have had its effect (a start with no
