@@ -25,6 +25,7 @@ from . import (
     agents,
     approvals,
     boundary,
+    deadletter,
     demo,
     events,
     expert,
@@ -34,6 +35,7 @@ from . import (
     store_admin,
     task,
     tools,
+    triggers,
     workflow,
 )
 from .common import CommandParser, add_config_option, default_agents_file, operator_name
@@ -41,7 +43,7 @@ from .common import CommandParser, add_config_option, default_agents_file, opera
 # The command groups, in the order `clawtower --help` lists them.
 COMMAND_GROUPS: tuple[ModuleType, ...] = (
     demo, serve, events, task, approvals, meeting, store_admin, workflow, agents, tools,
-    session, expert,
+    session, expert, triggers, deadletter,
 )
 
 
