@@ -59,8 +59,9 @@ def classify(envelope: dict[str, Any]) -> tuple[str, Any]:
         status = envelope.get("status")
         if status == "ok":
             return "ok", envelope.get("output")
-        if status in ("needs_approval", "needs_input"):
-            return "paused", None
+        if isinstance(status, str) and status.startswith("needs_"):
+            return "paused", None  # an approval, an input, or the operator (an interrupted
+            # step that may have had its effect is never re-run on its own)
         return "failed", f"run {status}"
     err = envelope.get("error")
     msg = err.get("message") if isinstance(err, dict) else None
@@ -97,8 +98,10 @@ class Worker:
     def __init__(self, store: Store, *, catalog: Catalog | None = None,
                  executor: Executor | None = None, capacity: int = 8,
                  lease_ttl_s: float = q.LEASE_TTL_S, poll_s: float = 0.25,
-                 approval_sweep_s: float = 30.0, clock: Clock | None = None) -> None:
+                 approval_sweep_s: float = 30.0, clock: Clock | None = None,
+                 drain_s: float = 20.0) -> None:
         self.store = store
+        self.drain_s = drain_s
         self.clock = clock or SystemClock()  # the store's clock (SLA: received_at is its time)
         self.catalog = catalog or Catalog()
         self.executor = executor or expert_executor(store)
@@ -148,8 +151,16 @@ class Worker:
                 seq = max(seq, waiter.result())
             else:
                 waiter.cancel()
-        # a clean stop: runs in flight end here as interrupted; their items are recovered
-        # by the next worker from where the run got to
+        # a clean stop: nothing new is claimed; runs in flight may finish within `drain_s`
+        # (their leases kept); what is left is cancelled, its run ends as interrupted, and
+        # the next worker recovers the item and applies its execution policy
+        deadline = time.monotonic() + self.drain_s
+        while self.running and time.monotonic() < deadline:
+            await self._renew()
+            await asyncio.wait(list(self.running.values()), return_when=asyncio.FIRST_COMPLETED,
+                               timeout=min(self.ttl / 3, max(0.0, deadline - time.monotonic())))
+            for k in [k for k, t in self.running.items() if t.done()]:
+                self.running.pop(k)
         for t in self.running.values():
             t.cancel()
         for t in self.running.values():
