@@ -62,6 +62,7 @@ from .screens.meetings import MeetingsScreen
 from .screens.sessions import SessionsScreen
 from .screens.task_detail import TaskDetailScreen
 from .screens.tasks import TasksScreen
+from .screens.triggers import TriggersScreen
 from .screens.workflows import WorkflowsScreen
 from .themes import ThemeLoad, load_themes, theme_folders, variable_defaults
 from .views import ApprovalList
@@ -92,6 +93,7 @@ class ClawtowerApp(App[int]):
         "sessions": SessionsScreen,
         "workflows": WorkflowsScreen,
         "experts": ExpertsScreen,
+        "triggers": TriggersScreen,
     }
     DEFAULT_MODE = "tasks"
 
@@ -108,6 +110,8 @@ class ClawtowerApp(App[int]):
                 tooltip="Workflow runs and their steps, live"),
         Binding("6", "switch_mode('experts')", "Experts", show=False, id="mode.experts",
                 tooltip="Installed experts, their runs and pending confirms"),
+        Binding("8", "switch_mode('triggers')", "Triggers", show=False, id="mode.triggers",
+                tooltip="Expert triggers, their queues and the dead-letter queue"),
         Binding("question_mark,f1", "toggle_help", "Keys", id="help",
                 tooltip="Show or hide the key panel"),
         Binding("colon", "command_line", "Command", id="command-line",
@@ -302,6 +306,8 @@ class ClawtowerApp(App[int]):
                             partial(self.switch_mode, "meetings"))
         yield SystemCommand("Experts", "Mode 6: installed experts, their runs and confirms",
                             partial(self.switch_mode, "experts"))
+        yield SystemCommand("Triggers", "Mode 8: triggers, queues and the dead-letter queue",
+                            partial(self.switch_mode, "triggers"))
 
     def action_toggle_help(self) -> None:
         if self.screen.query(HelpPanel):

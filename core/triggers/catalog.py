@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 
 from ..experts import home
@@ -18,10 +20,31 @@ class Catalog:
         self.reload_s = reload_s
         self._at = 0.0
         self._specs: dict[tuple[str, str], TriggerSpec] = {}
+        self._sig: tuple[tuple[str, int], ...] | None = None
+
+    def _signature(self) -> tuple[tuple[str, int], ...]:
+        """What changes when a package is installed, updated or removed (stat calls only:
+        the webhook's ack path asks, so packages are re-parsed only when this changes)."""
+        d = home.experts_dir()
+        out = []
+        try:
+            out.append((str(d), os.stat(d).st_mtime_ns))
+            for entry in os.scandir(d):
+                with contextlib.suppress(OSError):
+                    out.append((entry.name, os.stat(os.path.join(entry.path, "expert.yaml")
+                                                    ).st_mtime_ns))
+        except OSError:
+            pass
+        return tuple(sorted(out))
 
     def refresh(self, force: bool = False) -> None:
         if not force and time.monotonic() - self._at < self.reload_s:
             return
+        sig = self._signature()
+        if not force and sig == self._sig:
+            self._at = time.monotonic()
+            return
+        self._sig = sig
         specs: dict[tuple[str, str], TriggerSpec] = {}
         for pkg in home.installed():
             for s in triggers_of(pkg):

@@ -58,10 +58,14 @@ def build_app(store: Store, catalog: Catalog | None = None,
     auth_cache: dict[str, tuple[float, dict[str, hookauth.HookAuth]]] = {}
 
     def auth_for(expert: str, trigger: str) -> hookauth.HookAuth | None:
-        now = time.monotonic()
+        """The trigger's credentials, re-read when hooks.yaml changes (one stat a request)."""
+        try:
+            mtime = float(hookauth.hooks_file(expert).stat().st_mtime_ns)
+        except OSError:
+            mtime = -1.0
         hit = auth_cache.get(expert)
-        if hit is None or now - hit[0] > 2.0:
-            hit = (now, hookauth.load(expert))
+        if hit is None or hit[0] != mtime:
+            hit = (mtime, hookauth.load(expert) if mtime >= 0 else {})
             auth_cache[expert] = hit
         return hit[1].get(trigger)
 
