@@ -274,7 +274,9 @@ CREATE TABLE trigger_items (
     run_id TEXT, error TEXT, action TEXT, result TEXT, warning TEXT NOT NULL DEFAULT '',
     received_at REAL NOT NULL, started_at REAL, ended_at REAL, last_seq INTEGER NOT NULL
 );
-CREATE INDEX trigger_items_active ON trigger_items(status, lane, seq);
+CREATE INDEX trigger_items_waiting ON trigger_items(seq) WHERE status IN ('queued', 'retry');
+CREATE INDEX trigger_items_by_status ON trigger_items(status, seq);
+CREATE INDEX trigger_items_by_lane ON trigger_items(lane, seq);
 CREATE INDEX trigger_items_by_trigger ON trigger_items(expert, trigger, seq);
 CREATE INDEX trigger_items_by_run ON trigger_items(run_id);
 CREATE TABLE trigger_dedupe (

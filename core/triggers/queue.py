@@ -139,10 +139,11 @@ def claim_in(tx: WriteTx, owner: str, limit: int, ttl: float = LEASE_TTL_S
     expired, or its process is gone from this host). Each claim takes the item's lease in
     the same commit."""
     rows = tx.all(
-        "SELECT t.* FROM trigger_items t JOIN (SELECT lane, min(seq) AS s FROM trigger_items"
-        " WHERE status IN ('queued', 'retry', 'running', 'paused') GROUP BY lane) h"
-        " ON t.lane = h.lane AND t.seq = h.s WHERE t.status IN ('queued', 'retry')"
-        " AND t.not_before <= ? ORDER BY t.seq LIMIT ?", (tx.now, limit))
+        "SELECT t.* FROM trigger_items t INDEXED BY trigger_items_waiting WHERE t.status IN"
+        " ('queued', 'retry')"
+        " AND t.not_before <= ? AND NOT EXISTS (SELECT 1 FROM trigger_items o"
+        " WHERE o.lane = t.lane AND o.seq < t.seq AND o.status IN ('queued', 'retry',"
+        " 'running', 'paused')) ORDER BY t.seq LIMIT ?", (tx.now, limit))
     out = []
     for r in rows:
         leases.acquire_in(tx, lease_name(r["id"]), owner, ttl)
