@@ -206,7 +206,7 @@ class Worker:
 
         try:
             if item.get("recovered") and run_id:
-                envelope = await self._follow_run(run_id[0])
+                envelope = await self._follow_run(run_id[0], spec.execution.idempotent)
             else:
                 env = await self._attempt_env(item, spec)
                 async with asyncio.timeout(spec.execution.timeout_s):
@@ -286,14 +286,16 @@ class Worker:
                                                       if r["log"]])
         return env
 
-    async def _follow_run(self, run_id: str) -> dict[str, Any]:
+    async def _follow_run(self, run_id: str, idempotent: bool = False) -> dict[str, Any]:
         """A recovered item whose run had started: adopt the run if nobody drives it,
-        else wait for it to end or pause. Never starts it again."""
+        else wait for it to end or pause. Never starts it again. A step the dead driver
+        was inside waits for the operator, unless the process is `idempotent: true` (the
+        package says re-running is safe): then that step is retried at once."""
         from ..workflows.service import Workflows
 
         while True:
             row = await self.store.fetchone(
-                "SELECT status, output, error FROM workflow_runs WHERE id=?", (run_id,))
+                "SELECT status, output, error, gate FROM workflow_runs WHERE id=?", (run_id,))
             if row is None:
                 return {"ok": False, "error": {"message": f"run {run_id} is missing"}}
             if row["status"] == "ok":
@@ -301,14 +303,23 @@ class Worker:
                         "output": json.loads(row["output"]) if row["output"] else []}
             if row["status"] in ("failed", "cancelled"):
                 return {"ok": False, "error": {"message": row["error"] or row["status"]}}
-            if row["status"] == "paused":
-                return {"ok": True, "status": "needs_approval"}
             wf = Workflows(self.store, actor=q.ACTOR)
-            if run_id in await wf.adoptable():
+            if row["status"] == "paused" and row["gate"] == "interrupted" and idempotent:
                 try:
-                    return await wf.adopt(run_id)
+                    return await wf.recover(run_id, "retry", by=q.ACTOR,
+                                            reason="execution.idempotent: true")
                 except Conflict:
                     pass
+            elif row["status"] == "paused":
+                return {"ok": True, "status": "needs_approval"}
+            if run_id in await wf.adoptable():
+                try:
+                    envelope = await wf.adopt(run_id)
+                except Conflict:
+                    envelope = None
+                if envelope is not None and not (
+                        idempotent and envelope.get("status") == "needs_operator"):
+                    return envelope
             await asyncio.sleep(self.poll_s * 4)
 
     async def _settle_paused(self) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from core.experts import home
 from core.store import open_store
@@ -117,8 +118,12 @@ def _post_many(url: str, n: int, keys: int, start: int = 0) -> list[str]:
     return asyncio.run(go())
 
 
+@pytest.mark.parametrize("idempotent", [False, True])
 def test_kill_9_with_a_loaded_queue_loses_nothing_and_runs_nothing_twice(
-        tmp_path: Path, hook_home: Path) -> None:
+        tmp_path: Path, hook_home: Path, idempotent: bool) -> None:
+    if idempotent:  # re-running a step is safe: an interrupted one is retried at once
+        home.remove("hook-expert")
+        install_hook_expert(tmp_path / "idem", extra="execution:\n  idempotent: true\n")
     db = tmp_path / "k.db"
     srv = Served(hook_home, db)
     ids = _post_many(srv.url, 24, 4)
@@ -130,6 +135,8 @@ def test_kill_9_with_a_loaded_queue_loses_nothing_and_runs_nothing_twice(
     assert any(s != "done" for s in before.values())
     in_flight = {r["run_id"] for r in rows(db, "SELECT run_id FROM trigger_items WHERE"
                                             " status='running' AND run_id IS NOT NULL")}
+    cut = rows(db, "SELECT count(*) AS n FROM workflow_steps WHERE status='running'"
+                   " AND parent IS NULL")[0]["n"]  # steps the kill landed inside
     srv2 = Served(hook_home, db)
     try:
         ids += _post_many(srv2.url, 8, 4, start=24)
@@ -144,6 +151,10 @@ def test_kill_9_with_a_loaded_queue_loses_nothing_and_runs_nothing_twice(
                             " trigger_items t LEFT JOIN workflow_runs r ON r.id = t.run_id",
                             settled_, timeout=300)
         waiting = [i for i in settled if i["status"] == "paused"]
+        if idempotent:
+            assert waiting == []
+        else:
+            assert len(waiting) == cut
         assert {i["run_id"] for i in waiting} <= in_flight
         assert all(i["gate"] == "interrupted" for i in waiting)
         for i in waiting:  # the operator's decision: retry the interrupted step
@@ -161,6 +172,9 @@ def test_kill_9_with_a_loaded_queue_loses_nothing_and_runs_nothing_twice(
     assert {r["entity_id"]: r["n"] for r in links} == dict.fromkeys(ids, 1)  # one run each
     runs = rows(db, "SELECT status FROM workflow_runs")
     assert len(runs) == 32 and all(r["status"] == "ok" for r in runs)
+    retried = rows(db, "SELECT actor FROM events WHERE type='workflow.recovered'")
+    assert len(retried) == cut  # each interrupted step retried once: by whom
+    assert all((r["actor"] == "triggers") == idempotent for r in retried)
     # per key: each invocation claimed only after the one before it (arrival order) ended
     items = rows(db, "SELECT id, lane, seq, started_at, ended_at FROM trigger_items"
                      " ORDER BY lane, seq")
