@@ -155,10 +155,13 @@ def claim_in(tx: WriteTx, owner: str, limit: int, ttl: float = LEASE_TTL_S
         orphans = tx.all(
             "SELECT t.*, l.owner AS holder, l.expires_at, l.released FROM trigger_items t"
             " LEFT JOIN leases l ON l.name = 'trigger:' || t.id WHERE t.status='running'"
-            " AND t.owner IS NOT NULL AND t.owner != ? ORDER BY t.seq", (owner,))
+            " AND t.owner IS NOT NULL ORDER BY t.seq")
+        taken = {o["id"] for o in out}
         for r in orphans:
             if len(out) >= limit:
                 break
+            if r["id"] in taken:
+                continue
             free = r["holder"] is None or r["released"] or r["expires_at"] <= tx.now
             if not free and not _holder_gone(str(r["holder"])):
                 continue

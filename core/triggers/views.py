@@ -31,7 +31,7 @@ async def overview(store: Store, catalog: Catalog | None = None,
         "SELECT expert, trigger, last_fire FROM trigger_cron")}
     lasts = {(r["expert"], r["trigger"]): r for r in last}
     out = []
-    for s in catalog_all(cat):
+    for s in cat.all():
         k = (s.expert, s.name)
         lanes: dict[str, dict[str, int]] = {}
         for r in rows:
@@ -57,10 +57,6 @@ async def overview(store: Store, catalog: Catalog | None = None,
                                                      "error": lr["error"],
                                                      "at": lr["ended_at"]}})
     return out
-
-
-def catalog_all(cat: Catalog) -> list[Any]:
-    return cat.all()
 
 
 async def history(store: Store, expert: str | None = None, trigger: str | None = None,

@@ -127,7 +127,8 @@ class Worker:
                     self._note(f"claim failed: {exc}")
                     items = []
                 for it in items:
-                    self.running[it["id"]] = asyncio.create_task(self._run_item(it))
+                    if it["id"] not in self.running:  # its lease lapsed while it ran here
+                        self.running[it["id"]] = asyncio.create_task(self._run_item(it))
             if now >= renew_at and self.running:
                 await self._renew()
                 renew_at = now + self.ttl / 3
@@ -139,7 +140,10 @@ class Worker:
                 sweep_at = now + self.approval_sweep_s
             done = [k for k, t in self.running.items() if t.done()]
             for k in done:
-                self.running.pop(k)
+                t = self.running.pop(k)
+                if not t.cancelled() and t.exception() is not None:
+                    # the item stays claimed; its lease lapses and a worker recovers it
+                    self._note(f"{k}: {type(t.exception()).__name__}: {t.exception()}")
             if done:
                 continue
             waiter = asyncio.ensure_future(self.store.wait_for_change(seq, self.poll_s))

@@ -264,3 +264,31 @@ async def test_unknown_trigger_cannot_be_fired(hook_home: Path, wall_store: Stor
     with pytest.raises(ValidationError, match="dedupe_key"):
         await views.fire(wall_store, "hook-expert", "inbound", {}, by="ops")
     assert await statuses(wall_store) == {}
+
+
+async def test_an_item_claimed_by_a_dead_process_is_recovered_once(
+        hook_home: Path, wall_store: Store) -> None:
+    import socket
+
+    dead = f"{socket.gethostname()}:999999:0#tdead"  # a pid that is not running
+    fresh = await accept(wall_store, spec(), {"event_id": "a", "contact_id": "k1"}, "webhook")
+    linked = await accept(wall_store, spec(), {"event_id": "b", "contact_id": "k2"},
+                          "webhook")
+    claimed = await wall_store.execute(lambda tx: q.claim_in(tx, dead, 10, ttl=3600))
+    assert {c["id"] for c in claimed} == {fresh["id"], linked["id"]}
+    # the dead process had started a run for `linked`, which then finished
+    from core.workflows.service import Workflows
+
+    wf_file = Path(hook_home).parent / "one.lobster"
+    wf_file.write_text("name: one\nsteps:\n  - id: a\n    command: echo done\n")
+    env = await Workflows(wall_store, stderr=lambda s: None).run(
+        str(wf_file), {}, on_start=lambda tx, rid: q.link_in(tx, linked["id"], rid, 1, dead))
+    assert env["status"] == "ok"
+    rec = Recorder(hold_s=0.0)
+    async with running(Worker(wall_store, executor=rec)):
+        await wait_until(wall_store, "SELECT status FROM trigger_items", (),
+                         lambda r: [x["status"] for x in r] == ["done", "done"])
+    assert [c[0] for c in rec.calls] == [fresh["id"]]  # the linked run was not started again
+    ev = await wall_store.fetchall("SELECT payload FROM events WHERE type='trigger.claimed'"
+                                   " ORDER BY seq")
+    assert sum('"recovered":true' in e["payload"].replace(" ", "") for e in ev) == 2

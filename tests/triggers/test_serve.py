@@ -172,6 +172,10 @@ def test_kill_9_with_a_loaded_queue_loses_nothing_and_runs_nothing_twice(
     assert {r["entity_id"]: r["n"] for r in links} == dict.fromkeys(ids, 1)  # one run each
     runs = rows(db, "SELECT status FROM workflow_runs")
     assert len(runs) == 32 and all(r["status"] == "ok" for r in runs)
+    verify = subprocess.run([str(CLAWTOWER), "store", "verify", "--db", str(db)],
+                            capture_output=True, text=True, timeout=120,
+                            env=child_env(CLAWTOWER_HOME=str(hook_home)))
+    assert verify.stdout == "projections match the log\n", verify.stderr  # queue = its log
     retried = rows(db, "SELECT actor FROM events WHERE type='workflow.recovered'")
     assert len(retried) == cut  # each interrupted step retried once: by whom
     assert all((r["actor"] == "triggers") == idempotent for r in retried)
