@@ -64,6 +64,8 @@ async def _list_async(args: argparse.Namespace) -> int:
         what = f"cron {r['expr']} {r['tz']}, next {_when(r['next_fire'])}" \
             if r["type"] == "cron" else r["type"]
         last = r["last"]
+        if r["inactive"]:
+            what += f" [inactive: {r['inactive']}]"
         print(f"{r['expert']}/{r['trigger']}: {what} -> {r['process']} ({r['mode']}"
               f"{', key ' + r['key'] if r['key'] else ''}); queued {r['depth']}; last "
               f"{last['status'] + ' ' + last['id'] if last else '-'}")

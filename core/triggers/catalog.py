@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 
+from ..errors import ValidationError
 from ..experts import home
+from ..experts.bindings import bindings_path, load_bindings
+from . import presets
 from .spec import TriggerSpec, triggers_of
 
 RELOAD_S = 2.0
@@ -33,6 +37,9 @@ class Catalog:
                 with contextlib.suppress(OSError):
                     out.append((entry.name, os.stat(os.path.join(entry.path, "expert.yaml")
                                                     ).st_mtime_ns))
+                with contextlib.suppress(OSError):
+                    out.append((entry.name + "/bindings",
+                                os.stat(bindings_path(entry.name)).st_mtime_ns))
         except OSError:
             pass
         return tuple(sorted(out))
@@ -47,7 +54,13 @@ class Catalog:
         self._sig = sig
         specs: dict[tuple[str, str], TriggerSpec] = {}
         for pkg in home.installed():
+            bound = _bound_tools(pkg.name)
             for s in triggers_of(pkg):
+                if s.requires_tool and not (s.preset and s.preset in presets.names()) \
+                        and s.requires_tool not in bound:
+                    s = dataclasses.replace(s, inactive=(
+                        f"requires_tool {s.requires_tool!r} is not bound (clawtower expert"
+                        f" bind {pkg.name} {s.requires_tool} ...)"))
                 specs[(s.expert, s.name)] = s
         self._specs = specs
         self._at = time.monotonic()
@@ -62,3 +75,11 @@ class Catalog:
 
     def of_type(self, typ: str) -> list[TriggerSpec]:
         return [s for s in self.all() if s.type == typ]
+
+
+def _bound_tools(expert: str) -> set[str]:
+    """The abstract tools `expert` has a binding for (none when its bindings file is bad)."""
+    try:
+        return set(load_bindings(bindings_path(expert)))
+    except ValidationError:
+        return set()

@@ -75,7 +75,7 @@ class ChannelWatcher:
             " e.type='session.inbound' ORDER BY e.seq LIMIT ?", (after, BATCH))
         if not rows:
             return max(after, top), []
-        specs = self.catalog.of_type("channel")
+        specs = [s for s in self.catalog.of_type("channel") if not s.inactive]
         fired = []
         for r in rows:
             for spec in specs:

@@ -81,6 +81,8 @@ class Scheduler:
         last = await self.last_fires()
         fired = []
         for spec in self.catalog.of_type("cron"):
+            if spec.inactive:
+                continue
             k = (spec.expert, spec.name)
             base = last.get(k)
             if base is None:

@@ -96,6 +96,8 @@ class TriggerSpec:
     session: str
     execution: Execution
     delivery: Delivery
+    requires_tool: str | None = None
+    inactive: str = ""  # why the trigger cannot fire now (its requires_tool is not bound)
     channel: str | None = None  # channel triggers: the session channel to match (any if None)
     match: str | None = None  # channel triggers: a regular expression the text must match
     dedupe_window_s: float = DEFAULT_DEDUPE_WINDOW_S
@@ -166,6 +168,8 @@ def triggers_of(pkg: Package) -> list[TriggerSpec]:
             tz=str(t["tz"]) if isinstance(t.get("tz"), str) else "UTC",
             session=_pick(t.get("session"), ("isolated", "main"), "isolated"),
             execution=execution_of(pkg, proc), delivery=delivery_of(pkg, proc),
+            requires_tool=t.get("requires_tool") if isinstance(t.get("requires_tool"), str)
+            else None,
             channel=t.get("channel") if isinstance(t.get("channel"), str) else None,
             match=t.get("match") if isinstance(t.get("match"), str) else None,
             dedupe_window_s=_seconds(window, DEFAULT_DEDUPE_WINDOW_S)

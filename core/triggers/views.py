@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..errors import NotFound, ValidationError
+from ..errors import Conflict, NotFound, ValidationError
 from ..store.interface import Store
 from . import queue as q
 from .catalog import Catalog
@@ -51,6 +51,7 @@ async def overview(store: Store, catalog: Catalog | None = None,
         out.append({"expert": s.expert, "trigger": s.name, "type": s.type,
                     "process": s.process, "mode": s.mode, "key": s.concurrency_key,
                     "dedupe_key": s.dedupe_key, "expr": s.expr, "tz": s.tz,
+                    "inactive": s.inactive,
                     "next_fire": nxt, "last_fire": cron.get(k),
                     "queue": lanes, "depth": sum(sum(v.values()) for v in lanes.values()),
                     "last": None if lr is None else {"id": lr["id"], "status": lr["status"],
@@ -99,6 +100,8 @@ async def fire(store: Store, expert: str, trigger: str, payload: dict[str, Any],
     if spec is None:
         raise NotFound(f"trigger {expert}/{trigger}: no such trigger (clawtower triggers"
                        " list)")
+    if spec.inactive:
+        raise Conflict(f"trigger {expert}/{trigger}: inactive: {spec.inactive}")
     try:
         return await accept(store, spec, payload, "manual", actor=by)
     except q.BadEvent as exc:

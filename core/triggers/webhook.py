@@ -4,7 +4,7 @@ The ack path does the least that makes an event durable: authenticate (bearer to
 HMAC-SHA256 over the raw body), bound and parse the body, enrich (preset), key and dedupe,
 and one append (batched with concurrent ones by the store's writer); the 202 is sent after
 that commit. Processing happens later, in the trigger worker. Every refusal is a JSON
-error (401, 404, 405, 413, 422), never a 500, and enqueues nothing.
+error (401, 404, 405, 409 for an inactive trigger, 413, 422), never a 500, and enqueues nothing.
 """
 
 from __future__ import annotations
@@ -84,6 +84,8 @@ def build_app(store: Store, catalog: Catalog | None = None,
         spec = cat.get(expert, trigger)
         if spec is None or spec.type != "webhook":
             return _error(404, f"no webhook trigger {expert}/{trigger}")
+        if spec.inactive:
+            return _error(409, f"{expert}/{trigger} is inactive: {spec.inactive}")
         try:
             auth = auth_for(expert, trigger)
         except ValidationError as exc:

@@ -292,3 +292,26 @@ async def test_an_item_claimed_by_a_dead_process_is_recovered_once(
     ev = await wall_store.fetchall("SELECT payload FROM events WHERE type='trigger.claimed'"
                                    " ORDER BY seq")
     assert sum('"recovered":true' in e["payload"].replace(" ", "") for e in ev) == 2
+
+
+async def test_a_trigger_whose_requires_tool_is_unbound_is_inactive(
+        tmp_path: Path, hook_home: Path, wall_store: Store) -> None:
+    import sys
+
+    from core.experts.bindings import write_binding
+
+    reinstall(tmp_path, extra="requires:\n  tools: [feed]\n", triggers="""  - name: inbound
+    type: webhook
+    requires_tool: feed
+    concurrency: parallel
+    process: note
+""")
+    s = spec()
+    assert s.inactive.startswith("requires_tool 'feed' is not bound")
+    with pytest.raises(Conflict, match="inactive"):
+        await views.fire(wall_store, "hook-expert", "inbound", {}, by="ops")
+    assert [r["inactive"] for r in await views.overview(wall_store)] == [s.inactive]
+    write_binding("hook-expert", "feed", {"type": "mcp", "command": sys.executable})
+    assert spec().inactive == ""
+    out = await views.fire(wall_store, "hook-expert", "inbound", {}, by="ops")
+    assert out["status"] == "queued"

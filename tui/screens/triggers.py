@@ -191,7 +191,8 @@ class TriggersScreen(ConsoleScreen):
                 if len(r["queue"]) > 6:
                     queue += f", +{len(r['queue']) - 6} keys"
                 last = r["last"]
-                t.add_row(Text(f"{r['expert']}/{r['trigger']}", style="bold"), r["type"],
+                t.add_row(Text(f"{r['expert']}/{r['trigger']}", style="bold"),
+                          r["type"] + (" (inactive)" if r["inactive"] else ""),
                           _when(r["next_fire"]) if r["type"] == "cron" else "-", r["mode"],
                           queue,
                           Text(f"{last['status']} {last['id']}", style=pal.tone(
