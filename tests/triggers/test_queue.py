@@ -315,3 +315,19 @@ async def test_a_trigger_whose_requires_tool_is_unbound_is_inactive(
     assert spec().inactive == ""
     out = await views.fire(wall_store, "hook-expert", "inbound", {}, by="ops")
     assert out["status"] == "queued"
+
+
+async def test_trigger_events_read_as_sentences(hook_home: Path, wall_store: Store) -> None:
+    from core.describe import event_summary
+
+    out = await accept(wall_store, spec(), {"event_id": "e", "contact_id": "c"}, "webhook")
+    await accept(wall_store, spec(), {"event_id": "e", "contact_id": "c"}, "webhook")
+    async with running(Worker(wall_store, executor=Recorder(hold_s=0.0))):
+        await wait_until(wall_store, "SELECT status FROM trigger_items WHERE id=?",
+                         (out["id"],), lambda r: r[0]["status"] == "done")
+    lines = [event_summary(e) for e in await wall_store.events_after(0)
+             if e.type.startswith("trigger.")]
+    assert lines[0] == "hook-expert/inbound webhook event queued"
+    assert lines[1] == f"hook-expert/inbound duplicate 'e' skipped (first: {out['id']})"
+    assert lines[2].startswith("attempt 1 claimed by ")
+    assert lines[3].startswith("delivered to main: hook-expert: note (trigger inbound)")
