@@ -24,6 +24,7 @@ from . import events as tev
 from . import queue as q
 from .catalog import Catalog
 from .intake import accept_prepared_in
+from .mainsession import SENDER_PREFIX
 from .spec import TriggerSpec
 
 CURSOR = "channels"
@@ -78,6 +79,8 @@ class ChannelWatcher:
         specs = [s for s in self.catalog.of_type("channel") if not s.inactive]
         fired = []
         for r in rows:
+            if str(r["sender"] or "").startswith(SENDER_PREFIX):
+                continue  # a trigger's own message to a main session never fires triggers
             for spec in specs:
                 channel, text = str(r["channel"] or ""), str(r["text"] or "")
                 if not matches(spec, channel, text):

@@ -46,6 +46,10 @@ def expert_executor(store: Store, by: str = q.ACTOR) -> Executor:
     async def run(item: dict[str, Any], spec: TriggerSpec,
                   on_start: Callable[[WriteTx, str], None],
                   env: dict[str, str]) -> dict[str, Any]:
+        if spec.session == "main":  # the event goes to the expert's main session
+            from .mainsession import enqueue
+
+            return await enqueue(store, spec, item, by)
         inputs = item["inputs"] if isinstance(item["inputs"], dict) else {}
         return await run_process(store, spec.expert, spec.process, inputs, by=by,
                                  env=env, on_start=on_start)

@@ -108,3 +108,42 @@ async def test_approval_timeout_applies_on_timeout(
             await asyncio.sleep(1.5)  # the settle pass runs every second: still waiting
             assert (await views.item(wall_store, out["id"]))["status"] == "paused"
     assert not log.exists()  # the confirm-tier note was never written
+
+
+async def test_session_main_sends_each_event_to_the_expert_main_session(
+        tmp_path: Path, hook_home: Path, wall_store: Store) -> None:
+    from core.triggers.channel import ChannelWatcher
+
+    home.remove("hook-expert")
+    install_hook_expert(tmp_path / "main", triggers="""  - name: inbound
+    type: webhook
+    session: main
+    concurrency: serial
+    payload_mapping:
+      contact_id: contact_id
+    process: note
+  - name: chat
+    type: channel
+    process: note
+""")
+    watcher = ChannelWatcher(wall_store)
+    pos = await watcher.cursor()
+    spec = Catalog().get("hook-expert", "inbound")
+    assert spec is not None and spec.session == "main"
+    ids = [(await accept(wall_store, spec, {"contact_id": f"c-{i}"}, "webhook"))["id"]
+           for i in range(2)]
+    async with running(Worker(wall_store)):
+        await wait_until(wall_store, "SELECT status FROM trigger_items WHERE trigger='inbound'",
+                         (), lambda r: [x["status"] for x in r] == ["done", "done"])
+    sessions = await wall_store.fetchall("SELECT id, title, channel FROM sessions")
+    assert [(s["title"], s["channel"]) for s in sessions] == [("hook-expert (main)", "trigger")]
+    inbox = await wall_store.fetchall("SELECT session_id, sender, text FROM session_inbox"
+                                      " ORDER BY seq")
+    assert [m["sender"] for m in inbox] == [f"trigger:{i}" for i in ids]
+    assert all(m["session_id"] == sessions[0]["id"] for m in inbox)
+    assert '"contact_id": "c-1"' in inbox[1]["text"] and "process `note`" in inbox[1]["text"]
+    runs = await wall_store.fetchall("SELECT id FROM workflow_runs")
+    assert runs == []  # no isolated run: the main session does the work
+    # a trigger's own message to the main session does not fire the channel trigger
+    _, fired = await watcher.scan(pos)
+    assert fired == []
