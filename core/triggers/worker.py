@@ -118,15 +118,24 @@ class Worker:
         self.errors: list[str] = []
 
     async def run(self, stop: asyncio.Event) -> None:
-        renew_at = sweep_at = check_at = 0.0
+        renew_at = sweep_at = check_at = orphans_at = 0.0
         seq = await self.store.last_seq()
+        claimed_seq = -1  # the log position the last claim saw
+        due_at: float | None = None  # the next retry that comes due (store time)
         while not stop.is_set():
             now = time.monotonic()
             free = self.capacity - len(self.running)
-            if free > 0:
+            # a claim is a write: only when something could have become runnable (a new
+            # event, a retry coming due, a lease that may have lapsed), not on every tick
+            if free > 0 and (seq > claimed_seq or now >= orphans_at or (
+                    due_at is not None and self.clock.now() >= due_at)):
+                claimed_seq, orphans_at = seq, now + self.ttl / 3
                 try:
                     items = await self.store.execute(
                         partial(q.claim_in, owner=self.owner, limit=free, ttl=self.ttl))
+                    row = await self.store.fetchone(
+                        "SELECT min(not_before) AS t FROM trigger_items WHERE status='retry'")
+                    due_at = float(row["t"]) if row and row["t"] is not None else None
                 except ClawError as exc:
                     self._note(f"claim failed: {exc}")
                     items = []
