@@ -20,6 +20,8 @@ times with PostgresSaver, durability="sync" (every step's checkpoint committed b
 next), on the same server: the peer of "linear steps"; and 16 such runs at once, one
 thread and connection each, the peer of "16 concurrent linear runs" (ours: 16 coroutines
 on one store, so their awaited steps share commits). Target: ours >= 5x its steps/s.
+At the end, one more linear run of each counts the server's WAL fsyncs per step
+(pg_stat_wal): an awaited durable step cannot cost less than its share of one fsync.
 
     .venv/bin/python benchmarks/bench_backends.py [--quick] [--reps N] [--pg URL]
 """
@@ -226,6 +228,16 @@ def langgraph_linear(url: str) -> tuple[Callable[..., float] | None, str]:
                  f" {_v('langgraph-checkpoint-postgres')}, durability=sync")
 
 
+def wal_syncs(server: str) -> int:
+    """The server's WAL flushes to disk so far (pg_stat_wal; stats lag up to 1 s: sleep)."""
+    import psycopg
+
+    time.sleep(1.1)
+    with psycopg.connect(server, autocommit=True) as conn:
+        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+    return int(row[0]) if row else 0
+
+
 def database(server: str, name: str) -> str:
     import psycopg
 
@@ -249,7 +261,7 @@ async def main() -> None:
 
         server = pglocal.start(Path(tempfile.mkdtemp(prefix="clawtower-bench-pg-")) / "data",
                                stop_at_exit=True)
-    lg_run, lg_note = langgraph_linear(database(server, "bench_langgraph"))
+    lg_run, lg_note = langgraph_linear(database(server, f"bench_langgraph_{uuid.uuid4().hex[:6]}"))
     print(lg_note)
     res: dict[str, dict[str, list[float]]] = {}
 
@@ -299,7 +311,19 @@ async def main() -> None:
             ratio = cm.median(lin["postgres"]) / cm.median(lin["langgraph-pg"])
             print(f"\n{workload} on the same PostgreSQL server: ours / LangGraph = {ratio:.1f}x"
                   f" (target >= {TARGET_RATIO}x: {'met' if ratio >= TARGET_RATIO else 'MISSED'})")
-    cm.write_json(args.json, {"results": res, "langgraph": lg_note,
+    # WAL fsyncs per durable step: the floor of an awaited step's cost on this disk
+    syncs: dict[str, float] = {}
+    target = database(server, f"s_{uuid.uuid4().hex[:6]}")
+    before = wal_syncs(server)
+    await linear_steps(target, steps)
+    syncs["postgres"] = (wal_syncs(server) - before) / steps
+    if lg_run is not None:
+        before = wal_syncs(server)
+        lg_run(steps)
+        syncs["langgraph-pg"] = (wal_syncs(server) - before) / steps
+    print("\nWAL fsyncs per linear step (pg_stat_wal, one run each): "
+          + ", ".join(f"{k} {v:.2f}" for k, v in syncs.items()))
+    cm.write_json(args.json, {"results": res, "langgraph": lg_note, "wal_syncs": syncs,
                               "machine": cm.machine_info()})
 
 

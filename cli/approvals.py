@@ -22,12 +22,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ap.add_argument("--by", default=None, metavar="NAME",
                     help="who approves (default: $CLAWTOWER_OPERATOR, else your login)")
     ap.add_argument("--reason", default="", help="why (recorded with the decision)")
+    ap.add_argument("--always", action="store_true",
+                    help="an ACP permission request: allow this harness this kind of tool"
+                         " call in this workspace from now on (see `clawtower acp rules`)")
     rj = subparsers.add_parser("reject", help="reject a pending item")
     rj.add_argument("id", help="the approval (see `clawtower approvals`)")
     rj.add_argument("--reason", default="",
                     help="why (recorded with the decision; a rejected workflow gate's run too)")
     rj.add_argument("--by", default=None, metavar="NAME",
                     help="who rejects (default: $CLAWTOWER_OPERATOR, else your login)")
+    rj.add_argument("--always", action="store_true",
+                    help="an ACP permission request: reject this kind of tool call of this"
+                         " harness in this workspace from now on")
     a.set_defaults(handler=cmd_approvals)
     ap.set_defaults(handler=partial(cmd_decide, approve=True))
     rj.set_defaults(handler=partial(cmd_decide, approve=False))
@@ -61,10 +67,13 @@ async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
         ap = Approvals(store)
         by = args.by or operator_name()
         if approve:
-            r = await ap.approve(args.id, by=by, reason=args.reason)
+            r = await ap.approve(args.id, by=by, reason=args.reason, always=args.always)
         else:
-            r = await ap.reject(args.id, by=by, reason=args.reason)
+            r = await ap.reject(args.id, by=by, reason=args.reason, always=args.always)
         print(f"{r['approval']}: {r['decision']} by {by} ({r['kind']} {r['subject']})")
+        if r.get("option_id"):  # an ACP permission request: what went back to the harness
+            print(f"{r['approval']}: answered {r['option_id']} ({r['option_kind']})"
+                  + (f"; remembered as rule {r['rule_id']}" if r.get("rule_id") else ""))
         if r.get("run_status"):  # a workflow gate: the run went on in this process
             env = r.get("envelope") or {}
             waiting = {"needs_approval": "waits at another approval",

@@ -128,6 +128,10 @@ async def seed(db: str, specs_dir: Path, *, live_sessions: bool = True) -> list[
             ids.append(await tasks.create(load_spec(f), actor=DEMO_ACTOR, source=f.name))
         # mode 4: a parent that fanned out to subagents, a steered loop, a live fan-out
         await seed_sessions(store, live=live_sessions)
+        # mode 7: a finished and a failed flow, and one the console's flow engine drives
+        from core.flows.demo import seed_flows
+
+        await seed_flows(store, specs_dir.parent / "agents.yaml", live=live_sessions)
         return ids
     finally:
         await store.close()

@@ -14,6 +14,7 @@ from typing import Any
 
 from core.errors import ValidationError
 
+from . import boundary
 from .common import add_config_option, db_parent
 from .stores import cli_store
 
@@ -62,6 +63,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    " compiled workflows here)")
     b.add_argument("--op", action="append", default=[], metavar="ABSTRACT=CONCRETE",
                    help="operation mapping (repeat)")
+    b.add_argument("--arg-map", action="append", default=[], metavar="OP.ARG=NAME",
+                   help="pass the operation's argument ARG to the server as NAME (repeat)")
+    b.add_argument("--input-map", action="append", default=[], metavar="OP.INPUT=SOURCE",
+                   help="where the compiled workflow takes the operation's INPUT from when no"
+                        " earlier value has that name: a process input or an earlier value"
+                        " (repeat)")
     b.set_defaults(handler=_bind)
     co = sub.add_parser("compile", parents=c, help="processes -> .lobster workflows")
     co.add_argument("name", help="installed expert")
@@ -197,6 +204,9 @@ async def _validate_async(args: argparse.Namespace) -> int:
     from core.experts.bindings import bindings_path, check_bindings, load_bindings
     from core.experts.package import load_package, operations_named, steps_of
 
+    if not args.target.strip():
+        raise ValidationError("PATH|NAME: empty (give a package directory or an installed"
+                              " expert's name)")
     target = Path(args.target)
     installed = not target.exists()
     pkg = load_package(home.package_dir(args.target) if installed else target)
@@ -220,7 +230,12 @@ async def _validate_async(args: argparse.Namespace) -> int:
             print(line)
         if not lines:
             print(f"{pkg.name}: valid")
-    return 2 if pkg.errors or (installed and len(lines) > len(pkg.problems)) else 0
+    failed = bool(pkg.errors) or (installed and len(lines) > len(pkg.problems))
+    if failed:  # the report is the output; stderr says in one line which package failed
+        n = len(lines)
+        sys.stderr.write(f"clawtower: error: {boundary.one_line(args.target)}: {n} problem"
+                         f"{'' if n == 1 else 's'} (not a valid expert package)\n")
+    return 2 if failed else 0
 
 
 def _validate(args: argparse.Namespace) -> Awaitable[int]:
@@ -260,14 +275,42 @@ def _bind(args: argparse.Namespace) -> int:
         raise ValidationError("expert bind: give exactly one of --mcp COMMAND or --skill NAME")
     raw: dict[str, Any] = ({"type": "mcp", "command": args.mcp, "args": args.arg}
                            if args.mcp else {"type": "skill", "skill": args.skill})
-    if ops:
-        raw["operations"] = ops
+    maps = {"args": _op_maps("--arg-map", args.arg_map),
+            "inputs": _op_maps("--input-map", args.input_map)}
+    if ops or any(maps.values()):
+        raw["operations"] = _operations(ops, maps)
     p = write_binding(args.name, args.tool, raw)
     print(f"bound {args.name}:{args.tool} in {p}")
     if home.compiled_dir(args.name).exists():  # compiled steps carry its input sources
         for path in home.compile_all(args.name):
             print(f"recompiled {path}")
     return 0
+
+
+def _op_maps(option: str, items: list[str]) -> dict[str, dict[str, str]]:
+    """`OP.KEY=VALUE` items -> {op: {key: value}}; a malformed one names the option."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        left, sep, value = item.partition("=")
+        op, dot, key = left.partition(".")
+        if not (sep and dot and op and key and value):
+            raise ValidationError(f"{option} {item!r}: expected OP.NAME=VALUE")
+        out.setdefault(op, {})[key] = value
+    return out
+
+
+def _operations(ops: dict[str, str], maps: dict[str, dict[str, dict[str, str]]]
+                ) -> dict[str, Any]:
+    """The binding's `operations:`: a plain rename stays a string; an operation with argument
+    or input mappings becomes `{tool, args, inputs}`."""
+    out: dict[str, Any] = dict(ops)
+    for field, by_op in maps.items():
+        for op, mapping in by_op.items():
+            entry = out.get(op)
+            if not isinstance(entry, dict):
+                entry = out[op] = {"tool": entry or op}
+            entry[field] = mapping
+    return out
 
 
 def _compile(args: argparse.Namespace) -> int:

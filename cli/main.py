@@ -22,6 +22,7 @@ from core.errors import ClawError
 from core.tasks.phases import Phase
 
 from . import (
+    acp,
     agents,
     approvals,
     boundary,
@@ -29,6 +30,7 @@ from . import (
     demo,
     events,
     expert,
+    flow,
     meeting,
     serve,
     session,
@@ -43,7 +45,7 @@ from .common import CommandParser, add_config_option, default_agents_file, opera
 # The command groups, in the order `clawtower --help` lists them.
 COMMAND_GROUPS: tuple[ModuleType, ...] = (
     demo, serve, events, task, approvals, meeting, store_admin, workflow, agents, tools,
-    session, expert, triggers, deadletter,
+    session, expert, flow, acp, triggers, deadletter,
 )
 
 

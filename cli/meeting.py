@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m = subparsers.add_parser(
-        "meeting", help="consensus meetings: run, list, show, stop, grant rounds")
+        "meeting", help="consensus meetings: run, list, show, stop, resume, grant rounds")
     msub = m.add_subparsers(dest="meeting_cmd", metavar="ACTION",
                             required=True)
     mr = msub.add_parser("run", help="run a meeting to its end, print the result")
@@ -50,6 +50,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     mst.add_argument("--reason", default="", help="why (recorded with the request)")
     mst.add_argument("--by", default=None, metavar="NAME",
                      help="who asks (default: $CLAWTOWER_OPERATOR, else your login)")
+    mres = msub.add_parser(
+        "resume", help="continue an orphaned meeting (its process died) here, to its end")
+    mres.add_argument("id", metavar="ID", help="the orphaned meeting (see `meeting list`)")
+    mres.add_argument("--minutes-dir", default=None, metavar="DIR",
+                      help="where the Markdown minutes go (default: $CLAWTOWER_HOME/minutes)")
+    add_config_option(mres, "--agents-file")
+    mres.add_argument("--json", action="store_true",
+                      help="print the meeting as JSON at the end")
     mg = msub.add_parser("grant", help="grant a running meeting N more rounds")
     mg.add_argument("id", metavar="ID", help="the running meeting")
     mg.add_argument("n", type=int, metavar="N", help="how many more rounds (at least 1)")
@@ -80,11 +88,13 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
     if mc == "run":
         # everything is checked before the store is opened: bad input writes nothing
         config = _meeting_config(args)
-        script_path = args.config or default_agents_file()
-        agents = load_agents(script_path)
+        agents = load_agents(args.config or default_agents_file())
         from core.meetings.coordinator import validate as validate_meeting
 
         validate_meeting(config, agents)
+    if mc in ("run", "resume"):
+        if mc == "resume":
+            agents = load_agents(args.config or default_agents_file())
         minutes_dir = Path(args.minutes_dir) if args.minutes_dir else home() / "minutes"
     if mc == "grant" and args.n < 1:
         raise ValidationError(f"meeting {args.id}: grant at least 1 round, got {args.n}")
@@ -92,12 +102,22 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
     async def run(store: Store) -> int:
         meetings = Meetings(store)
         by = getattr(args, "by", None) or operator_name()
-        if mc == "run":
+        if mc in ("run", "resume"):
             import asyncio
 
-            mid, task = await start_meeting(store, agents, config, minutes_dir=minutes_dir)
-            print(f"{mid}: {config.topic.strip()} ({', '.join(config.participants)})",
-                  flush=True)
+            if mc == "run":
+                mid, task = await start_meeting(store, agents, config,
+                                                minutes_dir=minutes_dir)
+                print(f"{mid}: {config.topic.strip()} ({', '.join(config.participants)})",
+                      flush=True)
+            else:
+                mid = args.id
+                task = asyncio.create_task(meetings.adopt(agents, mid,
+                                                          minutes_dir=minutes_dir))
+                await asyncio.wait([task], timeout=0.5)  # a refusal prints before progress
+                if task.done():
+                    task.result()
+                print(f"{mid}: adopted; continuing", flush=True)
             follower = asyncio.create_task(_meeting_progress(store, mid))
             try:
                 out = await task
@@ -119,7 +139,8 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
                 print("no meetings")
             else:
                 print(output.table(
-                    [[r["id"], r["status"], r["result"] or "-", r["reason"] or "-",
+                    [[r["id"], "orphaned" if r["orphaned"] else r["status"],
+                      r["result"] or "-", r["reason"] or "-",
                       f"{r['rounds']}/{r['max_rounds']}", ",".join(r["participants"]),
                       output.ts(r["started_at"]), r["topic"]] for r in rows],
                     ["ID", "STATUS", "RESULT", "WHY", "ROUNDS", "AGENTS", "STARTED", "TOPIC"]))
@@ -132,8 +153,10 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
                 print(_meeting_detail(m))
             return 0
         if mc == "stop":
-            await meetings.request_stop(args.id, by=by, reason=args.reason)
-            print(f"{args.id}: stop requested; it ends after the current round")
+            if await meetings.request_stop(args.id, by=by, reason=args.reason):
+                print(f"{args.id}: stopped (its process was gone: nothing left to finish)")
+            else:
+                print(f"{args.id}: stop requested; it ends after the current round")
             return 0
         if mc == "grant":
             total = await meetings.grant_rounds(args.id, args.n, by=by)
@@ -166,7 +189,9 @@ async def _meeting_progress(store: Store, mid: str) -> None:
 def _meeting_detail(m: dict[str, Any]) -> str:
     lines = [
         f"{m['id']}: {m['topic']}",
-        f"  status: {m['status']}" + (f", {m['result']} ({m['reason']})" if m["result"] else ""),
+        f"  status: {m['status']}" + (f", {m['result']} ({m['reason']})" if m["result"] else "")
+        + (" (orphaned: its process is gone; `clawtower meeting resume"
+           f" {m['id']}` continues it, `meeting stop` ends it)" if m.get("orphaned") else ""),
         f"  participants: {', '.join(m['participants'])} (summarizer {m['summarizer']})",
         f"  rounds: {len(m['rounds'])} of at most {m['max_rounds']}",
     ]

@@ -60,6 +60,9 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
         sessions = None
     sessions_stop = asyncio.Event()
     triggers_stop = asyncio.Event()
+    from core.flows.engine import model_engine  # flows (core/flows): stop with the sessions
+
+    flows = model_engine(store, sessions.config) if sessions is not None else None
 
     def stop() -> None:
         engine.stop()
@@ -74,6 +77,7 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
     follower = asyncio.create_task(print_progress(store, await store.last_seq(), quiet, done))
     runner = asyncio.create_task(engine.run())
     session_task = asyncio.create_task(sessions.run(sessions_stop)) if sessions else None
+    flow_task = asyncio.create_task(flows.run(sessions_stop)) if flows else None
     trigger_task = None
     if triggers is not None:
         ready = asyncio.Event()
@@ -86,6 +90,8 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
             await runner
             if session_task is not None:
                 await session_task
+            if flow_task is not None:
+                await flow_task
             done.set()
             await follower
             trigger_task.result()  # raises why the trigger runtime could not start
@@ -101,6 +107,8 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
             idle = await engine.orchestrator.run_until_idle(timeout_s=3600)
             while sessions is not None and (sessions.running or not await sessions.quiet()):
                 await asyncio.sleep(0.05)
+            while flows is not None and not await flows.idle():
+                await asyncio.sleep(0.05)
             stop()
             if not idle:
                 return 1
@@ -110,6 +118,8 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
         await runner
         if session_task is not None:
             await session_task
+        if flow_task is not None:
+            await flow_task
         if trigger_task is not None:
             await trigger_task
         done.set()

@@ -110,7 +110,8 @@ def add_spec_parser(agents_sub: Any) -> None:
     st.add_argument("--system", metavar="TEXT", help="system prompt")
     st.add_argument("--tools", metavar="A,B", help="tool allow-list ('*' all, '' none)")
     st.add_argument("--skills", metavar="A,B", help="skill allow-list ('*' all, '' none)")
-    st.add_argument("--subagents", metavar="A,B", help="specs it may spawn ('*' any)")
+    st.add_argument("--subagents", metavar="A,B",
+                    help="specs it may spawn or delegate to ('*' any, itself included; '' none)")
     im = sub.add_parser("import", help="specs from the agents of clawtower.yaml", parents=c)
     im.add_argument("names", nargs="*", metavar="NAME",
                     help="the agents to import (default: every agent of the config)")
@@ -417,6 +418,8 @@ async def cmd_spec(args: argparse.Namespace) -> int:
                     d[fld] = val
             for fld in ("tools", "skills", "subagents"):
                 names = _names(getattr(args, fld))
+                if names is None and fld == "subagents":
+                    names = ["*"]  # any spec, itself included (unset: any but itself)
                 if names is not False:
                     p[fld] = names
             config = parse_config(data, f"agents spec set {args.name}")

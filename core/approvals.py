@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .errors import NotFound
+from .errors import NotFound, ValidationError
 
 if TYPE_CHECKING:
     from .workflows.service import Workflows
@@ -47,25 +47,35 @@ class Approvals:
             raise NotFound(f"approval {approval_id!r}: no such approval")
         return decode_approval(row)
 
-    async def approve(self, approval_id: str, *, by: str, reason: str = "") -> dict[str, Any]:
-        if await self._is_workflow_gate(approval_id):
-            return await self._workflows().decide(approval_id, True, by=by, reason=reason)
-        return await self.store.execute(
-            lambda tx: c.decide_approval(tx, approval_id, True, by, reason, Role.OPERATOR))
+    async def approve(self, approval_id: str, *, by: str, reason: str = "",
+                      always: bool = False) -> dict[str, Any]:
+        return await self._decide(approval_id, True, by, reason, always)
 
-    async def reject(self, approval_id: str, *, by: str, reason: str = "") -> dict[str, Any]:
-        if await self._is_workflow_gate(approval_id):
-            return await self._workflows().decide(approval_id, False, by=by, reason=reason)
-        return await self.store.execute(
-            lambda tx: c.decide_approval(tx, approval_id, False, by, reason, Role.OPERATOR))
+    async def reject(self, approval_id: str, *, by: str, reason: str = "",
+                     always: bool = False) -> dict[str, Any]:
+        return await self._decide(approval_id, False, by, reason, always)
 
-    async def _is_workflow_gate(self, approval_id: str) -> bool:
+    async def _decide(self, approval_id: str, approve: bool, by: str, reason: str,
+                      always: bool) -> dict[str, Any]:
         """Workflow gates are decided by resuming their run (approve continues it, reject
-        cancels it), not by a bare decision."""
+        cancels it); an ACP harness's permission request by answering it with one of its
+        options (`always`: remembered for its workspace and harness)."""
+        from .acp.events import PERMISSION_KIND
+        from .acp.permissions import decide as acp_decide
         from .workflows.service import GATE_KINDS
 
         row = await self.store.fetchone("SELECT kind FROM approvals WHERE id=?", (approval_id,))
-        return row is not None and row["kind"] in GATE_KINDS.values()
+        kind = row["kind"] if row is not None else None
+        if kind in GATE_KINDS.values():
+            return await self._workflows().decide(approval_id, approve, by=by, reason=reason)
+        if kind == PERMISSION_KIND:
+            return await self.store.execute(lambda tx: acp_decide(
+                tx, approval_id, by=by, allow=approve, always=always, reason=reason))
+        if always:
+            raise ValidationError(f"approval {approval_id}: --always applies to ACP"
+                                  " permission requests only")
+        return await self.store.execute(
+            lambda tx: c.decide_approval(tx, approval_id, approve, by, reason, Role.OPERATOR))
 
     def _workflows(self) -> Workflows:
         from .workflows.service import Workflows

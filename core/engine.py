@@ -1,9 +1,10 @@
-"""The engine: an orchestrator that runs only while this process holds the store's lease.
+"""The engine: an orchestrator that drives its share of the store's work.
 
-Several processes (consoles, `clawtower serve`) may attach to one store; the lease makes
-sure exactly one of them drives tasks at a time, and a killed holder's work is taken over
-when its lease expires. The holder also adopts workflow runs whose driver died (each run has
-its own lease, core/workflows/service.py) and drives them on.
+Several processes (consoles, `clawtower serve`, on one machine or many) may attach to one
+store. They divide the work instead of taking turns: each engine claims a task with a lease
+of its own (`task:T-N`, core/orchestrator.py) before driving it and a workflow run with the
+run's lease (`workflow:W-N`, core/workflows/service.py), so N engines drive N tasks at once,
+and a killed engine's tasks and runs are taken over by live engines once their leases expire.
 """
 
 from __future__ import annotations
@@ -25,23 +26,38 @@ from .orchestrator import Orchestrator
 from .store.interface import Store
 from .workflows.service import Workflows
 
-LEASE_NAME = "orchestrator"
+#: how many workflow runs one engine drives at once (the rest are left to other engines)
+MAX_RUNS = 32
+#: the adoption sweep runs at most this often while the store changes
+SWEEP_MIN_S = 0.2
+
+
+def presence_lease(owner: str) -> str:
+    """The lease an engine renews while it runs (`engine:<owner>`): who drives, for a console
+    that shows whether an engine runs elsewhere; work is claimed per task and run."""
+    return f"engine:{owner}"
 
 
 class Engine:
     def __init__(self, store: Store, agents: AgentSet, *, clock: Clock | None = None,
                  effects: EffectSink | None = None, lease_ttl_s: float = 10.0,
-                 owner: str | None = None, workflows: Workflows | None = None) -> None:
+                 owner: str | None = None, workflows: Workflows | None = None,
+                 concurrency: int = 16, max_runs: int = MAX_RUNS) -> None:
         self.store = store
         self.clock = clock or SystemClock()
-        self.orchestrator = Orchestrator(store, agents, clock=self.clock, effects=effects)
-        self.lease_ttl_s = lease_ttl_s
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.lease_ttl_s = lease_ttl_s
+        self.orchestrator = Orchestrator(store, agents, clock=self.clock, effects=effects,
+                                         concurrency=concurrency, owner=self.owner,
+                                         lease_ttl_s=lease_ttl_s)
+        self.max_runs = max_runs
+        # True while the engine runs (it drives its share: there is no standby any more)
         self.holding = False
         self._stop = asyncio.Event()
         # adopted workflow runs: driven here, warnings kept out of a console's screen
         self.workflows = workflows or Workflows(store, actor="engine",
-                                                stderr=lambda _text: None)
+                                                stderr=lambda _text: None,
+                                                lease_ttl_s=lease_ttl_s)
         self.adopted: dict[str, asyncio.Task[Any]] = {}
         self.adoption_errors: collections.deque[str] = collections.deque(maxlen=50)
 
@@ -49,35 +65,42 @@ class Engine:
         self._stop.set()
 
     async def run(self) -> None:
-        """Wait for the lease, drive while holding it, renew it; release on stop."""
+        """Drive claimed tasks and adopt free workflow runs until stopped; on stop, release
+        what this engine holds (a killed engine's leases expire instead)."""
+        drive_stop = asyncio.Event()
+        driver = asyncio.create_task(self.orchestrator.run(drive_stop))
+        self.holding = True
+        presence = presence_lease(self.owner)
+        renew_at = 0.0
+        loop = asyncio.get_running_loop()
         try:
-            while not self._stop.is_set():
-                self.holding = await leases.acquire(self.store, LEASE_NAME, self.owner,
-                                                    self.lease_ttl_s)
-                if not self.holding:
-                    await wait_event(self._stop, self.lease_ttl_s / 3)
-                    continue
-                drive_stop = asyncio.Event()
-                driver = asyncio.create_task(self.orchestrator.run(drive_stop))
-                try:
-                    while not self._stop.is_set():
-                        await self._adopt_runs()
-                        await wait_event(self._stop, self.lease_ttl_s / 3)
-                        if self._stop.is_set():
-                            break
-                        if not await leases.acquire(self.store, LEASE_NAME, self.owner,
-                                                    self.lease_ttl_s):
-                            break  # lost it (e.g. we stalled past the TTL): stop driving
-                finally:
-                    drive_stop.set()
-                    await driver
-                    self.holding = False
+            seq = await self.store.last_seq()
+            while not self._stop.is_set() and not driver.done():
+                if loop.time() >= renew_at:
+                    with contextlib.suppress(Exception):  # the server may be away: next round
+                        await leases.acquire(self.store, presence, self.owner, self.lease_ttl_s)
+                        renew_at = loop.time() + self.lease_ttl_s / 3
+                await self._adopt_runs()
+                waiter = asyncio.ensure_future(self.store.wait_for_change(
+                    seq, max(0.0, min(self.lease_ttl_s / 3, renew_at - loop.time()))))
+                stopper = asyncio.ensure_future(self._stop.wait())
+                await asyncio.wait([waiter, stopper], return_when=asyncio.FIRST_COMPLETED)
+                stopper.cancel()
+                if waiter.done():
+                    seq = waiter.result()
+                    await wait_event(self._stop, SWEEP_MIN_S)
+                else:
+                    waiter.cancel()
         finally:
+            self.holding = False
+            drive_stop.set()
+            with contextlib.suppress(Exception):
+                await driver
             for task in self.adopted.values():  # as a console's quit does: recorded failed
                 task.cancel()
             await asyncio.gather(*self.adopted.values(), return_exceptions=True)
             with contextlib.suppress(Exception):
-                await leases.release(self.store, LEASE_NAME, self.owner)
+                await leases.release(self.store, presence, self.owner)
 
     async def _adopt_runs(self) -> None:
         """Start driving each workflow run nobody drives (its driver died)."""
@@ -88,6 +111,8 @@ class Engine:
             self.adoption_errors.append(f"adoption sweep: {exc}")
             return
         for run_id in orphans:
+            if len(self.adopted) >= self.max_runs:
+                break  # a fair share: the rest are left to other engines
             if run_id not in self.adopted:
                 self.adopted[run_id] = asyncio.create_task(self._adopt(run_id),
                                                            name=f"adopt-{run_id}")

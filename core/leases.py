@@ -74,3 +74,42 @@ async def acquire(store: Store, name: str, owner: str, ttl: float,
 
 async def release(store: Store, name: str, owner: str, role: Role = Role.SYSTEM) -> None:
     await store.execute(lambda tx: _release(tx, name, owner, role))
+
+
+def claim_many(tx: WriteTx, names: list[str], owner: str, ttl: float, limit: int) -> list[str]:
+    """Take up to `limit` of `names` that no other live owner holds (one commit for a whole
+    sweep of work items); returns the names taken, in order."""
+    taken: list[str] = []
+    for name in names:
+        if len(taken) >= limit:
+            break
+        row = holder(tx, name)
+        if row is not None and row["owner"] != owner:
+            continue
+        if _acquire(tx, name, owner, ttl):
+            taken.append(name)
+    return taken
+
+
+def renew_many(tx: WriteTx, names: list[str], owner: str, ttl: float) -> list[str]:
+    """Renew each of `names` still held by `owner`; returns the ones lost (expired and taken
+    by someone else meanwhile, or released)."""
+    lost = []
+    for name in names:
+        row = holder(tx, name)
+        if row is not None and row["owner"] != owner:
+            lost.append(name)
+            continue
+        if row is None:  # expired while we stalled: take it back only if nobody did
+            prev = tx.one("SELECT owner, released FROM leases WHERE name=?", (name,))
+            if prev is None or prev["owner"] != owner or prev["released"]:
+                lost.append(name)
+                continue
+        if not _acquire(tx, name, owner, ttl):
+            lost.append(name)
+    return lost
+
+
+def release_many(tx: WriteTx, names: list[str], owner: str) -> None:
+    for name in names:
+        _release(tx, name, owner)

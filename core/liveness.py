@@ -114,4 +114,10 @@ def liveness(tag: str | None) -> Liveness:
     return "alive"
 
 
-__all__ = ["Liveness", "end_group", "liveness", "process_tag"]
+def holder_gone(owner: str) -> bool:
+    """A lease owner (`host:pid:start#n`) whose process is known gone from this host: its
+    lease may be taken over before it expires."""
+    return liveness(owner.partition("#")[0]) == "gone"
+
+
+__all__ = ["Liveness", "end_group", "holder_gone", "liveness", "process_tag"]

@@ -9,29 +9,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import leases
 from .agents.provider import ChatMessage, ChatRequest, ProviderError, complete
 from .agents.registry import AgentSet
 from .clock import Clock, SystemClock
 from .effects import EffectSink, MemorySink
 from .errors import ClawError
-from .store.interface import Store
+from .events import NewEvent, StoredEvent
+from .store.interface import Command, Store, WriteTx
 from .tasks import commands as c
 from .tasks.permissions import Role
 from .tasks.phases import MAX_ATTEMPTS, Phase
 from .tasks.service import Tasks
 
 log = logging.getLogger("clawtower.orchestrator")
+T = TypeVar("T")
 
 ORCH = "orchestrator"
+
+
+def task_lease(task_id: str) -> str:
+    """The lease an engine holds on a task while it drives it (`task:T-N`)."""
+    return f"task:{task_id}"
 
 
 class ExecReport(BaseModel):
@@ -75,11 +86,88 @@ _ACTIVE_SQL = ",".join(
     f"'{p.value}'" for p in Phase
     if p not in (Phase.COMPLETED, Phase.FAILED, Phase.CIRCUIT_OPEN))
 
+_ACTIVE = frozenset(p.value for p in Phase
+                    if p not in (Phase.COMPLETED, Phase.FAILED, Phase.CIRCUIT_OPEN))
+
 _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?|\n?```\s*$")
 
 
 class AgentOutputError(ClawError):
     pass
+
+
+class TaskLost(ClawError):
+    """Another engine claimed this task after our lease lapsed: we write nothing more to it."""
+
+
+#: (task lease, owner) of the task the current drive works on: its writes are fenced
+_CLAIM: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "clawtower_task_fence", default=None)
+
+
+def _fenced(command: Command[T], name: str, owner: str) -> Command[T]:
+    def run(tx: WriteTx) -> T:
+        # the lease is ours until another owner acquires it (an expired lease nobody took
+        # is still ours): checked in the write's own transaction, so a stalled engine whose
+        # task moved on can never commit a step of it
+        row = tx.one("SELECT owner, released FROM leases WHERE name=?", (name,))
+        if row is None or row["owner"] != owner or row["released"]:
+            raise TaskLost(f"{name}: claimed by {row['owner'] if row else 'nobody'}")
+        return command(tx)
+    return run
+
+
+class _FencedStore:
+    """The store as a drive sees it: every write of a claimed task checks the claim."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.path = store.path
+        self.clock = store.clock
+
+    def _wrap(self, command: Command[T]) -> Command[T]:
+        fence = _CLAIM.get()
+        return command if fence is None else _fenced(command, *fence)
+
+    async def execute(self, command: Command[T]) -> T:
+        return await self._store.execute(self._wrap(command))
+
+    def submit(self, command: Command[T]) -> asyncio.Future[T]:
+        return self._store.submit(self._wrap(command))
+
+    async def append(self, events: Sequence[NewEvent]) -> list[int]:
+        evs = list(events)
+        return await self.execute(lambda tx: [tx.emit(e).seq for e in evs])
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        return await self._store.fetchall(sql, params)
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        return await self._store.fetchone(sql, params)
+
+    async def fetch_many(
+        self, queries: Sequence[tuple[str, Sequence[Any]]]
+    ) -> list[list[dict[str, Any]]]:
+        return await self._store.fetch_many(queries)
+
+    async def events_after(self, seq: int, limit: int = 1000,
+                           entity_id: str | None = None) -> list[StoredEvent]:
+        return await self._store.events_after(seq, limit, entity_id)
+
+    async def last_seq(self) -> int:
+        return await self._store.last_seq()
+
+    async def wait_for_change(self, after_seq: int, timeout: float) -> int:
+        return await self._store.wait_for_change(after_seq, timeout)
+
+    async def verify_projections(self) -> list[str]:
+        return await self._store.verify_projections()
+
+    async def rebuild_projections(self) -> int:
+        return await self._store.rebuild_projections()
+
+    async def close(self) -> None:
+        await self._store.close()
 
 
 def parse_json_reply(text: str, model: type[BaseModel]) -> Any:
@@ -102,12 +190,26 @@ def _finding(value: Any) -> dict[str, Any]:
     return c.parse_finding(str(value))
 
 
+Executor = Callable[[dict[str, Any], dict[str, Any], str], Awaitable[None]]
+
+
 class Orchestrator:
     def __init__(self, store: Store, agents: AgentSet, *, clock: Clock | None = None,
                  effects: EffectSink | None = None, concurrency: int = 16,
-                 agent_timeout_s: float = 120.0) -> None:
-        self.store = store
-        self.tasks = Tasks(store)
+                 agent_timeout_s: float = 120.0, executor: Executor | None = None,
+                 owner: str | None = None, lease_ttl_s: float = 10.0) -> None:
+        """`owner`: claim each task with a lease (`task:T-N`) before driving it, so engines
+        sharing a store divide the tasks and a dead engine's tasks move to a live one when
+        their leases expire. None: drive every actionable task (one orchestrator per store).
+        `executor`: an external executor of the implementation step (core.acp.task.AcpExecutor:
+        a coding harness over ACP); None: the executor agent of `agents`."""
+        self.store: Store = _FencedStore(store) if owner is not None else store
+        self.executor = executor
+        self.owner = owner
+        self.lease_ttl_s = lease_ttl_s
+        self._renewer: asyncio.Task[None] | None = None
+        self.lost: list[str] = []  # tasks whose lease another engine took while we drove them
+        self.tasks = Tasks(self.store)
         self.agents = agents
         self.clock = clock or SystemClock()
         self.effects = effects or MemorySink()
@@ -140,25 +242,93 @@ class Orchestrator:
 
     async def tick(self) -> int:
         """Start driving every actionable task not already in flight."""
-        started = 0
         now = asyncio.get_running_loop().time()
-        for row in await self.actionable():
-            tid = row["id"]
-            if tid in self._inflight or len(self._inflight) >= self.concurrency:
+        room = self.concurrency - len(self._inflight)
+        if room <= 0:
+            return 0
+        free = [row["id"] for row in await self.actionable()
+                if row["id"] not in self._inflight and self._retry_at.get(row["id"], 0.0) <= now]
+        if self.owner is None:
+            ids = free[:room]
+        elif free:
+            ids = await self._claim(free, room)
+        else:
+            ids = []
+        for tid in ids:
+            if tid not in self._inflight:
+                self._inflight[tid] = asyncio.create_task(self._drive_guarded(tid))
+        if ids and self.owner is not None and (self._renewer is None or self._renewer.done()):
+            self._renewer = asyncio.create_task(self._renew(), name="orchestrator-renew")
+        return len(ids)
+
+    # ------------------------------------------------------------------ claims
+
+    async def _claim(self, free: list[str], room: int) -> list[str]:
+        """Take up to `room` of the free tasks in one commit; those another engine holds
+        are skipped (a first sieve on the replica spares the write when all are held)."""
+        assert self.owner is not None
+        owner, ttl = self.owner, self.lease_ttl_s
+        # the latest plausible "now": a sieve may let a held task through (the claim refuses
+        # it), never hold back one whose lease has lapsed
+        now = max(self.clock.now(), time.time())
+        held = {r["name"] for r in await self.store.fetchall(
+            "SELECT name FROM leases WHERE name LIKE 'task:%' AND released=0 AND owner!=?"
+            " AND expires_at > ?", (owner, now))}
+        names = [task_lease(t) for t in free if task_lease(t) not in held]
+        if not names:
+            return []
+
+        def claim(tx: WriteTx) -> list[str]:
+            # a task another engine finished since our read is not claimed (nor driven)
+            live = [n for n in names if (row := tx.one(
+                "SELECT phase FROM tasks WHERE id=?", (n.partition(":")[2],))) is not None
+                and row["phase"] in _ACTIVE]
+            return leases.claim_many(tx, live, owner, ttl, room)
+
+        taken = await self.store.execute(claim)
+        return [n.partition(":")[2] for n in taken]
+
+    async def _renew(self) -> None:
+        """Renew the leases of the tasks in flight every TTL/3 (one commit); a task whose
+        lease was taken meanwhile (this engine stalled past the TTL) stops being driven."""
+        assert self.owner is not None
+        owner, ttl = self.owner, self.lease_ttl_s
+        while self._inflight:
+            await asyncio.sleep(ttl / 3)
+            names = [task_lease(t) for t in self._inflight]
+            if not names:
                 continue
-            if self._retry_at.get(tid, 0.0) > now:
+            try:
+                lost = await self.store.execute(
+                    partial(leases.renew_many, names=names, owner=owner, ttl=ttl))
+            except Exception as exc:  # e.g. the server is away: try again next round
+                self.errors = [*self.errors[-99:], f"renewing task leases: {exc}"]
                 continue
-            self._inflight[tid] = asyncio.create_task(self._drive_guarded(tid))
-            started += 1
-        return started
+            for name in lost:
+                tid = name.partition(":")[2]
+                self.lost.append(tid)
+                driver = self._inflight.get(tid)
+                if driver is not None:
+                    driver.cancel()
+
+    async def _release(self, task_id: str) -> None:
+        if self.owner is None:
+            return
+        owner = self.owner
+        name = task_lease(task_id)
+        with contextlib.suppress(Exception):  # unreleased, it simply expires
+            await self.store.execute(lambda tx: leases.release_many(tx, [name], owner))
 
     async def _drive_guarded(self, task_id: str) -> None:
         try:
             await self.drive(task_id)
             self._failures.pop(task_id, None)
             self._retry_at.pop(task_id, None)
+            await self._release(task_id)
         except asyncio.CancelledError:
             raise
+        except TaskLost:  # another engine drives it now: not an error of ours
+            self.lost.append(task_id)
         except Exception as exc:  # a fault (or a bug) must not kill the loop; surface it
             msg = str(exc) if isinstance(exc, ClawError) else f"{type(exc).__name__}: {exc}"
             self.errors = [*self.errors[-99:], f"{task_id}: {msg}"]
@@ -170,6 +340,7 @@ class Orchestrator:
             self._failures[task_id] = n
             self._retry_at[task_id] = (asyncio.get_running_loop().time()
                                        + min(30.0, 0.05 * 2 ** (n - 1)))
+            await self._release(task_id)
         finally:
             self._inflight.pop(task_id, None)
 
@@ -189,12 +360,25 @@ class Orchestrator:
         await self.cancel_inflight()
 
     async def cancel_inflight(self) -> None:
+        """Stop driving; the claims of the tasks stopped are released, so another engine
+        takes them at once instead of after the TTL."""
+        stopped = list(self._inflight)
         for t in list(self._inflight.values()):
             t.cancel()
         for t in list(self._inflight.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._inflight.clear()
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._renewer
+            self._renewer = None
+        if self.owner is not None and stopped:
+            owner = self.owner
+            names = [task_lease(t) for t in stopped if t not in self.lost]
+            with contextlib.suppress(Exception):
+                await self.store.execute(lambda tx: leases.release_many(tx, names, owner))
 
     STUCK_AFTER = 5  # consecutive driving errors after which run_until_idle gives up on a task
 
@@ -213,7 +397,11 @@ class Orchestrator:
                     return False  # every remaining task keeps failing: say so, don't spin
                 now = loop.time()
                 nxt = min((self._retry_at.get(r["id"], now) for r in waiting), default=now)
-                await asyncio.sleep(min(max(0.01, nxt - now), 1.0))
+                if self.owner is not None:  # the rest may be another engine's: wait for news
+                    await self.store.wait_for_change(await self.store.last_seq(),
+                                                     min(max(0.25, nxt - now), 1.0))
+                else:
+                    await asyncio.sleep(min(max(0.01, nxt - now), 1.0))
                 continue
             await asyncio.wait(list(self._inflight.values()),
                                return_when=asyncio.FIRST_COMPLETED)
@@ -223,12 +411,16 @@ class Orchestrator:
 
     async def drive(self, task_id: str) -> None:
         """Take the next step of one task; loops until it needs a human or finishes."""
-        for _ in range(64):
-            task = await self.tasks.get(task_id)
-            phase = Phase(task["phase"])
-            moved = await self._step(task, phase)
-            if not moved:
-                return
+        token = _CLAIM.set(None if self.owner is None else (task_lease(task_id), self.owner))
+        try:
+            for _ in range(64):
+                task = await self.tasks.get(task_id)
+                phase = Phase(task["phase"])
+                moved = await self._step(task, phase)
+                if not moved:
+                    return
+        finally:
+            _CLAIM.reset(token)
 
     async def _move(self, task: dict[str, Any], to: Phase, reason: str) -> None:
         model = "default"
@@ -406,6 +598,9 @@ class Orchestrator:
         """The executor worker: calls the executor agent and records its work as executor."""
         tid, n = task["id"], attempt["n"]
         name, _ = self.agents.for_role("executor")
+        if self.executor is not None:
+            await self.executor(task, attempt, name)
+            return
         t = self.tasks
         resume = attempt.get("checkpoint")
         await t.heartbeat(tid, n, actor=name, note="started" if not resume else "resumed")

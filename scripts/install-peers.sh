@@ -4,13 +4,15 @@
 # so CI on the same machine builds them once. Each peer is optional: a failure is reported and
 # the tests that need it skip with the reason, never pass silently.
 #
-#   scripts/install-peers.sh [all|llama|litellm|lobster|mcp]
+#   scripts/install-peers.sh [all|llama|litellm|lobster|mcp|acp]
 #     llama    llama-cpp-python server + SmolLM2-135M-Instruct   -> $PEERS/llama, $PEERS/models
 #     litellm  LiteLLM proxy 1.100.0 (an Anthropic Messages front end;
 #              the tests bridge it to the llama server)          -> $PEERS/litellm
 #     lobster  the Lobster CLI, npm @clawdbot/lobster@2026.9.13   -> $PEERS/lobster
 #     mcp      MCP servers: mcp-server-time, mcp-server-git (PyPI) and
 #              @modelcontextprotocol/server-everything (npm)      -> $PEERS/mcp, $PEERS/npm
+#     acp      ACP agents: Zed's example agent (npm @zed-industries/agent-client-protocol@0.4.5
+#              run by tsx), codex-acp 0.16.0, claude-agent-acp 0.23.1 -> $PEERS/acp
 set -uo pipefail
 
 PEERS=${CLAWTOWER_PEERS:-$HOME/.cache/clawtower-peers}
@@ -105,6 +107,23 @@ install_mcp() {
   echo "peers: MCP servers ready in $venv/bin and $npmdir/node_modules/.bin"
 }
 
+install_acp() {
+  local dir="$PEERS/acp"
+  if [ ! -s "$dir/node_modules/@zed-industries/agent-client-protocol/typescript/examples/agent.ts" ] \
+      || [ ! -x "$dir/node_modules/.bin/tsx" ]; then
+    echo "peers: installing Zed's example ACP agent (npm @zed-industries/agent-client-protocol@0.4.5)"
+    mkdir -p "$dir"
+    npm install --silent --no-audit --no-fund --prefix "$dir" \
+      '@zed-industries/agent-client-protocol@0.4.5' 'tsx@4' 'zod@3' >/dev/null || return 1
+  fi
+  if [ ! -x "$dir/node_modules/.bin/codex-acp" ] || [ ! -x "$dir/node_modules/.bin/claude-agent-acp" ]; then
+    echo "peers: installing codex-acp 0.16.0 and claude-agent-acp 0.23.1 (npm @zed-industries)"
+    npm install --silent --no-audit --no-fund --prefix "$dir" \
+      '@zed-industries/codex-acp@0.16.0' '@zed-industries/claude-agent-acp@0.23.1' >/dev/null || return 1
+  fi
+  echo "peers: ACP agents ready in $dir/node_modules/.bin (example agent: tsx .../examples/agent.ts)"
+}
+
 status=0
 if [ "$want" = all ] || [ "$want" = llama ]; then
   install_llama || { echo "peers: llama server NOT installed (its tests will skip)"; status=1; }
@@ -117,5 +136,8 @@ if [ "$want" = all ] || [ "$want" = lobster ]; then
 fi
 if [ "$want" = all ] || [ "$want" = mcp ]; then
   install_mcp || { echo "peers: MCP servers NOT installed (their tests will skip)"; status=1; }
+fi
+if [ "$want" = all ] || [ "$want" = acp ]; then
+  install_acp || { echo "peers: ACP agents NOT installed (their tests will skip)"; status=1; }
 fi
 exit $status

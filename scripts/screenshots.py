@@ -1,6 +1,6 @@
 """Regenerate the console's pictures in screenshots/ (SVG, plus PNG when rsvg-convert exists).
 
-    .venv/bin/python scripts/screenshots.py [--out screenshots] [--size 140x40]
+    .venv/bin/python scripts/screenshots.py [--out screenshots] [--size 140x40] [--only NAME...]
 
 Seeds a temporary store deterministically (examples/demo specs and agents, speed 0, a
 stepping fake clock, seeded approval ids), opens the console headless without an engine,
@@ -105,6 +105,68 @@ async def seed_session_store(db: str) -> None:
         await store.close()
 
 
+async def seed_acp_store(db: str) -> None:
+    from core import open_store
+    from core.acp.demo import seed_acp
+    from tui.seed import START, SteppingClock
+
+    store = await open_store(db, clock=SteppingClock(start=START + 7200, step=0.5))
+    try:
+        await seed_acp(store)
+    finally:
+        await store.close()
+
+
+def flows(key: str) -> Step:
+    """Mode 7 with node `key` selected (the briefing's figures node: the sub-DAG it
+    coordinated, its outbox and its session transcript)."""
+    async def step(pilot: Pilot[None], app: ClawtowerApp) -> None:
+        await pilot.press("7")
+        for _ in range(300):
+            await pilot.pause(0.02)
+            if getattr(app.screen, "rows", []):
+                break
+        from tui.screens.flows import FlowTree
+
+        app.screen.query_one(FlowTree).move_cursor_to_key(key)
+        for _ in range(300):
+            await pilot.pause(0.02)
+            detail = getattr(app.screen, "detail", None)
+            if detail is not None and detail["task"]["task_id"] == key:
+                break
+        await pilot.press("b")  # the outbox: its TASKs to the fetchers, its REPLY upward
+        for _ in range(300):
+            await pilot.pause(0.02)
+            detail = getattr(app.screen, "detail", None)
+            if detail is not None and any(m["kind"] == "REPLY" for m in detail["mail"]):
+                break
+        await _settle(pilot)
+
+    return step
+
+
+async def seed_flow_store(db: str) -> None:
+    from core import open_store
+    from core.flows.demo import seed_flows
+
+    store = await open_store(db)
+    try:
+        await seed_flows(store, ROOT / "examples" / "demo" / "agents.yaml", live=False)
+    finally:
+        await store.close()
+
+
+async def acp_permission(pilot: Pilot[None], app: ClawtowerApp) -> None:
+    """Mode 2 with a coding harness's permission request (ACP) selected."""
+    from core.acp.demo import APPROVAL_ID
+    from tui.views import ApprovalList
+
+    await pilot.press("2")
+    await _settle(pilot)
+    app.screen.query_one(ApprovalList).move_cursor_to_key(APPROVAL_ID)
+    await _settle(pilot)
+
+
 async def confirm(pilot: Pilot[None], app: ClawtowerApp) -> None:
     await pilot.press("2", "a")
     await _settle(pilot)
@@ -172,7 +234,7 @@ async def shoot(db: str, out: Path, name: str, step: Step, size: tuple[int, int]
     return path
 
 
-async def main(out: Path, size: tuple[int, int]) -> list[Path]:
+async def main(out: Path, size: tuple[int, int], only: list[str] | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CLAWTOWER_HOME"] = tmp  # no user themes in the pictures
@@ -195,14 +257,19 @@ async def main(out: Path, size: tuple[int, int]) -> list[Path]:
             ("4-sessions", sessions("S-1"), None),
             ("4-sessions-steer", sessions("S-5"), None),
             ("5-workflows", workflows, None),
+            ("7-flows", flows("F-1/q3-brief/q3-figures"), None),
             ("5-workflows-light", workflows, "clawtower-light"),
             ("workflow-input-answer", answer_input, None),
             ("unblock-choice", unblock_choice, None),
             ("command-line-completion", command_line, None),
             ("1-tasks-80x24", tasks, None, small),
+            ("2-approvals-acp-permission", acp_permission, None),
+            ("4-sessions-acp", sessions("S-1"), None),
         ]
         paths = []
         for name, step, theme, *rest in shots:
+            if only and name not in only:
+                continue
             # each picture from a fresh copy, so none sees another's clicks
             folder = Path(tmp) / name
             folder.mkdir()
@@ -210,8 +277,12 @@ async def main(out: Path, size: tuple[int, int]) -> list[Path]:
             shutil.copyfile(db, copy)
             if name.startswith("3-meetings"):  # two finished meetings, one mid-round
                 await seed_meetings(copy)
-            if name.startswith("4-sessions"):  # a fan-out, a steered loop
+            if name.startswith("4-sessions") and "acp" not in name:  # fan-out, steered loop
                 await seed_session_store(copy)
+            if "acp" in name:  # a harness's turn waiting at its permission request
+                await seed_acp_store(copy)
+            if name.startswith("7-flows"):  # a finished and a failed flow
+                await seed_flow_store(copy)
             if name.startswith(("5-workflows", "workflow-")):  # one done, two at gates
                 await seed_workflows(copy)
             paths.append(await shoot(copy, out, name, step, rest[0] if rest else size, theme))
@@ -235,9 +306,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(ROOT / "screenshots"))
     parser.add_argument("--size", default="140x40", help="terminal size, COLSxROWS")
+    parser.add_argument("--only", nargs="*", metavar="NAME",
+                        help="only these pictures (names without extension)")
     args = parser.parse_args()
     cols, rows = (int(x) for x in args.size.lower().split("x"))
-    svgs = asyncio.run(main(Path(args.out), (cols, rows)))
+    svgs = asyncio.run(main(Path(args.out), (cols, rows), args.only))
     pngs = to_png(svgs)
     for p in [*svgs, *pngs]:
         print(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,10 @@ if str(ROOT) not in sys.path:
 HELPERS = Path(__file__).resolve().parent / "helpers"
 if str(HELPERS) not in sys.path:
     sys.path.insert(0, str(HELPERS))
+
+# PostgreSQL replicas kept between opens (core/store/replica.py) go to a folder of this run,
+# never the user's home; child processes inherit it
+os.environ.setdefault("CLAWTOWER_REPLICA_DIR", tempfile.mkdtemp(prefix="clawtower-replicas-"))
 
 from core.clock import FakeClock  # noqa: E402
 from core.store import open_store  # noqa: E402

@@ -412,3 +412,23 @@ async def test_m4_spawn_many_is_one_commit_with_per_item_refusals(store: Any,
     refusals = await store.fetchall("SELECT reason FROM refusals WHERE action='session.spawn'")
     assert len(refusals) == 2  # each attempt's refusal is recorded
     assert (await store.fetchone("SELECT count(*) AS n FROM events"))["n"] > before
+
+
+async def test_star_in_policy_subagents_allows_any_spec_itself_included(
+        store: Any, sessions: Sessions) -> None:
+    """The seed's `allowAgents: ["*"]`: any spec, the spawning one too (unset allows any
+    other spec, never itself)."""
+    await spec(sessions, "star", policy={"subagents": ["*"]})
+    await spec(sessions, "plain")
+    await spec(sessions, "other")
+    sid = await sessions.create(agent="star")
+    out = await sessions.spawn_many(sid, [{"task": "a", "agent": "star"},
+                                          {"task": "b", "agent": "other"}],
+                                    caller="tool", key="J-star:k")
+    assert [o["status"] for o in out] == ["accepted", "accepted"]
+    plain = await sessions.create(agent="plain")
+    out = await sessions.spawn_many(plain, [{"task": "a", "agent": "plain"},
+                                            {"task": "b", "agent": "other"}],
+                                    caller="tool", key="J-plain:k")
+    assert [o["status"] for o in out] == ["refused", "accepted"]
+    assert "self-spawn" in out[0]["reason"]

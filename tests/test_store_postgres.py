@@ -5,6 +5,9 @@ schema version guards against older builds, and an unreachable server is a Store
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 import psycopg
 import pytest
 
@@ -12,6 +15,7 @@ from core import events as ev
 from core.errors import StoreError
 from core.events import NewEvent
 from core.store import open_store
+from core.store.postgres import open_postgres
 from core.store.schema import LATEST_VERSION
 
 
@@ -20,21 +24,43 @@ def note(text: str) -> NewEvent:
 
 
 def cut_commit(store, *, lands: bool) -> list[int]:
-    """The next COMMIT on the store's connection is lost on the wire: the server either
-    committed it (`lands`) or not, and the client sees a dead connection either way."""
+    """The next batch's last round trip (the pipeline holding its INSERTs, NOTIFY and COMMIT)
+    is lost on the wire: the server either committed it (`lands`) or not, and the client sees
+    a dead connection either way."""
     conn = store._pg
-    real = conn.execute
+    real_cursor, real_pipeline = conn.cursor, conn.pipeline
     fired: list[int] = []
 
-    def execute(query, *args, **kwargs):
-        if query == "COMMIT" and not fired:
+    class Cursor:
+        def __init__(self, cur):
+            self._cur = cur
+
+        def __getattr__(self, name):
+            return getattr(self._cur, name)
+
+        def __enter__(self):
+            self._cur.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self._cur.__exit__(*exc)
+
+        def execute(self, query, *args, **kwargs):
+            if query == "COMMIT" and not lands and not fired:
+                query = "ROLLBACK"
+            return self._cur.execute(query, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def pipeline():
+        with real_pipeline() as p:
+            yield p
+        if not fired:
             fired.append(1)
-            real("COMMIT" if lands else "ROLLBACK")
             conn.close()
             raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return real(query, *args, **kwargs)
 
-    conn.execute = execute
+    conn.cursor = lambda *a, **k: Cursor(real_cursor(*a, **k))
+    conn.pipeline = pipeline
     return fired
 
 
@@ -77,10 +103,39 @@ async def test_a_newer_log_is_refused(pg_url):
         await open_store(pg_url)
 
 
-async def test_an_unreachable_server_is_a_one_line_store_error(pg_url):
+async def test_an_unreachable_server_is_a_one_line_store_error(pg_url, monkeypatch):
+    import time
+
+    monkeypatch.setenv("CLAWTOWER_DB_OPEN_TIMEOUT", "1.5")
     bad = pg_url.replace("host=", "host=/nonexistent")
-    with pytest.raises(StoreError, match="cannot connect"):
+    t0 = time.monotonic()
+    with pytest.raises(StoreError, match=r"cannot connect .*gave up after \d+ attempt") as exc:
         await open_store(bad)
+    assert 0.5 < time.monotonic() - t0 < 15, "opening retried with a bounded backoff"
+    assert "\n" not in str(exc.value)
+
+
+async def test_opening_waits_for_a_server_that_is_starting(pg_server_url):
+    """A store opened while its server is down (a restart, a machine booting) opens once the
+    server answers, within the open timeout, instead of failing at the first refusal."""
+    import asyncio
+    import tempfile
+    from pathlib import Path
+
+    from core.store import pglocal
+
+    folder = Path(tempfile.mkdtemp(prefix="clawtower-pgopen-")) / "data"
+    url = pglocal.start(folder, stop_at_exit=True)
+    await asyncio.to_thread(pglocal.stop, folder)
+    opening = asyncio.ensure_future(open_postgres(url, timeout_s=120))
+    await asyncio.sleep(1.0)
+    assert not opening.done(), "opening gave up while the server was down"
+    await asyncio.to_thread(pglocal.start, folder)
+    store = await asyncio.wait_for(opening, 120)
+    try:
+        assert await store.append([note("after boot")]) == [1]
+    finally:
+        await store.close()
 
 
 def test_a_postgres_url_is_never_taken_for_a_path(tmp_path, monkeypatch):
@@ -120,3 +175,103 @@ async def test_reads_answer_from_the_replica_while_the_server_is_down(pg_server_
         assert [e.payload.text for e in await store.events_after(0)] == ["kept", "after"]
     finally:
         await store.close()
+
+
+# ------------------------------------------------------------------ kept replicas
+
+
+async def test_reopening_catches_up_only_what_was_logged_since(pg_url):
+    """The replica is kept in a file between opens: a process reopening the store replays
+    only the events logged since it closed (by itself or others), not the whole log."""
+    a = await open_store(pg_url)
+    await a.append([note(f"a{i}") for i in range(200)])
+    await a.close()
+    b = await open_store(pg_url)  # its slot is a's old one: nothing to replay
+    assert (b.kept_seq, b.replayed) == (200, 0)
+    other = await open_store(pg_url)  # open at the same time: another slot, a full replay
+    assert (other.kept_seq, other.replayed) == (0, 200)
+    await other.append([note(f"o{i}") for i in range(7)])
+    await other.close()
+    await b.close()
+    c = await open_store(pg_url)
+    assert c.kept_seq == 200 and c.replayed == 7
+    assert len(await c.events_after(0, limit=1000)) == 207
+    assert await c.verify_projections() == []
+    await c.close()
+
+
+async def test_a_kept_replica_that_does_not_match_the_log_is_rebuilt(pg_url, pg_server_url):
+    """A database dropped and created again under the same URL (a new store id), or a
+    replica file written by another schema version, is never reused."""
+    import sqlite3
+    import urllib.parse
+
+    s = await open_store(pg_url)
+    await s.append([note(f"old{i}") for i in range(5)])
+    replica = s._slot.path
+    await s.close()
+    name = urllib.parse.urlsplit(pg_url).path.lstrip("/")
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    s = await open_store(pg_url)
+    assert s.kept_seq == 0 and await s.events_after(0) == []
+    await s.append([note("new")])
+    again = s._slot.path
+    await s.close()
+    assert again != replica  # another store: another folder
+    con = sqlite3.connect(again)
+    con.execute(f"PRAGMA user_version={LATEST_VERSION - 1}")
+    con.close()
+    s = await open_store(pg_url)
+    try:
+        assert (s.kept_seq, s.replayed) == (0, 1)
+        assert [e.payload.text for e in await s.events_after(0)] == ["new"]
+        assert await s.verify_projections() == []
+    finally:
+        await s.close()
+
+
+async def test_a_snapshot_is_saved_every_so_many_events_and_at_close(pg_url, monkeypatch):
+    """The replica lives in memory while open and is saved every SNAPSHOT_EVERY events (so a
+    killed process's successor replays at most that many) and when the store closes; a
+    snapshot is written whole and renamed into place."""
+    import sqlite3
+
+    from core.store import replica
+
+    monkeypatch.setattr(replica, "SNAPSHOT_EVERY", 5)
+
+    def saved(path: Path) -> int:
+        con = sqlite3.connect(path)
+        try:
+            return int(con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+        finally:
+            con.close()
+
+    s = await open_store(pg_url)
+    path = s._slot.path
+    for i in range(12):
+        await s.append([note(f"e{i}")])
+    assert saved(path) == 10  # saved at 5 and 10, not yet at 12
+    assert not path.with_name(path.name + ".tmp").exists()
+    await s.close()
+    assert saved(path) == 12
+    s = await open_store(pg_url)
+    try:
+        assert (s.kept_seq, s.replayed) == (12, 0)
+        assert await s.verify_projections() == []
+    finally:
+        await s.close()
+
+
+async def test_a_replica_in_memory_when_asked(pg_url, monkeypatch):
+    monkeypatch.setenv("CLAWTOWER_REPLICA_DIR", ":memory:")
+    s = await open_store(pg_url)
+    await s.append([note("x")])
+    await s.close()
+    s = await open_store(pg_url)
+    try:
+        assert s._slot is None and (s.kept_seq, s.replayed) == (0, 1)
+    finally:
+        await s.close()

@@ -119,7 +119,7 @@ async def test_postgres_restart_mid_load_loses_nothing_and_applies_nothing_twice
     await s.close()
     workers = [spawn(url, f"w{i}", n, i) for i in range(4)]
     try:
-        for w in workers:  # every worker is connected and busy (opening is not retried)
+        for w in workers:  # every worker is connected and busy when the server goes down
             await wait_claims(w, 3)
         await asyncio.to_thread(_pg_restart, folder)
         await finish(workers)

@@ -199,12 +199,15 @@ def test_an_approval_stays_approved_when_its_driver_dies(tmp_path: Path) -> None
 BACKGROUND = "touch in-bg; (sleep 1.5; echo late >> out.txt) & wait"
 
 
-@pytest.mark.parametrize("nested", [False, True], ids=["shell step", "sub-workflow step"])
+@pytest.mark.parametrize("how", ["shell", "sub-workflow", "pipeline exec"])
 def test_the_adopter_ends_what_the_step_left_in_its_process_group(tmp_path: Path,
-                                                                   nested: bool) -> None:
-    if nested:
+                                                                   how: str) -> None:
+    if how == "sub-workflow":
         (tmp_path / "child.lobster").write_text(f"steps:\n  - id: inner\n    run: {BACKGROUND}\n")
         d = Dir(tmp_path, "steps:\n  - id: bg\n    workflow: child.lobster\n")
+    elif how == "pipeline exec":
+        d = Dir(tmp_path, f"steps:\n  - id: bg\n    pipeline: >-\n      exec --shell"
+                          f" '{BACKGROUND}'\n")
     else:
         d = Dir(tmp_path, f"steps:\n  - id: bg\n    run: {BACKGROUND}\n")
     driver = d.start("workflow", "run", str(d.flow))

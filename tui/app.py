@@ -58,6 +58,7 @@ from .rowlist import RowList
 from .screens.approvals import ApprovalsScreen
 from .screens.base import ConsoleScreen
 from .screens.experts import ExpertsScreen
+from .screens.flows import FlowsScreen
 from .screens.meetings import MeetingsScreen
 from .screens.sessions import SessionsScreen
 from .screens.task_detail import TaskDetailScreen
@@ -93,6 +94,7 @@ class ClawtowerApp(App[int]):
         "sessions": SessionsScreen,
         "workflows": WorkflowsScreen,
         "experts": ExpertsScreen,
+        "flows": FlowsScreen,
         "triggers": TriggersScreen,
     }
     DEFAULT_MODE = "tasks"
@@ -110,6 +112,8 @@ class ClawtowerApp(App[int]):
                 tooltip="Workflow runs and their steps, live"),
         Binding("6", "switch_mode('experts')", "Experts", show=False, id="mode.experts",
                 tooltip="Installed experts, their runs and pending confirms"),
+        Binding("7", "switch_mode('flows')", "Flows", show=False, id="mode.flows",
+                tooltip="Task DAGs delegated between agents, live"),
         Binding("8", "switch_mode('triggers')", "Triggers", show=False, id="mode.triggers",
                 tooltip="Expert triggers, their queues and the dead-letter queue"),
         Binding("question_mark,f1", "toggle_help", "Keys", id="help",
@@ -128,6 +132,7 @@ class ClawtowerApp(App[int]):
         # The agents file (a clawtower.yaml or a simulator script: one loader, the CLI's
         # --config); its errors surface here, before the screen is taken over.
         self.agents: AgentSet = load_agents(agents_file) if agents_file else AgentSet.simulated()
+        self.agents_file = agents_file  # the flow engine's agents (the demo's scripts)
         super().__init__()
         self.db_path = str(db_path)
         self.run_engine = run_engine
@@ -139,6 +144,8 @@ class ClawtowerApp(App[int]):
         self.engine: Engine | None = None
         self._engine_task: asyncio.Task[None] | None = None
         self._sessions_task: asyncio.Task[None] | None = None
+        self._flows_task: asyncio.Task[None] | None = None  # the flow engine (stops with
+        # the session worker, on _sessions_stop)
         self._sessions_stop = asyncio.Event()
         # text of the turns this console's worker is running, as it streams (mode 4)
         self.session_streams: dict[str, dict[str, str]] = {}
@@ -192,6 +199,7 @@ class ClawtowerApp(App[int]):
             self._engine_task = asyncio.create_task(self._run_engine(), name="console-engine")
             self._sessions_task = asyncio.create_task(self._run_sessions(),
                                                       name="console-sessions")
+            self._flows_task = asyncio.create_task(self._run_flows(), name="console-flows")
         self.run_worker(self._follow(), group="follow", exclusive=True, exit_on_error=False)
 
     async def _run_engine(self) -> None:
@@ -221,6 +229,23 @@ class ClawtowerApp(App[int]):
             self.log.error(f"session worker stopped: {exc!r}")
             self.notify(f"session worker stopped: {exc}", title="Sessions",
                         severity="error", timeout=30)
+
+    async def _run_flows(self) -> None:
+        """The flow engine (core/flows): drives running flows while it holds the `flows`
+        lease (another console or `flow work` may hold it instead)."""
+        assert self.store is not None
+        from core.agents.config import load_config
+        from core.flows.engine import model_engine
+
+        try:
+            await model_engine(self.store, load_config(self.agents_file)).run(
+                self._sessions_stop)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the console stays up; the store keeps the truth
+            self.log.error(f"flow engine stopped: {exc!r}")
+            self.notify(f"flow engine stopped: {exc}", title="Flows", severity="error",
+                        timeout=30)
 
     def _session_text(self, session: str, turn: str, text: str) -> None:
         entry = self.session_streams.get(session)
@@ -267,6 +292,9 @@ class ClawtowerApp(App[int]):
         if self._sessions_task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._sessions_task, 10)
+        if self._flows_task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._flows_task, 10)
         if self.store is not None:
             with contextlib.suppress(Exception):
                 await self.store.close()
@@ -306,6 +334,8 @@ class ClawtowerApp(App[int]):
                             partial(self.switch_mode, "meetings"))
         yield SystemCommand("Experts", "Mode 6: installed experts, their runs and confirms",
                             partial(self.switch_mode, "experts"))
+        yield SystemCommand("Flows", "Mode 7: task DAGs, mailboxes, node transcripts",
+                            partial(self.switch_mode, "flows"))
         yield SystemCommand("Triggers", "Mode 8: triggers, queues and the dead-letter queue",
                             partial(self.switch_mode, "triggers"))
 
@@ -527,7 +557,8 @@ class ClawtowerApp(App[int]):
                                       placeholder="reason (recorded with the decision)"),
                          got_reason)
 
-    def decide(self, approval_id: str, *, approve: bool, reason: str = "") -> None:
+    def decide(self, approval_id: str, *, approve: bool, reason: str = "",
+               always: bool = False) -> None:
         a = self.model.approval(approval_id)
         if a is not None and a["kind"] in workflowdata.GATE_KIND_SET:
             if approve and a["kind"] == workflowdata.INPUT_GATE:
@@ -537,21 +568,24 @@ class ClawtowerApp(App[int]):
             self.run_worker(self._decide_gate(approval_id, approve, reason),
                             group="workflow-runs", exit_on_error=False)
             return
-        self.run_worker(self._decide(approval_id, approve, reason), group="decide")
+        self.run_worker(self._decide(approval_id, approve, reason, always), group="decide")
 
-    async def _decide(self, approval_id: str, approve: bool, reason: str) -> None:
+    async def _decide(self, approval_id: str, approve: bool, reason: str,
+                      always: bool = False) -> None:
         if self.store is None:
             return
         approvals = Approvals(self.store)
         try:
             if approve:
-                await approvals.approve(approval_id, by=self.operator, reason=reason)
+                await approvals.approve(approval_id, by=self.operator, reason=reason,
+                                        always=always)
             else:
-                await approvals.reject(approval_id, by=self.operator, reason=reason)
+                await approvals.reject(approval_id, by=self.operator, reason=reason,
+                                       always=always)
         except ClawError as exc:
             self._not_decided(exc)
             return
-        verb = "approved" if approve else "rejected"
+        verb = ("approved" if approve else "rejected") + (" (always)" if always else "")
         self.notify(f"{approval_id} {verb} by {self.operator}", title="Decided")
 
     def _not_decided(self, exc: ClawError) -> None:
@@ -645,6 +679,45 @@ class ClawtowerApp(App[int]):
             f"{run.get('name') or run.get('file')}\n\n{where}\n\nBy {self.operator}.",
             yes="Cancel run", no="Keep it", destructive=True), done)
 
+    def request_recover_run(self, run_id: str, decision: str) -> None:
+        """`t` (retry) / `k` (skip) in mode 5: confirm (focus on No), then settle the step a
+        dead driver left interrupted; the run continues in this console."""
+        run = self.model.workflow(run_id)
+        if run is None or run["status"] != "paused" or run.get("gate_kind") != "interrupted":
+            self.notify(f"workflow run {run_id!r}: no step interrupted by a dead driver",
+                        severity="error")
+            return
+        step = run["waiting_step"]
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.run_worker(self._recover_run(run_id, decision), group="workflow-runs",
+                                exit_on_error=False)
+
+        what = (f"Step {step} runs again. It had started when its driver died, so it may"
+                " already have had its effect." if decision == "retry" else
+                f"Step {step} is left as it is, without a result; the run goes on after it.")
+        self.push_screen(ConfirmScreen(
+            f"{'Retry' if decision == 'retry' else 'Skip'} step {step} of {run_id}?",
+            f"{run.get('name') or run.get('file')}\n\n{what}\n\nBy {self.operator}.",
+            yes="Retry step" if decision == "retry" else "Skip step", no="Not now"), done)
+
+    async def _recover_run(self, run_id: str, decision: str) -> None:
+        if self.store is None:
+            return
+        try:
+            envelope = await workflowdata.recover_run(self.store, run_id, decision,
+                                                      by=self.operator)
+        except ClawError as exc:
+            self.notify(str(exc), title="Not settled", severity="error")
+            return
+        if not envelope.get("ok"):
+            self.notify(envelope["error"]["message"], title=f"{run_id} failed",
+                        severity="error")
+            return
+        self.notify(f"{run_id}: {decision} by {self.operator}; {envelope['status']}",
+                    title="Workflow")
+
     async def _cancel_run(self, run_id: str) -> None:
         if self.store is None:
             return
@@ -728,10 +801,12 @@ class ClawtowerApp(App[int]):
             if ok:
                 self.stop_meeting(meeting_id)
 
+        how = ("Its process is gone: it ends now, with reason 'stopped'." if m.get("orphaned")
+               else "The round under way finishes first; the meeting then ends with reason"
+                    " 'stopped'.")
         self.push_screen(ConfirmScreen(
             f"Stop meeting {meeting_id}?",
-            f"{m['topic']}\n\nThe round under way finishes first; the meeting then ends "
-            f"with reason 'stopped'.\n\nRequested by {self.operator}.", yes="Stop",
+            f"{m['topic']}\n\n{how}\n\nRequested by {self.operator}.", yes="Stop",
             destructive=True), done)
 
     def stop_meeting(self, meeting_id: str, reason: str = "") -> None:
@@ -741,12 +816,13 @@ class ClawtowerApp(App[int]):
         if self.store is None:
             return
         try:
-            await meetingdata.request_stop(self.store, meeting_id, by=self.operator,
-                                           reason=reason)
+            now = await meetingdata.request_stop(self.store, meeting_id, by=self.operator,
+                                                 reason=reason)
         except ClawError as exc:
             self.notify(str(exc), title="Not stopped", severity="error")
             return
-        self.notify(f"{meeting_id}: stop requested by {self.operator}", title="Meeting")
+        self.notify(f"{meeting_id}: stopped by {self.operator} (its process was gone)" if now
+                    else f"{meeting_id}: stop requested by {self.operator}", title="Meeting")
 
     def grant_rounds(self, meeting_id: str, n: int = 1) -> None:
         self.run_worker(self._grant_rounds(meeting_id, n), group="meeting-ops")

@@ -50,8 +50,9 @@ async def start(store: Store, agents: AgentSet, config: MeetingConfig,
     return await start_meeting(store, agents, config, minutes_dir=minutes_dir)
 
 
-async def request_stop(store: Store, meeting_id: str, by: str, reason: str = "") -> None:
-    await Meetings(store).request_stop(meeting_id, by=by, reason=reason)
+async def request_stop(store: Store, meeting_id: str, by: str, reason: str = "") -> bool:
+    """True when the meeting ended at once (orphaned: nobody was left to finish a round)."""
+    return await Meetings(store).request_stop(meeting_id, by=by, reason=reason)
 
 
 async def grant_rounds(store: Store, meeting_id: str, n: int, by: str) -> int:

@@ -169,8 +169,17 @@ class StoreFollower:
         return delta
 
     async def _recheck_drivers(self, delta: Delta) -> None:
-        """A run's process can die without writing anything: while runs are `running`, each
-        quiet poll (every ~2 s) looks again whether their processes are still there."""
+        """A run's or a meeting's process can die without writing anything: while some are
+        running, each quiet poll (every ~2 s) looks again whether their processes are still
+        there (a meeting's lease lapses, or its process is seen gone)."""
+        if any(m["status"] == "running" and not m.get("orphaned")
+               for m in self.model.meetings):
+            meetings = await list_meetings(self.store)
+            before = {m["id"]: m.get("orphaned") for m in self.model.meetings}
+            changed = {m["id"] for m in meetings if before.get(m["id"]) != m.get("orphaned")}
+            if changed:
+                self.model.meetings = meetings
+                delta.meetings, delta.meetings_changed = changed, True
         if not any(r["status"] == "running" and r.get("driver") == "alive"
                    for r in self.model.workflows):
             return
@@ -187,7 +196,8 @@ class StoreFollower:
             m.approvals = await self.approvals.pending()
         if delta.lease_changed:
             m.lease = await self.store.fetchone(
-                "SELECT owner, expires_at, released FROM leases WHERE name='orchestrator'")
+                "SELECT owner, expires_at, released FROM leases WHERE name LIKE 'engine:%'"
+                " ORDER BY released, expires_at DESC LIMIT 1")
         if delta.meetings_changed:
             m.meetings = await list_meetings(self.store)
             if delta.full or not delta.meetings:

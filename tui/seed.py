@@ -29,9 +29,9 @@ from core import (
     open_store,
 )
 from core.agents.simulator import AgentDef, Step
-from core.events import Payload
+from core.events import LeaseAcquired, Payload
 from core.meetings import events as mev
-from core.meetings.coordinator import Coordinator, MeetingConfig
+from core.meetings.coordinator import Coordinator, MeetingConfig, lease_name
 from core.tasks import commands as _commands
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "demo"
@@ -202,12 +202,17 @@ async def _live_meeting(store: Any) -> None:
               why="no reply within 60 s: counted as NEUTRAL"),
     ]
 
-    for payload in steps:
-        event = NewEvent(entity_id=mid, actor="coordinator", role=Role.ORCHESTRATOR.value,
-                         payload=payload)
+    # held by a process on another machine, for a long time: live, not orphaned
+    owner = "demo-host:1:1#seed"
+    held = NewEvent(entity_id=lease_name(mid), actor=owner, role=Role.SYSTEM.value,
+                    payload=LeaseAcquired(owner=owner, expires_at=4.0e9))
+    for i, payload in enumerate(steps):
+        events = [NewEvent(entity_id=mid, actor="coordinator", role=Role.ORCHESTRATOR.value,
+                           payload=payload)] + ([held] if i == 0 else [])
 
-        def command(tx: Any, event: NewEvent = event) -> None:
-            tx.emit(event)
+        def command(tx: Any, events: list[NewEvent] = events) -> None:
+            for event in events:
+                tx.emit(event)
 
         await store.execute(command)
 

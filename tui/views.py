@@ -199,6 +199,8 @@ class ModeBar(Static):
 
 
 def meeting_tone(m: dict[str, Any]) -> str:
+    if m.get("orphaned"):
+        return "failed"
     if m.get("status") == "running":
         return "active"
     if m.get("result") in ("FULL", "MAJORITY"):
@@ -209,6 +211,8 @@ def meeting_tone(m: dict[str, Any]) -> str:
 
 
 def meeting_outcome(m: dict[str, Any]) -> str:
+    if m.get("orphaned"):
+        return "orphaned"
     if m.get("status") == "running":
         return "running"
     result = str(m.get("result") or "")
@@ -269,8 +273,8 @@ class MeetingList(ItemList):
     def version(m: dict[str, Any]) -> Hashable:
         rounds = m.get("rounds")
         n = len(rounds) if isinstance(rounds, list) else rounds
-        return (m.get("status"), n, m.get("max_rounds"), m.get("result"), m.get("reason"),
-                m.get("ended_at"))
+        return (m.get("status"), m.get("orphaned"), n, m.get("max_rounds"), m.get("result"),
+                m.get("reason"), m.get("ended_at"))
 
 
 
@@ -287,6 +291,13 @@ class WorkflowList(ItemList):
         Binding("c", "screen.cancel_run", "Cancel run", id="workflow.cancel",
                 tooltip="Cancel the selected paused or orphaned run (asks to confirm)"),
         Binding("c", "screen.explain('cancel_run')", show=False, system=True),
+        Binding("t", "screen.recover_run('retry')", "Retry step", id="workflow.retry",
+                tooltip="Run again the step a dead driver left interrupted (asks to confirm)"),
+        Binding("t", "screen.explain('recover_run')", show=False, system=True),
+        Binding("k", "screen.recover_run('skip')", "Skip step", id="workflow.skip",
+                tooltip="Go on after the step a dead driver left interrupted, as if done"
+                        " (asks to confirm)"),
+        Binding("k", "screen.explain('recover_run')", show=False, system=True),
     ]
 
     columns: ClassVar[Sequence[Column]] = (

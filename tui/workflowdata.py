@@ -76,6 +76,13 @@ async def start_run(store: Store, file: str, args: dict[str, Any] | None, *,
     return await _service(store, by).run(file, args or {})
 
 
+async def recover_run(store: Store, run_id: str, decision: str, *,
+                      by: str) -> dict[str, Any]:
+    """Settle a step its dead driver left interrupted (retry or skip); the run continues
+    here until it ends or pauses again. Answers Lobster's envelope."""
+    return await _service(store, by).recover(run_id, decision, by=by)
+
+
 async def cancel_run(store: Store, run_id: str, *, by: str, reason: str = "") -> None:
     """Cancel a paused run: its gate is withdrawn."""
     await _service(store, by).cancel(run_id, by=by, reason=reason)

@@ -279,6 +279,7 @@ def config_from_data(data: Any, path: str | Path) -> ClawtowerConfig:
     rest = dict(data)
     raw_providers = rest.pop("providers", None)
     mcp_servers = rest.pop("mcp_servers", None)
+    rest.pop("acp_agents", None)  # read by core/acp/config.py
     raw_agents = rest.pop("agents", None)
     if not isinstance(raw_providers, dict | None):
         raise ValidationError(f"{path}: field 'providers': must be a mapping of name -> provider")

@@ -61,9 +61,10 @@ def _symlinks(root: Path) -> list[str]:
     return [str(p.relative_to(root)) for p in root.rglob("*") if p.is_symlink()]
 
 
-def _stage(source: str, stage: Path) -> Package:
+def _stage(source: str, stage: Path, shown: str | None = None) -> Package:
     """Clone or copy `source` to `stage` and load it; raise ValidationError if it has errors
-    or symlinks."""
+    or symlinks. Errors name the source as the user wrote it (`shown`), not as resolved."""
+    shown = source if shown is None else shown
     if _is_git(source):
         r = subprocess.run(["git", "clone", "-q", "--", source, str(stage)],
                            capture_output=True, text=True, timeout=300)
@@ -72,8 +73,13 @@ def _stage(source: str, stage: Path) -> Package:
                                   f"{(r.stderr or r.stdout).strip()[:300]}")
     else:
         src = Path(source)
+        if not src.exists():
+            raise ValidationError(f"{shown}: no such directory")
+        if not src.is_dir():
+            raise ValidationError(f"{shown}: not a directory (an expert package is a"
+                                  " directory holding expert.yaml)")
         if not (src / "expert.yaml").is_file():
-            raise ValidationError(f"{source}:expert.yaml: missing (not an expert package)")
+            raise ValidationError(f"{shown}:expert.yaml: missing (not an expert package)")
         links = _symlinks(src)
         if links:
             raise ValidationError(f"{links[0]}:file: symlinks are not installed (copy the"
@@ -96,12 +102,15 @@ def _source_file(name: str) -> Path:
 def install(source: str) -> Package:
     """Validate then copy/clone into the experts directory; raise ValidationError (naming
     every error) and leave nothing behind if the package does not load."""
+    if not source.strip():
+        raise ValidationError("PATH|GIT_URL: empty (give a package directory or a git URL)")
     experts_dir().mkdir(parents=True, exist_ok=True)
+    shown = source
     if not _is_git(source):
         source = str(Path(source).resolve())
     with tempfile.TemporaryDirectory(dir=experts_dir(), prefix=".install-") as tmp:
         stage = Path(tmp) / "pkg"
-        pkg = _stage(source, stage)
+        pkg = _stage(source, stage, shown)
         dest = experts_dir() / pkg.name
         if dest.exists():
             raise ValidationError(f"expert {pkg.name!r}: already installed (clawtower expert"

@@ -6,6 +6,12 @@ answers with reasoning and one stance marker. The coordinator parses each stance
 either ends the meeting or has the summarizer compress the previous summary plus this round
 into at most `summary_tokens` tokens. Everything goes into the store as meeting.* events.
 
+Each meeting is held by the process running it through a lease (`meeting:<id>`, renewed
+while it runs). A meeting whose process died (kill -9, a power cut) shows as orphaned once
+that lease lapses or the process is seen gone; `adopt` continues it in another process from
+its last recorded step: finished rounds are never asked again, and replies already recorded
+in an unfinished round are kept (only the agents that had not answered are asked).
+
 Timeouts: a participant that does not answer within `agent_timeout_s` counts as NEUTRAL for
 that round (status timed_out, noted in `why`); the whole meeting stops after
 `meeting_timeout_s`. Summaries are capped with `count_tokens` (the tokenizer the simulator's
@@ -15,20 +21,25 @@ usage figures use); the summarizer is also asked for at most that many tokens.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import leases
 from ..agents.provider import ChatMessage, ChatRequest, ProviderError, complete
 from ..agents.registry import AgentSet
 from ..agents.simulator import AgentDef, count_tokens, truncate_tokens
-from ..errors import ValidationError
+from ..errors import Conflict, NotFound, ValidationError
 from ..events import NewEvent, Payload
+from ..liveness import holder_gone, process_tag
 from ..store.interface import Store, WriteTx
 from ..tasks.commands import record_usage
 from ..tasks.permissions import Role
@@ -37,6 +48,7 @@ from .consensus import MIN_AGENTS, Consensus, decide
 from .stance import Stance, parse_stance
 
 ACTOR = "coordinator"
+LEASE_TTL_S = 10.0
 _MEETING_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ROLE = Role.ORCHESTRATOR.value
 
@@ -114,6 +126,29 @@ def validate(config: MeetingConfig, agents: AgentSet) -> tuple[list[str], str]:
     return names, summarizer
 
 
+def lease_name(meeting_id: str) -> str:
+    return f"meeting:{meeting_id}"
+
+
+@dataclass
+class _Progress:
+    """Where a meeting stands in the store: what an adopting process continues from."""
+
+    rounds: int = 0  # rounds finished (their summary recorded)
+    summary: str = ""
+    last_consensus: Consensus = Consensus.NO
+    last_detail: str = ""
+    stances: dict[str, Stance] = field(default_factory=dict)
+    # the unfinished round after them, if it had started: who had answered, whether it ended
+    partial_started: bool = False
+    partial_replies: dict[str, _Reply] = field(default_factory=dict)
+    partial_ended: bool = False
+
+
+# meeting tasks cancelled because another process adopted their meeting (they write nothing)
+_ADOPTED_AWAY: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+
+
 class Coordinator:
     def __init__(
         self,
@@ -122,11 +157,14 @@ class Coordinator:
         *,
         tokens: Callable[[str], int] = count_tokens,
         monotonic: Callable[[], float] = time.monotonic,
+        lease_ttl_s: float = LEASE_TTL_S,
     ) -> None:
         self.store = store
         self.agents = agents
         self.tokens = tokens
         self.monotonic = monotonic
+        self.lease_ttl_s = lease_ttl_s
+        self.owner = f"{process_tag()}#{uuid.uuid4().hex[:6]}"
 
     async def _emit(self, meeting_id: str, *payloads: Payload | NewEvent) -> None:
         events = [
@@ -157,15 +195,84 @@ class Coordinator:
         mid = meeting_id or f"mtg-{uuid.uuid4().hex[:12]}"
         if not _MEETING_ID.fullmatch(mid):
             raise ValidationError(f"meeting: invalid id {mid!r} (letters, digits, . _ -)")
-        await self._emit(mid, mev.MeetingStarted(
+        started = mev.MeetingStarted(
             topic=config.topic.strip(), participants=participants, summarizer=summarizer,
             max_rounds=config.max_rounds, summary_tokens=config.summary_tokens,
             agent_timeout_s=config.agent_timeout_s, meeting_timeout_s=config.meeting_timeout_s,
-        ))
+        )
+
+        def command(tx: WriteTx) -> None:  # the meeting and its lease in one commit
+            tx.emit(NewEvent(entity_id=mid, actor=ACTOR, role=ROLE, payload=started))
+            leases.acquire_in(tx, lease_name(mid), self.owner, self.lease_ttl_s)
+
+        await self.store.execute(command)
         return mid
 
+    async def adopt(self, mid: str, *, minutes_dir: str | Path | None = None
+                    ) -> MeetingOutcome:
+        """Continue a meeting whose process died, here, from its last recorded step.
+
+        Raises NotFound, Conflict (it has ended, or a live process still holds it) or
+        ValidationError (its agents are not in this process's agents file)."""
+
+        def claim(tx: WriteTx) -> tuple[dict[str, Any], float]:
+            row = tx.one("SELECT * FROM meetings WHERE id=?", (mid,))
+            if row is None:
+                raise NotFound(f"meeting {mid}: no such meeting")
+            if row["status"] == "ended":
+                raise Conflict(f"meeting {mid}: already ended ({row['end_reason']})")
+            held = leases.holder(tx, lease_name(mid))
+            if not leases._acquire(tx, lease_name(mid), self.owner, self.lease_ttl_s,
+                                   holder_gone=holder_gone):
+                owner = str(held["owner"]) if held else "another process"
+                raise Conflict(f"meeting {mid}: still run by {owner.partition('#')[0]};"
+                               " it is not orphaned (stop it with `meeting stop`)")
+            return dict(row), tx.now
+
+        row, now = await self.store.execute(claim)
+        try:
+            config = MeetingConfig(
+                topic=row["topic"], participants=json.loads(row["participants"]),
+                max_rounds=int(row["max_rounds"]), summary_tokens=int(row["summary_tokens"]),
+                agent_timeout_s=float(row["agent_timeout_s"]),
+                meeting_timeout_s=float(row["meeting_timeout_s"]),
+                summarizer=row["summarizer"])
+            validate(config, self.agents)
+            progress = await self._progress(mid)
+        except BaseException:
+            await leases.release(self.store, lease_name(mid), self.owner)
+            raise
+        left = config.meeting_timeout_s - (now - float(row["started_at"]))
+        config = config.model_copy(update={"meeting_timeout_s": max(left, 0.001)})
+        return await self.proceed(mid, config, minutes_dir=minutes_dir, progress=progress)
+
+    async def _progress(self, mid: str) -> _Progress:
+        rounds, replies, summaries = await self.store.fetch_many([
+            ("SELECT * FROM meeting_rounds WHERE meeting_id=? ORDER BY round", (mid,)),
+            ("SELECT * FROM meeting_replies WHERE meeting_id=? ORDER BY round, seq", (mid,)),
+            ("SELECT round, text FROM meeting_summaries WHERE meeting_id=? ORDER BY round",
+             (mid,)),
+        ])
+        done = {int(s["round"]): str(s["text"]) for s in summaries}
+        p = _Progress()
+        for rnd in rounds:
+            n = int(rnd["round"])
+            got = {str(r["agent"]): _Reply(agent=r["agent"], status=r["status"], raw=r["raw"],
+                                           stance=Stance(r["stance"]), why=r["why"])
+                   for r in replies if int(r["round"]) == n}
+            if n in done:
+                p.rounds, p.summary = n, done[n]
+                p.last_consensus = Consensus(rnd["consensus"] or Consensus.NO.value)
+                p.last_detail = str(rnd["reason"] or "")
+                p.stances = {a: r.stance for a, r in got.items()}
+            elif n == p.rounds + 1:
+                p.partial_started, p.partial_replies = True, got
+                p.partial_ended = rnd["consensus"] is not None
+        return p
+
     async def proceed(
-        self, mid: str, config: MeetingConfig, *, minutes_dir: str | Path | None = None
+        self, mid: str, config: MeetingConfig, *, minutes_dir: str | Path | None = None,
+        progress: _Progress | None = None,
     ) -> MeetingOutcome:
         """Run the rounds of an opened meeting until consensus, max rounds, timeout or stop.
 
@@ -176,15 +283,17 @@ class Coordinator:
         """
         participants, summarizer = validate(config, self.agents)
         topic = config.topic.strip()
-        summary = ""
+        p = progress or _Progress()
+        summary = p.summary
         transcript: list[str] = []  # history="full": every reply so far, verbatim
-        rounds = 0
-        result, reason, detail = Consensus.NO, "max_rounds", ""
-        stances: dict[str, Stance] = {}
+        rounds = p.rounds
+        result, reason, detail = p.last_consensus, "max_rounds", p.last_detail
+        stances: dict[str, Stance] = dict(p.stances)
         max_rounds = config.max_rounds
+        renewer = asyncio.create_task(self._renew(mid, asyncio.current_task()))
         try:
             async with asyncio.timeout(config.meeting_timeout_s):
-                while True:
+                while result is Consensus.NO or not rounds:  # an adopted meeting may be done
                     row = await self.store.fetchone(
                         "SELECT max_rounds, stop_requested, stop_by, stop_reason FROM meetings"
                         " WHERE id=?", (mid,))
@@ -200,17 +309,23 @@ class Coordinator:
                         break
                     rnd = rounds = rounds + 1
                     context = summary if config.history == "rolling" else "\n\n".join(transcript)
-                    await self._emit(mid, mev.RoundStarted(
-                        round=rnd, summary_in_tokens=self.tokens(context)))
-                    replies = await asyncio.gather(*(
+                    resumed = rnd == p.rounds + 1 and p.partial_started
+                    if not resumed:
+                        await self._emit(mid, mev.RoundStarted(
+                            round=rnd, summary_in_tokens=self.tokens(context)))
+                    kept = p.partial_replies if resumed else {}
+                    asked = await asyncio.gather(*(
                         self._ask(mid, topic, config, agent, rnd, context, max_rounds)
-                        for agent in participants))
+                        for agent in participants if agent not in kept))
+                    got = {r.agent: r for r in asked} | kept
+                    replies = [got[agent] for agent in participants]
                     stances = {r.agent: r.stance for r in replies}
                     decision = decide([r.stance for r in replies])
-                    await self._emit(mid, mev.RoundEnded(
-                        round=rnd, consensus=decision.consensus.value, reason=decision.reason,
-                        agree=decision.agree, disagree=decision.disagree,
-                        neutral=decision.neutral))
+                    if not (resumed and p.partial_ended):
+                        await self._emit(mid, mev.RoundEnded(
+                            round=rnd, consensus=decision.consensus.value,
+                            reason=decision.reason, agree=decision.agree,
+                            disagree=decision.disagree, neutral=decision.neutral))
                     result, detail = decision.consensus, decision.reason
                     if config.history == "full":
                         transcript += [f"ROUND {rnd}, {r.agent}:\n{r.raw or '(' + r.status + ')'}"
@@ -218,21 +333,27 @@ class Coordinator:
                     summary = await self._summarise(mid, topic, config, summarizer, rnd,
                                                     summary, replies)
                     if decision.consensus is not Consensus.NO:
-                        reason = "consensus"
                         break
+            if result is not Consensus.NO:
+                reason = "consensus"
         except TimeoutError:
             reason = "timeout"
             result = Consensus.NO
             detail = f"meeting timeout after {config.meeting_timeout_s:g} s in round {rounds}"
         except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task in _ADOPTED_AWAY:
+                raise  # another process adopted it: not this one's to end
             # the process running it is stopping (ctrl+c, a console quitting): record how the
             # meeting ended, so it is not left "running" for ever, then let the cancel go on
-            await asyncio.shield(self._emit(mid, mev.MeetingEnded(
+            await asyncio.shield(self._end(mid, mev.MeetingEnded(
                 result=Consensus.NO.value, reason="stopped", rounds=rounds,
                 detail=f"interrupted in round {rounds}: the process running it stopped",
                 stances={k: v.value for k, v in stances.items()})))
             raise
-        await self._emit(mid, mev.MeetingEnded(
+        finally:
+            renewer.cancel()
+        await self._end(mid, mev.MeetingEnded(
             result=result.value, reason=reason, rounds=rounds, detail=detail,
             stances={k: v.value for k, v in stances.items()}))
         if minutes_dir is not None:
@@ -242,6 +363,28 @@ class Coordinator:
             await self._emit(mid, mev.MinutesWritten(path=str(path)))
         return MeetingOutcome(meeting_id=mid, result=result, reason=reason, rounds=rounds,
                               detail=detail, stances=stances)
+
+    async def _end(self, mid: str, ended: mev.MeetingEnded) -> None:
+        """The end of the meeting and the release of its lease, in one commit."""
+
+        def command(tx: WriteTx) -> None:
+            tx.emit(NewEvent(entity_id=mid, actor=ACTOR, role=ROLE, payload=ended))
+            leases.release_in(tx, lease_name(mid), self.owner)
+
+        await self.store.execute(command)
+
+    async def _renew(self, mid: str, driver: asyncio.Task[Any] | None) -> None:
+        """Keep the meeting's lease while running it; losing it (another process adopted the
+        meeting after this one stalled past the TTL) stops this one without a write."""
+        while True:
+            await asyncio.sleep(self.lease_ttl_s / 3)
+            ok = await self.store.execute(lambda tx: leases._acquire(
+                tx, lease_name(mid), self.owner, self.lease_ttl_s))
+            if not ok:
+                if driver is not None:
+                    _ADOPTED_AWAY.add(driver)
+                    driver.cancel()
+                return
 
     def _agent(self, name: str) -> AgentDef:
         return self.agents.agents[name]

@@ -4,6 +4,10 @@ Reads come from the projections; stop and grant are events, so they work from an
 the coordinator reads the meeting row before each round (see Coordinator.proceed). A stop
 that arrives during a round takes effect when that round has finished.
 
+A running meeting whose process died is `orphaned` (its lease lapsed, or its process is seen
+gone from this host): `adopt` continues it here; a stop ends it at once, since nobody is
+left to finish its round.
+
 Reply statuses are reported as 'replied' | 'timeout' | 'error' (the event says timed_out).
 An agent without a reply in the current round of a running meeting is still thinking.
 """
@@ -15,19 +19,35 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .. import leases
 from ..agents.registry import AgentSet
 from ..errors import Conflict, NotFound, ValidationError
 from ..events import NewEvent
 from ..limits import MAX_MEETING_ROUNDS
+from ..liveness import holder_gone
 from ..store.interface import Store, WriteTx
 from ..tasks.permissions import Role
 from . import events as mev
-from .coordinator import Coordinator, MeetingConfig, MeetingOutcome, validate
+from .consensus import Consensus
+from .coordinator import ACTOR, Coordinator, MeetingConfig, MeetingOutcome, lease_name, validate
 
 _STATUS = {"timed_out": "timeout"}
+# a meeting row with its lease's holder (no row: a meeting from before meetings had leases)
+_WITH_LEASE = ("SELECT m.*, l.owner AS lease_owner, l.expires_at AS lease_expires,"
+               " l.released AS lease_released FROM meetings m"
+               " LEFT JOIN leases l ON l.name = 'meeting:' || m.id")
 
 
-def _meeting(row: dict[str, Any]) -> dict[str, Any]:
+def orphaned(row: dict[str, Any], now: float) -> bool:
+    """A running meeting nobody runs: its lease is gone, lapsed, or held by a dead process."""
+    if row["status"] != "running":
+        return False
+    owner = row.get("lease_owner")
+    return (owner is None or bool(row.get("lease_released"))
+            or float(row.get("lease_expires") or 0) <= now or holder_gone(str(owner)))
+
+
+def _meeting(row: dict[str, Any], now: float) -> dict[str, Any]:
     return {
         "id": row["id"],
         "topic": row["topic"],
@@ -46,6 +66,7 @@ def _meeting(row: dict[str, Any]) -> dict[str, Any]:
         "stop_by": row["stop_by"],
         "stop_reason": row["stop_reason"],
         "last_seq": row["last_seq"],
+        "orphaned": orphaned(row, now),
     }
 
 
@@ -56,12 +77,13 @@ class Meetings:
     async def list(self, limit: int = 500) -> list[dict[str, Any]]:
         """Newest first."""
         rows = await self.store.fetchall(
-            "SELECT * FROM meetings ORDER BY started_at DESC, last_seq DESC LIMIT ?", (limit,))
-        return [_meeting(r) for r in rows]
+            _WITH_LEASE + " ORDER BY m.started_at DESC, m.last_seq DESC LIMIT ?", (limit,))
+        now = self.store.clock.now()
+        return [_meeting(r, now) for r in rows]
 
     async def get(self, meeting_id: str) -> dict[str, Any]:
         meeting, rounds, replies, summaries = await self.store.fetch_many([
-            ("SELECT * FROM meetings WHERE id=?", (meeting_id,)),
+            (_WITH_LEASE + " WHERE m.id=?", (meeting_id,)),
             ("SELECT * FROM meeting_rounds WHERE meeting_id=? ORDER BY round", (meeting_id,)),
             ("SELECT * FROM meeting_replies WHERE meeting_id=? ORDER BY round, seq",
              (meeting_id,)),
@@ -69,7 +91,7 @@ class Meetings:
         ])
         if not meeting:
             raise NotFound(f"meeting {meeting_id}: no such meeting")
-        out = _meeting(meeting[0])
+        out = _meeting(meeting[0], self.store.clock.now())
         out["minutes_path"] = meeting[0]["minutes_path"]
         by_round: dict[int, list[dict[str, Any]]] = {}
         for r in replies:
@@ -108,13 +130,39 @@ class Meetings:
         out["summary"] = summaries[-1]["text"] if summaries else ""
         return out
 
-    async def request_stop(self, meeting_id: str, *, by: str, reason: str = "") -> None:
-        def command(tx: WriteTx) -> None:
-            _open_meeting(tx, meeting_id, "stop")
+    async def request_stop(self, meeting_id: str, *, by: str, reason: str = "") -> bool:
+        """Ask the meeting to stop after its current round. An orphaned meeting has nobody
+        to finish that round: it ends now (stopped). Returns True when it ended now."""
+
+        def command(tx: WriteTx) -> bool:
+            row = _open_meeting(tx, meeting_id, "stop")
             tx.emit(NewEvent(entity_id=meeting_id, actor=by, role=Role.OPERATOR.value,
                              payload=mev.StopRequested(by=by, reason=reason)))
+            name = lease_name(meeting_id)
+            if not leases._acquire(tx, name, by, 1.0, holder_gone=holder_gone):
+                return False  # its process is alive: it stops after the round under way
+            done = tx.one("SELECT max(round) AS n FROM meeting_summaries WHERE meeting_id=?",
+                          (meeting_id,))
+            rounds = int(done["n"] or 0) if done else 0
+            stances = {r["agent"]: r["stance"] for r in tx.all(
+                "SELECT agent, stance FROM meeting_replies WHERE meeting_id=? AND round=?",
+                (meeting_id, rounds))}
+            why = f": {reason}" if reason else ""
+            tx.emit(NewEvent(entity_id=meeting_id, actor=ACTOR, role=Role.ORCHESTRATOR.value,
+                             payload=mev.MeetingEnded(
+                                 result=Consensus.NO.value, reason="stopped", rounds=rounds,
+                                 detail=f"stopped by {by} after {rounds} round(s), its process"
+                                        f" gone (orphaned in round {row['rounds']}){why}",
+                                 stances=stances)))
+            leases.release_in(tx, name, by)
+            return True
 
-        await self.store.execute(command)
+        return bool(await self.store.execute(command))
+
+    async def adopt(self, agents: AgentSet, meeting_id: str, *,
+                    minutes_dir: str | Path | None = None) -> MeetingOutcome:
+        """Continue an orphaned meeting in this process (see Coordinator.adopt)."""
+        return await Coordinator(self.store, agents).adopt(meeting_id, minutes_dir=minutes_dir)
 
     async def grant_rounds(self, meeting_id: str, n: int, *, by: str) -> int:
         if n < 1:

@@ -40,6 +40,8 @@ from typing import Any, TypeVar
 
 from .. import events as ev
 from .. import leases
+from ..acp.bridge import recover as acp_recover
+from ..acp.session import ACP_PROVIDER, harness_name, run_acp_turn
 from ..agents.config import BUILTIN, SIMULATOR, ClawtowerConfig, config_from_data
 from ..agents.provider import ChatMessage, ToolSpec
 from ..agents.turns import CancelHandle, TurnBudget, TurnResult, TurnState, run_turn
@@ -173,6 +175,8 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     provider = session["provider_override"] or d.provider or SIMULATOR
     model = session["model_override"] or (d.model if (d.provider or SIMULATOR) == provider
                                           else None) or defaults.get(provider, "")
+    if d.acp is not None and not session["provider_override"]:  # a harness runs the turn
+        provider, model = ACP_PROVIDER, harness_name(d.acp)
     attempt = int(job["attempt"] or 0) + 1
     took: list[str] = []
     drained: list[str] = []
@@ -485,6 +489,7 @@ class TurnRecords:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.path = store.path
+        self.clock = store.clock
         self.queued: list[asyncio.Future[list[int]]] = []
 
     async def execute(self, command: Command[T]) -> T:
@@ -641,6 +646,7 @@ class SessionRunner:
         """Claim and run jobs until `stop` (or `self.stop()`); then cancel what still runs
         (its jobs are claimed again by a worker after the lease expires)."""
         loop = asyncio.get_running_loop()
+        await self._recover_acp()
         seq = await self.store.last_seq()
         cadence = _Cadence(expired=float("-inf"), renewed=loop.time())
         try:
@@ -656,6 +662,7 @@ class SessionRunner:
         or the whole store); False on timeout."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        await self._recover_acp()
         seq = await self.store.last_seq()
         cadence = _Cadence(expired=float("-inf"), renewed=loop.time())
         while True:
@@ -666,6 +673,14 @@ class SessionRunner:
             if not self.running and await self.quiet(sessions):
                 return True
             seq = await self.store.wait_for_change(seq, 0.05)
+
+    async def _recover_acp(self) -> None:
+        """ACP runs whose driving process died (kill -9): their harness groups killed, the
+        runs settled, before their turn jobs are claimed again."""
+        try:
+            await acp_recover(self.store, actor=self.owner)
+        except ClawError as exc:
+            self.errors.append(f"acp recovery: {exc}")
 
     async def quiet(self, sessions: set[str] | None = None) -> bool:
         """No job queued or running for `sessions` and their descendants (or anywhere)."""
@@ -745,45 +760,10 @@ class SessionRunner:
         error = ""
         records = TurnRecords(self.store)
         try:
-            provider = self.config.provider(claim.provider)
-            spec = claim.spec
-            d = spec.config.defaults
-            b = spec.config.context_policy.budgets
-            price = Price(d.price.prompt, d.price.completion) if d.price is not None else None
-            sid = claim.session_id
-
-            async def steer(state: TurnState) -> list[ChatMessage]:
-                if claim.cancel.cancelled:
-                    return []
-                row = await self.store.fetchone(
-                    "SELECT 1 FROM session_inbox WHERE session_id=? AND status='pending'"
-                    " LIMIT 1", (sid,))
-                if row is None:
-                    return []
-                texts = await self.store.execute(
-                    lambda tx: _steer(tx, claim, self.owner, state))
-                if texts:
-                    claim.focus = texts[-1]
-                    claim.focus_round = state.rounds
-                return [ChatMessage(role="user", content=f"{STEER_NOTE}\n\n{t}")
-                        for t in texts]
-
-            def on_text(text: str) -> None:
-                if self.on_text is not None:
-                    self.on_text(sid, claim.turn_id, text)
-
-            result = await run_turn(
-                provider, model=claim.model, messages=self._messages(claim),
-                tools=SessionToolBox(self, claim),
-                budget=TurnBudget(max_tool_rounds=b.max_tool_rounds, max_tokens=b.max_tokens,
-                                  max_wall_s=b.max_wall_s),
-                subject=sid, agent=spec.name, store=records, price=price, steer=steer,
-                on_text=on_text, cancel=claim.cancel, temperature=d.temperature,
-                max_tokens_per_call=d.max_output_tokens,
-                first_tool_choice=d.first_tool_choice,
-                metadata={"purpose": "session", "session": sid, "job": claim.job_id,
-                          "labels": [spec.name]},
-                turn_id=claim.turn_id)
+            if claim.provider == ACP_PROVIDER and claim.spec.config.defaults.acp is not None:
+                result = await self._acp_turn(claim)
+            else:
+                result = await self._model_turn(claim, records)
         except asyncio.CancelledError:
             if claim.lost:
                 raise
@@ -801,6 +781,62 @@ class SessionRunner:
             self.errors.append(f"{claim.job_id}: finish: {exc}")
         self.errors.extend(f"{claim.job_id}: turn record: {f}" for f in records.failures())
         self.finished += 1
+
+    async def _acp_turn(self, claim: Claim) -> TurnResult:
+        """The turn as an ACP `session/prompt` of the spec's harness (core.acp)."""
+        acp = claim.spec.config.defaults.acp
+        assert acp is not None
+        sink = self.on_text
+
+        def on_text(text: str) -> None:
+            if sink is not None:
+                sink(claim.session_id, claim.turn_id, text)
+
+        return await run_acp_turn(
+            self.store, acp, self.config.path, session_id=claim.session_id,
+            turn_id=claim.turn_id, agent=claim.spec.name, history=claim.history,
+            focus=claim.focus, cancel=claim.cancel, on_text=on_text)
+
+    async def _model_turn(self, claim: Claim, records: TurnRecords) -> TurnResult:
+        provider = self.config.provider(claim.provider)
+        spec = claim.spec
+        d = spec.config.defaults
+        b = spec.config.context_policy.budgets
+        price = Price(d.price.prompt, d.price.completion) if d.price is not None else None
+        sid = claim.session_id
+
+        async def steer(state: TurnState) -> list[ChatMessage]:
+            if claim.cancel.cancelled:
+                return []
+            row = await self.store.fetchone(
+                "SELECT 1 FROM session_inbox WHERE session_id=? AND status='pending'"
+                " LIMIT 1", (sid,))
+            if row is None:
+                return []
+            texts = await self.store.execute(
+                lambda tx: _steer(tx, claim, self.owner, state))
+            if texts:
+                claim.focus = texts[-1]
+                claim.focus_round = state.rounds
+            return [ChatMessage(role="user", content=f"{STEER_NOTE}\n\n{t}")
+                    for t in texts]
+
+        def on_text(text: str) -> None:
+            if self.on_text is not None:
+                self.on_text(sid, claim.turn_id, text)
+
+        return await run_turn(
+            provider, model=claim.model, messages=self._messages(claim),
+            tools=SessionToolBox(self, claim),
+            budget=TurnBudget(max_tool_rounds=b.max_tool_rounds, max_tokens=b.max_tokens,
+                              max_wall_s=b.max_wall_s),
+            subject=sid, agent=spec.name, store=records, price=price, steer=steer,
+            on_text=on_text, cancel=claim.cancel, temperature=d.temperature,
+            max_tokens_per_call=d.max_output_tokens,
+            first_tool_choice=d.first_tool_choice,
+            metadata={"purpose": "session", "session": sid, "job": claim.job_id,
+                      "labels": [spec.name]},
+            turn_id=claim.turn_id)
 
 
 def announce_context(announces: list[dict[str, Any]]) -> str:

@@ -27,6 +27,7 @@ from .specs import (
     close_matches,
     from_agent_config,
     known_models,
+    may_spawn,
 )
 
 if TYPE_CHECKING:
@@ -244,15 +245,12 @@ def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None
     own = spec_by_ref(tx, parent["agent_id"])
     spec = spec_by_ref(tx, agent) if agent else own
     allow = own.config.policy.subagents
-    if caller == "tool":
-        if allow is None and spec.agent_id == own.agent_id:
-            reason = (f"self-spawn: agent {own.name} may not spawn itself (list it in"
-                      " policy.subagents to allow it)")
-            raise _Refused(reason, PermissionDenied(f"{parent_id}: {reason}"))
-        if allow is not None and spec.name not in allow:
-            reason = (f"agent {own.name} may not spawn {spec.name} (policy.subagents:"
-                      f" {', '.join(allow) or 'none'})")
-            raise _Refused(reason, PermissionDenied(f"{parent_id}: {reason}"))
+    if caller == "tool" and not may_spawn(allow, own.name, spec.name):
+        reason = (f"self-spawn: agent {own.name} may not spawn itself (list it, or '*', in"
+                  " policy.subagents to allow it)" if allow is None else
+                  f"agent {own.name} may not spawn {spec.name} (policy.subagents:"
+                  f" {', '.join(allow) or 'none'})")
+        raise _Refused(reason, PermissionDenied(f"{parent_id}: {reason}"))
     sid = _next_session_id(tx)
     run_id = new_id("run")
     tx.emit(_ev(sid, by, sev.SessionCreated(

@@ -9,7 +9,9 @@ policy), stored as `agentspec.set` events and read from the `agent_specs` projec
 
 `policy.tools` / `policy.skills` absent (null) means no filtering (every tool / skill), as
 the seed says; `[]` means none. `policy.subagents` absent means any other spec may be
-spawned, never the spec itself (self-spawn is refused unless the spec lists its own name).
+spawned, never the spec itself (self-spawn is refused unless the spec lists its own name);
+`["*"]` (the seed's `allowAgents: ["*"]`) means any spec, itself included. `may_spawn` is
+that rule, for subagents and flow delegation alike.
 """
 
 from __future__ import annotations
@@ -47,6 +49,18 @@ class SpecDefaults(BaseModel):
     # force a tool on the first model call of a turn ("required" or a tool name): for small
     # models that do not pick tools by themselves
     first_tool_choice: str | None = None
+    # an external coding harness over ACP runs the turns instead of a model: the name of
+    # one of clawtower.yaml's `acp_agents`, or one inline {command, args, env, cwd, ...}
+    acp: str | dict[str, Any] | None = None
+
+    @field_validator("acp")
+    @classmethod
+    def _acp(cls, v: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        if isinstance(v, dict):
+            from ..acp.config import harness_from_data
+
+            harness_from_data(v, str(v.get("name") or "inline"), "acp")
+        return v
 
 
 class SpecPolicy(BaseModel):
@@ -61,6 +75,13 @@ class SpecPolicy(BaseModel):
         if v is not None and any(not x.strip() for x in v):
             raise ValueError("a name cannot be empty")
         return v
+
+
+def may_spawn(allow: list[str] | None, own: str, target: str) -> bool:
+    """Whether a spec named `own` with `policy.subagents` = `allow` may start `target`."""
+    if allow is None:
+        return target != own
+    return "*" in allow or target in allow
 
 
 class SpecBudgets(BaseModel):

@@ -9,7 +9,9 @@ __all__ = ["Command", "SQLiteStore", "Store", "WriteTx", "open_store"]
 # Meeting events and their projections register themselves on import: any process that
 # opens a store can decode and replay them. Expert events (core/experts/events.py, no
 # projection tables) register the same way.
+from ..acp import projections as _acp_projections  # noqa: F401
 from ..experts import events as _expert_events  # noqa: F401
+from ..flows import projections as _flow_projections  # noqa: F401
 from ..meetings import projections as _meeting_projections  # noqa: F401
 from ..sessions import projections as _session_projections  # noqa: F401
 from ..triggers import projections as _trigger_projections  # noqa: F401

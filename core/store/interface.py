@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
+from ..clock import Clock
 from ..events import NewEvent, StoredEvent
 
 T = TypeVar("T")
@@ -37,6 +38,7 @@ Command = Callable[[WriteTx], T]
 
 class Store(Protocol):
     path: str
+    clock: Clock  # what `tx.now` reads: readers compare lease expiries against the same time
 
     async def execute(self, command: Command[T]) -> T: ...
 

@@ -30,8 +30,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import os
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -44,10 +46,12 @@ from ..clock import Clock, SystemClock
 from ..errors import StoreClosed, StoreError
 from ..events import StoredEvent
 from . import projections
+from . import replica as replica_mod
 from .postgres_url import redact
 from .reads import LogReads
+from .replica import Slot, memory_replica, replica_root
 from .schema import LATEST_VERSION
-from .sqlite import _tuple_to_event, check_and_migrate, verify_connection
+from .sqlite import _tuple_to_event, verify_connection
 from .writer import BatchResult, BatchWriter, Job, first_line, run_commands
 from .writer import dict_factory as _dict_factory
 
@@ -58,8 +62,12 @@ LOCK_KEY = 0x436C5457
 CHANNEL = "clawtower_events"
 #: how long a write waits for a lost server to come back before failing
 RECONNECT_S = 120.0
+#: how long opening waits for an unreachable server (CLAWTOWER_DB_OPEN_TIMEOUT overrides)
+OPEN_TIMEOUT_S = 15.0
 CATCH_UP_CHUNK = 5000
 EVENT_COLUMNS = "seq, ts, entity, entity_id, type, actor, role, payload, idem_key"
+INSERT_EVENTS = (f"INSERT INTO clawtower_events ({EVENT_COLUMNS})"
+                 " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)")
 
 PG_SCHEMA = f"""
 CREATE TABLE clawtower_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -114,21 +122,21 @@ class PostgresStore(BatchWriter, LogReads):
         self.clock = clock
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="clawtower-pg")
         self._pg: psycopg.Connection[Any] | None = None  # the pool thread's connection
-        self._replica = self._new_replica()
+        # the replica: in memory until `_init` attaches this process's (core/store/replica.py)
+        self._replica = sqlite3.connect(":memory:", check_same_thread=False)
+        self._slot: Slot | None = None
+        self._attached = False
+        self._saved = 0  # the seq of the slot's snapshot
         self._applied = 0  # the replica's last seq (pool thread only)
         self._down_until = 0.0  # reads skip catching up until then (server unreachable)
         self._init_writer_state()
         self._listener_task: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()  # set while LISTEN is live (tests, benchmarks)
         self.retries = 0
+        self.replayed = 0  # events applied to the replica from the log (the open's catch-up)
+        self.kept_seq = 0  # the seq the replica kept from an earlier open started at
 
     # ------------------------------------------------------------------ lifecycle
-
-    @staticmethod
-    def _new_replica() -> sqlite3.Connection:
-        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        check_and_migrate(conn, ":memory:")  # whatever migrations this build has
-        return conn
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
@@ -138,9 +146,9 @@ class PostgresStore(BatchWriter, LogReads):
             raise StoreClosed("the store is closed")
         return await self._call(fn, *args)
 
-    async def _open(self) -> None:
+    async def _open(self, timeout_s: float) -> None:
         try:
-            await self._call(self._init)
+            await self._init_retrying(timeout_s)
         except BaseException:
             await self._call(self._shutdown)
             self._pool.shutdown(wait=False)
@@ -148,6 +156,34 @@ class PostgresStore(BatchWriter, LogReads):
         self._last_seq = self._applied
         self._start_writer("clawtower-pg-writer")
         self._listener_task = asyncio.create_task(self._listen(), name="clawtower-pg-listen")
+
+    async def _init_retrying(self, timeout_s: float) -> None:
+        """Open across a server that is down or restarting: retry the connection with a
+        bounded backoff (0.05 s doubling to 1 s) for `timeout_s`, then fail naming the last
+        error. A refusal from a live server (not a store, a newer schema) fails at once."""
+        deadline = time.monotonic() + timeout_s
+        pause, attempts = 0.05, 0
+        while True:
+            attempts += 1
+            try:
+                await self._call(self._connect)
+            except StoreError as exc:
+                if time.monotonic() + pause > deadline:
+                    raise StoreError(f"{exc} (gave up after {attempts} attempt(s) over"
+                                     f" {timeout_s:g} s)") from None
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+                continue
+            try:
+                await self._call(self._init)
+                return
+            except StoreError:
+                if self._pg is not None and not self._pg.broken and not self._pg.closed:
+                    raise  # the server answered and refused: no point retrying
+                if time.monotonic() + pause > deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._pg is not None and not self._pg.closed and not self._pg.broken:
@@ -184,9 +220,59 @@ class PostgresStore(BatchWriter, LogReads):
                 if version < LATEST_VERSION:
                     pg.execute("UPDATE clawtower_meta SET value=%s WHERE key='schema_version'",
                                (str(LATEST_VERSION),))
+                # the store's identity (a store from before it gets one now): a replica kept
+                # for another database under the same URL is never reused
+                pg.execute("INSERT INTO clawtower_meta VALUES ('store_id', %s)"
+                           " ON CONFLICT (key) DO NOTHING", (uuid.uuid4().hex,))
+                row = pg.execute(
+                    "SELECT value FROM clawtower_meta WHERE key='store_id'").fetchone()
+                store_id = str(row[0]) if row else ""
         except psycopg.Error as exc:
             raise StoreError(f"{self.path}: cannot open store ({first_line(exc)})") from None
+        if not self._attached:
+            self._attach_replica(store_id)
         self._catch_up()
+        self._snapshot()
+
+    def _attach_replica(self, store_id: str) -> None:
+        """This process's replica: its slot's last snapshot, caught up from where it was
+        left (or dropped when it does not match the log); empty when no slot can be had."""
+        root = replica_root()
+        slot = Slot.take(root, self.url, store_id, self.path) if root is not None else None
+        conn, applied = memory_replica(), 0
+        if slot is not None:
+            loaded = slot.load()
+            seq = int(loaded.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+            if seq and not self._matches(loaded, seq):
+                loaded.close()
+                slot.discard()
+            else:
+                conn.close()
+                conn, applied = loaded, seq
+        self._replica.close()
+        self._replica, self._slot, self._applied = conn, slot, applied
+        self.kept_seq = self._saved = applied
+        self._attached = True
+
+    def _snapshot(self, force: bool = False) -> None:
+        """Save the replica to its slot (pool thread) every SNAPSHOT_EVERY events, or now."""
+        if self._slot is None or self._applied == self._saved:
+            return
+        if not force and self._applied - self._saved < replica_mod.SNAPSHOT_EVERY:
+            return
+        try:
+            self._slot.save(self._replica)
+            self._saved = self._applied
+        except (OSError, sqlite3.Error):
+            pass  # a cache: the next open replays a little more
+
+    def _matches(self, replica: sqlite3.Connection, seq: int) -> bool:
+        """Is the replica's event at `seq` the log's? (A restored or recreated log is not.)"""
+        mine = replica.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE seq=?",
+                               (seq,)).fetchone()
+        theirs = self._connect().execute(
+            f"SELECT {EVENT_COLUMNS} FROM clawtower_events WHERE seq=%s", (seq,)).fetchone()
+        return theirs is not None and mine is not None and tuple(theirs) == tuple(mine)
 
     async def close(self) -> None:
         if self._closed:
@@ -205,7 +291,12 @@ class PostgresStore(BatchWriter, LogReads):
             with contextlib.suppress(Exception):
                 self._pg.close()
             self._pg = None
+        if self._attached:
+            self._snapshot(force=True)
         self._replica.close()
+        if self._slot is not None:
+            self._slot.close()
+            self._slot = None
 
     async def __aenter__(self) -> PostgresStore:
         return self
@@ -241,6 +332,7 @@ class PostgresStore(BatchWriter, LogReads):
             r.execute("ROLLBACK")
             raise
         self._applied = int(rows[-1][0])
+        self.replayed += len(rows)
 
     def _fresh(self) -> None:
         """Catch up for a read; without the server, answer from what this process saw (and
@@ -251,6 +343,8 @@ class PostgresStore(BatchWriter, LogReads):
             self._catch_up()
         except (StoreError, psycopg.OperationalError, psycopg.InterfaceError):
             self._down_until = time.monotonic() + 0.5
+            return
+        self._snapshot()  # outside the writers' lock: a snapshot never holds it
 
     # ------------------------------------------------------------------ writing
 
@@ -312,22 +406,27 @@ class PostgresStore(BatchWriter, LogReads):
         now = self.clock.now()
         replica_open = False
         try:
-            # round trips are the cost beside the commit's fsync: BEGIN and the lock go in
-            # one simple query, the inserts and the NOTIFY in one pipeline
-            pg.execute(f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY:d})".encode())
-            self._catch_up()
+            # Round trips are the cost beside the commit's fsync: a batch takes two. The
+            # first (one simple query) begins, takes the lock and reads what the replica
+            # lacks; the second (one pipeline) inserts the events, notifies and commits.
+            cur = pg.cursor()
+            cur.execute(
+                f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY:d}); SELECT {EVENT_COLUMNS}"
+                f" FROM clawtower_events WHERE seq > {self._applied:d} ORDER BY seq"
+                f" LIMIT {CATCH_UP_CHUNK:d}".encode())
+            cur.nextset()
+            cur.nextset()
+            missed = cur.fetchall()
+            if missed:
+                self._apply_rows(missed)
+                if len(missed) >= CATCH_UP_CHUNK:
+                    self._catch_up()
             r.execute("BEGIN IMMEDIATE")
             replica_open = True
             result = run_commands(r, jobs, now, self.path)
             emitted, texts = result.emitted, result.texts
-            if emitted:
-                with pg.pipeline(), pg.cursor() as cur:
-                    cur.executemany(
-                        f"INSERT INTO clawtower_events ({EVENT_COLUMNS})"
-                        " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                        [(e.seq, e.ts, e.entity, e.entity_id, e.type, e.actor, e.role,
-                          text, e.idem_key) for e, text in zip(emitted, texts, strict=True)])
-                    cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(emitted[-1].seq)))
+            rows = [(e.seq, e.ts, e.entity, e.entity_id, e.type, e.actor, e.role, text,
+                     e.idem_key) for e, text in zip(emitted, texts, strict=True)]
         except BaseException as exc:
             if replica_open:
                 r.execute("ROLLBACK")
@@ -339,18 +438,27 @@ class PostgresStore(BatchWriter, LogReads):
                 raise StoreError(f"{self.path}: write failed ({first_line(exc)})") from None
             raise
         try:
-            pg.execute("COMMIT")
+            if rows:  # one pipeline: the INSERTs (prepared), the NOTIFY and the COMMIT
+                with pg.pipeline(), pg.cursor() as cur:
+                    cur.executemany(INSERT_EVENTS, rows)
+                    cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(emitted[-1].seq)))
+                    cur.execute("COMMIT")
+            else:
+                pg.execute("COMMIT")
         except BaseException as exc:
             r.execute("ROLLBACK")
-            if _lost(exc):
+            if _lost(exc):  # cut off before or during its COMMIT: the log tells which
                 raise _CommitUnknown(
                     result, (emitted[0], texts[0]) if emitted else None) from exc
+            with contextlib.suppress(Exception):  # a refused INSERT: nothing landed
+                pg.execute("ROLLBACK")
             if isinstance(exc, psycopg.Error):
                 raise StoreError(f"{self.path}: write failed ({first_line(exc)})") from None
             raise
         r.execute("COMMIT")
         if emitted:
             self._applied = emitted[-1].seq
+            self._snapshot()
         return result
 
     # ------------------------------------------------------------------ reading
@@ -451,7 +559,7 @@ class PostgresStore(BatchWriter, LogReads):
 
         def rebuild() -> int:
             old = self._replica
-            self._replica, self._applied = self._new_replica(), 0
+            self._replica, self._applied = memory_replica(), 0
             try:
                 self._catch_up()
             except BaseException:
@@ -460,6 +568,10 @@ class PostgresStore(BatchWriter, LogReads):
                     old.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
                 raise
             old.close()
+            if self._slot is not None:  # the old snapshot is what was thrown away
+                self._slot.discard()
+                self._saved = 0
+                self._snapshot(force=True)
             return self._applied
 
         return await self._read(rebuild)
@@ -472,8 +584,17 @@ def log_digest_rows(rows: Sequence[Sequence[Any]]) -> tuple[int, str]:
     return len(rows), h.hexdigest()
 
 
-async def open_postgres(url: str, *, clock: Clock | None = None) -> PostgresStore:
-    """Open (creating the log tables on first use) the store in the database at `url`."""
+def open_timeout() -> float:
+    try:
+        return max(0.0, float(os.environ.get("CLAWTOWER_DB_OPEN_TIMEOUT", OPEN_TIMEOUT_S)))
+    except ValueError:
+        return OPEN_TIMEOUT_S
+
+
+async def open_postgres(url: str, *, clock: Clock | None = None,
+                        timeout_s: float | None = None) -> PostgresStore:
+    """Open (creating the log tables on first use) the store in the database at `url`,
+    waiting up to `timeout_s` (default `open_timeout()`) for a server that is down."""
     store = PostgresStore(url, clock or SystemClock())
-    await store._open()
+    await store._open(open_timeout() if timeout_s is None else timeout_s)
     return store

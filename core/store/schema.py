@@ -290,6 +290,91 @@ CREATE TABLE trigger_cron (
 CREATE TABLE trigger_cursor (name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 """
 
+ACP_SCHEMA = """
+CREATE TABLE acp_runs (
+    id TEXT PRIMARY KEY, harness TEXT NOT NULL, workspace TEXT NOT NULL, subject TEXT NOT NULL,
+    prompt TEXT NOT NULL, command TEXT NOT NULL, grp TEXT NOT NULL, driver TEXT NOT NULL,
+    status TEXT NOT NULL, stop_reason TEXT, error TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL DEFAULT '', protocol_version INTEGER, agent_info TEXT NOT NULL
+    DEFAULT '{}', acp_session_id TEXT NOT NULL DEFAULT '', cancel_requested INTEGER NOT NULL
+    DEFAULT 0, started_at REAL NOT NULL, ended_at REAL, last_seq INTEGER NOT NULL
+);
+CREATE INDEX acp_runs_by_status ON acp_runs(status, started_at);
+CREATE INDEX acp_runs_by_subject ON acp_runs(subject, started_at);
+CREATE TABLE acp_tool_calls (
+    run_id TEXT NOT NULL, call_id TEXT NOT NULL, title TEXT NOT NULL, kind TEXT NOT NULL,
+    status TEXT NOT NULL, locations TEXT NOT NULL, content TEXT NOT NULL,
+    first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL, PRIMARY KEY (run_id, call_id)
+);
+CREATE TABLE acp_evidence (
+    seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL,
+    at REAL NOT NULL
+);
+CREATE INDEX acp_evidence_by_run ON acp_evidence(run_id, seq);
+CREATE TABLE acp_permissions (
+    approval_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, harness TEXT NOT NULL,
+    workspace TEXT NOT NULL, call_id TEXT NOT NULL, tool_kind TEXT NOT NULL,
+    title TEXT NOT NULL, locations TEXT NOT NULL, command TEXT NOT NULL, options TEXT NOT NULL,
+    status TEXT NOT NULL, outcome TEXT, option_id TEXT, option_kind TEXT, source TEXT,
+    rule_id TEXT, answered_by TEXT, answered_at REAL, requested_at REAL NOT NULL,
+    seq INTEGER NOT NULL
+);
+CREATE INDEX acp_permissions_by_run ON acp_permissions(run_id, seq);
+CREATE TABLE acp_rules (
+    id TEXT PRIMARY KEY, workspace TEXT NOT NULL, harness TEXT NOT NULL,
+    tool_kind TEXT NOT NULL, decision TEXT NOT NULL, approval_id TEXT NOT NULL,
+    created_by TEXT NOT NULL, created_at REAL NOT NULL, active INTEGER NOT NULL,
+    revoked_by TEXT, revoked_at REAL, reason TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX acp_rules_by_key ON acp_rules(workspace, harness, tool_kind, active);
+CREATE TABLE acp_writes (
+    idem_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, path TEXT NOT NULL, sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL, status TEXT NOT NULL, intended_at REAL NOT NULL, done_at REAL
+);
+CREATE INDEX acp_writes_by_status ON acp_writes(status);
+"""
+
+FLOWS_SCHEMA = """
+CREATE TABLE flows (
+    id TEXT PRIMARY KEY, num INTEGER NOT NULL, agent TEXT NOT NULL, instruction TEXT NOT NULL,
+    status TEXT NOT NULL, result TEXT, error TEXT, root_task TEXT NOT NULL,
+    limits TEXT NOT NULL, split INTEGER NOT NULL DEFAULT 0,
+    nodes INTEGER NOT NULL DEFAULT 1, done INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0, ignored INTEGER NOT NULL DEFAULT 0,
+    created_by TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+    ended_at REAL, last_seq INTEGER NOT NULL
+);
+CREATE TABLE flow_tasks (
+    task_id TEXT PRIMARY KEY, flow_id TEXT NOT NULL, parent_id TEXT, local_id TEXT NOT NULL,
+    depth INTEGER NOT NULL, ord INTEGER NOT NULL, agent TEXT NOT NULL,
+    instruction TEXT NOT NULL, context TEXT NOT NULL, depends_on TEXT NOT NULL,
+    dependents TEXT NOT NULL, waiting INTEGER NOT NULL, open_children INTEGER NOT NULL
+    DEFAULT 0, children INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL, mode TEXT,
+    result TEXT, error TEXT, tokens INTEGER NOT NULL DEFAULT 0, session_id TEXT,
+    task_msg TEXT, dispatched_at REAL, started_at REAL, ended_at REAL, last_seq INTEGER NOT NULL
+);
+CREATE INDEX flow_tasks_open ON flow_tasks(flow_id, status);
+CREATE INDEX flow_tasks_by_parent ON flow_tasks(parent_id, ord);
+CREATE TABLE flow_messages (
+    msg_id TEXT PRIMARY KEY, flow_id TEXT NOT NULL, task_id TEXT NOT NULL, kind TEXT NOT NULL,
+    from_agent TEXT NOT NULL, to_agent TEXT NOT NULL, body TEXT NOT NULL,
+    context TEXT NOT NULL, status TEXT NOT NULL, seq INTEGER NOT NULL, at REAL NOT NULL,
+    processed_at REAL
+);
+CREATE INDEX flow_messages_to ON flow_messages(to_agent, status, seq);
+CREATE INDEX flow_messages_from ON flow_messages(from_agent, seq);
+CREATE TABLE flow_ignored (
+    seq INTEGER PRIMARY KEY, flow_id TEXT NOT NULL, msg_id TEXT NOT NULL,
+    task_id TEXT NOT NULL, kind TEXT NOT NULL, agent TEXT NOT NULL, reason TEXT NOT NULL,
+    at REAL NOT NULL
+);
+CREATE INDEX flow_ignored_by_agent ON flow_ignored(agent, seq);
+CREATE TABLE flow_sessions (
+    flow_id TEXT NOT NULL, agent TEXT NOT NULL, session_id TEXT NOT NULL,
+    PRIMARY KEY (flow_id, agent)
+);
+"""
+
 PROJECTION_TABLES: dict[str, str] = {
     # table -> ORDER BY used to compare live and rebuilt projections
     "tasks": "id",
@@ -320,6 +405,17 @@ PROJECTION_TABLES: dict[str, str] = {
     "session_announces": "run_id",
     "session_deliveries": "seq",
     "turn_jobs": "id",
+    "acp_runs": "id",
+    "acp_tool_calls": "run_id, call_id",
+    "acp_evidence": "seq",
+    "acp_permissions": "approval_id",
+    "acp_rules": "id",
+    "acp_writes": "idem_key",
+    "flows": "id",
+    "flow_tasks": "task_id",
+    "flow_messages": "msg_id",
+    "flow_ignored": "seq",
+    "flow_sessions": "flow_id, agent",
     "trigger_items": "id",
     "trigger_dedupe": "expert, trigger, key",
     "trigger_cron": "expert, trigger",
@@ -334,12 +430,15 @@ MIGRATIONS: list[tuple[int, str]] = [
     (4, TOOL_PINS_SCHEMA),
     (5, TURNS_SCHEMA),
     (6, SESSIONS_SCHEMA),
+    (9, ACP_SCHEMA),
+    (7, FLOWS_SCHEMA),
     (8, TRIGGERS_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 
 # Every projection table as the latest version has it (replays build into a fresh database).
 PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA
-                     + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + TRIGGERS_SCHEMA)
+                     + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + FLOWS_SCHEMA + TRIGGERS_SCHEMA
+                     + ACP_SCHEMA)
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)

@@ -17,7 +17,7 @@ from typing import Any
 from .. import leases
 from ..errors import Conflict, NotFound
 from ..events import NewEvent
-from ..liveness import liveness
+from ..liveness import holder_gone
 from ..store.interface import WriteTx
 from ..tasks.permissions import Role
 from . import events as tev
@@ -128,10 +128,6 @@ def accept_in(tx: WriteTx, p: Prepared, actor: str = ACTOR) -> dict[str, Any]:
     return {"id": p.item_id, "status": "queued"}
 
 
-def _holder_gone(owner: str) -> bool:
-    return liveness(owner.partition("#")[0]) == "gone"
-
-
 def claim_in(tx: WriteTx, owner: str, limit: int, ttl: float = LEASE_TTL_S
              ) -> list[dict[str, Any]]:
     """Claim up to `limit` runnable invocations: the head of each lane (oldest active item)
@@ -163,10 +159,10 @@ def claim_in(tx: WriteTx, owner: str, limit: int, ttl: float = LEASE_TTL_S
             if r["id"] in taken:
                 continue
             free = r["holder"] is None or r["released"] or r["expires_at"] <= tx.now
-            if not free and not _holder_gone(str(r["holder"])):
+            if not free and not holder_gone(str(r["holder"])):
                 continue
             if not leases._acquire(tx, lease_name(r["id"]), owner, ttl,
-                                   holder_gone=_holder_gone):
+                                   holder_gone=holder_gone):
                 continue
             tx.emit(NewEvent(entity_id=r["id"], actor=owner, role=Role.SYSTEM.value,
                              payload=tev.TriggerClaimed(owner=owner, attempt=int(r["attempt"]),

@@ -182,7 +182,7 @@ def _encode_stdin(items: list[Any], mode: str) -> str:
 
 
 async def _exec(args: dict[str, Any], items: list[Any], env: dict[str, str],
-                cwd: str) -> list[Any]:
+                cwd: str, on_spawn: Callable[[int], None] | None = None) -> list[Any]:
     cmd: list[str] = args["_"]
     shell_line = args["shell"] if isinstance(args.get("shell"), str) else None
     use_shell = bool(args.get("shell")) or (len(cmd) == 1 and any(c.isspace() for c in cmd[0]))
@@ -192,11 +192,11 @@ async def _exec(args: dict[str, Any], items: list[Any], env: dict[str, str],
     payload = _encode_stdin(items, mode) if mode else None
     if use_shell:
         line = shell_line if shell_line is not None else cmd[0]
-        res = await run_shell(line, stdin=payload, env=env, cwd=cwd,
+        res = await run_shell(line, stdin=payload, env=env, cwd=cwd, on_spawn=on_spawn,
                               not_found="exec shell not found; check LOBSTER_SHELL or ComSpec")
         what = line
     else:
-        res = await run_argv(cmd, stdin=payload, env=env, cwd=cwd,
+        res = await run_argv(cmd, stdin=payload, env=env, cwd=cwd, on_spawn=on_spawn,
                              not_found=f"exec command not found: {cmd[0]}")
         what = cmd[0]
     if res.code != 0:
@@ -263,16 +263,19 @@ def _items_to_stdout(items: list[Any]) -> str:
 
 
 async def run_pipeline(step_id: str, text: str, data: Any, env: dict[str, str], cwd: str,
-                       llm: LlmCall | None = None) -> dict[str, Any]:
-    """Run a pipeline step; the step result is Lobster's `{id, stdout, json}`."""
+                       llm: LlmCall | None = None, *,
+                       on_spawn: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Run a pipeline step; the step result is Lobster's `{id, stdout, json}`. `on_spawn` is
+    told each `exec` stage's process group, so an adopter can end what it left behind."""
     try:
-        return await _run_pipeline(step_id, text, data, env, cwd, llm)
+        return await _run_pipeline(step_id, text, data, env, cwd, llm, on_spawn)
     except ShellNotFound as exc:
         raise PipelineFailure(str(exc)) from None
 
 
 async def _run_pipeline(step_id: str, text: str, data: Any, env: dict[str, str], cwd: str,
-                        llm: LlmCall | None) -> dict[str, Any]:
+                        llm: LlmCall | None,
+                        on_spawn: Callable[[int], None] | None) -> dict[str, Any]:
     try:
         stages = parse_pipeline(text)
     except PipelineParseError as exc:
@@ -287,7 +290,7 @@ async def _run_pipeline(step_id: str, text: str, data: Any, env: dict[str, str],
     rendered = ""
     for st in stages:
         if st.name == "exec":
-            items = await _exec(st.args, items, env, cwd)
+            items = await _exec(st.args, items, env, cwd, on_spawn)
         elif st.name == "json":
             rendered += to_json(items, indent=2)
             items = []

@@ -91,8 +91,10 @@ class NullRecorder:
         return None
 
 
-# A pipeline step: (step id, pipeline text, input value, env, cwd) -> step result
-PipelineRunner = Callable[[str, str, Any, dict[str, str], str], Awaitable[dict[str, Any]]]
+# A pipeline step: (step id, pipeline text, input value, env, cwd, told each `exec` stage's
+# process group id) -> step result
+PipelineRunner = Callable[[str, str, Any, dict[str, str], str, Callable[[int], None] | None],
+                          Awaitable[dict[str, Any]]]
 
 
 def write_stderr(text: str) -> None:
@@ -413,7 +415,10 @@ class Runner:
         if self.ctx.pipeline is None:
             raise _StepFailure(f"Workflow step {sid} requires a command registry for pipeline"
                                " execution")
-        return await self.ctx.pipeline(sid, text, data, env, cwd)
+        spawned, top = self.ctx.spawned, self._step_id
+        return await self.ctx.pipeline(sid, text, data, env, cwd,
+                                       None if spawned is None else
+                                       (lambda pid: spawned(top or sid, pid)))
 
     async def _for_each(self, step: Step, results: Results) -> dict[str, Any]:
         ctx, args = self.ctx, self.args
@@ -490,7 +495,7 @@ class Runner:
                                        " pipeline execution")
                 text = resolve_template(pipe, args, results)
                 data = resolve_input_value(b.get("stdin"), args, results)
-                return await ctx.pipeline(bid, text, data, env, cwd)
+                return await self._pipeline(bid, text, data, env, cwd)
             shell = shell_command(b)
             if isinstance(shell, str) and shell.strip():
                 command = resolve_template(shell, args, results)

@@ -32,7 +32,7 @@ from .. import events as ev
 from .. import leases
 from ..errors import AlreadyDecided, ClawError, Conflict, NotFound, ValidationError
 from ..events import NewEvent
-from ..liveness import end_group, liveness, process_tag
+from ..liveness import end_group, holder_gone, liveness, process_tag
 from ..store.interface import Store, WriteTx
 from ..tasks import commands as c
 from ..tasks.permissions import Role
@@ -66,11 +66,6 @@ _ADOPTED_AWAY: weakref.WeakKeyDictionary[asyncio.Task[Any], str] = weakref.WeakK
 
 def lease_name(run_id: str) -> str:
     return f"workflow:{run_id}"
-
-
-def holder_gone(owner: str) -> bool:
-    """A lease owner (`host:pid:start#n`) whose process is known gone from this host."""
-    return liveness(owner.partition("#")[0]) == "gone"
 
 
 def repeatable(step: dict[str, Any]) -> bool:
@@ -289,6 +284,24 @@ class Workflows:
         run_id = await self.store.execute(start)
         return await self._drive(run_id, workflow, path, resolved, {}, 0, None)
 
+    async def enqueue(self, file: str, args: Mapping[str, Any] | None = None) -> str:
+        """Start a run without driving it here: its lease is left free, so an engine on the
+        store (any process or machine sharing it) adopts it and drives it. Returns its id."""
+        try:
+            path = resolve_workflow_file(file, self.cwd)
+            workflow = load_workflow(path)
+            resolved = resolve_args(workflow.get("args"), args)
+            check_workflow_conditions(workflow)
+        except WorkflowError as exc:
+            raise ValidationError(f"{file}: {exc.message}") from None
+
+        def command(tx: WriteTx) -> str:
+            run_id = self._start(tx, path, workflow, resolved)
+            leases._release(tx, lease_name(run_id), self.owner)
+            return run_id
+
+        return await self.store.execute(command)
+
     def _start(self, tx: WriteTx, path: Path, workflow: dict[str, Any],
                args: dict[str, Any]) -> str:
         row = tx.one("SELECT coalesce(max(num), 0) + 1 AS n FROM workflow_runs")
@@ -311,9 +324,11 @@ class Workflows:
                        active=frozenset({str(path.resolve())}), spawned=recorder.spawned)
 
     async def _pipeline(self, step_id: str, text: str, data: Any, env: dict[str, str],
-                        cwd: str) -> dict[str, Any]:
+                        cwd: str, on_spawn: Callable[[int], None] | None = None
+                        ) -> dict[str, Any]:
         try:
-            return await run_pipeline(step_id, text, data, env, cwd, self.llm)
+            return await run_pipeline(step_id, text, data, env, cwd, self.llm,
+                                      on_spawn=on_spawn)
         except PipelineFailure as exc:
             raise WorkflowError(str(exc)) from None
         except ClawError as exc:

@@ -26,6 +26,7 @@ import json
 import os
 import re
 import sqlite3
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -115,6 +116,34 @@ COMMANDS: dict[str, list[Any]] = {
     "deadletter retry": ["deadletter", "retry", H("id", "id")],
     "deadletter drop": ["deadletter", "drop", H("id", "id"), "--reason", H("--reason")],
     "demo": ["demo", "--headless", "--speed", H("--speed", "badspeed")],
+    # sessions and agent specs (a session never waits here: no worker runs in this test)
+    "session new": ["session", "new", "--agent", H("--agent", "id"), "--title",
+                    H("--title"), "--channel", H("--channel")],
+    "session send": ["session", "send", H("ID", "id"), H("TEXT"), "--no-wait"],
+    "session steer": ["session", "steer", H("ID", "id"), H("TEXT"), "--no-wait"],
+    "session spawn": ["session", "spawn", H("ID", "id"), H("TASK"), "--agent",
+                      H("--agent", "id"), "--label", H("--label"), "--no-wait"],
+    "session stop": ["session", "stop", H("ID", "id"), "--reason", H("--reason")],
+    "session show": ["session", "show", H("ID", "id"), "--json"],
+    "session tree": ["session", "tree", H("ID", "id"), "--json"],
+    "agents spec show": ["agents", "spec", "show", H("REF", "id"), "--json"],
+    "agents spec set": ["agents", "spec", "set", H("NAME", "id"), "--file",
+                        H("--file", "path"), "--temperature", H("--temperature", "float"),
+                        "--tools", H("--tools")],
+    # expert packages (installed under CLAWTOWER_HOME, which the fixture points at a tmp dir)
+    "expert install": ["expert", "install", H("PATH|GIT_URL", "path")],
+    "expert validate": ["expert", "validate", H("PATH|NAME", "path"), "--json"],
+    "expert show": ["expert", "show", H("name", "id"), "--json"],
+    "expert run": ["expert", "run", H("name", "id"), H("process", "id"), "--input",
+                   H("--input")],
+    "expert bind": ["expert", "bind", H("name", "id"), H("tool", "id"), "--op",
+                    H("--op")],
+    "expert learn": ["expert", "learn", H("name", "id"), "--title", H("--title"),
+                     "--observation", H("--observation"), "--correction",
+                     H("--correction"), "--confidence", H("--confidence")],
+    # store administration: copying from hostile sources into a fresh target
+    "store copy": ["store", "copy", "--from", H("--from", "path"), "--to",
+                   H("--to", "target")],
 }
 
 # --------------------------------------------------------------------------- values
@@ -156,6 +185,10 @@ def value_for(kind: str) -> st.SearchStrategy[str]:
         return value_for("float").filter(lambda v: not _valid_speed(v))
     if kind == "path":
         return st.one_of(st.sampled_from(ODD_PATHS), text)
+    if kind == "target":  # never a device or a system directory: the copy writes there
+        return st.one_of(st.sampled_from(["copy.db", "minutes", "store.db", "", "new/x.db",
+                                          "postgresql://nobody@127.0.0.1:1/none"]),
+                         st.text(alphabet="abc.-_", min_size=1, max_size=12))
     if kind == "id":
         return st.one_of(st.sampled_from(["T-1", "W-1", "GATE", "M-1", "ada", "clock.now",
                                           "x" * 500, "T-1\n", "T-\x001"]), text)
@@ -229,8 +262,12 @@ async def _paused_gate(db: Path, flow: Path) -> str:
 @contextlib.contextmanager
 def _quiet() -> Iterator[tuple[io.StringIO, io.StringIO]]:
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        yield out, err
+    stdin, sys.stdin = sys.stdin, io.StringIO("")  # "-" reads stdin: an empty one here
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            yield out, err
+    finally:
+        sys.stdin = stdin
 
 
 def _events(db: Path) -> list[str]:
@@ -245,6 +282,8 @@ def _names(hole: Hole, value: str) -> list[str]:
     """What an error about this hole may name: the field, or the value (as printed)."""
     names = [hole.field, hole.field.upper(), hole.field.lstrip("-")]
     shown = printable(value, 60)
+    if not value.strip() and len(value) < 10:  # an empty or blank value, quoted: agent ''
+        names.append(repr(value))
     if shown.strip():
         names += [shown[:30], repr(value)[1:31], value.strip()[:30]]
         if hole.kind == "path" and "\x00" not in value:  # as pathlib prints it: "0/" -> "0"

@@ -167,3 +167,62 @@ def test_serve_refuses_a_bad_project_config_before_the_store(run: Run, db: Path,
     r = run("serve", "--until-idle", "--db", db)
     assert r.code == 2 and "clawtower.yaml" in r.err
     assert not db.exists()
+
+
+SLOW_ROUND_TWO = (
+    "seed: 3\nspeed: 1\ndelay_ms: [0, 0]\nagents:\n  a: {role: participant}\n"
+    "  b: {role: participant}\n  c: {role: participant}\nscripts:\n"
+    "  a: {meeting: [{stance: AGREE}, {stance: AGREE}]}\n"
+    "  b: {meeting: [{stance: DISAGREE}, {stance: AGREE, delay_ms: 4000}]}\n"
+    "  c: {meeting: [{stance: AGREE}, {stance: AGREE, delay_ms: 4000}]}\n")
+
+
+def test_kill_9_then_resume(tmp_path: Path, db: Path, home: Path) -> None:
+    """A `meeting run` killed in round 2 shows as orphaned; `meeting resume` finishes it:
+    round 1 is not asked again and a's round-2 reply is kept."""
+    import contextlib
+    import json
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import time
+
+    from cli_helpers import CLAWTOWER, child_env, query
+
+    agents = tmp_path / "slow.yaml"
+    agents.write_text(SLOW_ROUND_TWO)
+    proc = subprocess.Popen(
+        [str(CLAWTOWER), "meeting", "run", "--topic", "Ship?", "--agents", "a,b,c",
+         "--agents-file", str(agents), "--db", str(db)],
+        env=child_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(sqlite3.OperationalError):  # not created yet
+                if db.exists() and query(db, "SELECT 1 FROM meeting_replies WHERE round=2"
+                                             " AND agent='a'"):
+                    break
+            time.sleep(0.05)
+        else:
+            pytest.fail("round 2 never started")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    listed = run_cli(["meeting", "list", "--json", "--db", str(db)], home)
+    (m,) = json.loads(listed.stdout)
+    assert (m["status"], m["orphaned"]) == ("running", True)
+    table = run_cli(["meeting", "list", "--db", str(db)], home)
+    assert " orphaned " in table.stdout
+    fast = tmp_path / "fast.yaml"  # the resumed process's own agents: nobody is slow now
+    fast.write_text(SLOW_ROUND_TWO.replace(", delay_ms: 4000", ""))
+    r = run_cli(["meeting", "resume", m["id"], "--agents-file", str(fast), "--db", str(db)],
+                home)
+    assert r.returncode == 0, r.stderr
+    assert f"{m['id']}: adopted; continuing" in r.stdout
+    assert "result: FULL (consensus) after 2 round(s)" in r.stdout
+    replies = query(db, "SELECT round, agent, count(*) FROM meeting_replies GROUP BY 1, 2")
+    assert sorted(replies) == [(1, "a", 1), (1, "b", 1), (1, "c", 1), (2, "a", 1),
+                               (2, "b", 1), (2, "c", 1)]
+    again = run_cli(["meeting", "resume", m["id"], "--db", str(db)], home)
+    assert again.returncode == 2 and "already ended" in again.stderr

@@ -39,6 +39,11 @@ def test_specs_set_list_show_import(run: Run, db: Path, home: Path) -> None:
     assert bad.code == 2 and "did you mean lead" in bad.err and bad.err.count("\n") == 1
     bad = run("agents", "spec", "set", "x", "--file", str(home / "nope.yaml"), "--db", db)
     assert bad.code == 2 and "nope.yaml" in bad.err
+    # '*' for subagents is the seed's allowAgents ["*"] (itself included), not "unset"
+    assert run("agents", "spec", "set", "lead", "--subagents", "*", "--db", db).code == 0
+    policy = run("agents", "spec", "show", "lead", "--json", "--db", db).json()["config"][
+        "policy"]
+    assert policy["subagents"] == ["*"] and policy["tools"] == ["spawn_subagent", "text.count"]
 
 
 def test_session_send_spawn_tree_show(run: Run, db: Path) -> None:

@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from cli_helpers import Run
 from protocol import Driver
@@ -82,7 +83,9 @@ def test_copy_refuses_a_target_with_events(run: Run, tmp_path: Path, pg_url: str
     assert not (tmp_path / "c.db").exists()
 
 
-def test_pg_start_serves_a_store_and_pg_stop_stops_it(run: Run, pg_server_url: str):
+def test_pg_start_serves_a_store_and_pg_stop_stops_it(run: Run, pg_server_url: str,
+                                                     monkeypatch: Any):
+    monkeypatch.setenv("CLAWTOWER_DB_OPEN_TIMEOUT", "1")  # the stopped server: give up soon
     # pg_server_url: the PostgreSQL half needs the server wheel; this starts a second one
     folder = Path(tempfile.mkdtemp(prefix="clawtower-pgstart-")) / "data"
     started = run("store", "pg-start", folder)
@@ -97,6 +100,7 @@ def test_pg_start_serves_a_store_and_pg_stop_stops_it(run: Run, pg_server_url: s
     assert stopped.code == 0, stopped.err
     down = run("store", "info", "--db", url)
     assert down.code == 2 and "cannot connect" in down.err, down  # StoreError
+    assert "gave up after" in down.err and len(down.err.strip().splitlines()) == 1
     assert "***" not in down.err  # no password in this URL: nothing to hide
     assert not os.path.exists(folder / "postmaster.pid")
     shutil.rmtree(folder.parent, ignore_errors=True)

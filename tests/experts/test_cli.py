@@ -303,3 +303,28 @@ def test_run_pauses_at_confirm_and_workflow_resume_completes_it(
     assert json.loads(out)["status"] == "ok"
     tools = [json.loads(x)["tool"] for x in log.read_text().splitlines()]
     assert tools == ["list_overdue", "set_priority", "add_internal_note"]
+
+
+def test_bind_maps_an_operations_arguments_and_inputs(
+        expert_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from core.experts.bindings import OpBinding, bindings_path, load_bindings
+
+    assert run(capsys, "expert", "install", str(ACME))[0] == 0
+    code, _out, err = run(capsys, "expert", "bind", "acme-support-expert", "helpdesk", "--mcp",
+                         sys.executable, "--arg", str(SERVER),
+                         "--op", "get_customer=lookup_customer",
+                         "--arg-map", "get_customer.email=address",
+                         "--input-map", "get_customer.email=sender",
+                         "--input-map", "list_tickets.status=queue")
+    assert code == 0, err
+    got = load_bindings(bindings_path("acme-support-expert"))["helpdesk"]
+    assert got.operations == {
+        "get_customer": OpBinding(tool="lookup_customer", args={"email": "address"},
+                                  inputs={"email": "sender"}),
+        "list_tickets": OpBinding(tool="list_tickets", inputs={"status": "queue"})}
+    for bad in ("email=address", "get_customer.=x", ".email=x", "get_customer.email="):
+        code, _, err = run(capsys, "expert", "bind", "acme-support-expert", "helpdesk",
+                           "--mcp", sys.executable, "--arg-map", bad)
+        assert code == 2 and f"--arg-map {bad!r}: expected OP.NAME=VALUE" in err, err
+    # the refused binds changed nothing
+    assert load_bindings(bindings_path("acme-support-expert"))["helpdesk"] == got

@@ -6,7 +6,7 @@
         `after_effect` (performed at the receiver, its `done` not committed).
     python engine_child.py engine STORE OWNER TTL JOURNAL
         Run an Engine (lease TTL seconds) with slow simulated agents; prints HOLDING once it
-        holds the lease. Runs until killed.
+        runs (it claims tasks one lease each). Runs until killed.
     python engine_child.py busy STORE JOURNAL
         Run an orchestrator plus an operator approving every pending approval, with slow
         simulated agents; prints READY, runs until killed or idle.

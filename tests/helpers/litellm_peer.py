@@ -58,17 +58,31 @@ def missing_reason() -> str | None:
     return llama_missing()
 
 
+CATCH_ALL = """\
+  - model_name: "*"
+    litellm_params:
+      model: openai/{alias}
+      api_base: {api_base}
+      api_key: unused
+"""
+
+
 @contextlib.contextmanager
-def litellm_proxy() -> Iterator[str]:
+def litellm_proxy(catch_all: bool = False) -> Iterator[str]:
     """Start the llama server and the proxy in front of it; yield the proxy's base URL (no
-    /v1, as Anthropic SDKs take it). Skip the caller when a peer is missing."""
+    /v1, as Anthropic SDKs take it). Skip the caller when a peer is missing. `catch_all`:
+    every model name is routed to SmolLM2 too (for harnesses that pick their own model)."""
     reason = missing_reason()
     if reason:
         print(f"\nSKIP: {reason}")
         pytest.skip(reason)
     with llama_server() as llama_base, tempfile.TemporaryDirectory(prefix="litellm-") as tmp:
         config = Path(tmp) / "config.yaml"
-        config.write_text(CONFIG.format(model=MODEL, alias=ALIAS, api_base=llama_base))
+        text = CONFIG.format(model=MODEL, alias=ALIAS, api_base=llama_base)
+        if catch_all:
+            text = text.replace("litellm_settings:", CATCH_ALL.format(
+                alias=ALIAS, api_base=llama_base) + "litellm_settings:", 1)
+        config.write_text(text)
         log_path = Path(tmp) / "proxy.log"
         port = _free_port()
         env = dict(os.environ)

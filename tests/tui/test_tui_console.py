@@ -276,11 +276,12 @@ async def test_in_process_engine_drives_new_tasks(tmp_path: Path) -> None:
         await until(pilot, lambda: app.engine_status() == "driving", timeout=5)
         tasks = app.screen.query_one("#tasks", RowList)
         assert tasks.get(tid)["phase"] == "completed"
-    # the engine let go of its lease on the way out
+    # the engine let go of its leases (its presence, the task it drove) on the way out
     store = await open_store(db)
     try:
-        lease = await store.fetchone("SELECT released FROM leases WHERE name='orchestrator'")
-        assert lease is not None and lease["released"]
+        rows = await store.fetchall("SELECT name, released FROM leases ORDER BY name")
+        assert [r["name"].split(":")[0] for r in rows] == ["engine", "task"], rows
+        assert all(r["released"] for r in rows), rows
     finally:
         await store.close()
 

@@ -109,6 +109,38 @@ async def test_a_meeting_in_another_process_is_watched_round_by_round(
         assert table_rows == [1, 2, 3]
 
 
+async def test_a_meeting_whose_process_is_killed_shows_orphaned_and_stops_at_once(
+        release_db: str, tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from tui.views import meeting_outcome
+
+    app = make_app(release_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("3")
+        proc = subprocess.Popen([sys.executable, "-c", OTHER_PROCESS, release_db,
+                                 script_file(tmp_path, delay_ms=3000)], cwd=ROOT)
+        try:
+            await until(pilot, lambda: bool(app.model.meetings)
+                        and app.model.meetings[0]["status"] == "running", timeout=30)
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            await asyncio.to_thread(proc.wait, 30)
+        # no event says it died: the console's quiet poll sees its process gone
+        await until(pilot, lambda: bool(app.model.meetings[0]["orphaned"]), timeout=15)
+        assert meeting_outcome(app.model.meetings[0]) == "orphaned"
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(pilot, lambda: app.model.meetings[0]["status"] == "ended", timeout=15)
+    m = await meeting_in(release_db, "mtg-other")
+    assert (m["status"], m["reason"], m["orphaned"]) == ("ended", "stopped", False)
+    assert "its process gone" in m["detail"]
+
+
 async def test_start_a_meeting_from_the_command_line(release_db: str, tmp_path: Path) -> None:
     app = make_app(release_db, agents_file=script_file(tmp_path))
     async with app.run_test(size=SIZE) as pilot:

@@ -313,3 +313,51 @@ async def test_quitting_with_a_run_in_flight_asks_and_records_it_interrupted(
         await until(pilot, lambda: not app.is_running, timeout=10)
     run = await run_state(db)
     assert run["status"] == "failed" and run["error"] == "interrupted"
+
+
+INTERRUPTIBLE = """\
+steps:
+  - id: a
+    run: touch in-a; while [ -f hold-a ]; do sleep 0.02; done; echo a >> out.txt
+  - id: b
+    run: echo b >> out.txt
+"""
+
+
+@pytest.mark.parametrize(("key", "lines"), [("t", ["a", "b"]), ("k", ["b"])],
+                         ids=["retry", "skip"])
+async def test_a_step_left_interrupted_by_a_dead_driver_is_retried_or_skipped(
+        tmp_path: Path, key: str, lines: list[str]) -> None:
+    from tests.test_workflows_adoption import Dir
+
+    d = Dir(tmp_path, INTERRUPTIBLE)
+    await asyncio.to_thread(d.kill_inside, "a", "workflow", "run", str(d.flow))
+    _code, env, err = await asyncio.to_thread(d.cli, "workflow", "recover", "W-1")
+    assert env["status"] == "needs_operator", (env, err)
+    app = make_app(str(d.db))
+    async with app.run_test(size=SIZE) as pilot:
+        await in_mode_5(pilot)
+        run = app.model.workflows[0]
+        assert (run["status"], run["gate_kind"]) == ("paused", "interrupted")
+        await pilot.press("a")  # not a gate an approval can decide: it says what can
+        await until(pilot, lambda: any("t retries it, k skips it" in n.message
+                                       for n in app._notifications))
+        await pilot.press(key)
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: app.model.workflows[0]["status"] == "ok", timeout=30)
+    assert d.lines() == lines
+    assert await asyncio.to_thread(_recovered, d.db) == [
+        ("a", "retry" if key == "t" else "skip", "alice")]
+
+
+def _recovered(db: Path) -> list[tuple[str, str, str]]:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [(p["step_id"], p["decision"], p["by"]) for p in (
+            json.loads(r[0]) for r in conn.execute(
+                "SELECT payload FROM events WHERE type='workflow.recovered' ORDER BY seq"))]
+    finally:
+        conn.close()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
@@ -23,10 +24,18 @@ class ApprovalsScreen(ConsoleScreen):
 
     HELP = mode_help(
         "**Approvals**: every pending decision, one list. `a` approves, `r` rejects "
-        "(asks a reason); `enter` opens the task.",
+        "(asks a reason); `enter` opens the task. A coding harness's permission request "
+        "(ACP): `A` always allows, `R` always rejects (remembered; `clawtower acp rules`).",
         ("approve", "reject", "task"))
 
     MODE = "approvals"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("A", "decide_always(True)", "Always allow", show=False,
+                tooltip="An ACP permission request: allow, and remember it for this"
+                        " harness, workspace and tool kind"),
+        Binding("R", "decide_always(False)", "Always reject", show=False,
+                tooltip="An ACP permission request: reject, and remember it"),
+    ]
 
     def compose(self) -> ComposeResult:
         yield ModeBar(self.MODE)
@@ -100,6 +109,20 @@ class ApprovalsScreen(ConsoleScreen):
         key = self.query_one(ApprovalList).cursor_key
         if key is not None:
             self.capp.request_approve(str(key))
+
+    def action_decide_always(self, allow: bool) -> None:
+        """`A` / `R`: an ACP harness's request answered, and remembered (`clawtower acp
+        rules` lists and revokes it); other kinds have no "always"."""
+        key = self.query_one(ApprovalList).cursor_key
+        a = self.capp.model.approval(str(key)) if key is not None else None
+        if a is None:
+            return
+        if a["kind"] != "acp_permission":
+            self.notify("only an ACP permission request can be answered 'always'",
+                        severity="warning")
+            return
+        self.capp.decide(str(key), approve=allow, always=True,
+                         reason="always (from the console)")
 
     def action_reject(self) -> None:
         key = self.query_one(ApprovalList).cursor_key

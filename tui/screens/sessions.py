@@ -21,6 +21,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
 from core import ClawError
+from core.acp.views import session_activity
 from core.describe import one_line
 from core.sessions.commands import COMMANDS, is_command, run_command
 from core.sessions.service import Sessions
@@ -113,6 +114,24 @@ def touched(delta: Delta) -> tuple[bool, set[str]]:
     return bool(ids), ids
 
 
+def acp_touches(delta: Delta, sid: str, detail: dict[str, Any] | None) -> bool:
+    """Did `delta` move an ACP run of session `sid` (a new run, streamed text, a tool call, a
+    plan, a permission request or its answer)? Text is committed at most ten times a second
+    (core.acp.client.FLUSH_S), so following it from another process stays cheap."""
+    acp = (detail or {}).get("acp") or []
+    runs = {d["run"]["id"] for d in acp}
+    asked = {p["approval_id"] for d in acp for p in d["permissions"]}
+    for e in delta.events:
+        if not e.type.startswith("acp."):
+            continue
+        if e.type == "acp.run_started" and getattr(e.payload, "subject", "") == sid:
+            return True
+        if e.entity_id in runs or e.entity_id in asked \
+                or getattr(e.payload, "run_id", None) in runs:
+            return True
+    return False
+
+
 class SessionsScreen(ListDetailScreen):
     """Mode 4: sessions, subagents, announces, backlog; send, steer, stop, spawn."""
 
@@ -127,7 +146,7 @@ class SessionsScreen(ListDetailScreen):
     LIST_TITLE = "Sessions"
     SECTIONS: ClassVar[list[tuple[str, str]]] = [
         ("head", ""), ("transcript", "Transcript"), ("stream", "Streaming"),
-        ("announces", "Announces"), ("backlog", "Backlog"),
+        ("announces", "Announces"), ("backlog", "Backlog"), ("acp", "Harness"),
     ]
 
     def __init__(self) -> None:
@@ -182,7 +201,12 @@ class SessionsScreen(ListDetailScreen):
         return self.rows
 
     def changes(self, delta: Delta) -> tuple[bool, set[str]]:
-        return touched(delta)
+        changed, ids = touched(delta)
+        sid = self.selected
+        if sid is not None and sid not in ids and acp_touches(delta, sid, self.detail):
+            ids.add(sid)  # the selected session's harness moved: redraw its Harness pane
+            changed = True
+        return changed, ids
 
     def list_extra(self, items: list[dict[str, Any]]) -> str:
         running = sum(1 for s in items if s.get("status") == "running")
@@ -230,7 +254,9 @@ class SessionsScreen(ListDetailScreen):
 
     async def fetch(self, key: str) -> dict[str, Any] | None:
         assert self.capp.store is not None
-        return await Sessions(self.capp.store).get(key)
+        detail = await Sessions(self.capp.store).get(key)
+        detail["acp"] = await session_activity(self.capp.store, key, limit=2)
+        return detail
 
     # -- actions
 
@@ -315,6 +341,62 @@ class SessionsScreen(ListDetailScreen):
         self._set("backlog", backlog_renderable(pal, waiting, pending)
                   if waiting or pending else None,
                   f"Backlog · {len(waiting)} waiting · {len(pending)} pending")
+        runs = s.get("acp") or []
+        self._set("acp", acp_renderable(pal, runs) if runs else None,
+                  f"Harness · {runs[-1]['run']['harness']} · {runs[-1]['run']['status']}"
+                  if runs else "Harness")
+
+
+DIFF_LINES = 6  # lines of a diff's new text shown per tool call
+
+
+def acp_renderable(pal: Palette, runs: list[dict[str, Any]]) -> RenderableType:
+    """An ACP harness's turns (core.acp.views): tool calls with their status, the plan,
+    diffs (path and the head of the new text), permission requests and who answered."""
+    rows: list[RenderableType] = []
+    tone = {"completed": "done", "failed": "failed", "in_progress": "active",
+            "pending": "waiting"}
+    for d in runs:
+        r = d["run"]
+        head = Text()
+        head.append(f"{r['id']} ", style="bold")
+        head.append(f"{r['status']}", style=pal.tone(
+            {"done": "done", "failed": "failed", "cancelled": "failed"}.get(r["status"],
+                                                                           "active")))
+        if r["error"]:
+            head.append(f"  {r['error'][:160]}", style=pal.tone("failed"))
+        rows.append(head)
+        if r["status"] == "running" and r["text"]:  # its text so far, from any process
+            rows.append(Text(f"  …{r['text'][-STREAM_TAIL:]}" if len(r["text"]) > STREAM_TAIL
+                             else f"  {r['text']}", style=pal.tone("active")))
+        for e in d["evidence"]:
+            if e["kind"] == "plan":
+                for entry in e["body"]["entries"]:
+                    rows.append(Text(f"  plan [{entry.get('status')}] {entry.get('content')}",
+                                     style=pal.tone("idle")))
+        for t in d["tool_calls"]:
+            line = Text("  ")
+            line.append(f"{t['status']:>11} ", style=pal.tone(tone.get(t["status"], "idle"),
+                                                              "bold"))
+            line.append(f"{t['kind'] or 'tool'}: {t['title']}")
+            if t["locations"]:
+                line.append(f"  {', '.join(t['locations'])}", style=pal.tone("idle"))
+            rows.append(line)
+            for c in t["content"]:
+                if c.get("type") == "diff":
+                    rows.append(Text(f"      diff {c.get('path', '')}", style="bold"))
+                    for ln in str(c.get("new_text", "")).splitlines()[:DIFF_LINES]:
+                        rows.append(Text(f"      + {ln}", style=pal.tone("done")))
+        for p in d["permissions"]:
+            line = Text("  ")
+            answered = p["status"] != "pending"
+            line.append("permission ", style=pal.tone("done" if answered else "waiting",
+                                                      "bold"))
+            line.append(f"{p['tool_kind']}: {p['title']} -> ")
+            line.append(f"{p['option_id'] or p['outcome']} by {p['answered_by']}" if answered
+                        else f"waiting in mode 2 ({p['approval_id']})")
+            rows.append(line)
+    return Group(*rows)
 
 
 def head_renderable(pal: Palette, s: dict[str, Any]) -> RenderableType:

@@ -140,14 +140,17 @@ def outcome_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | No
 class WorkflowsScreen(ListDetailScreen):
     """Mode 5: runs newest first; the selected run's steps update as they change.
 
-    `c` cancels the selected paused or orphaned run (after a y/n); `enter` on a run waiting at
-    a gate opens that gate in mode 2; `:workflow FILE [ARGS-JSON]` starts one in this console.
+    `c` cancels the selected paused or orphaned run (after a y/n); `t`/`k` retry or skip a
+    step its dead driver left interrupted (shown only then); `enter` on a run waiting at a
+    gate opens that gate in mode 2; `:workflow FILE [ARGS-JSON]` starts one in this console.
     """
 
     HELP = mode_help(
         "**Workflow runs**, the selected one's steps live. `a`/`r` decide a run's gate, "
-        "`c` cancels a paused run, `enter` opens its gate in Approvals.",
+        "`c` cancels a paused run, `t`/`k` retry or skip a step left interrupted by a dead "
+        "driver, `enter` opens its gate in Approvals.",
         ("workflow", "approve", "reject", "cancel"))
+    HIDDEN_WHEN_UNAVAILABLE = frozenset({"filter", "recover_run"})  # rare: shown when it acts
 
     MODE = "workflows"
     PREFIX = "wf"
@@ -187,9 +190,10 @@ class WorkflowsScreen(ListDetailScreen):
         return self.capp.model.workflow(str(key)) if key is not None else None
 
     def unavailable(self, action: str) -> str | None:
-        if action not in ("cancel_run", "decide_gate"):
+        if action not in ("cancel_run", "decide_gate", "recover_run"):
             return None
-        verb = "cancel" if action == "cancel_run" else "decide"
+        verb = {"cancel_run": "cancel", "decide_gate": "decide",
+                "recover_run": "retry or skip"}[action]
         run = self._selected_run()
         if run is None:
             return (f"no run selected: nothing to {verb}" if self.capp.model.workflows else
@@ -198,6 +202,16 @@ class WorkflowsScreen(ListDetailScreen):
             return None
         if action == "decide_gate" and run["status"] == "paused" and run.get("approval_id"):
             return None
+        interrupted = run["status"] == "paused" and run.get("gate_kind") == "interrupted"
+        if action == "recover_run":
+            if interrupted:
+                return None
+            status = "orphaned" if run.get("driver") == "gone" else str(run["status"])
+            return (f"{run['id']} is {status}, no step left interrupted by a dead driver:"
+                    f" nothing to {verb}")
+        if action == "decide_gate" and interrupted:
+            return (f"{run['id']} waits on step {run['waiting_step']}, interrupted when its"
+                    " driver died: t retries it, k skips it, c cancels the run")
         status = "orphaned" if run.get("driver") == "gone" else str(run["status"])
         return f"{run['id']} is {status}, not waiting at a gate: nothing to {verb}"
 
@@ -205,6 +219,12 @@ class WorkflowsScreen(ListDetailScreen):
         run = self._selected_run()
         if run is not None:
             self.capp.request_cancel_run(str(run["id"]))
+
+    def action_recover_run(self, decision: str) -> None:
+        """`t`/`k` on a run whose step a dead driver left interrupted: retry or skip it."""
+        run = self._selected_run()
+        if run is not None:
+            self.capp.request_recover_run(str(run["id"]), decision)
 
     def action_decide_gate(self, approve: bool) -> None:
         """`a`/`r` on a run waiting at a gate: the same decision as in mode 2."""

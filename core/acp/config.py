@@ -1,0 +1,145 @@
+"""ACP harnesses as `clawtower.yaml` declares them (the `acp_agents:` key; other keys are
+someone else's and are left alone), or inline in an agent spec (`defaults.acp`).
+
+    acp_agents:
+      zed-example:
+        command: ~/.cache/clawtower-peers/acp/node_modules/.bin/tsx
+        args: [<...>/@zed-industries/agent-client-protocol/typescript/examples/agent.ts]
+      claude:
+        command: claude-agent-acp
+        env: {ANTHROPIC_BASE_URL: http://127.0.0.1:4000}
+        env_from: {ANTHROPIC_API_KEY: MY_KEY}   # child variable <- the NAME of one of ours
+        cwd: /srv/repo                          # the workspace (default: the current dir)
+        permission_timeout_s: 600               # unanswered -> `cancelled`
+        turn_timeout_s: 1800                    # a hung harness ends the turn
+
+Like MCP servers, a harness gets only a trimmed environment (HOME LOGNAME PATH SHELL TERM
+USER) plus `env` and `env_from`, so the file never holds a secret.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..config import config_path
+from ..errors import ValidationError
+from ..safe_yaml import load_file
+
+NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+
+class HarnessConfig(BaseModel):
+    """One ACP agent, started over stdio."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = ""
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    env_from: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    init_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    permission_timeout_s: float = Field(default=600.0, gt=0, le=86400)
+    turn_timeout_s: float = Field(default=1800.0, gt=0, le=86400)
+
+    @field_validator("env", "env_from")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not ENV_NAME.match(key):
+                raise ValueError(f"{key!r} is not an environment variable name")
+        return v
+
+    @field_validator("env_from")
+    @classmethod
+    def _env_from_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, source in v.items():
+            if not ENV_NAME.match(source):
+                raise ValueError(f"{key}: {source!r} is not an environment variable name")
+        return v
+
+    def argv(self) -> list[str]:
+        return [os.path.expanduser(self.command), *(os.path.expanduser(a) for a in self.args)]
+
+    def child_env(self) -> dict[str, str]:
+        """The harness's environment. A missing `env_from` variable is an error naming the
+        harness and the variable (never a value)."""
+        out = {k: os.environ[k] for k in INHERITED if k in os.environ}
+        out.update(self.env)
+        for child, ours in self.env_from.items():
+            value = os.environ.get(ours)
+            if value is None:
+                raise ValidationError(
+                    f"acp agent {self.name!r}: env_from.{child}: the variable {ours} is not set")
+            out[child] = value
+        return out
+
+    def workspace(self, cwd: str | None = None) -> str:
+        """The directory the harness works in (and is confined to): `cwd`, else the
+        harness's `cwd`, else the current directory; absolute, symlinks resolved."""
+        raw = cwd or (os.path.expanduser(self.cwd) if self.cwd else None) or os.getcwd()
+        return str(Path(raw).resolve())
+
+
+def harness_from_data(body: Any, name: str, where: str) -> HarnessConfig:
+    if not isinstance(body, dict):
+        raise ValidationError(f"{where}: must be a mapping (command, args, env, cwd, ...)")
+    try:
+        return HarnessConfig.model_validate({**body, "name": name})
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise ValidationError(f"{where}{'.' + loc if loc else ''}: {err['msg']}") from None
+
+
+def harnesses_from_data(raw: Any, path: str | Path) -> dict[str, HarnessConfig]:
+    """Parse the value of the `acp_agents:` key (None = none). Errors name file and field."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValidationError(f"{path}: field 'acp_agents': must be a mapping of name -> agent")
+    out: dict[str, HarnessConfig] = {}
+    for name, body in raw.items():
+        name = str(name)
+        if not NAME.match(name):
+            raise ValidationError(f"{path}: field 'acp_agents.{name}': a name is letters,"
+                                  " digits, '.', '_' and '-'")
+        out[name] = harness_from_data(body, name, f"{path}: field 'acp_agents.{name}'")
+    return out
+
+
+def load_harnesses(path: str | Path | None = None) -> dict[str, HarnessConfig]:
+    """The harnesses of the project config (--config, $CLAWTOWER_CONFIG, else
+    $CLAWTOWER_HOME/clawtower.yaml; a missing default file means none)."""
+    p, asked = config_path(path)
+    if not p.exists():
+        if asked:
+            raise ValidationError(f"{p}: no such config file")
+        return {}
+    data = load_file(p)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValidationError(f"{p}: must be a mapping")
+    return harnesses_from_data(data.get("acp_agents"), p)
+
+
+def harness(name: str, path: str | Path | None = None) -> HarnessConfig:
+    found = load_harnesses(path)
+    if name not in found:
+        known = ", ".join(sorted(found)) or "none configured (see `acp_agents:` in clawtower.yaml)"
+        raise ValidationError(f"acp agent {name!r}: no such agent (known: {known})")
+    return found[name]
+
+
+__all__ = ["HarnessConfig", "harness", "harness_from_data", "harnesses_from_data",
+           "load_harnesses"]

@@ -1,0 +1,103 @@
+"""kill -9 of a flow engine at random points, then resume: no subtask dispatched twice,
+none lost, no reply applied twice. Real processes: tests/helpers/flow_worker.py drives a
+two-level random DAG (about 20 tasks) whose agents answer in 0-150 ms; it is SIGKILLed after
+a random delay, again and again, and a last engine finishes the flow.
+
+Counted from the log (not from the projections): TASK messages sent per task (must be 1),
+replies applied per task (must be 1), tasks never finished (must be 0); and the projections
+must equal a replay."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flow_helpers import KILL_SPECS, counts, specs
+from procs import HELPERS, child_env
+
+from core.flows.service import Flows
+from core.store import open_store
+
+WORKER = str(HELPERS / "flow_worker.py")
+
+
+def worker(db: Path, seed: int, *, max_ms: float = 150) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, WORKER, str(db), str(seed), str(max_ms)],
+                            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+async def trial(db: Path, seed: int, kills: int, rng: random.Random) -> dict[str, Any]:
+    store = await open_store(db)
+    try:
+        await specs(store, KILL_SPECS)
+        flows = Flows(store)
+        fid = await flows.start("A", f"trial {seed}")
+        landed = 0
+        for _ in range(kills):
+            proc = worker(db, seed)
+            assert proc.stdout is not None
+            line = proc.stdout.readline().strip()
+            if line != "READY":  # nothing left to do: the flow finished before this one
+                proc.wait(timeout=60)
+                break
+            time.sleep(rng.uniform(0.0, 0.35))
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+                row = await flows.get(fid)
+                landed += row["flow"]["status"] == "running"
+        last = worker(db, seed)
+        _out, err = last.communicate(timeout=240)
+        assert last.returncode == 0, err
+        got = await flows.get(fid)
+        c = await counts(store, fid)
+        tasks = [t["task_id"] for t in got["tasks"]]
+        figures = {
+            "tasks": len(tasks), "kills_mid_flow": landed,
+            "duplicate_dispatches": sum(n - 1 for n in c["sent"].values()),
+            "duplicate_replies": sum(n - 1 for n in c["replied"].values()),
+            "lost": sum(1 for t in tasks if c["sent"][t] != 1 or c["replied"][t] != 1),
+            "status": got["flow"]["status"],
+            "ignored": got["flow"]["ignored"],
+            "verify": await store.verify_projections(),
+        }
+        return figures
+    finally:
+        await store.close()
+
+
+def check(f: dict[str, Any]) -> None:
+    assert f["status"] == "done", f
+    assert f["duplicate_dispatches"] == 0 and f["duplicate_replies"] == 0, f
+    assert f["lost"] == 0 and f["verify"] == [], f
+
+
+async def test_kill_9_mid_flow_then_resume(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    f = await trial(tmp_path / "k.db", 3, kills=4, rng=rng)
+    print("kill -9 figures:", f)
+    check(f)
+    assert f["kills_mid_flow"] >= 1 and f["tasks"] >= 15
+
+
+@pytest.mark.slow
+async def test_kill_9_at_20_plus_random_points(tmp_path: Path) -> None:
+    """Trials until at least 24 kills landed mid-flow (each trial: up to 8 kills)."""
+    rng = random.Random(2026)
+    total = trials = 0
+    while total < 24:
+        assert trials < 20, f"only {total} kills landed mid-flow in {trials} trials"
+        f = await trial(tmp_path / f"k{trials}.db", 100 + trials, kills=8, rng=rng)
+        print(f"trial {trials}:", f)
+        check(f)
+        total += f["kills_mid_flow"]
+        trials += 1
+    print(f"kill points that landed mid-flow: {total} over {trials} trials")
