@@ -327,9 +327,8 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 async def _run_async(args: argparse.Namespace) -> int:
-    from core.experts import home, state
-    from core.experts.package import load_package
-    from core.workflows.service import Workflows, exit_code, render
+    from core.experts.run import load_process, run_process
+    from core.workflows.service import exit_code, render
 
     inputs: dict[str, Any] = {}
     for item in args.input:
@@ -337,21 +336,9 @@ async def _run_async(args: argparse.Namespace) -> int:
         if not sep or not k:
             raise ValidationError(f"--input {item!r}: expected KEY=VALUE")
         inputs[k] = v
-    pkg = load_package(home.package_dir(args.name))
-    if args.process not in pkg.processes:
-        raise ValidationError(f"{args.name}: no process {args.process!r} (has:"
-                              f" {', '.join(pkg.processes)})")
-    home.init_state(pkg, new_session=True)  # a run is an isolated session: reset session state
-    path = home.compiled_dir(args.name) / f"{args.process}.lobster"
+    load_process(args.name, args.process)  # an unknown process fails before the store opens
     async with cli_store(args.db) as store:
-        if pkg.section("learning").get("enabled") is True:
-            from core.experts.learning import project
-
-            await project(store, pkg, home.workspace(pkg.name))  # approved since last run
-        await state.sync(store, pkg, home.workspace(pkg.name), reset=True, by=_operator())
-        home.compile_all(args.name)
-        envelope = await Workflows(store).run(str(path), inputs)
-        await state.sync(store, pkg, home.workspace(pkg.name), by=_operator())
+        envelope = await run_process(store, args.name, args.process, inputs, by=_operator())
     print(render(envelope))
     return exit_code(envelope)
 

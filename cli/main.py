@@ -26,6 +26,7 @@ from . import (
     agents,
     approvals,
     boundary,
+    deadletter,
     demo,
     events,
     expert,
@@ -36,6 +37,7 @@ from . import (
     store_admin,
     task,
     tools,
+    triggers,
     workflow,
 )
 from .common import CommandParser, add_config_option, default_agents_file, operator_name
@@ -43,7 +45,7 @@ from .common import CommandParser, add_config_option, default_agents_file, opera
 # The command groups, in the order `clawtower --help` lists them.
 COMMAND_GROUPS: tuple[ModuleType, ...] = (
     demo, serve, events, task, approvals, meeting, store_admin, workflow, agents, tools,
-    session, expert, flow, acp,
+    session, expert, flow, acp, triggers, deadletter,
 )
 
 

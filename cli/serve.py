@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from core.config import effects_journal
+from core.errors import ValidationError
 
 from . import output
 from .common import add_config_option, default_agents_file, load_agents, with_store
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
     from core.agents.registry import AgentSet
     from core.store import Store
+    from core.triggers.service import Runtime
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,11 +28,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_config_option(s, "--agents")
     s.add_argument("--until-idle", action="store_true",
                    help="exit once nothing more can happen without a human")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="where the webhook server listens (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=None,
+                   help="webhook server port (default 8787, a warning if it is taken;"
+                   " 0 picks a free one)")
+    s.add_argument("--no-http", action="store_true",
+                   help="no webhook server (cron, channel triggers and queues still run)")
+    s.add_argument("--no-triggers", action="store_true",
+                   help="run the engine and sessions only, no trigger runtime")
     s.set_defaults(handler=cmd_serve)
 
 
 async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
-                                until_idle: bool, quiet: bool = False) -> int:
+                                until_idle: bool, quiet: bool = False,
+                                triggers: Runtime | None = None) -> int:
     import asyncio
 
     from core.agents.config import load_config
@@ -47,6 +59,7 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
         sys.stderr.write(f"clawtower: warning: sessions not run: {exc}\n")
         sessions = None
     sessions_stop = asyncio.Event()
+    triggers_stop = asyncio.Event()
     from core.flows.engine import model_engine  # flows (core/flows): stop with the sessions
 
     flows = model_engine(store, sessions.config) if sessions is not None else None
@@ -54,6 +67,7 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
     def stop() -> None:
         engine.stop()
         sessions_stop.set()
+        triggers_stop.set()
 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -64,6 +78,28 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
     runner = asyncio.create_task(engine.run())
     session_task = asyncio.create_task(sessions.run(sessions_stop)) if sessions else None
     flow_task = asyncio.create_task(flows.run(sessions_stop)) if flows else None
+    trigger_task = None
+    if triggers is not None:
+        ready = asyncio.Event()
+        trigger_task = asyncio.create_task(triggers.run(triggers_stop, ready))
+        waiter = asyncio.ensure_future(ready.wait())
+        await asyncio.wait([waiter, trigger_task], return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if trigger_task.done():
+            stop()
+            await runner
+            if session_task is not None:
+                await session_task
+            if flow_task is not None:
+                await flow_task
+            done.set()
+            await follower
+            trigger_task.result()  # raises why the trigger runtime could not start
+        for err in triggers.errors:
+            sys.stderr.write(f"clawtower: warning: {err}\n")
+        if triggers.http:
+            print(f"clawtower: webhooks on http://{triggers.host}:{triggers.bound_port}"
+                  "/hooks/<expert>/<trigger>", flush=True)
     try:
         if until_idle:
             while not engine.holding and not runner.done():
@@ -84,6 +120,8 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
             await session_task
         if flow_task is not None:
             await flow_task
+        if trigger_task is not None:
+            await trigger_task
         done.set()
         await follower
     for err in engine.orchestrator.errors:
@@ -111,9 +149,22 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     # a bad agents file or config fails before the store is opened
     agents = load_agents(path)
 
+    if args.port is not None and not 0 <= args.port <= 65535:
+        raise ValidationError(f"--port {args.port}: must be 0..65535")
+
     async def run(store: Store) -> int:
+        from core.triggers.service import Runtime
+
         print(f"clawtower: engine on {store.path} (agents: {path or 'built-in simulator'});"
               " ctrl+c stops", flush=True)
-        return await engine_until_stopped(store, agents, args.db, args.until_idle)
+        triggers = None if args.no_triggers or args.until_idle else Runtime(
+            store, host=args.host, port=8787 if args.port is None else args.port,
+            http=not args.no_http, http_required=args.port is not None)
+        try:
+            return await engine_until_stopped(store, agents, args.db, args.until_idle,
+                                              triggers=triggers)
+        except OSError as exc:
+            sys.stderr.write(f"clawtower: {exc}\n")
+            return 1
 
     return await with_store(args, run)

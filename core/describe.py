@@ -79,6 +79,8 @@ def event_summary(e: StoredEvent, arrow: str = "→") -> str:
         return _workflow_summary(t, p)
     if t.startswith("turn."):
         return _turn_summary(t, p)
+    if t.startswith("trigger."):
+        return _trigger_summary(t, p)
     if t == "tool.definition_seen":
         was = " (changed)" if p.get("previous_sha256") else ""
         ask = f"; approval {p['approval_id']} requested" if p.get("approval_id") else ""
@@ -177,4 +179,39 @@ def _turn_summary(t: str, p: dict[str, Any]) -> str:
     if t == "turn.finished":
         return (f"turn finished ({p['stop_reason']}): {p['rounds']} tool round(s),"
                 f" {p['model_calls']} model call(s)")
+    return one_line(p, 200)
+
+
+def _trigger_summary(t: str, p: dict[str, Any]) -> str:
+    """Trigger invocations (core/triggers/events.py): what came in, what ran, what failed."""
+    if t == "trigger.received":
+        warn = f" ({p['warning']})" if p.get("warning") else ""
+        missed = f", {p['missed']} missed fire(s) coalesced" if p.get("missed") else ""
+        return f"{p['expert']}/{p['trigger']} {p['source']} event queued{missed}{warn}"
+    if t == "trigger.skipped":
+        return (f"{p['expert']}/{p['trigger']} duplicate {p['dedupe']!r} skipped (first:"
+                f" {p['duplicate_of']})")
+    if t == "trigger.claimed":
+        how = " (recovered)" if p.get("recovered") else ""
+        return f"attempt {p['attempt']} claimed by {p['owner']}{how}"
+    if t == "trigger.linked":
+        return f"attempt {p['attempt']} runs {p['run_id']}"
+    if t == "trigger.paused":
+        return f"waiting with {p['run_id']} for a decision"
+    if t == "trigger.finished":
+        d = p.get("delivery") or {}
+        text = d.get("narrative") or one_line(d.get("structured"), 120)
+        return f"delivered to {d.get('channel', 'main')}: {one_line(text, 160)}"
+    if t == "trigger.failed":
+        then = "retry scheduled" if p.get("retry_at") else p.get("action") or "failed"
+        return f"attempt {p['attempt']} failed: {one_line(p['error'], 120)} ({then})"
+    if t == "trigger.sla_breached":
+        return f"SLA {p['sla']} breached after {p['elapsed_s']:.1f}s ({p['action']})"
+    if t == "trigger.deadletter_retried":
+        return f"dead letter sent back to its queue by {p['by']}"
+    if t == "trigger.deadletter_dropped":
+        return f"dead letter dropped by {p['by']}" + (f": {p['reason']}" if p.get("reason")
+                                                      else "")
+    if t == "trigger.escalation_resolved":
+        return f"escalation acknowledged by {p['by']}"
     return one_line(p, 200)

@@ -64,6 +64,7 @@ from .screens.meetings import MeetingsScreen
 from .screens.sessions import SessionsScreen
 from .screens.task_detail import TaskDetailScreen
 from .screens.tasks import TasksScreen
+from .screens.triggers import TriggersScreen
 from .screens.workflows import WorkflowsScreen
 from .themes import ThemeLoad, load_themes, theme_folders, variable_defaults
 from .views import ApprovalList
@@ -95,6 +96,7 @@ class ClawtowerApp(App[int]):
         "workflows": WorkflowsScreen,
         "experts": ExpertsScreen,
         "flows": FlowsScreen,
+        "triggers": TriggersScreen,
     }
     DEFAULT_MODE = "tasks"
 
@@ -113,6 +115,8 @@ class ClawtowerApp(App[int]):
                 tooltip="Installed experts, their runs and pending confirms"),
         Binding("7", "switch_mode('flows')", "Flows", show=False, id="mode.flows",
                 tooltip="Task DAGs delegated between agents, live"),
+        Binding("8", "switch_mode('triggers')", "Triggers", show=False, id="mode.triggers",
+                tooltip="Expert triggers, their queues and the dead-letter queue"),
         Binding("question_mark,f1", "toggle_help", "Keys", id="help",
                 tooltip="Show or hide the key panel"),
         Binding("colon", "command_line", "Command", id="command-line",
@@ -333,6 +337,8 @@ class ClawtowerApp(App[int]):
                             partial(self.switch_mode, "experts"))
         yield SystemCommand("Flows", "Mode 7: task DAGs, mailboxes, node transcripts",
                             partial(self.switch_mode, "flows"))
+        yield SystemCommand("Triggers", "Mode 8: triggers, queues and the dead-letter queue",
+                            partial(self.switch_mode, "triggers"))
 
     def action_toggle_help(self) -> None:
         if self.screen.query(HelpPanel):

@@ -263,6 +263,33 @@ CREATE INDEX turn_jobs_by_status ON turn_jobs(status, queued_seq);
 CREATE INDEX turn_jobs_by_session ON turn_jobs(session_id, queued_seq);
 """
 
+# Triggers (migration 8, core/triggers/): every invocation with its queue lane and status;
+# the dedupe keys seen; the last cron fire per trigger; how far the channel scan got.
+TRIGGERS_SCHEMA = """
+CREATE TABLE trigger_items (
+    id TEXT PRIMARY KEY, seq INTEGER NOT NULL, expert TEXT NOT NULL, trigger TEXT NOT NULL,
+    process TEXT NOT NULL, source TEXT NOT NULL, lane TEXT NOT NULL, mode TEXT NOT NULL,
+    status TEXT NOT NULL, dedupe TEXT, payload TEXT NOT NULL, inputs TEXT NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 0, not_before REAL NOT NULL DEFAULT 0, owner TEXT,
+    run_id TEXT, error TEXT, action TEXT, result TEXT, warning TEXT NOT NULL DEFAULT '',
+    received_at REAL NOT NULL, started_at REAL, ended_at REAL, last_seq INTEGER NOT NULL
+);
+CREATE INDEX trigger_items_waiting ON trigger_items(seq) WHERE status IN ('queued', 'retry');
+CREATE INDEX trigger_items_by_status ON trigger_items(status, seq);
+CREATE INDEX trigger_items_by_lane ON trigger_items(lane, seq);
+CREATE INDEX trigger_items_by_trigger ON trigger_items(expert, trigger, seq);
+CREATE INDEX trigger_items_by_run ON trigger_items(run_id);
+CREATE TABLE trigger_dedupe (
+    expert TEXT NOT NULL, trigger TEXT NOT NULL, key TEXT NOT NULL, item_id TEXT NOT NULL,
+    until REAL NOT NULL, PRIMARY KEY (expert, trigger, key)
+);
+CREATE TABLE trigger_cron (
+    expert TEXT NOT NULL, trigger TEXT NOT NULL, last_fire REAL NOT NULL, item_id TEXT NOT NULL,
+    PRIMARY KEY (expert, trigger)
+);
+CREATE TABLE trigger_cursor (name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+"""
+
 ACP_SCHEMA = """
 CREATE TABLE acp_runs (
     id TEXT PRIMARY KEY, harness TEXT NOT NULL, workspace TEXT NOT NULL, subject TEXT NOT NULL,
@@ -389,6 +416,10 @@ PROJECTION_TABLES: dict[str, str] = {
     "flow_messages": "msg_id",
     "flow_ignored": "seq",
     "flow_sessions": "flow_id, agent",
+    "trigger_items": "id",
+    "trigger_dedupe": "expert, trigger, key",
+    "trigger_cron": "expert, trigger",
+    "trigger_cursor": "name",
 }
 
 # (version, script). Version 1 creates everything; later versions append here.
@@ -401,11 +432,13 @@ MIGRATIONS: list[tuple[int, str]] = [
     (6, SESSIONS_SCHEMA),
     (9, ACP_SCHEMA),
     (7, FLOWS_SCHEMA),
+    (8, TRIGGERS_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 
 # Every projection table as the latest version has it (replays build into a fresh database).
 PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA
-                     + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + FLOWS_SCHEMA + ACP_SCHEMA)
+                     + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + FLOWS_SCHEMA + TRIGGERS_SCHEMA
+                     + ACP_SCHEMA)
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)

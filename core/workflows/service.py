@@ -284,8 +284,11 @@ class Workflows:
     # ------------------------------------------------------------------ run
 
     async def run(self, file: str, args: Mapping[str, Any] | None = None, *,
-                  dry_run: bool = False) -> dict[str, Any]:
-        """Start a run; answers ok, needs_approval, needs_input or an error envelope."""
+                  dry_run: bool = False,
+                  on_start: Callable[[WriteTx, str], None] | None = None) -> dict[str, Any]:
+        """Start a run; answers ok, needs_approval, needs_input or an error envelope.
+        `on_start(tx, run_id)` joins the transaction that records the start (a caller links
+        its own record to the run in the same commit)."""
         try:
             path = resolve_workflow_file(file, self.cwd)
         except WorkflowError as exc:
@@ -299,7 +302,14 @@ class Workflows:
             check_workflow_conditions(workflow)
         except WorkflowError as exc:
             return error_envelope("runtime_error", exc.message)
-        run_id = await self.store.execute(lambda tx: self._start(tx, path, workflow, resolved))
+
+        def start(tx: WriteTx) -> str:
+            run_id = self._start(tx, path, workflow, resolved)
+            if on_start is not None:
+                on_start(tx, run_id)
+            return run_id
+
+        run_id = await self.store.execute(start)
         return await self._drive(run_id, workflow, path, resolved, {}, 0, None)
 
     async def enqueue(self, file: str, args: Mapping[str, Any] | None = None) -> str:

@@ -109,6 +109,12 @@ COMMANDS: dict[str, list[Any]] = {
     "tools call": ["tools", "call", H("NAME", "id"), "--args", H("--args", "json")],
     "tools pin": ["tools", "pin", H("NAME", "id")],
     "serve": ["serve", "--until-idle", "--agents", H("--agents", "path")],
+    "triggers fire": ["triggers", "fire", H("EXPERT", "id"), H("TRIGGER", "id"), "--payload",
+                      H("--payload", "json")],
+    "triggers history": ["triggers", "history", H("EXPERT", "id"), "--limit",
+                         H("--limit", "int")],
+    "deadletter retry": ["deadletter", "retry", H("id", "id")],
+    "deadletter drop": ["deadletter", "drop", H("id", "id"), "--reason", H("--reason")],
     "demo": ["demo", "--headless", "--speed", H("--speed", "badspeed")],
     # sessions and agent specs (a session never waits here: no worker runs in this test)
     "session new": ["session", "new", "--agent", H("--agent", "id"), "--title",

@@ -1,0 +1,51 @@
+"""Run one process of an installed expert: what `clawtower expert run` and every trigger
+invocation do (one code path, so a trigger runs a process exactly as the CLI does)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import ValidationError
+from ..store.interface import Store, WriteTx
+from . import home, state
+from .package import Package, load_package
+
+
+def load_process(name: str, process: str) -> Package:
+    """The installed package `name`, checked to have `process` (ValidationError if not)."""
+    pkg = load_package(home.package_dir(name))
+    if process not in pkg.processes:
+        raise ValidationError(f"{name}: no process {process!r} (has:"
+                              f" {', '.join(pkg.processes)})")
+    return pkg
+
+
+async def run_process(store: Store, name: str, process: str, inputs: Mapping[str, Any], *,
+                      by: str, env: Mapping[str, str] | None = None,
+                      on_start: Callable[[WriteTx, str], None] | None = None
+                      ) -> dict[str, Any]:
+    """Compile and run `process` as a new isolated session; returns the run's envelope.
+
+    `on_start(tx, run_id)` runs inside the transaction that starts the workflow run (a
+    trigger links its invocation to the run atomically); `env` adds to what steps see."""
+    from ..workflows.service import Workflows
+
+    pkg = load_process(name, process)
+    home.init_state(pkg, new_session=True)  # a run is an isolated session: reset session state
+    path = home.compiled_dir(name) / f"{process}.lobster"
+    if pkg.section("learning").get("enabled") is True:
+        from .learning import project
+
+        await project(store, pkg, home.workspace(pkg.name))  # approved since last run
+    await state.sync(store, pkg, home.workspace(pkg.name), reset=True, by=by)
+    home.compile_all(name)
+    wf_env = None
+    if env:
+        import os
+
+        wf_env = {**os.environ, **env}
+    envelope = await Workflows(store, env=wf_env).run(str(path), dict(inputs),
+                                                      on_start=on_start)
+    await state.sync(store, pkg, home.workspace(pkg.name), by=by)
+    return envelope

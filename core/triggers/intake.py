@@ -1,0 +1,27 @@
+"""Accepting events: the one durable append every trigger type goes through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..store.interface import Store, WriteTx
+from . import queue as q
+from .spec import TriggerSpec
+
+
+async def accept(store: Store, spec: TriggerSpec, payload: dict[str, Any], source: str, *,
+                 strict: bool = True, idem_key: str | None = None,
+                 actor: str = q.ACTOR) -> dict[str, Any]:
+    """Queue (or skip as a duplicate) one event for `spec`; BadEvent if it cannot be keyed.
+    With `idem_key`, a second accept of the same key from any process answers
+    {"status": "replayed"} and writes nothing."""
+    p = q.prepare(spec, payload, source, strict=strict)
+    p.idem_key = idem_key
+    return await store.execute(lambda tx: accept_prepared_in(tx, p, actor))
+
+
+def accept_prepared_in(tx: WriteTx, p: q.Prepared, actor: str = q.ACTOR) -> dict[str, Any]:
+    if p.idem_key is not None and tx.one("SELECT 1 FROM events WHERE idem_key=?",
+                                         (p.idem_key,)) is not None:
+        return {"id": None, "status": "replayed"}
+    return q.accept_in(tx, p, actor)

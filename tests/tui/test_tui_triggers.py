@@ -1,0 +1,74 @@
+"""Mode 8: triggers with their next fire and queue per key, the dead-letter queue (retried
+and dropped from the console) and escalated invocations (acknowledged)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import Static
+from tui_helpers import SIZE, shown, until
+
+from core import open_store
+from core.triggers import queue as q
+from core.triggers.catalog import Catalog
+from core.triggers.intake import accept
+from tests.helpers.hook_expert import install_hook_expert
+from tui.app import ClawtowerApp
+from tui.screens.triggers import TriggersScreen
+
+
+async def _failed(store: object, event: str, action: str) -> str:
+    spec = Catalog().get("hook-expert", "inbound")
+    assert spec is not None
+    out = await accept(store, spec, {"event_id": event, "contact_id": "c-1"},  # type: ignore[arg-type]
+                       "webhook")
+    claimed = await store.execute(lambda tx: q.claim_in(tx, "w", 1))  # type: ignore[attr-defined]
+    assert [c["id"] for c in claimed] == [out["id"]]
+    await store.execute(lambda tx: q.fail_in(  # type: ignore[attr-defined]
+        tx, out["id"], 1, "w", error="the CRM said no", run_id=None, retry_delay=None,
+        action=action, execution_log={}))
+    return str(out["id"])
+
+
+async def test_triggers_mode_shows_queues_and_acts_on_dead_letters(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path / "home"))
+    install_hook_expert(tmp_path)
+    db = str(tmp_path / "store.db")
+    store = await open_store(db)
+    try:
+        dead = await _failed(store, "e-1", "dead_letter")
+        escalated = await _failed(store, "e-2", "escalate")
+        spec = Catalog().get("hook-expert", "inbound")
+        assert spec is not None
+        for i in range(3):
+            await accept(store, spec, {"event_id": f"q-{i}", "contact_id": f"k-{i % 2}"},
+                         "webhook")
+    finally:
+        await store.close()
+    app = ClawtowerApp(db, run_engine=False, operator="alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("8")
+
+        def body() -> str:
+            return shown(app.screen.query_one("#triggers-body", Static))
+
+        await until(pilot, lambda: isinstance(app.screen, TriggersScreen) and dead in body())
+        text = body()
+        assert "hook-expert/inbound" in text and "hook-expert/tick" in text
+        assert "k-0 2" in text and "k-1 1" in text  # queue depth per key
+        assert escalated in text and "the CRM said no" in text
+        await pilot.press("a")  # the selection is the dead letter: nothing to acknowledge
+        await pilot.press("t")
+        await until(pilot, lambda: dead not in body().split("Dead-letter queue")[1])
+        store = await open_store(db)
+        try:
+            row = await store.fetchone("SELECT status FROM trigger_items WHERE id=?", (dead,))
+            assert row is not None and row["status"] == "queued"
+        finally:
+            await store.close()
+        await pilot.press("a")
+        await until(pilot, lambda: escalated not in body().split("Escalated")[1])
+        assert f"failed {escalated}" in body()  # its last result, acknowledged
