@@ -14,8 +14,6 @@ ID [--always]` / `reject ID [--always]` answer it from any process.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -80,6 +78,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def cmd_agents(args: argparse.Namespace) -> int:
+    import asyncio  # here, not at import: `clawtower --help` loads no event loop machinery
+
     from core.acp.bridge import probe
     from core.acp.config import load_harnesses
 
@@ -137,6 +137,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     async def run(store: Store) -> int:
+        import asyncio
+        import contextlib
+
         await recover(store)
         turn = AcpTurn(store, h, args.prompt, workspace=args.cwd, actor=f"acp:{h.name}",
                        on_text=None if args.json else stream)
