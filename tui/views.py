@@ -146,7 +146,7 @@ class ModeBar(Static):
     MODES: ClassVar[list[tuple[str, str, str]]] = [
         ("1", "tasks", "Tasks"), ("2", "approvals", "Approvals"),
         ("3", "meetings", "Meetings"), ("4", "sessions", "Sessions"),
-        ("5", "workflows", "Workflows"),
+        ("5", "workflows", "Workflows"), ("6", "experts", "Experts"), ("7", "flows", "Flows"),
     ]
 
     def __init__(self, mode: str, *, id: str | None = None) -> None:
@@ -155,7 +155,8 @@ class ModeBar(Static):
 
     SHORT: ClassVar[dict[str, str]] = {"tasks": "Tasks", "approvals": "Appr",
                                         "meetings": "Meet", "sessions": "Sess",
-                                        "workflows": "Flows"}
+                                        "workflows": "Wkfl", "experts": "Expt",
+                                        "flows": "Flow", "triggers": "Trig"}
 
     def on_mount(self) -> None:
         self.update_bar()
@@ -163,12 +164,15 @@ class ModeBar(Static):
     def on_resize(self) -> None:
         self.update_bar()
 
-    def _modes(self, app: ConsoleApp, short: bool) -> Content:
+    def _modes(self, app: ConsoleApp, size: int) -> Content:
+        """size 0: full labels; 1: short labels; 2: numbers, only the current mode named."""
         parts: list[Content] = [Content.from_markup("[b] clawtower [/b]")]
         pending = len(app.model.approvals)
         for key, mode, label in self.MODES:
             extra = f" ({pending})" if mode == "approvals" and pending else ""
-            text = f" {key} {self.SHORT[mode] if short else label}{extra} "
+            name = (label if size == 0 or (size == 2 and mode == self.mode) else
+                    self.SHORT.get(mode, label[:4]) if size == 1 else "")
+            text = f" {key}{' ' if name else ''}{name}{extra} "
             if mode == self.mode:
                 parts.append(Content.styled(text, "reverse bold"))
             else:
@@ -179,15 +183,16 @@ class ModeBar(Static):
 
     def update_bar(self) -> None:
         """The modes on the left, the engine's state on the right. When the terminal is narrow
-        (80 columns), the store's name, then the operator, then the mode labels' length give
-        way: the engine's state always shows."""
+        (80 columns), the store's name, then the operator, then the mode labels' length (short
+        labels, then numbers with only the current mode named) give way: every mode's key and
+        the engine's state always show."""
         app = cast(ConsoleApp, self.app)
         width = self.size.width or 120
         engine = f"engine: {app.engine_status()}"
         rights = [f"{engine} · {app.operator} · {Path(app.db_path).name} ",
                   f"{engine} · {app.operator} ", f"{engine} "]
-        for short in (False, True):
-            left = self._modes(app, short)
+        for size in (0, 1, 2):
+            left = self._modes(app, size)
             for right in rights:
                 if left.cell_length + 1 + len(right) <= width:
                     break

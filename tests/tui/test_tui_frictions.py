@@ -55,4 +55,7 @@ async def test_80x24_keeps_the_engine_state(demo_db: str) -> None:
         bar = app.screen.query_one(ModeBar)
         text = str(bar.render())
         assert "engine: none" in text, text
-        assert len(text) <= 80 and "5 Flows" in text
+        assert len(text) <= 80
+        # every mode's key shows (the labels give way), the current one named
+        assert " 1 Tasks " in text and all(f" {k} " in text or f" {k} (" in text
+                                             for k in "2345678"[:len(ModeBar.MODES) - 1]), text
