@@ -147,6 +147,7 @@ class ModeBar(Static):
         ("1", "tasks", "Tasks"), ("2", "approvals", "Approvals"),
         ("3", "meetings", "Meetings"), ("4", "sessions", "Sessions"),
         ("5", "workflows", "Workflows"), ("6", "experts", "Experts"), ("7", "flows", "Flows"),
+        ("8", "triggers", "Triggers"),
     ]
 
     def __init__(self, mode: str, *, id: str | None = None) -> None:
