@@ -14,7 +14,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from core.errors import ClawError, ValidationError
+from core.errors import ClawError, NotFound, ValidationError
 
 from . import output
 from .common import add_config_option, db_parent
@@ -271,8 +271,16 @@ def tree_lines(tasks: list[dict[str, Any]]) -> list[str]:
 async def _show(flows: Any, args: argparse.Namespace) -> int:
     from core.flows.render import task_md
 
-    flow_id = args.id.split("/", 1)[0]
-    got = await flows.get(flow_id)
+    flow_id, slash, task = args.id.partition("/")
+    if not flow_id.strip() or (slash and not task.strip()):
+        raise ValidationError(f"flow show: ID {args.id!r}: expected FLOW or FLOW/TASK")
+    if slash:  # the error names what was given, not only its flow part
+        try:
+            got = await flows.get(flow_id)
+        except NotFound:
+            raise NotFound(f"flow show: {args.id}: no such flow {flow_id}") from None
+    else:
+        got = await flows.get(flow_id)
     flow, tasks = got["flow"], got["tasks"]
     if args.markdown:
         task_id = args.id if "/" in args.id else flow["root_task"]
