@@ -150,7 +150,7 @@ async def test_start_a_meeting_from_the_command_line(release_db: str, tmp_path: 
         app.screen.query_one(Input).value = "meeting ada,ben,cyd Should we ship on Friday?"
         await pilot.press("enter")
         await until(pilot, lambda: bool(app.model.meetings)
-                    and app.model.meetings[0]["status"] == "ended", timeout=10)
+                    and app.model.meetings[0]["status"] == "ended", timeout=30)
         assert app.current_mode == "meetings"
         screen = app.screen
         assert isinstance(screen, MeetingsScreen)
