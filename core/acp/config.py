@@ -27,12 +27,12 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .. import childenv
 from ..config import config_path
 from ..errors import ValidationError
 from ..safe_yaml import load_file
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 
@@ -51,21 +51,8 @@ class HarnessConfig(BaseModel):
     permission_timeout_s: float = Field(default=600.0, gt=0, le=86400)
     turn_timeout_s: float = Field(default=1800.0, gt=0, le=86400)
 
-    @field_validator("env", "env_from")
-    @classmethod
-    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        for key in v:
-            if not ENV_NAME.match(key):
-                raise ValueError(f"{key!r} is not an environment variable name")
-        return v
-
-    @field_validator("env_from")
-    @classmethod
-    def _env_from_names(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, source in v.items():
-            if not ENV_NAME.match(source):
-                raise ValueError(f"{key}: {source!r} is not an environment variable name")
-        return v
+    _env_names = field_validator("env", "env_from")(childenv.check_env_names)
+    _env_sources = field_validator("env_from")(childenv.check_env_sources)
 
     def argv(self) -> list[str]:
         return [os.path.expanduser(self.command), *(os.path.expanduser(a) for a in self.args)]
@@ -74,13 +61,7 @@ class HarnessConfig(BaseModel):
         """The harness's environment. A missing `env_from` variable is an error naming the
         harness and the variable (never a value)."""
         out = {k: os.environ[k] for k in INHERITED if k in os.environ}
-        out.update(self.env)
-        for child, ours in self.env_from.items():
-            value = os.environ.get(ours)
-            if value is None:
-                raise ValidationError(
-                    f"acp agent {self.name!r}: env_from.{child}: the variable {ours} is not set")
-            out[child] = value
+        out.update(childenv.resolve(self.env, self.env_from, f"acp agent {self.name!r}"))
         return out
 
     def workspace(self, cwd: str | None = None) -> str:

@@ -30,12 +30,12 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .. import childenv
 from ..config import config_path
 from ..errors import ValidationError
 from ..safe_yaml import load_file
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Namespaces of the built-in tools: a server may not take them.
 RESERVED = frozenset({"clock", "json", "text"})
 
@@ -65,33 +65,13 @@ class McpServerConfig(BaseModel):
             return {str(x): str(x) for x in v}
         return v
 
-    @field_validator("env", "env_from")
-    @classmethod
-    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        for key in v:
-            if not ENV_NAME.match(key):
-                raise ValueError(f"{key!r} is not an environment variable name")
-        return v
-
-    @field_validator("env_from")
-    @classmethod
-    def _env_from_names(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, source in v.items():
-            if not ENV_NAME.match(source):
-                raise ValueError(f"{key}: {source!r} is not an environment variable name")
-        return v
+    _env_names = field_validator("env", "env_from")(childenv.check_env_names)
+    _env_sources = field_validator("env_from")(childenv.check_env_sources)
 
     def resolved_env(self) -> dict[str, str]:
         """The child's extra variables. A missing `env_from` variable is an error naming the
         server and the variable (never its value)."""
-        out = dict(self.env)
-        for child, ours in self.env_from.items():
-            value = os.environ.get(ours)
-            if value is None:
-                raise ValidationError(
-                    f"mcp server {self.name!r}: env_from.{child}: the variable {ours} is not set")
-            out[child] = value
-        return out
+        return childenv.resolve(self.env, self.env_from, f"mcp server {self.name!r}")
 
     def resolved_command(self) -> str:
         return os.path.expanduser(self.command)
