@@ -58,6 +58,36 @@ def missing_reason() -> str | None:
     return llama_missing()
 
 
+# A LiteLLM proxy callback (written next to the config at fixture time; it runs in the
+# proxy's own venv, so it is text here, not a module of ours). Claude Code sends `system` and
+# message content as lists of text blocks; LiteLLM 1.100.0 passes them on as OpenAI content
+# parts, and llama-cpp-python's server accepts only a string for a system message (HTTP 500
+# "Input should be a valid string"). Joining text-only lists into one string, before the
+# Anthropic -> OpenAI translation, is what lets the request through.
+FLATTEN_MODULE = """\
+from litellm.integrations.custom_logger import CustomLogger
+
+
+def _text(blocks):
+    if isinstance(blocks, list) and all(
+            isinstance(b, dict) and b.get("type") == "text" for b in blocks):
+        return "\\n\\n".join(b.get("text", "") for b in blocks)
+    return blocks
+
+
+class FlattenTextParts(CustomLogger):
+    async def async_pre_call_hook(self, user_api_key_dict, cache, data, call_type):
+        if "system" in data:
+            data["system"] = _text(data["system"])
+        for m in data.get("messages") or []:
+            if isinstance(m, dict) and "content" in m:
+                m["content"] = _text(m["content"])
+        return data
+
+
+flatten = FlattenTextParts()
+"""
+
 CATCH_ALL = """\
   - model_name: "*"
     litellm_params:
@@ -68,20 +98,27 @@ CATCH_ALL = """\
 
 
 @contextlib.contextmanager
-def litellm_proxy(catch_all: bool = False) -> Iterator[str]:
+def litellm_proxy(catch_all: bool = False, flatten: bool = False,
+                  n_ctx: int = 4096) -> Iterator[str]:
     """Start the llama server and the proxy in front of it; yield the proxy's base URL (no
     /v1, as Anthropic SDKs take it). Skip the caller when a peer is missing. `catch_all`:
-    every model name is routed to SmolLM2 too (for harnesses that pick their own model)."""
+    every model name is routed to SmolLM2 too (for harnesses that pick their own model).
+    `flatten`: text-only content lists become strings (FLATTEN_MODULE). `n_ctx`: the llama
+    server's context."""
     reason = missing_reason()
     if reason:
         print(f"\nSKIP: {reason}")
         pytest.skip(reason)
-    with llama_server() as llama_base, tempfile.TemporaryDirectory(prefix="litellm-") as tmp:
+    with llama_server(n_ctx) as llama_base, tempfile.TemporaryDirectory(prefix="litellm-") as tmp:
         config = Path(tmp) / "config.yaml"
         text = CONFIG.format(model=MODEL, alias=ALIAS, api_base=llama_base)
         if catch_all:
             text = text.replace("litellm_settings:", CATCH_ALL.format(
                 alias=ALIAS, api_base=llama_base) + "litellm_settings:", 1)
+        if flatten:
+            (Path(tmp) / "clawtower_flatten.py").write_text(FLATTEN_MODULE)
+            text = text.replace("litellm_settings:\n", "litellm_settings:\n"
+                                "  callbacks: clawtower_flatten.flatten\n", 1)
         config.write_text(text)
         log_path = Path(tmp) / "proxy.log"
         port = _free_port()

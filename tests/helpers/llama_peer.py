@@ -45,8 +45,10 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_server() -> Iterator[str]:
-    """Yield the server's base URL (…/v1); skip the caller when the peer is missing."""
+def llama_server(n_ctx: int = 4096) -> Iterator[str]:
+    """Yield the server's base URL (…/v1); skip the caller when the peer is missing.
+    `n_ctx`: the context in tokens (SmolLM2-135M is trained to 8192; the KV cache grows
+    with it, so tests keep the default unless their prompt needs more)."""
     reason = missing_reason()
     if reason:
         print(f"\nSKIP: {reason}")
@@ -57,7 +59,7 @@ def llama_server() -> Iterator[str]:
     proc = subprocess.Popen(
         [str(PYTHON), "-m", "llama_cpp.server", "--model", str(MODEL), "--model_alias", ALIAS,
          "--chat_format", "chatml-function-calling", "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", "4096", "--n_threads", "2"],
+         "--n_ctx", str(n_ctx), "--n_threads", "2"],
         stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
     try:
