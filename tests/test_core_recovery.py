@@ -268,7 +268,9 @@ async def test_two_engines_in_one_process_divide_the_tasks(store_target):
     b.stop()
     await rb
     watcher.cancel()
-    assert together and max(n for pair in together for n in pair) <= 3, together
+    # both held task leases at once (the wait above); when their drives also overlapped in
+    # time (not guaranteed on a loaded machine), neither drove more than its concurrency
+    assert max((n for pair in together for n in pair), default=0) <= 3, together
     claims = await task_claims(s1)
     owners = {o for _, o, _ in claims}
     assert owners == {"A", "B"}, claims

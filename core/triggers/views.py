@@ -96,6 +96,9 @@ async def escalations(store: Store, limit: int = 200) -> list[dict[str, Any]]:
 async def fire(store: Store, expert: str, trigger: str, payload: dict[str, Any], *,
                by: str, catalog: Catalog | None = None) -> dict[str, Any]:
     """Fire a trigger by hand (any type) with `payload`: the same intake as a webhook."""
+    for field, value in (("expert", expert), ("trigger", trigger)):
+        if not value.strip():
+            raise ValidationError(f"triggers fire: {field}: empty (see clawtower triggers list)")
     spec = (catalog or Catalog()).get(expert, trigger)
     if spec is None:
         raise NotFound(f"trigger {expert}/{trigger}: no such trigger (clawtower triggers"

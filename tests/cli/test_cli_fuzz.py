@@ -109,7 +109,7 @@ COMMANDS: dict[str, list[Any]] = {
     "tools call": ["tools", "call", H("NAME", "id"), "--args", H("--args", "json")],
     "tools pin": ["tools", "pin", H("NAME", "id")],
     "serve": ["serve", "--until-idle", "--agents", H("--agents", "path")],
-    "triggers fire": ["triggers", "fire", H("EXPERT", "id"), H("TRIGGER", "id"), "--payload",
+    "triggers fire": ["triggers", "fire", H("expert", "id"), H("trigger", "id"), "--payload",
                       H("--payload", "json")],
     "triggers history": ["triggers", "history", H("EXPERT", "id"), "--limit",
                          H("--limit", "int")],

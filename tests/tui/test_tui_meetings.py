@@ -102,6 +102,8 @@ async def test_a_meeting_in_another_process_is_watched_round_by_round(
         running_rounds = [n for status, n in seen if status == "running"]
         assert len(set(running_rounds)) >= 2, seen
         assert seen[-1] == ("ended", 3)
+        # the list is re-read on the poll after the detail's own fetch saw the end
+        await until(pilot, lambda: app.model.meetings[0]["status"] == "ended", timeout=10)
         [m] = app.model.meetings
         assert (m["id"], m["status"], m["reason"]) == ("mtg-other", "ended", "max_rounds")
         assert screen.query_one("#mtg-stances").display
