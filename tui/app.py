@@ -101,9 +101,11 @@ class ClawtowerApp(App[int]):
     DEFAULT_MODE = "tasks"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "switch_mode('tasks')", "Tasks", id="mode.tasks",
+        # the mode keys are on the mode bar (every one, at any width): the footer keeps its
+        # room for the current mode's keys, help and quit
+        Binding("1", "switch_mode('tasks')", "Tasks", show=False, id="mode.tasks",
                 tooltip="Tasks by phase"),
-        Binding("2", "switch_mode('approvals')", "Approvals", id="mode.approvals",
+        Binding("2", "switch_mode('approvals')", "Approvals", show=False, id="mode.approvals",
                 tooltip="Pending approvals"),
         Binding("3", "switch_mode('meetings')", "Meetings", show=False, id="mode.meetings",
                 tooltip="Consensus meetings, live"),
