@@ -189,6 +189,11 @@ async def test_retry_then_dead_letter_then_operator_retry(
         await wait_until(wall_store, "SELECT status FROM trigger_items WHERE id=?",
                          (out["id"],), lambda r: r[0]["status"] == "dead_letter")
         # the lane was held while retrying: the item behind ran only after the dead letter
+        # (it is claimed on the worker's next pass: wait for its start, then compare)
+        for _ in range(600):
+            if any(c[0] == behind["id"] for c in rec.calls):
+                break
+            await asyncio.sleep(0.05)
         starts = {c[0]: c[2] for c in rec.calls}
         assert [c[0] for c in rec.calls[:3]] == [out["id"]] * 3
         assert starts[behind["id"]] > rec.calls[2][2]
