@@ -28,6 +28,19 @@ if TYPE_CHECKING:
     from core.store import Store
 
 Handler = Callable[[argparse.Namespace], "int | Awaitable[int]"]
+
+
+def stop_on_signals(stop: Callable[[], None]) -> None:
+    """Call `stop` on ctrl+c or SIGTERM (serve and the workers end cleanly). Event loops
+    without signal support (add_signal_handler raises NotImplementedError) just go on."""
+    import asyncio
+    import contextlib
+    import signal
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop)
 DB_HELP = "store file (default: $CLAWTOWER_HOME/clawtower.db)"
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ClawError, NotFound, ValidationError
 
 from . import output
-from .common import add_config_option, db_parent
+from .common import add_config_option, db_parent, stop_on_signals
 from .stores import cli_store
 
 if TYPE_CHECKING:
@@ -221,18 +221,13 @@ async def _wait(store: Store, cfg: ClawtowerConfig, fid: str, args: argparse.Nam
 
 async def _work(store: Store, cfg: ClawtowerConfig, args: argparse.Namespace) -> int:
     import asyncio
-    import contextlib
-    import signal
 
     from core.flows.engine import model_engine
 
     engine = model_engine(store, cfg, concurrency=args.concurrency)
     print(f"clawtower: flow engine {engine.owner} on {store.path}; ctrl+c stops", flush=True)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+    stop_on_signals(stop.set)
     ok = await engine.run(stop, until_idle=args.until_idle, timeout_s=24 * 3600)
     print(f"{engine.handled} agent turn(s) run", flush=True)
     return 0 if ok else 1

@@ -4,8 +4,6 @@ shares."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -13,7 +11,13 @@ from core.config import effects_journal
 from core.errors import ValidationError
 
 from . import output
-from .common import add_config_option, default_agents_file, load_agents, with_store
+from .common import (
+    add_config_option,
+    default_agents_file,
+    load_agents,
+    stop_on_signals,
+    with_store,
+)
 
 if TYPE_CHECKING:
     import asyncio
@@ -69,10 +73,7 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
         sessions_stop.set()
         triggers_stop.set()
 
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop)
+    stop_on_signals(stop)
     done = asyncio.Event()
     follower = asyncio.create_task(print_progress(store, await store.last_seq(), quiet, done))
     runner = asyncio.create_task(engine.run())

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ClawError, ValidationError
 
 from . import output
-from .common import add_config_option, db_parent
+from .common import add_config_option, db_parent, stop_on_signals
 from .stores import cli_store
 
 if TYPE_CHECKING:
@@ -274,9 +274,6 @@ async def _wait_reply(store: Store, cfg: ClawtowerConfig, sid: str,
 
 
 async def _worker(store: Store, cfg: ClawtowerConfig, args: argparse.Namespace) -> int:
-    import asyncio
-    import contextlib
-    import signal
 
     if args.concurrency < 1:
         raise ValidationError("session run: --concurrency: must be at least 1")
@@ -290,10 +287,7 @@ async def _worker(store: Store, cfg: ClawtowerConfig, args: argparse.Namespace) 
             await runner.aclose()
         print(f"{runner.finished} turn job(s) run", flush=True)
         return 0 if ok else 1
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, runner.stop)
+    stop_on_signals(runner.stop)
     await runner.run()
     print(f"{runner.finished} turn job(s) run", flush=True)
     return 0

@@ -120,4 +120,12 @@ def holder_gone(owner: str) -> bool:
     return liveness(owner.partition("#")[0]) == "gone"
 
 
-__all__ = ["Liveness", "end_group", "holder_gone", "liveness", "process_tag"]
+def unheld(owner: str | None, released: object, expires_at: float | None, now: float) -> bool:
+    """A lease row (owner, released, expires_at) that no live process holds: never taken,
+    released, lapsed, or held by a process known gone. A first sieve for readers; taking
+    the lease (`leases._acquire`) decides."""
+    return (owner is None or bool(released) or float(expires_at or 0) <= now
+            or holder_gone(owner))
+
+
+__all__ = ["Liveness", "end_group", "holder_gone", "liveness", "process_tag", "unheld"]

@@ -291,24 +291,31 @@ async def test_an_engine_adopts_a_run_whose_driver_died(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_a_driver_whose_run_was_adopted_stops_without_writing(tmp_path: Path) -> None:
+async def _taken_over_mid_step(store: Any, tmp_path: Path, steps: str,
+                               ttl: float) -> None:
+    """Drive a run whose first step is running when another process takes its lease (as
+    after a stall past the TTL); the first driver must give up with 'adopted'."""
     flow = tmp_path / "flow.lobster"
-    flow.write_text("steps:\n  - id: slow\n    run: sleep 2; echo slow >> out.txt\n"
-                    "  - id: after\n    run: echo after >> out.txt\n")
+    flow.write_text(steps)
+    first = Workflows(store, cwd=str(tmp_path), stderr=lambda _t: None, lease_ttl_s=ttl)
+    running = asyncio.create_task(first.run(str(flow)))
+    for _ in range(400):
+        if await store.fetchone("SELECT 1 AS x FROM workflow_steps WHERE status='running'"):
+            break
+        await asyncio.sleep(0.02)
+    assert await store.execute(lambda tx: leases._acquire(
+        tx, lease_name("W-1"), "elsewhere:1:1#x", 60, holder_gone=lambda _o: True))
+    envelope = await asyncio.wait_for(running, 30)
+    assert envelope["ok"] is False and "another process adopted it" in \
+        envelope["error"]["message"]
+
+
+async def test_a_driver_whose_run_was_adopted_stops_without_writing(tmp_path: Path) -> None:
     store = await open_store(tmp_path / "store.db")
     try:
-        first = Workflows(store, cwd=str(tmp_path), stderr=lambda _t: None, lease_ttl_s=0.6)
-        running = asyncio.create_task(first.run(str(flow)))
-        for _ in range(400):
-            if await store.fetchone("SELECT 1 AS x FROM workflow_steps WHERE status='running'"):
-                break
-            await asyncio.sleep(0.02)
-        # another process takes the lease over (as after a stall past the TTL)
-        assert await store.execute(lambda tx: leases._acquire(
-            tx, lease_name("W-1"), "elsewhere:1:1#x", 60, holder_gone=lambda _o: True))
-        envelope = await asyncio.wait_for(running, 30)
-        assert envelope["ok"] is False and "another process adopted it" in \
-            envelope["error"]["message"]
+        await _taken_over_mid_step(store, tmp_path, "steps:\n  - id: slow\n    run: sleep 2;"
+                                   " echo slow >> out.txt\n  - id: after\n    run: echo"
+                                   " after >> out.txt\n", ttl=0.6)
         run = await store.fetchone("SELECT status FROM workflow_runs WHERE id='W-1'")
         assert run is not None and run["status"] == "running"  # left to its new driver
         assert not (tmp_path / "out.txt").exists()  # its step's process group was killed
@@ -438,21 +445,10 @@ async def test_a_stalled_driver_cannot_record_a_result_after_losing_its_run(
         tmp_path: Path) -> None:
     """The step's result is fenced by the lease in its own commit: taken over while the
     step ran (its renewer not due for 20 s), the old driver records nothing for it."""
-    flow = tmp_path / "flow.lobster"
-    flow.write_text("steps:\n  - id: slow\n    run: sleep 1\n  - id: after\n    run: echo x\n")
     store = await open_store(tmp_path / "store.db")
     try:
-        first = Workflows(store, cwd=str(tmp_path), stderr=lambda _t: None, lease_ttl_s=60)
-        running = asyncio.create_task(first.run(str(flow)))
-        for _ in range(400):
-            if await store.fetchone("SELECT 1 AS x FROM workflow_steps WHERE status='running'"):
-                break
-            await asyncio.sleep(0.02)
-        assert await store.execute(lambda tx: leases._acquire(
-            tx, lease_name("W-1"), "elsewhere:1:1#x", 60, holder_gone=lambda _o: True))
-        envelope = await asyncio.wait_for(running, 30)
-        assert envelope["ok"] is False and "another process adopted it" in \
-            envelope["error"]["message"]
+        await _taken_over_mid_step(store, tmp_path, "steps:\n  - id: slow\n    run: sleep 1\n"
+                                   "  - id: after\n    run: echo x\n", ttl=60)
         finished = await store.fetchall("SELECT seq FROM events WHERE"
                                         " type='workflow.step_finished'")
         assert finished == []

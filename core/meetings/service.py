@@ -24,7 +24,7 @@ from ..agents.registry import AgentSet
 from ..errors import Conflict, NotFound, ValidationError
 from ..events import NewEvent
 from ..limits import MAX_MEETING_ROUNDS
-from ..liveness import holder_gone
+from ..liveness import holder_gone, unheld
 from ..store.interface import Store, WriteTx
 from ..tasks.permissions import Role
 from . import events as mev
@@ -42,9 +42,8 @@ def orphaned(row: dict[str, Any], now: float) -> bool:
     """A running meeting nobody runs: its lease is gone, lapsed, or held by a dead process."""
     if row["status"] != "running":
         return False
-    owner = row.get("lease_owner")
-    return (owner is None or bool(row.get("lease_released"))
-            or float(row.get("lease_expires") or 0) <= now or holder_gone(str(owner)))
+    return unheld(row.get("lease_owner"), row.get("lease_released"), row.get("lease_expires"),
+                  now)
 
 
 def _meeting(row: dict[str, Any], now: float) -> dict[str, Any]:

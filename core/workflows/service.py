@@ -32,7 +32,7 @@ from .. import events as ev
 from .. import leases
 from ..errors import AlreadyDecided, ClawError, Conflict, NotFound, ValidationError
 from ..events import NewEvent
-from ..liveness import end_group, holder_gone, liveness, process_tag
+from ..liveness import end_group, holder_gone, liveness, process_tag, unheld
 from ..store.interface import Store, WriteTx
 from ..tasks import commands as c
 from ..tasks.permissions import Role
@@ -793,8 +793,7 @@ class Workflows:
                 if driver[r["id"]] == "gone":
                     out.append(r["id"])
                 continue
-            free = r["released"] or r["expires_at"] <= now
-            if free or holder_gone(str(r["owner"])):
+            if unheld(str(r["owner"]), r["released"], r["expires_at"], now):
                 out.append(r["id"])
         return out
 
