@@ -1,8 +1,9 @@
 """One approvals list for every kind of pending decision.
 
-Tasks' side effects now; workflow gates, input requests, tool permissions and expert confirm
-steps join the same table with their own `kind`. Deciding is one typed command: exactly
-once, by a named operator, checked against `required_approver` / `require_different_approver`.
+Tasks' side effects, workflow gates, input requests, tool pins, ACP permission requests and
+sessions' confirm-tier tool calls (`tool_call`) share the same table with their own `kind`.
+Deciding is one typed command: exactly once, by a named operator, checked against
+`required_approver` / `require_different_approver`.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class Approvals:
         options (`always`: remembered for its workspace and harness)."""
         from .acp.events import PERMISSION_KIND
         from .acp.permissions import decide as acp_decide
+        from .sessions.gate import KIND as TOOL_CALL_KIND
+        from .sessions.gate import decide as decide_tool_call
         from .workflows.service import GATE_KINDS
 
         row = await self.store.fetchone("SELECT kind FROM approvals WHERE id=?", (approval_id,))
@@ -74,6 +77,9 @@ class Approvals:
         if always:
             raise ValidationError(f"approval {approval_id}: --always applies to ACP"
                                   " permission requests only")
+        if kind == TOOL_CALL_KIND:  # a session's turn waits for it: decided and resumed
+            return await self.store.execute(lambda tx: decide_tool_call(
+                tx, approval_id, approve, by, reason, Role.OPERATOR))
         return await self.store.execute(
             lambda tx: c.decide_approval(tx, approval_id, approve, by, reason, Role.OPERATOR))
 

@@ -344,6 +344,17 @@ class TurnToolResult(Payload):
     error_kind: str | None = None
 
 
+class TurnToolDrafted(Payload):
+    """A manual-tier call: recorded for an operator to read, never run."""
+
+    TYPE = "turn.tool_drafted"
+    ENTITY = "turn"
+    round: int
+    call_id: str
+    name: str
+    arguments: str  # the model's JSON text, clipped
+
+
 class TurnSteered(Payload):
     TYPE = "turn.steered"
     ENTITY = "turn"
@@ -354,7 +365,8 @@ class TurnSteered(Payload):
 class TurnFinished(Payload):
     TYPE = "turn.finished"
     ENTITY = "turn"
-    # completed | max_tool_rounds | max_tokens | max_wall_clock | cancelled | error
+    # completed | max_tool_rounds | max_tokens | max_wall_clock | cancelled | error |
+    # awaiting_approval (a confirm-tier call paused it; the session worker resumes it)
     stop_reason: str
     rounds: int
     model_calls: int

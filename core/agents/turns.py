@@ -20,6 +20,14 @@ even mid-call; the turn records `turn.finished` with stop reason "cancelled" and
 Cancelling the task running the turn (asyncio cancellation) records the same and re-raises.
 Everything recorded before the cancellation (tool results, usage of finished calls) stays.
 
+Approval tiers: a `gate` (core/tools/approval.py) names each call's tier before it runs.
+`auto` runs; `manual` is drafted (`turn.tool_drafted`), never run, and the model is told so;
+`confirm` pauses the turn: it stops with "awaiting_approval", the round's undecided calls in
+`TurnResult.pending` and the conversation so far in `messages`, so a durable layer (the
+session worker, core/sessions/gate.py) can ask an operator and later resume it with
+`resume=`: the decided call's result first, then the round's other calls (each gated again),
+then on as usual. Arguments over `MAX_ARGUMENT_CHARS` are refused before any tier applies.
+
 Steering: after every tool round (the safe boundary: all results appended, no call in
 flight) `steer(state)` is awaited; the messages it returns are appended before the next
 model call and recorded as `turn.steered`.
@@ -36,7 +44,7 @@ import contextlib
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -54,8 +62,27 @@ if TYPE_CHECKING:
     from .config import ClawtowerConfig
 
 StopReason = Literal["completed", "max_tool_rounds", "max_tokens", "max_wall_clock",
-                     "cancelled", "error"]
+                     "cancelled", "error", "awaiting_approval"]
 CLIP = 2000  # characters of arguments, results and texts kept in events
+MAX_ARGUMENT_CHARS = 256 * 1024  # a tool call's arguments (JSON text) larger than this: refused
+
+
+class ToolGate(Protocol):
+    """Names the approval tier of a tool call (auto | confirm | manual)."""
+
+    def tier(self, name: str) -> str: ...
+
+
+@dataclass
+class TurnResume:
+    """Where a paused turn goes on: `pending` are the calls of the interrupted round not
+    yet run (the first one is the decided call), `decided` yields that call's result (runs
+    it once when approved; a policy message when rejected), `rounds` the rounds already
+    made (budgets count on from there)."""
+
+    pending: list[ToolCall]
+    decided: Callable[[ToolCall], Awaitable[ToolResult]]
+    rounds: int = 0
 
 
 @dataclass(frozen=True)
@@ -143,6 +170,7 @@ class TurnResult(BaseModel):
     cost_usd: float = 0.0
     elapsed_s: float = 0.0
     error: str = ""
+    pending: list[ToolCall] = Field(default_factory=list)  # awaiting_approval: undecided calls
 
     @property
     def completed(self) -> bool:
@@ -159,12 +187,19 @@ class _Run:
     cost: float = 0.0
     text: str = ""
     tools: list[ToolRecord] = field(default_factory=list)
+    pending: list[ToolCall] = field(default_factory=list)
 
 
 class _Stop(Exception):  # control flow inside the loop; never escapes run_turn
     def __init__(self, reason: StopReason) -> None:
         super().__init__(reason)
         self.reason: StopReason = reason
+
+
+def _drafted(name: str) -> ToolResult:
+    return ToolResult(content=f"{name}: drafted for an operator (manual tier); it was NOT"
+                      " executed and will not be. Tell the user what you drafted.",
+                      error_kind="draft")
 
 
 def _clip(text: str, limit: int = CLIP) -> str:
@@ -191,12 +226,15 @@ async def run_turn(
     call_timeout_s: float = 60.0,
     metadata: dict[str, Any] | None = None,
     turn_id: str | None = None,
+    gate: ToolGate | None = None,
+    resume: TurnResume | None = None,
 ) -> TurnResult:
     """Run one turn; see the module docstring. Never raises for budgets, tool errors or
     provider errors (those are stop reasons); re-raises asyncio cancellation of its task.
     `first_tool_choice` ("required", or a tool name) forces a tool on the first call."""
     budget = budget or TurnBudget()
-    run = _Run(turn_id=turn_id or f"turn-{uuid.uuid4().hex[:12]}", messages=list(messages))
+    run = _Run(turn_id=turn_id or f"turn-{uuid.uuid4().hex[:12]}", messages=list(messages),
+               rounds=resume.rounds if resume is not None else 0)
     recorder = UsageRecorder(store, subject, agent, price)
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -292,6 +330,50 @@ async def run_turn(
         name = real_names.get(c.name, c.name)
         return c if name == c.name else c.model_copy(update={"name": name})
 
+    async def tool_round(calls: list[ToolCall], decided: TurnResume | None) -> None:
+        """Run one round's calls in order, each through the gate; a confirm-tier call stops
+        the turn there (`awaiting_approval`) with it and the calls after it pending."""
+        for i, call in enumerate(calls):
+            if cancel is not None and cancel.cancelled:
+                raise _Stop("cancelled")
+            if i == 0 and decided is not None:
+                result = await decided.decided(call)
+            elif len(call.arguments) > MAX_ARGUMENT_CHARS:
+                result = ToolResult(content=f"{call.name}: arguments of {len(call.arguments)}"
+                                    f" characters are over the limit of {MAX_ARGUMENT_CHARS};"
+                                    " the call was not made", is_error=True,
+                                    error_kind="arguments")
+            else:
+                tier = gate.tier(call.name) if gate is not None else "auto"
+                if tier == "confirm":
+                    run.pending = calls[i:]
+                    raise _Stop("awaiting_approval")
+                if tier == "manual":
+                    await emit(ev.TurnToolDrafted(round=run.rounds, call_id=call.id,
+                                                  name=call.name,
+                                                  arguments=_clip(call.arguments)))
+                    result = _drafted(call.name)
+                else:
+                    result = await run_tool(call)
+            run.tools.append(ToolRecord(round=run.rounds, call=call, result=result))
+            run.messages.append(ChatMessage(role="tool", tool_call_id=call.id,
+                                            content=result.content))
+            await emit(ev.TurnToolResult(round=run.rounds, call_id=call.id, name=call.name,
+                                         content=_clip(result.content),
+                                         is_error=result.is_error,
+                                         error_kind=result.error_kind))
+
+    async def boundary() -> None:
+        """The safe boundary after a round: every result appended, no call in flight."""
+        if cancel is not None and cancel.cancelled:
+            raise _Stop("cancelled")
+        if steer is not None:
+            injected = await steer(state())
+            if injected:
+                run.messages.extend(injected)
+                await emit(ev.TurnSteered(round=run.rounds,
+                                          messages=[_clip(m.content) for m in injected]))
+
     async def body() -> StopReason:
         nonlocal wire, real_names
         specs = await tools.specs() if tools is not None else []
@@ -299,6 +381,12 @@ async def run_turn(
         real_names = unwire(wire)
         specs = [s if wire[s.name] == s.name else s.model_copy(update={"name": wire[s.name]})
                  for s in specs]
+        if resume is not None and resume.pending:  # finish the paused round first
+            await emit(*(ev.TurnToolCalled(round=run.rounds, call_id=c.id, name=c.name,
+                                           arguments=_clip(c.arguments))
+                         for c in resume.pending))
+            await tool_round(list(resume.pending), resume)
+            await boundary()
         while True:
             if cancel is not None and cancel.cancelled:
                 raise _Stop("cancelled")
@@ -325,25 +413,8 @@ async def run_turn(
             await emit(usage_event, *(
                 ev.TurnToolCalled(round=run.rounds, call_id=c.id, name=c.name,
                                   arguments=_clip(c.arguments)) for c in calls))
-            for call in calls:
-                if cancel is not None and cancel.cancelled:
-                    raise _Stop("cancelled")
-                result = await run_tool(call)
-                run.tools.append(ToolRecord(round=run.rounds, call=call, result=result))
-                run.messages.append(ChatMessage(role="tool", tool_call_id=call.id,
-                                                content=result.content))
-                await emit(ev.TurnToolResult(round=run.rounds, call_id=call.id, name=call.name,
-                                             content=_clip(result.content),
-                                             is_error=result.is_error,
-                                             error_kind=result.error_kind))
-            if cancel is not None and cancel.cancelled:
-                raise _Stop("cancelled")
-            if steer is not None:
-                injected = await steer(state())
-                if injected:
-                    run.messages.extend(injected)
-                    await emit(ev.TurnSteered(round=run.rounds,
-                                              messages=[_clip(m.content) for m in injected]))
+            await tool_round(calls, None)
+            await boundary()
 
     await emit(ev.TurnStarted(subject=subject, agent=agent, model=model,
                               budget=budget.as_json()))
@@ -390,7 +461,8 @@ async def _finish(run: _Run, stop: StopReason, error: str,
     result = TurnResult(turn_id=run.turn_id, stop_reason=stop, text=run.text,
                         messages=run.messages, rounds=run.rounds, model_calls=run.model_calls,
                         tools=run.tools, usage=run.usage, cost_usd=run.cost,
-                        elapsed_s=loop.time() - started, error=error)
+                        elapsed_s=loop.time() - started, error=error,
+                        pending=run.pending if stop == "awaiting_approval" else [])
     await emit(ev.TurnFinished(
         stop_reason=stop, rounds=run.rounds, model_calls=run.model_calls,
         tool_calls=len(run.tools), prompt_tokens=run.usage.prompt_tokens,
@@ -423,5 +495,6 @@ async def run_agent_turn(
     return await run_turn(config.provider(a.provider), messages=messages, **opts)
 
 
-__all__ = ["CancelHandle", "SteeringHook", "StopReason", "ToolRecord", "TurnBudget",
-           "TurnResult", "TurnState", "run_agent_turn", "run_turn"]
+__all__ = ["MAX_ARGUMENT_CHARS", "CancelHandle", "SteeringHook", "StopReason", "ToolGate",
+           "ToolRecord", "TurnBudget", "TurnResult", "TurnResume", "TurnState",
+           "run_agent_turn", "run_turn"]

@@ -208,3 +208,74 @@ __all__ = [
     "SessionModelSet", "SessionRefused", "SessionStopRequested", "TurnJobFinished",
     "TurnJobQueued", "TurnJobStarted", "TurnJobSteered",
 ]
+
+
+# ------------------------------------------------------------------- tool-call approvals
+# A confirm-tier tool call (core/tools/approval.py) pauses its job durably: no worker holds
+# it while an operator decides (core/sessions/gate.py).
+
+
+class TurnJobWaiting(Payload):
+    """The job's turn stopped at a confirm-tier call: `approval_id` (kind `tool_call`, in the
+    same commit) decides it. `checkpoint` is what the resumed turn goes on from: the
+    conversation (`messages`), the round's undecided calls (`pending`, the gated one first)
+    and the rounds made."""
+
+    TYPE = "turnjob.waiting"
+    ENTITY = "turnjob"
+    session_id: str
+    approval_id: str
+    turn_id: str
+    tool: str
+    checkpoint: dict[str, Any]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class TurnJobResumed(Payload):
+    """The waiting call was decided (approved, rejected or expired): the job is queued
+    again and the next worker resumes its turn from the checkpoint."""
+
+    TYPE = "turnjob.resumed"
+    ENTITY = "turnjob"
+    session_id: str
+    approval_id: str
+    decision: str  # approved | rejected | expired
+
+
+class ToolCallIntent(Payload):
+    """An approved call is about to run (committed before it runs): a worker that finds an
+    intent without its `toolcall.done` after a crash does not run it again."""
+
+    TYPE = "toolcall.intent"
+    ENTITY = "turnjob"
+    session_id: str
+    approval_id: str
+    call_id: str
+    name: str
+    owner: str
+
+
+class ToolCallDone(Payload):
+    """The approved call's result, exactly as the model is shown it."""
+
+    TYPE = "toolcall.done"
+    ENTITY = "turnjob"
+    session_id: str
+    approval_id: str
+    call_id: str
+    content: str
+    is_error: bool = False
+    error_kind: str | None = None
+
+
+class ToolCallEscalated(Payload):
+    """A waiting call outlived its policy's `timeout_s` with `on_timeout: escalate`: recorded
+    once; the approval stays open so a human can still decide it."""
+
+    TYPE = "toolcall.escalated"
+    ENTITY = "turnjob"
+    session_id: str
+    approval_id: str
+    timeout_s: float

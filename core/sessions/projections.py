@@ -209,7 +209,30 @@ def _job_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
                        (e.entity_id, p.session_id, json.dumps(taken)))
     ran = row is not None and row[1] == "running"
     _touch(db, p.session_id, e,
-           "status=CASE WHEN status IN ('running','queued') THEN 'idle' ELSE status END,"
-           " active_job=NULL, turns=turns+?, prompt_tokens=prompt_tokens+?,"
+           "status=CASE WHEN status IN ('running','queued','waiting') THEN 'idle' ELSE status"
+           " END, active_job=NULL, turns=turns+?, prompt_tokens=prompt_tokens+?,"
            " completion_tokens=completion_tokens+?, cost_usd=cost_usd+?",
            (int(ran), p.prompt_tokens, p.completion_tokens, p.cost_usd))
+
+
+@projects(sev.TurnJobWaiting)
+def _job_waiting(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.TurnJobWaiting)
+    db.execute("UPDATE turn_jobs SET status='waiting', last_seq=? WHERE id=?",
+               (e.seq, e.entity_id))
+    _touch(db, p.session_id, e,
+           "status=CASE WHEN status IN ('stopped','finished') THEN status ELSE 'waiting' END,"
+           " turns=turns+1, prompt_tokens=prompt_tokens+?,"
+           " completion_tokens=completion_tokens+?, cost_usd=cost_usd+?",
+           (p.prompt_tokens, p.completion_tokens, p.cost_usd))
+
+
+@projects(sev.TurnJobResumed)
+def _job_resumed(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.TurnJobResumed)
+    db.execute("UPDATE turn_jobs SET status='queued', reason='resume', last_seq=? WHERE id=?",
+               (e.seq, e.entity_id))
+    _touch(db, p.session_id, e,
+           "status=CASE WHEN status='waiting' THEN 'queued' ELSE status END")

@@ -27,13 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import re
 import socket
 import uuid
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -43,15 +41,23 @@ from .. import leases
 from ..acp.bridge import recover as acp_recover
 from ..acp.session import ACP_PROVIDER, harness_name, run_acp_turn
 from ..agents.config import BUILTIN, SIMULATOR, ClawtowerConfig, config_from_data
-from ..agents.provider import ChatMessage, ToolSpec
-from ..agents.turns import CancelHandle, TurnBudget, TurnResult, TurnState, run_turn
+from ..agents.provider import ChatMessage
+from ..agents.turns import (
+    CancelHandle,
+    TurnBudget,
+    TurnResult,
+    TurnResume,
+    TurnState,
+    run_turn,
+)
 from ..agents.usage import Price
 from ..errors import ClawError
 from ..events import NewEvent, StoredEvent
 from ..store.interface import Command, Store, WriteTx
-from ..tools.registry import ToolRegistry, allowed
-from ..tools.types import ToolBox, ToolResult
+from ..tools.approval import TierGate
+from ..tools.registry import ToolRegistry
 from . import events as sev
+from . import gate
 from .service import (
     INTERNAL_CHANNEL,
     SessionLimits,
@@ -64,34 +70,11 @@ from .service import (
 )
 from .skills import SkillSet, load_skills
 from .specs import SIM_MODELS, AgentSpec
+from .toolbox import SPAWN_MANY_TOOL, SPAWN_TOOL, SessionToolBox
 
-SPAWN_TOOL = "spawn_subagent"
 STEER_NOTE = ("[Steer] The user sent a new message while you were working. Answer it now;"
               " your interrupted task is saved in the backlog and continues after your"
               " answer.")
-SPAWN_SPEC = ToolSpec(
-    name=SPAWN_TOOL,
-    description=("Start a subagent: a child session that works on `task` in parallel and"
-                 " reports back when it is done (its result reaches you on a later turn)."
-                 " Returns at once with the child's session id and run id."),
-    parameters={"type": "object", "properties": {
-        "task": {"type": "string", "description": "what the subagent should do"},
-        "agent": {"type": "string", "description": "agent spec name (optional)"},
-        "label": {"type": "string", "description": "a short label (optional)"}},
-        "required": ["task"], "additionalProperties": False})
-SPAWN_MANY_TOOL = "spawn_subagents"
-SPAWN_MANY_SPEC = ToolSpec(
-    name=SPAWN_MANY_TOOL,
-    description=("Start several subagents at once (one commit): `tasks` is a list of"
-                 " {task, agent?, label?}. Each is accepted or refused on its own; results"
-                 " reach you on a later turn."),
-    parameters={"type": "object", "properties": {"tasks": {
-        "type": "array", "minItems": 1, "maxItems": 10_000, "items": {
-            "type": "object", "properties": {
-                "task": {"type": "string"}, "agent": {"type": "string"},
-                "label": {"type": "string"}},
-            "required": ["task"], "additionalProperties": False}}},
-        "required": ["tasks"], "additionalProperties": False})
 ARTIFACT = re.compile(r"artifact://[^\s\"'<>)\]]+")
 T = TypeVar("T")
 TextSink = Callable[[str, str, str], None]  # (session id, turn id, text delta)
@@ -138,6 +121,8 @@ class Claim:
     focus_round: int = 0
     cancel: CancelHandle = field(default_factory=CancelHandle)
     lost: bool = False
+    resume: gate.Resume | None = None  # a job queued again after its tool call was decided
+    requester: str = "operator"  # who sent what this job answers (an approval names them)
 
 
 # --------------------------------------------------------------------------- commands
@@ -181,7 +166,10 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     took: list[str] = []
     drained: list[str] = []
     backlog_msg: str | None = None
-    if attempt == 1:
+    resume = gate.load_resume(tx, job["id"]) if job["reason"] == "resume" else None
+    if resume is not None:  # messages sent meanwhile are taken at the next safe boundary
+        pass
+    elif attempt == 1:
         waiting = tx.all("SELECT * FROM session_backlog WHERE session_id=? AND"
                          " status='waiting' ORDER BY seq", (sid,))
         if waiting:
@@ -193,9 +181,11 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
                                  msg_id=backlog_msg, role="user", text=text,
                                  meta={"kind": "backlog", "items": drained,
                                        "job": job["id"]})))
+    requester = ""
     for m in tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
-                    " ORDER BY seq", (sid,)):
+                    " ORDER BY seq", (sid,)) if resume is None else []:
         took.append(m["msg_id"])
+        requester = requester or m["sender"] or "operator"
         tx.emit(NewEvent(entity_id=sid, actor=m["sender"] or "operator", role="operator",
                          payload=sev.SessionMessage(
                              msg_id=new_id("m"), role="user", text=m["text"],
@@ -219,9 +209,13 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     focus_msgs = steered[-1:] if steered else mine
     focus = "\n".join(h["text"] for h in focus_msgs) or (history[-1]["text"] if history
                                                           else "")
+    if not requester:
+        requester = next((h["meta"].get("sender") or "operator" for h in reversed(mine)),
+                         "operator")
     return Claim(job_id=job["id"], session_id=sid, attempt=attempt, turn_id=turn_id,
                  spec=spec, provider=provider, model=model, history=history,
-                 announces=announces, focus=focus, started_at=tx.now)
+                 announces=announces, focus=focus, started_at=tx.now, resume=resume,
+                 requester=requester)
 
 
 def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
@@ -388,88 +382,33 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
     return status
 
 
+def _pause(tx: WriteTx, claim: Claim, owner: str, result: TurnResult, redacted: str
+           ) -> str:
+    """The turn stopped at a confirm-tier call: the approval and the waiting job, in one
+    commit ("lost" when the job is no longer ours; "stopped" when its session was)."""
+    if _ours(tx, claim, owner) is None:
+        return "lost"
+    session = tx.one("SELECT stop_requested, status FROM sessions WHERE id=?",
+                     (claim.session_id,))
+    if session is None or session["stop_requested"]:
+        return "stopped"
+    last = next((m for m in reversed(result.messages) if m.role == "assistant"), None)
+    gate.pause(tx, session_id=claim.session_id, job_id=claim.job_id, turn_id=claim.turn_id,
+               agent=claim.spec.name, requester=claim.requester, messages=result.messages,
+               pending=result.pending, rounds=result.rounds,
+               reason=last.content if last is not None else "",
+               policy=claim.spec.config.policy.approval, redacted_args=redacted,
+               prompt_tokens=result.usage.prompt_tokens,
+               completion_tokens=result.usage.completion_tokens, cost_usd=result.cost_usd)
+    return "waiting"
+
+
 def _renew(tx: WriteTx, claims: list[Claim], owner: str, ttl: float) -> list[str]:
     """Renew the worker's lease; the jobs it no longer owns (another worker took them over
     while the lease had expired)."""
     if not leases.acquire_in(tx, worker_lease(owner), owner, ttl):
         return [c.job_id for c in claims]
     return [c.job_id for c in claims if _ours(tx, c, owner) is None]
-
-
-# --------------------------------------------------------------------------- tools
-
-
-class SessionToolBox:
-    """The tools one session's turn may see and call: the registry's tools filtered by
-    the spec's `policy.tools`, plus `spawn_subagent` when the policy allows it. A call
-    outside the policy is refused to the model (a `policy` result) and recorded."""
-
-    def __init__(self, runner: SessionRunner, claim: Claim) -> None:
-        self.runner = runner
-        self.claim = claim
-        self.allow = claim.spec.config.policy.tools
-        registry = runner.registry_for(claim.spec)
-        self.inner: ToolBox | None = registry.toolbox(
-            self.allow, agent=claim.spec.name) if registry is not None else None
-        self.spawns: Counter[str] = Counter()  # the same call again in this turn
-
-    async def specs(self) -> list[ToolSpec]:
-        specs = await self.inner.specs() if self.inner is not None else []
-        specs.extend(s for s in (SPAWN_SPEC, SPAWN_MANY_SPEC) if allowed(s.name, self.allow))
-        return specs
-
-    def _key(self, args: Any) -> str:
-        """A turn re-run after its worker died makes the same calls again: the n-th
-        identical spawn call of this job finds the same child(ren), never new ones."""
-        same = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:16]
-        self.spawns[same] += 1
-        return f"{self.claim.job_id}:{same}:{self.spawns[same]}"
-
-    async def call(self, name: str, arguments: str) -> ToolResult:
-        if name not in (SPAWN_TOOL, SPAWN_MANY_TOOL):
-            if self.inner is None:
-                return ToolResult(content=f"{name}: no such tool", is_error=True,
-                                  error_kind="unknown")
-            return await self.inner.call(name, arguments)
-        sid = self.claim.session_id
-        store = self.runner.store
-        if not allowed(name, self.allow):
-            await store.append([NewEvent(
-                entity_id=f"tool:{name}", actor=self.claim.spec.name, role="executor",
-                payload=ev.PermissionRefused(action="tool.call", target=name,
-                                             reason=f"{name} is not in"
-                                                    f" {self.claim.spec.name}'s allow-list"))])
-            return ToolResult(content=f"{name}: not allowed for {self.claim.spec.name}"
-                              " (not in its tool allow-list); the call was not made",
-                              is_error=True, error_kind="policy")
-        try:
-            args = json.loads(arguments or "{}")
-        except ValueError:
-            args = None
-        if name == SPAWN_MANY_TOOL:
-            tasks = args.get("tasks") if isinstance(args, dict) else None
-            if not isinstance(tasks, list) or not tasks or not all(
-                    isinstance(t, dict) and isinstance(t.get("task"), str) for t in tasks):
-                return ToolResult(content=f"{name}: arguments must be {{\"tasks\": [{{\"task\":"
-                                  " ...}, ...]}", is_error=True, error_kind="arguments")
-            try:
-                many = await self.runner.sessions.spawn_many(
-                    sid, tasks, by=sid, caller="tool", key=self._key(args))
-            except ClawError as exc:
-                return ToolResult(content=f"{name}: {exc}", is_error=True, error_kind="failed")
-            return ToolResult(content=json.dumps(many, sort_keys=True), structured=many)
-        if not isinstance(args, dict) or not isinstance(args.get("task"), str):
-            return ToolResult(content=f"{SPAWN_TOOL}: arguments must be a JSON object with a"
-                              " string 'task'", is_error=True, error_kind="arguments")
-        key = self._key(args)
-        try:
-            out = await self.runner.sessions.spawn(
-                sid, args["task"], agent=args.get("agent") or None,
-                label=str(args.get("label") or ""), by=sid, caller="tool", key=key)
-        except ClawError as exc:
-            kind = "policy" if "refused" in str(exc) or "may not" in str(exc) else "failed"
-            return ToolResult(content=f"{SPAWN_TOOL}: {exc}", is_error=True, error_kind=kind)
-        return ToolResult(content=json.dumps(out, sort_keys=True), structured=out)
 
 
 # --------------------------------------------------------------------------- turn records
@@ -634,6 +573,7 @@ class SessionRunner:
         expired = now - cadence.expired >= self.lease_ttl_s / 3
         if expired:
             cadence.expired = now
+            await self._sweep_approvals()
         if len(self.running) < self.max_concurrent and (
                 expired or await self._claimable()):
             await self.claim(expired=expired)
@@ -673,6 +613,13 @@ class SessionRunner:
             if not self.running and await self.quiet(sessions):
                 return True
             seq = await self.store.wait_for_change(seq, 0.05)
+
+    async def _sweep_approvals(self) -> None:
+        """Waiting tool calls past their policy's timeout: rejected or escalated."""
+        try:
+            await gate.sweep(self.store)
+        except ClawError as exc:
+            self.errors.append(f"approval timeouts: {exc}")
 
     async def _recover_acp(self) -> None:
         """ACP runs whose driving process died (kill -9): their harness groups killed, the
@@ -759,11 +706,13 @@ class SessionRunner:
         result: TurnResult | None = None
         error = ""
         records = TurnRecords(self.store)
+        box: SessionToolBox | None = None
         try:
             if claim.provider == ACP_PROVIDER and claim.spec.config.defaults.acp is not None:
                 result = await self._acp_turn(claim)
             else:
-                result = await self._model_turn(claim, records)
+                box = SessionToolBox(self, claim)
+                result = await self._model_turn(claim, records, box)
         except asyncio.CancelledError:
             if claim.lost:
                 raise
@@ -775,6 +724,11 @@ class SessionRunner:
             self.errors.append(f"{claim.job_id}: {error}")
         if claim.lost:
             return  # another worker owns the job now; it answers
+        if result is not None and result.stop_reason == "awaiting_approval":
+            if await self._pause(claim, result, box):
+                self.finished += 1
+                return
+            result = result.model_copy(update={"stop_reason": "cancelled"})  # stopped
         try:
             await self.store.execute(lambda tx: _finish(tx, claim, self.owner, result, error))
         except ClawError as exc:
@@ -797,7 +751,32 @@ class SessionRunner:
             turn_id=claim.turn_id, agent=claim.spec.name, history=claim.history,
             focus=claim.focus, cancel=claim.cancel, on_text=on_text)
 
-    async def _model_turn(self, claim: Claim, records: TurnRecords) -> TurnResult:
+    async def _pause(self, claim: Claim, result: TurnResult, box: SessionToolBox | None
+                     ) -> bool:
+        """Record the wait for a confirm-tier call; False when the session was stopped."""
+        call = result.pending[0]
+        redacted = box.redact(call.name, call.arguments) if box is not None else call.arguments
+        try:
+            out = await self.store.execute(
+                lambda tx: _pause(tx, claim, self.owner, result, redacted))
+        except ClawError as exc:
+            self.errors.append(f"{claim.job_id}: pause: {exc}")
+            return True
+        return out != "stopped"
+
+    async def fenced_append(self, claim: Claim, events: list[NewEvent]) -> bool:
+        """Append `events` only while the job is still this worker's (one commit)."""
+        def command(tx: WriteTx) -> bool:
+            if _ours(tx, claim, self.owner) is None:
+                return False
+            for e in events:
+                tx.emit(e)
+            return True
+
+        return await self.store.execute(command)
+
+    async def _model_turn(self, claim: Claim, records: TurnRecords,
+                          box: SessionToolBox) -> TurnResult:
         provider = self.config.provider(claim.provider)
         spec = claim.spec
         d = spec.config.defaults
@@ -825,9 +804,13 @@ class SessionRunner:
             if self.on_text is not None:
                 self.on_text(sid, claim.turn_id, text)
 
+        r = claim.resume
+        resume = TurnResume(pending=r.pending, decided=box.decided, rounds=r.rounds) \
+            if r is not None else None
         return await run_turn(
-            provider, model=claim.model, messages=self._messages(claim),
-            tools=SessionToolBox(self, claim),
+            provider, model=claim.model,
+            messages=list(r.messages) if r is not None else self._messages(claim),
+            tools=box, gate=TierGate(spec.config.policy.approval), resume=resume,
             budget=TurnBudget(max_tool_rounds=b.max_tool_rounds, max_tokens=b.max_tokens,
                               max_wall_s=b.max_wall_s),
             subject=sid, agent=spec.name, store=records, price=price, steer=steer,

@@ -19,6 +19,7 @@ from ..errors import Conflict, NotFound, PermissionDenied, ValidationError
 from ..events import NewEvent, Payload
 from ..store.interface import Store, WriteTx
 from . import events as sev
+from .gate import withdraw
 from .specs import (
     AgentSpec,
     AgentSpecConfig,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 INTERNAL_CHANNEL = "agent"  # child sessions: internal execution, never delivered outside
 DEFAULT_SPEC = "default"
-ACTIVE = ("idle", "queued", "running")
+ACTIVE = ("idle", "queued", "running", "waiting")  # waiting: a tool call awaits approval
 #: the transcript message of an announce, exactly as the seed has it
 ANNOUNCE_TEXT = "[@agent:{name}#{agent_id}] finish"
 
@@ -189,8 +190,9 @@ def _stop(tx: WriteTx, sid: str, by: str, reason: str) -> list[str]:
             continue
         tx.emit(_ev(r["id"], by, sev.SessionStopRequested(by=by, reason=reason)))
         stopped.append(r["id"])
-        for j in tx.all("SELECT id FROM turn_jobs WHERE session_id=? AND status='queued'",
-                        (r["id"],)):
+        withdraw(tx, r["id"], by, reason)  # its waiting tool calls never run
+        for j in tx.all("SELECT id FROM turn_jobs WHERE session_id=? AND status IN"
+                        " ('queued', 'waiting')", (r["id"],)):
             tx.emit(_ev(j["id"], by, sev.TurnJobFinished(session_id=r["id"],
                                                          status="cancelled",
                                                          stop_reason="stopped",
@@ -366,7 +368,7 @@ def wake_parent(tx: WriteTx, parent_id: str, by: str) -> str | None:
     if parent is None or parent["status"] not in ACTIVE or parent["active_job"] is not None:
         return None
     busy = tx.one("SELECT 1 FROM sessions WHERE parent_id=? AND status IN"
-                  " ('idle', 'queued', 'running') LIMIT 1", (parent_id,))
+                  " ('idle', 'queued', 'running', 'waiting') LIMIT 1", (parent_id,))
     if busy is not None:
         return None
     fresh = tx.one("SELECT 1 FROM session_announces WHERE parent_id=? AND consumed_by IS NULL"

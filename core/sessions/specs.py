@@ -3,7 +3,8 @@ policy), stored as `agentspec.set` events and read from the `agent_specs` projec
 
     defaults:       {provider, model, temperature, system_prompt, max_output_tokens, price,
                      first_tool_choice}
-    policy:         {tools: [names/globs], skills: [names], subagents: [spec names]}
+    policy:         {tools: [names/globs], skills: [names], subagents: [spec names],
+                     approval: {default, tools: {glob: tier}, timeout_s, on_timeout, ...}}
     context_policy: {history_messages, announces, budgets: {max_tool_rounds, max_tokens,
                      max_wall_s}}
 
@@ -24,6 +25,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import ValidationError
+from ..tools.approval import ToolApprovalPolicy
 
 if TYPE_CHECKING:
     from ..agents.config import ClawtowerConfig
@@ -68,6 +70,8 @@ class SpecPolicy(BaseModel):
     tools: list[str] | None = None
     skills: list[str] | None = None
     subagents: list[str] | None = None
+    # tool-call tiers (auto | confirm | manual): see core/tools/approval.py
+    approval: ToolApprovalPolicy | None = None
 
     @field_validator("tools", "skills", "subagents")
     @classmethod

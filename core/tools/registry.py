@@ -372,6 +372,11 @@ class ToolRegistry:
                               structured=r.structured, is_error=True, error_kind="failed")
         return ToolResult(content=r.content, structured=r.structured)
 
+    def redact(self, name: str, text: str) -> str:
+        """`text` without the `env_from` secrets of the server behind tool `name`."""
+        server = self.servers.get(name.partition(".")[0])
+        return server.redact(text) if server is not None else text
+
     async def _record_refusal(self, caller: str, name: str) -> None:
         if self.store is None:
             return

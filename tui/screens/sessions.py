@@ -309,7 +309,7 @@ class SessionsScreen(ListDetailScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("stop_session", "spawn"):
             row = next((r for r in self.rows if r["id"] == self.selected), None)
-            return row is not None and row.get("status") in ("idle", "queued", "running")
+            return row is not None and row.get("status") in ("idle", "queued", "running", "waiting")
         return True
 
     # -- drawing

@@ -1,0 +1,252 @@
+"""The governed turn: a spec's approval tiers in a session (core/tools/approval.py, the turn's
+gate in core/agents/turns.py, the durable wait in core/sessions/gate.py), on the simulator.
+
+confirm -> an approval in the one list and a waiting job (no worker holds it); approve ->
+the call runs once and the turn goes on; reject -> the model is told; manual -> a draft,
+never run; stop while waiting -> the approval is withdrawn and a late decision refused;
+timeouts reject or escalate; bad policies are one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.approvals import Approvals
+from core.errors import AlreadyDecided, PermissionDenied, ValidationError
+from core.sessions import gate
+from core.sessions.service import SessionLimits, Sessions
+from core.sessions.specs import parse_config
+from core.store import open_store
+from core.tools.approval import ToolApprovalPolicy
+from tests.helpers.session_helpers import event_types, runner, spec
+
+CONFIRM = {"policy": {"tools": ["clock.now", "text.count"],
+                      "approval": {"default": "auto", "tools": {"clock.*": "confirm"}}}}
+
+
+async def tool_results(store: Any, name: str) -> list[dict[str, Any]]:
+    return [e for e in await event_types(store, "turn.tool_result")
+            if e["payload"]["name"] == name]
+
+
+async def setup(tmp_path: Path, config: dict[str, Any] = CONFIRM) -> tuple[Any, Sessions, str]:
+    store = await open_store(str(tmp_path / "db.sqlite"))
+    sessions = Sessions(store)
+    await spec(sessions, "clerk", **config)
+    sid = await sessions.create(agent="clerk", by="alice")
+    return store, sessions, sid
+
+
+async def test_confirm_waits_then_runs_once_when_approved(tmp_path: Path) -> None:
+    store, sessions, sid = await setup(tmp_path)
+    try:
+        await sessions.send(sid, '#call clock.now {"timezone": "UTC"}', sender="alice")
+        r, _ = runner(store)
+        try:
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        s = await sessions.get(sid)
+        assert s["status"] == "waiting"
+        pending = await Approvals(store).pending()
+        assert [a["kind"] for a in pending] == ["tool_call"]
+        a = pending[0]
+        assert a["subject"] == sid and a["context"]["tool"] == "clock.now"
+        assert json.loads(a["context"]["arguments"]) == {"timezone": "UTC"}
+        assert a["context"]["agent"] == "clerk" and a["requested_by"] == "alice"
+        assert await tool_results(store, "clock.now") == []  # not run while it waits
+        job = await store.fetchone("SELECT * FROM turn_jobs WHERE session_id=?", (sid,))
+        assert job is not None and job["status"] == "waiting"
+        # a message sent while it waits queues no second job and is not lost
+        sent = await sessions.send(sid, "also: thanks", sender="alice")
+        assert sent["job"] is None
+
+        out = await Approvals(store).approve(a["id"], by="bob", reason="fine")
+        assert out["decision"] == "approved" and out["session"] == sid
+        with pytest.raises(AlreadyDecided):
+            await Approvals(store).reject(a["id"], by="carol")
+        r, _ = runner(store)
+        try:
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        results = await tool_results(store, "clock.now")
+        assert len(results) == 1 and not results[0]["payload"]["is_error"]
+        assert len(await event_types(store, "toolcall.intent")) == 1
+        assert len(await event_types(store, "toolcall.done")) == 1
+        s = await sessions.get(sid)
+        # the message sent while waiting steered the turn at the boundary after the call
+        # (the call's result is in the conversation); the interrupted task went to the
+        # backlog and was taken up after the answer, as at any boundary
+        replies = [m["text"] for m in s["messages"] if m["role"] == "assistant"]
+        assert replies[0] == 'clerk: got it: "also: thanks"'
+        assert replies[1].startswith("clerk: handled the backlog: - Resume the interrupted"
+                                     " task: #call clock.now")
+        assert s["status"] == "idle"
+    finally:
+        await store.close()
+
+
+async def test_reject_tells_the_model_and_never_runs(tmp_path: Path) -> None:
+    store, sessions, sid = await setup(tmp_path)
+    try:
+        await sessions.send(sid, "#call clock.now {}")
+        r, _ = runner(store)
+        try:
+            assert await r.run_until_idle(30, {sid})
+            [a] = await Approvals(store).pending()
+            await Approvals(store).reject(a["id"], by="bob", reason="not now")
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        [res] = await tool_results(store, "clock.now")
+        assert res["payload"]["is_error"] and res["payload"]["error_kind"] == "policy"
+        assert "rejected by bob: not now" in res["payload"]["content"]
+        assert await event_types(store, "toolcall.intent") == []
+        replies = [m["text"] for m in (await sessions.get(sid))["messages"]
+                   if m["role"] == "assistant"]
+        assert "rejected by bob" in replies[-1]
+    finally:
+        await store.close()
+
+
+async def test_manual_is_a_draft_never_run(tmp_path: Path) -> None:
+    config = {"policy": {"tools": ["clock.now"],
+                         "approval": {"default": "manual"}}}
+    store, sessions, sid = await setup(tmp_path, config)
+    try:
+        await sessions.send(sid, "#call clock.now {}")
+        r, _ = runner(store)
+        try:
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        assert await Approvals(store).pending() == []
+        [draft] = await event_types(store, "turn.tool_drafted")
+        assert draft["payload"]["name"] == "clock.now"
+        [res] = await tool_results(store, "clock.now")
+        assert res["payload"]["error_kind"] == "draft"
+        assert "NOT executed" in res["payload"]["content"]
+        tools = await store.fetchall("SELECT * FROM turn_tools WHERE name='clock.now'")
+        assert [t["error_kind"] for t in tools] == ["draft"]
+    finally:
+        await store.close()
+
+
+async def test_stop_while_waiting_withdraws_and_refuses_a_late_decision(tmp_path: Path
+                                                                        ) -> None:
+    store, sessions, sid = await setup(tmp_path)
+    try:
+        await sessions.send(sid, "#call clock.now {}")
+        r, _ = runner(store)
+        try:
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        [a] = await Approvals(store).pending()
+        await sessions.stop(sid, by="alice")
+        assert await Approvals(store).pending() == []
+        with pytest.raises(AlreadyDecided, match="withdrawn"):
+            await Approvals(store).approve(a["id"], by="bob")
+        job = await store.fetchone("SELECT * FROM turn_jobs WHERE session_id=?", (sid,))
+        assert job is not None and job["status"] == "cancelled"
+        assert await tool_results(store, "clock.now") == []
+    finally:
+        await store.close()
+
+
+async def test_required_and_different_approver(tmp_path: Path) -> None:
+    config = {"policy": {"tools": ["clock.now"], "approval": {
+        "default": "confirm", "required_approver": "bob"}}}
+    store, sessions, sid = await setup(tmp_path, config)
+    try:
+        await sessions.send(sid, "#call clock.now {}", sender="alice")
+        r, _ = runner(store)
+        try:
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        [a] = await Approvals(store).pending()
+        with pytest.raises(PermissionDenied, match="only bob"):
+            await Approvals(store).approve(a["id"], by="alice")
+        assert (await Approvals(store).get(a["id"]))["status"] == "pending"
+        job = await store.fetchone("SELECT status FROM turn_jobs WHERE session_id=?", (sid,))
+        assert job is not None and job["status"] == "waiting"
+        await Approvals(store).approve(a["id"], by="bob")
+    finally:
+        await store.close()
+
+
+async def test_timeout_rejects_or_escalates(tmp_path: Path) -> None:
+    config = {"policy": {"tools": ["clock.now"], "approval": {
+        "default": "confirm", "timeout_s": 60}}}
+    store, sessions, sid = await setup(tmp_path, config)
+    try:
+        await sessions.send(sid, "#call clock.now {}")
+        r, _ = runner(store)
+        try:
+            assert await r.run_until_idle(30, {sid})
+            [a] = await Approvals(store).pending()
+            assert await gate.sweep(store, now=a["requested_at"] + 30) == []
+            done = await gate.sweep(store, now=a["requested_at"] + 61)
+            assert done == [{"approval": a["id"], "action": "reject"}]
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        [res] = await tool_results(store, "clock.now")
+        assert "no decision within 60 s" in res["payload"]["content"]
+        decided = await Approvals(store).get(a["id"])
+        assert decided["status"] == "rejected" and decided["decided_by"] == gate.POLICY_ACTOR
+    finally:
+        await store.close()
+    config["policy"]["approval"]["on_timeout"] = "escalate"  # type: ignore[index]
+    store, sessions, sid = await setup(tmp_path / "esc", config)
+    try:
+        await sessions.send(sid, "#call clock.now {}")
+        r, _ = runner(store)
+        try:
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        [a] = await Approvals(store).pending()
+        for _ in range(2):
+            await gate.sweep(store, now=a["requested_at"] + 61)
+        assert len(await event_types(store, "toolcall.escalated")) == 1
+        assert (await Approvals(store).get(a["id"]))["status"] == "pending"
+    finally:
+        await store.close()
+
+
+def test_bad_policies_are_one_line_errors() -> None:
+    with pytest.raises(ValidationError, match=r"policy\.approval\.tools\.x"):
+        parse_config({"policy": {"approval": {"tools": {"x": "sometimes"}}}}, "spec clerk")
+    with pytest.raises(ValidationError, match=r"policy\.approval\.default"):
+        parse_config({"policy": {"approval": {"default": "always"}}}, "spec clerk")
+    p = ToolApprovalPolicy(default="auto", tools={"crm.*": "confirm", "crm.read": "auto",
+                                                  "crm.update_*": "manual", "nope.*": "auto"})
+    assert p.tier("crm.read") == "auto"  # exact beats glob
+    assert p.tier("crm.update_deal") == "manual"  # longer glob beats shorter
+    assert p.tier("crm.delete") == "confirm" and p.tier("other") == "auto"
+    assert p.unmatched(["crm.read", "crm.update_deal"]) == ["nope.*"]
+
+
+async def test_oversized_arguments_are_refused_before_any_tier(tmp_path: Path) -> None:
+    store, sessions, sid = await setup(tmp_path)
+    try:
+        big = json.dumps({"timezone": "x" * (300 * 1024)})
+        roomy = Sessions(store, SessionLimits(max_message_chars=400_000))
+        await roomy.send(sid, f"#call clock.now {big}")
+        r, _ = runner(store)
+        try:
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        assert await Approvals(store).pending() == []
+        [res] = await tool_results(store, "clock.now")
+        assert res["payload"]["error_kind"] == "arguments"
+        assert "over the limit" in res["payload"]["content"]
+    finally:
+        await store.close()
