@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -74,6 +75,15 @@ async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
         if r.get("option_id"):  # an ACP permission request: what went back to the harness
             print(f"{r['approval']}: answered {r['option_id']} ({r['option_kind']})"
                   + (f"; remembered as rule {r['rule_id']}" if r.get("rule_id") else ""))
+        if r.get("kind") == "tool_call":  # a session's turn waits: a session worker resumes it
+            what = f"runs {r['tool']} once" if approve else "tells the agent no"
+            live = await store.fetchone(
+                "SELECT 1 FROM leases WHERE name LIKE 'worker:%' AND released=0 AND"
+                " expires_at > ? LIMIT 1", (time.time(),))
+            print(f"{r['subject']}: queued again; " + (
+                f"a running session worker resumes the turn ({what})" if live is not None else
+                f"no session worker runs now: `clawtower serve`, `clawtower session run` or"
+                f" the console resumes the turn ({what})"))
         if r.get("run_status"):  # a workflow gate: the run went on in this process
             env = r.get("envelope") or {}
             waiting = {"needs_approval": "waits at another approval",

@@ -531,9 +531,12 @@ async def _chat_turn(store: Any, cfg: Any, sid: str, text: str,
     failed = [j for j in s["jobs"] if j["status"] == "failed"]
     error = ("" if ok else f"still busy after {args.timeout:g} s (--timeout)") or (
         failed[-1]["error"] if failed and not replies else "")
+    waits = await store.fetchall("SELECT id FROM approvals WHERE kind='tool_call' AND"
+                                 " subject=? AND status='pending' ORDER BY seq", (sid,))
     print(json.dumps({"session": sid, "agent": s["agent"], "reply": "\n".join(
         m["text"] for m in replies), "status": s["status"], "tokens": s["tokens"],
-        "cost_usd": s["cost_usd"], "error": error or None}), flush=True)
+        "cost_usd": s["cost_usd"], "error": error or None,
+        "waiting_approvals": [w["id"] for w in waits]}), flush=True)
     if error:
         raise ClawError(f"session {sid}: {error}")
     return 0

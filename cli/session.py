@@ -194,7 +194,10 @@ async def cmd_session(args: argparse.Namespace) -> int:
                 print(out.text)
                 return 0
             sent = await sessions.send(args.id, text, sender=by)
-            if sent["status"] == "pending":
+            if sent.get("waiting"):
+                sys.stderr.write(f"{args.id}: a tool call waits for approval; the message is"
+                                 " taken at the safe boundary after it is decided\n")
+            elif sent["status"] == "pending":
                 sys.stderr.write(f"{args.id}: busy; the message is taken at the running turn's"
                                  " next safe boundary (or waits in the backlog)\n")
             if args.no_wait or sc == "steer":
@@ -227,6 +230,18 @@ def _runner(store: Store, cfg: ClawtowerConfig, *, only: set[str] | None = None,
 
     return SessionRunner(store, cfg, sessions=only, on_text=on_text,
                          max_concurrent=concurrency)
+
+
+async def waiting_note(store: Store, sid: str) -> str:
+    """One line per tool call of `sid` that waits for an operator ('' when none)."""
+    from core.approvals import decode_approval
+
+    rows = await store.fetchall("SELECT * FROM approvals WHERE kind='tool_call' AND"
+                                " subject=? AND status='pending' ORDER BY seq", (sid,))
+    return "\n".join(
+        f"{sid} waits for approval {a['id']}: {a['context'].get('agent')} wants to call"
+        f" {a['context'].get('tool')} (clawtower approve {a['id']} | clawtower reject"
+        f" {a['id']} --reason ...)" for a in map(decode_approval, rows))
 
 
 async def _wait_reply(store: Store, cfg: ClawtowerConfig, sid: str,
@@ -266,6 +281,9 @@ async def _wait_reply(store: Store, cfg: ClawtowerConfig, sid: str,
     cost = f" · ${s['cost_usd']:.6f}" if s["cost_usd"] else ""
     sys.stderr.write(f"{sid} · {s['agent']} · {s['status']} · {s['turns']} turn(s) ·"
                      f" {s['tokens']} tokens{cost} · {len(s['children'])} subagent(s)\n")
+    note = await waiting_note(store, sid)
+    if note:
+        sys.stderr.write(note + "\n")
     if not ok:
         raise ClawError(f"session {sid}: still busy after {timeout:g} s (--timeout)")
     if failed and failed[-1]["ended_at"] and not replies:

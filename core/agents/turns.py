@@ -325,6 +325,7 @@ async def run_turn(
     # back to it); tools, events and allow-lists keep the real ones.
     wire: dict[str, str] = {}
     real_names: dict[str, str] = {}
+    offered: set[str] = set()
 
     def real_call(c: ToolCall) -> ToolCall:
         name = real_names.get(c.name, c.name)
@@ -344,7 +345,10 @@ async def run_turn(
                                     " the call was not made", is_error=True,
                                     error_kind="arguments")
             else:
-                tier = gate.tier(call.name) if gate is not None else "auto"
+                # only a tool the model was offered has a tier: anything else is refused by
+                # the tool box (outside the allow-list, unknown) without asking anyone
+                tier = gate.tier(call.name) if gate is not None and call.name in offered \
+                    else "auto"
                 if tier == "confirm":
                     run.pending = calls[i:]
                     raise _Stop("awaiting_approval")
@@ -375,8 +379,9 @@ async def run_turn(
                                           messages=[_clip(m.content) for m in injected]))
 
     async def body() -> StopReason:
-        nonlocal wire, real_names
+        nonlocal wire, real_names, offered
         specs = await tools.specs() if tools is not None else []
+        offered = {s.name for s in specs}
         wire = wire_names(s.name for s in specs)
         real_names = unwire(wire)
         specs = [s if wire[s.name] == s.name else s.model_copy(update={"name": wire[s.name]})

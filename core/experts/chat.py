@@ -8,10 +8,13 @@ Tool names: each bound abstract tool is an MCP server named after it (`helpdesk`
 model sees `<tool>.<operation>` as the prompt's approval policy names them; an operation the
 binding maps to a differently named MCP tool keeps the server's name for it
 (`get_customer: lookup_customer` -> `helpdesk.lookup_customer`), with the server's own input
-schema. `policy.tools` lists exactly the declared operations of the bound tools at the auto
-and confirm tiers (all of a tool's operations, `<tool>.*`, when the package declares none);
-manual-tier operations are left out, so "draft only, never execute" holds even against a
-model that tries: the call is refused as any call outside an allow-list is.
+schema. `policy.tools` lists exactly the declared operations of the bound tools (all of a
+tool's operations, `<tool>.*`, when the package declares none), and `policy.approval` maps
+the package's `policy.approval` onto the turn's gate (openexperts "Approval Enforcement"):
+each declared operation at its tier (overrides, then the package default, then confirm),
+the package's timeout and on_timeout. So a confirm-tier call waits in the approvals list
+until an operator decides it, and a manual-tier call is a draft that is never executed,
+whichever process runs the turn (core/sessions/gate.py).
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from ..errors import ValidationError
 from ..sessions.service import Sessions
 from ..sessions.specs import AgentSpecConfig, SpecDefaults, SpecPolicy, check_model
 from ..store.interface import Store
+from ..tools.approval import ToolApprovalPolicy
 from ..tools.config import McpServerConfig
 from . import home
 from .bindings import ToolBinding, bindings_path, load_bindings
+from .checks import duration_problem, duration_seconds
 from .package import Package, approval_tier, load_package
 from .prompt import assemble, render
 
@@ -57,16 +62,39 @@ def _mcp(pkg: Package, bindings: dict[str, ToolBinding]) -> dict[str, ToolBindin
 
 
 def exposed_tools(pkg: Package, bindings: dict[str, ToolBinding]) -> list[str]:
-    """The allow-list: `<tool>.<bound op>` for the auto/confirm operations (see module)."""
-    names: list[str] = []
+    """The allow-list: `<tool>.<bound op>` for every declared operation (see module)."""
+    return list(approval_policy(pkg, bindings).tools) + [
+        f"{tool}.*" for tool in _undeclared(pkg, bindings)]
+
+
+def _undeclared(pkg: Package, bindings: dict[str, ToolBinding]) -> list[str]:
+    out = []
+    for tool in _mcp(pkg, bindings):
+        decl = pkg.tools.get(tool)
+        if decl is None or not list(decl.operations()):
+            out.append(tool)
+    return out
+
+
+def approval_policy(pkg: Package, bindings: dict[str, ToolBinding]) -> ToolApprovalPolicy:
+    """The package's `policy.approval` as the turn's gate: every declared operation under
+    its bound name at its tier; the package default (confirm when unset) for the rest."""
+    tiers: dict[str, str] = {}
     for tool, b in _mcp(pkg, bindings).items():
         decl = pkg.tools.get(tool)
-        ops = list(decl.operations()) if decl is not None else []
-        if not ops:
-            names.append(f"{tool}.*")
-        names.extend(f"{tool}.{b.op(op).tool}" for op in ops
-                     if approval_tier(pkg, tool, op) != "manual")
-    return names
+        for op in (decl.operations() if decl is not None else []):
+            tiers[f"{tool}.{b.op(op).tool}"] = approval_tier(pkg, tool, op)
+    ap = pkg.section("policy").get("approval")
+    ap = ap if isinstance(ap, dict) else {}
+    timeout = ap.get("timeout")
+    return ToolApprovalPolicy.model_validate({
+        "default": ap.get("default") if ap.get("default") in ("auto", "confirm", "manual")
+        else "confirm",
+        "tools": tiers,
+        "timeout_s": duration_seconds(timeout) if isinstance(timeout, str)
+        and duration_problem(timeout) is None else None,
+        "on_timeout": ap.get("on_timeout") if ap.get("on_timeout") in ("reject", "escalate")
+        else "reject"})
 
 
 def servers_for(expert: str) -> dict[str, McpServerConfig]:
@@ -88,7 +116,8 @@ def chat_config(pkg: Package, bindings: dict[str, ToolBinding]) -> AgentSpecConf
     prompt = render(assemble(pkg, home.workspace(pkg.name)))
     return AgentSpecConfig(
         defaults=SpecDefaults(system_prompt=prompt),
-        policy=SpecPolicy(tools=exposed_tools(pkg, bindings), skills=[], subagents=[]))
+        policy=SpecPolicy(tools=exposed_tools(pkg, bindings), skills=[], subagents=[],
+                          approval=approval_policy(pkg, bindings)))
 
 
 async def open_chat(store: Store, expert: str, *, title: str = "", model: str | None = None,
@@ -118,5 +147,6 @@ async def open_chat(store: Store, expert: str, *, title: str = "", model: str | 
                                  model=model, cfg=cfg, channel=channel, by=by)
 
 
-__all__ = ["SOURCE_PREFIX", "SPEC_PREFIX", "chat_config", "exposed_tools", "open_chat",
+__all__ = ["SOURCE_PREFIX", "SPEC_PREFIX", "approval_policy", "chat_config", "exposed_tools",
+           "open_chat",
            "servers_for", "spec_name"]

@@ -653,6 +653,8 @@ class SessionRunner:
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        with contextlib.suppress(Exception):  # its jobs (if any) are free to take over now
+            await leases.release(self.store, worker_lease(self.owner), self.owner)
         if self._own_registry and self.registry is not None:
             with contextlib.suppress(Exception):
                 await self.registry.aclose()

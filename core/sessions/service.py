@@ -172,7 +172,7 @@ def _send(tx: WriteTx, sid: str, text: str, sender: str, limits: SessionLimits
         job = queue_job(tx, sid, "message", sender)
     return {"session": sid, "msg_id": msg_id, "job": job,
             "status": "queued" if job else "pending",
-            "busy": row["status"] == "running"}
+            "busy": row["status"] == "running", "waiting": row["status"] == "waiting"}
 
 
 def _stop(tx: WriteTx, sid: str, by: str, reason: str) -> list[str]:

@@ -63,12 +63,21 @@ async def test_chat_session_calls_bound_tools_and_refuses_the_rest(
         assert spec.source == f"expert:{NAME}"
         prompt = spec.config.defaults.system_prompt or ""
         assert "## Tool Approval Policy" in prompt and "## How to Operate" in prompt
-        # exactly the bound auto/confirm operations, renamed ones under their bound name;
-        # the manual-tier send_reply is not in it
+        # exactly the bound declared operations, renamed ones under their bound name, each
+        # at the package's tier (overrides, then the default: confirm)
         assert sorted(spec.config.policy.tools or []) == sorted([
             "helpdesk.get_ticket", "helpdesk.lookup_customer", "helpdesk.list_overdue",
-            "helpdesk.add_internal_note", "helpdesk.set_priority", "kb.search_articles",
-            "kb.get_article"])
+            "helpdesk.add_internal_note", "helpdesk.set_priority", "helpdesk.send_reply",
+            "kb.search_articles", "kb.get_article"])
+        gate = spec.config.policy.approval
+        assert gate is not None and gate.timeout_s == 12 * 3600
+        assert gate.on_timeout == "escalate"
+        assert {n: gate.tier(n) for n in ("helpdesk.get_ticket", "helpdesk.lookup_customer",
+                                          "helpdesk.set_priority", "helpdesk.send_reply",
+                                          "kb.get_article")} == {
+            "helpdesk.get_ticket": "auto", "helpdesk.lookup_customer": "auto",
+            "helpdesk.set_priority": "confirm", "helpdesk.send_reply": "manual",
+            "kb.get_article": "confirm"}
         r, rec = runner(store)
         try:
             await sessions.send(sid, '#call helpdesk.get_ticket {"ticket_id": "T-7"}')
@@ -89,14 +98,16 @@ async def test_chat_session_calls_bound_tools_and_refuses_the_rest(
         assert len(replies) == 3
         assert replies[0].startswith("helpdesk.get_ticket answered:") and "T-7" in replies[0]
         assert "Cannot log in after the SSO change" in replies[0]
-        for reply, tool in zip(replies[1:], ("helpdesk.send_reply", "helpdesk.get_email"),
-                               strict=True):
-            assert f"{tool}: not allowed for {spec_name(NAME)}" in reply
-            assert "the call was not made" in reply
+        # manual tier: a draft the model is told about, never executed
+        assert "helpdesk.send_reply: drafted for an operator (manual tier)" in replies[1]
+        assert "NOT executed" in replies[1]
+        assert [e["payload"]["name"] for e in await event_types(store, "turn.tool_drafted")
+                ] == ["helpdesk.send_reply"]
+        assert f"helpdesk.get_email: not allowed for {spec_name(NAME)}" in replies[2]
+        assert "the call was not made" in replies[2]
         assert [c["tool"] for c in calls(tmp_path)] == ["get_ticket"]
         refused = await event_types(store, "permission.refused")
-        assert {e["payload"]["target"] for e in refused} == {"helpdesk.send_reply",
-                                                             "helpdesk.get_email"}
+        assert {e["payload"]["target"] for e in refused} == {"helpdesk.get_email"}
         # a second chat is a new session on the same (updated) spec
         sid2 = await open_chat(store, NAME)
         assert sid2 != sid and len(await sessions.specs()) == 1
@@ -154,7 +165,7 @@ def test_cli_one_shot_and_piped_stdin(expert_home: Path, tmp_path: Path,
     lines = [json.loads(x) for x in out.splitlines()]
     assert [x["session"] for x in lines] == ["S-3", "S-3"]
     assert lines[0]["reply"] == f'{spec_name(NAME)}: got it: "first question"'
-    assert "helpdesk.send_reply: not allowed" in lines[1]["reply"]
+    assert "helpdesk.send_reply: drafted for an operator" in lines[1]["reply"]
     # end of input ends the loop too (no /quit), in text mode
     monkeypatch.setattr(sys, "stdin", io.StringIO("one\ntwo\n"))
     code, out, err = run(capsys, "expert", "chat", NAME, "--db", db)
@@ -209,10 +220,10 @@ async def test_bindings_changed_after_the_chat_opened(expert_home: Path, tmp_pat
                                        "env": {"SALES_MCP_CALLS": str(other)}})
             second = r.registry_for(spec)
             assert second is not first
-            await sessions.send(sid, '#call kb.get_article {"article_id": "kb-12"}')
+            await sessions.send(sid, '#call kb.search_articles {"query": "sso"}')
             assert await r.run_until_idle(120, {sid})
             assert [json.loads(x)["tool"] for x in other.read_text().splitlines()] == [
-                "get_article"]
+                "search_articles"]
             path = home.bindings_path(NAME)
             path.write_text(path.read_text().split("\n  kb:")[0] + "\n")
             await sessions.send(sid, "still there?")
