@@ -22,7 +22,8 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import leases
-from .agents.provider import ChatMessage, ChatRequest, ProviderError, complete
+from .agents.completion import complete
+from .agents.provider import ChatMessage, ChatRequest, ProviderError
 from .agents.registry import AgentSet
 from .clock import Clock, SystemClock
 from .effects import EffectSink, MemorySink

@@ -185,7 +185,8 @@ async def test_simulator_unscripted_answers_a_schema_instance_or_echoes() -> Non
 
 
 async def test_simulator_free_form_ask_is_scriptable_and_says_it_is_simulated() -> None:
-    from core.agents.provider import ChatMessage, complete
+    from core.agents.completion import complete
+    from core.agents.provider import ChatMessage
 
     def ask(agent: str) -> ChatRequest:
         return ChatRequest(model="sim-standard", metadata={"purpose": "ask", "agent": agent},

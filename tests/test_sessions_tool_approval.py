@@ -234,7 +234,7 @@ def test_bad_policies_are_one_line_errors() -> None:
 
 
 async def test_oversized_arguments_are_refused_before_any_tier(tmp_path: Path) -> None:
-    store, sessions, sid = await setup(tmp_path)
+    store, _sessions, sid = await setup(tmp_path)
     try:
         big = json.dumps({"timezone": "x" * (300 * 1024)})
         roomy = Sessions(store, SessionLimits(max_message_chars=400_000))

@@ -27,6 +27,7 @@ import jsonschema.validators
 from pydantic import BaseModel, Field
 
 from ..errors import ClawError, ValidationError
+from .completion import complete
 from .provider import (
     ChatMessage,
     ChatRequest,
@@ -34,7 +35,6 @@ from .provider import (
     Provider,
     ProviderError,
     Usage,
-    complete,
 )
 from .usage import UsageRecorder
 

@@ -86,22 +86,3 @@ class Provider(Protocol):
     name: str
 
     def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]: ...
-
-
-async def complete(provider: Provider, request: ChatRequest) -> ChatResult:
-    """Collect a stream into one result."""
-    parts: list[str] = []
-    calls: list[ToolCall] = []
-    usage = Usage()
-    finish = "stop"
-    async for event in provider.stream(request):
-        if event.kind == "text":
-            parts.append(event.text)
-        elif event.kind == "tool_call" and event.tool_call is not None:
-            calls.append(event.tool_call)
-        elif event.kind == "usage" and event.usage is not None:
-            usage = event.usage
-        elif event.kind == "done":
-            finish = event.finish_reason or finish
-    return ChatResult(text="".join(parts), tool_calls=calls, usage=usage, finish_reason=finish,
-                      model=request.model, provider=provider.name)

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..agents.completion import complete
 from ..agents.config import SIMULATOR, ClawtowerConfig
 from ..agents.llm_task import run_llm_task
-from ..agents.provider import ChatMessage, ChatRequest, complete
+from ..agents.provider import ChatMessage, ChatRequest
 from ..agents.usage import Price, UsageRecorder
 from ..errors import ClawError
 from ..sessions.specs import SIM_MODELS, AgentSpec

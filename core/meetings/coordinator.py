@@ -34,7 +34,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import leases
-from ..agents.provider import ChatMessage, ChatRequest, ProviderError, complete
+from ..agents.completion import complete
+from ..agents.provider import ChatMessage, ChatRequest, ProviderError
 from ..agents.registry import AgentSet
 from ..agents.simulator import AgentDef, count_tokens, truncate_tokens
 from ..errors import Conflict, NotFound, ValidationError
@@ -410,11 +411,13 @@ class Coordinator:
         )
         started = self.monotonic()
         prompt_tokens = completion_tokens = 0
+        estimated = False
         raw = ""
         try:
             async with asyncio.timeout(config.agent_timeout_s):
                 result = await complete(self.agents.provider(definition), request)
             raw = result.text
+            estimated = not (result.usage.prompt_tokens and result.usage.completion_tokens)
             prompt_tokens = result.usage.prompt_tokens or sum(
                 self.tokens(m.content) for m in request.messages)
             completion_tokens = result.usage.completion_tokens or self.tokens(raw)
@@ -435,18 +438,20 @@ class Coordinator:
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
             elapsed_s=elapsed)
         await self._record(mid, recorded, agent, definition.model, "meeting",
-                           prompt_tokens, completion_tokens)
+                           prompt_tokens, completion_tokens, estimated)
         return reply
 
     async def _record(self, mid: str, payload: Payload, agent: str, model: str, purpose: str,
-                      prompt_tokens: int, completion_tokens: int) -> None:
+                      prompt_tokens: int, completion_tokens: int, estimated: bool = False
+                      ) -> None:
         """Emit `payload` and, when the call used tokens, the per-agent usage row (subject:
         the meeting id), in one transaction."""
 
         def command(tx: WriteTx) -> None:
             tx.emit(NewEvent(entity_id=mid, actor=ACTOR, role=ROLE, payload=payload))
             if prompt_tokens or completion_tokens:
-                record_usage(tx, mid, agent, model, purpose, prompt_tokens, completion_tokens)
+                record_usage(tx, mid, agent, model, purpose, prompt_tokens, completion_tokens,
+                             estimated=estimated)
 
         await self.store.execute(command)
 

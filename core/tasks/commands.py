@@ -490,11 +490,16 @@ def effect_done(tx: WriteTx, task_id: str, effect_id: str, result: str, actor: s
 
 
 def record_usage(tx: WriteTx, subject: str, agent: str, model: str, purpose: str,
-                 prompt_tokens: int, completion_tokens: int) -> None:
-    tx.emit(NewEvent(entity_id=subject, actor=agent, role=Role.SYSTEM.value,
-                     payload=ev.AgentUsage(agent=agent, model=model, purpose=purpose,
-                                           prompt_tokens=prompt_tokens,
-                                           completion_tokens=completion_tokens)))
+                 prompt_tokens: int, completion_tokens: int, *, estimated: bool = False
+                 ) -> None:
+    """One model call's `agent.usage`, built as the turn loop builds it (UsageRecorder)."""
+    from ..agents.provider import Usage
+    from ..agents.usage import UsageRecorder
+
+    event, _ = UsageRecorder(None, subject, agent, actor_role=Role.SYSTEM.value).event(
+        model, purpose, Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+        estimated=estimated)
+    tx.emit(event)
 
 
 __all__ = [
