@@ -525,8 +525,8 @@ class Sessions:
     async def get(self, sid: str) -> dict[str, Any]:
         """One session with its transcript, backlog, pending messages, announces, jobs and
         children (one read snapshot)."""
-        (rows, msgs, backlog, inbox, announces, jobs, children,
-         specs) = await self.store.fetch_many([
+        (rows, msgs, backlog, inbox, announces, jobs, children, specs, waits,
+         drafts) = await self.store.fetch_many([
             ("SELECT * FROM sessions WHERE id=?", (sid,)),
             ("SELECT * FROM session_messages WHERE session_id=? ORDER BY seq", (sid,)),
             ("SELECT * FROM session_backlog WHERE session_id=? ORDER BY seq", (sid,)),
@@ -534,7 +534,12 @@ class Sessions:
             ("SELECT * FROM session_announces WHERE parent_id=? ORDER BY seq", (sid,)),
             ("SELECT * FROM turn_jobs WHERE session_id=? ORDER BY queued_seq", (sid,)),
             ("SELECT * FROM sessions WHERE parent_id=? ORDER BY num", (sid,)),
-            ("SELECT agent_id, name FROM agent_specs", ())])
+            ("SELECT agent_id, name FROM agent_specs", ()),
+            ("SELECT * FROM approvals WHERE kind='tool_call' AND subject=? AND"
+             " status='pending' ORDER BY seq", (sid,)),
+            ("SELECT e.seq, e.ts, e.payload FROM turns t JOIN events e ON e.entity='turn' AND"
+             " e.entity_id=t.id AND e.type='turn.tool_drafted' WHERE t.subject=?"
+             " ORDER BY e.seq", (sid,))])
         if not rows:
             raise NotFound(f"session {sid}: no such session")
         names = {r["agent_id"]: r["name"] for r in specs}
@@ -547,6 +552,10 @@ class Sessions:
         out["announces"] = [_announce_json(a) for a in announces]
         out["jobs"] = [_job_json(j) for j in jobs]
         out["children"] = [_session_json(c, names) for c in children]
+        # confirm-tier calls waiting for an operator; manual-tier calls drafted, never run
+        out["approvals"] = [{**dict(w), "context": json.loads(w["context"])} for w in waits]
+        out["drafts"] = [{"seq": d["seq"], "at": d["ts"], **json.loads(d["payload"])}
+                         for d in drafts]
         return out
 
     async def changed_since(self, seq: int) -> builtins.list[dict[str, Any]]:

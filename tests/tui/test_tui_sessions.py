@@ -171,3 +171,56 @@ async def test_transcript_streams_while_the_consoles_worker_runs_a_turn(tmp_path
         await until(pilot, lambda: not screen.query_one("#ses-stream").display)
         final = shown(screen.query_one("#ses-transcript"))
         assert "word for word" in final
+
+
+async def test_a_waiting_tool_call_shows_in_the_transcript_and_a_approves_it(
+        tmp_path: Path) -> None:
+    """A confirm-tier call waits: mode 4 shows it in the selected session's transcript with
+    its arguments, and `a` (then `y`) approves it from there (the job is queued again)."""
+    from core.approvals import Approvals
+    from core.sessions.specs import AgentSpecConfig
+    from tests.helpers.session_helpers import runner
+
+    path = tmp_path / "gate.db"
+    store = await open_store(path)
+    try:
+        sessions = Sessions(store)
+        await sessions.set_spec("clerk", AgentSpecConfig.model_validate({"policy": {
+            "tools": ["clock.now"], "approval": {"default": "confirm"}}}))
+        sid = await sessions.create(agent="clerk")
+        await sessions.send(sid, '#call clock.now {"timezone": "Europe/Paris"}')
+        r, _ = runner(store)
+        try:
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        [a] = await Approvals(store).pending()
+    finally:
+        await store.close()
+    app = make_app(str(path))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        await until(pilot, lambda: screen.detail is not None and screen.detail["id"] == sid)
+        transcript = shown(screen.query_one("#ses-transcript"))
+        assert "clock.now" in transcript and "Europe/Paris" in transcript
+        assert f"waits for you ({a['id']})" in transcript
+        screen.query_one(SessionList).focus()
+        await pilot.press("a")
+        await pilot.pause()
+        await pilot.press("y")
+
+        async def decided() -> bool:
+            assert app.store is not None
+            row = await app.store.fetchone("SELECT status FROM approvals WHERE id=?",
+                                           (a["id"],))
+            return row is not None and row["status"] == "approved"
+
+        for _ in range(200):
+            if await decided():
+                break
+            await pilot.pause(0.05)
+        assert await decided()
+        await until(pilot, lambda: screen.detail is not None
+                    and not screen.detail.get("approvals"))

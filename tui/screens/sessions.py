@@ -36,7 +36,8 @@ from .base import ListDetailScreen
 TRANSCRIPT_SHOWN = 60  # newest messages drawn
 SESSION_EVENTS = ("session.", "turnjob.", "agentspec.")
 STATUS_TONE = {"running": "active", "queued": "waiting", "idle": "idle", "finished": "done",
-               "stopped": "failed"}
+               "stopped": "failed", "waiting": "waiting"}
+OPEN = ("idle", "queued", "running", "waiting")  # a session that takes messages and commands
 
 
 class SessionList(ItemList):
@@ -49,6 +50,10 @@ class SessionList(ItemList):
                 tooltip="Spawn a subagent of the selected session (type its task)"),
         Binding("i", "screen.focus_input", "Message", id="session.input",
                 tooltip="Type a message or a /command for the selected session"),
+        Binding("a", "screen.approve_call", "Approve call", id="session.approve",
+                tooltip="Approve the tool call the selected session waits for (y/n)"),
+        Binding("r", "screen.reject_call", "Reject call", id="session.reject",
+                tooltip="Reject the tool call the selected session waits for (asks why)"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -269,6 +274,23 @@ class SessionsScreen(ListDetailScreen):
         line.cursor_position = len(line.value)
         line.focus()
 
+    def _waiting_call(self) -> str | None:
+        """The approval id of the first tool call the selected session waits for."""
+        waits = (self.detail or {}).get("approvals") or []
+        if self.detail is None or self.detail.get("id") != self.selected or not waits:
+            return None
+        return str(waits[0]["id"])
+
+    def action_approve_call(self) -> None:
+        aid = self._waiting_call()
+        if aid is not None:
+            self.capp.request_approve(aid)
+
+    def action_reject_call(self) -> None:
+        aid = self._waiting_call()
+        if aid is not None:
+            self.capp.request_reject(aid)
+
     def action_stop_session(self) -> None:
         if self.selected is not None:
             self._run(f"/stop stopped from the console by {self.capp.operator}")
@@ -309,7 +331,9 @@ class SessionsScreen(ListDetailScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("stop_session", "spawn"):
             row = next((r for r in self.rows if r["id"] == self.selected), None)
-            return row is not None and row.get("status") in ("idle", "queued", "running", "waiting")
+            return row is not None and row.get("status") in OPEN
+        if action in ("approve_call", "reject_call"):
+            return self._waiting_call() is not None  # shown only while a call waits
         return True
 
     # -- drawing
@@ -330,8 +354,9 @@ class SessionsScreen(ListDetailScreen):
             return
         self._set("head", head_renderable(pal, s))
         msgs = s.get("messages") or []
-        self._set("transcript", transcript_renderable(pal, msgs[-TRANSCRIPT_SHOWN:]),
-                  f"Transcript · {len(msgs)} message(s)")
+        self._set("transcript", transcript_renderable(
+            pal, msgs[-TRANSCRIPT_SHOWN:], s.get("approvals") or [], s.get("drafts") or []),
+            f"Transcript · {len(msgs)} message(s)")
         self._draw_stream(self._stream())
         anns = s.get("announces") or []
         self._set("announces", announces_table(pal, anns) if anns else None,
@@ -418,8 +443,34 @@ def head_renderable(pal: Palette, s: dict[str, Any]) -> RenderableType:
     return Group(head, meta, usage)
 
 
-def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]]) -> RenderableType:
-    if not msgs:
+def gate_rows(pal: Palette, waits: list[dict[str, Any]], drafts: list[dict[str, Any]]
+              ) -> list[RenderableType]:
+    """Tool calls that wait for an operator (`a`/`r` decide them here or in mode 2), and the
+    drafts of manual-tier calls (recorded, never run)."""
+    rows: list[RenderableType] = []
+    for d in drafts[-5:]:
+        line = Text(f"{fmt_time(d.get('at'))} ", style=pal.tone("idle"))
+        line.append(f"{'draft':>10}  ", style=pal.tone("idle", "bold"))
+        line.append(f"{d['name']} {one_line(str(d['arguments']), 120)} (manual tier:"
+                    " recorded, never run)")
+        rows.append(line)
+    for w in waits:
+        ctx = w["context"]
+        line = Text(f"{fmt_time(w.get('requested_at'))} ", style=pal.tone("idle"))
+        line.append(f"{'approval':>10}  ", style=pal.tone("waiting", "bold reverse"))
+        line.append(f" {ctx.get('tool')} {one_line(str(ctx.get('arguments')), 120)}",
+                    style="bold")
+        line.append(f"  waits for you ({w['id']}): a approve · r reject",
+                    style=pal.tone("waiting"))
+        rows.append(line)
+    return rows
+
+
+def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]],
+                          waits: list[dict[str, Any]] | None = None,
+                          drafts: list[dict[str, Any]] | None = None) -> RenderableType:
+    gates = gate_rows(pal, waits or [], drafts or [])
+    if not msgs and not gates:
         return Text("(no messages yet)", style=pal.tone("idle"))
     rows: list[RenderableType] = []
     for m in msgs:
@@ -432,7 +483,7 @@ def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]]) -> Renderabl
             "bold"))
         line.append(str(m["text"]))
         rows.append(line)
-    return Group(*rows)
+    return Group(*rows, *gates)
 
 
 STREAM_TAIL = 240  # characters of a streaming reply shown (the pane has a fixed height, so
