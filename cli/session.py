@@ -14,6 +14,7 @@ and subagents (core/sessions). Same core API as the console.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from .stores import cli_store
 if TYPE_CHECKING:
     from core.agents.config import ClawtowerConfig
     from core.sessions.runner import SessionRunner
+    from core.sessions.specs import AgentSpecConfig
     from core.store import Store
 
 
@@ -437,11 +439,32 @@ async def cmd_spec(args: argparse.Namespace) -> int:
             config = parse_config(data, f"agents spec set {args.name}")
             agent_id = await sessions.set_spec(args.name, config, by=_operator())
             print(f"{args.name}: {agent_id}")
+            for warning in await _approval_warnings(store, args.name, config):
+                sys.stderr.write(f"clawtower: warning: {warning}\n")
             return 0
         raise ValidationError(f"agents spec: unknown action {sc!r}")
 
     async with cli_store(args.db, read_only=read_only) as store:
         return await run(store)
+
+
+async def _approval_warnings(store: Store, name: str, config: AgentSpecConfig) -> list[str]:
+    """Approval rules that match no tool the spec can see (the built-in tools, the tools the
+    store has seen, the allow-list's exact names): most likely a typo."""
+    from core.tools.approval import is_glob
+    from core.tools.builtin import builtin_tools
+
+    ap = config.policy.approval
+    if ap is None or not ap.tools:
+        return []
+    allow = config.policy.tools
+    known = set(builtin_tools()) | {r["name"] for r in await store.fetchall(
+        "SELECT name FROM tool_pins")} | {t for t in allow or [] if not is_glob(t)}
+    visible = sorted(n for n in known if allow is None or any(
+        fnmatch.fnmatchcase(n, p) for p in allow))
+    return [f"agent spec {name}: policy.approval.tools.{rule!r} matches no tool it can see"
+            f" (known: {', '.join(visible) or 'none'})" for rule in ap.unmatched(visible)
+            if rule not in (allow or [])]
 
 
 def _spec_row(s: dict[str, Any]) -> list[str]:

@@ -250,3 +250,23 @@ async def test_oversized_arguments_are_refused_before_any_tier(tmp_path: Path) -
         assert "over the limit" in res["payload"]["content"]
     finally:
         await store.close()
+
+
+def test_cli_spec_set_warns_of_a_rule_that_matches_nothing_and_refuses_a_bad_tier(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.main import main
+
+    good = tmp_path / "spec.yaml"
+    good.write_text("policy:\n  tools: [clock.now]\n  approval:\n    tools:\n"
+                    "      'clock.*': confirm\n      'crm.update_*': confirm\n")
+    db = str(tmp_path / "db.sqlite")
+    assert main(["agents", "spec", "set", "clerk", "--file", str(good), "--db", db]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning: agent spec clerk:" in err
+    assert "policy.approval.tools.'crm.update_*' matches no tool" in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("policy:\n  approval:\n    default: sometimes\n")
+    assert main(["agents", "spec", "set", "clerk", "--file", str(bad), "--db", db]) == 2
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err and out.err.count("\n") == 1
+    assert "bad.yaml: field 'policy.approval.default'" in out.err
