@@ -213,6 +213,11 @@ async def _ask_turn(args: argparse.Namespace, cfg: ClawtowerConfig, request: Cha
                      f" {result.rounds} tool round(s), {result.model_calls} model call(s) ·"
                      f" {result.usage.prompt_tokens} in / {result.usage.completion_tokens} out"
                      f" tokens{cost}\n")
+    if result.stop_reason == "awaiting_approval":
+        sys.stderr.write(f"clawtower: error: agent {args.agent}: {result.pending[0].name} is"
+                         " confirm-tier and `llm ask` cannot wait for an operator; ask in a"
+                         f" session instead (clawtower session new --agent {args.agent})\n")
+        return 1
     if result.stop_reason != "completed":
         why = f": {result.error}" if result.error else ""
         sys.stderr.write(f"clawtower: error: agent {args.agent}: the turn stopped early"

@@ -270,3 +270,41 @@ def test_cli_spec_set_warns_of_a_rule_that_matches_nothing_and_refuses_a_bad_tie
     out = capsys.readouterr()
     assert "Traceback" not in out.err and out.err.count("\n") == 1
     assert "bad.yaml: field 'policy.approval.default'" in out.err
+
+
+async def test_a_configured_agent_s_tiers_hold_outside_sessions_too(tmp_path: Path) -> None:
+    """`run_agent_turn` (`llm ask --tools`) has no durable layer: a confirm-tier call ends the
+    turn awaiting approval, unrun; an agent imported as a spec keeps its tiers."""
+    from core.agents.config import config_from_data
+    from core.agents.provider import ChatMessage, StreamEvent, ToolCall
+    from core.agents.turns import run_agent_turn
+    from core.sessions.specs import from_agent_config
+    from core.tools.registry import ToolRegistry
+
+    class OneCall:
+        """A model that asks for clock.now once, then answers."""
+
+        name = "simulator"
+
+        async def stream(self, request: Any) -> Any:
+            if any(m.role == "tool" for m in request.messages):
+                yield StreamEvent(kind="text", text="done")
+            else:
+                yield StreamEvent(kind="tool_call", tool_call=ToolCall(
+                    id="c1", name=request.tools[0].name, arguments="{}"))
+
+    cfg = config_from_data({"speed": 0, "agents": {"ada": {
+        "tools": ["clock.now"], "approval": {"tools": {"clock.now": "confirm"}}}}}, "test")
+    cfg._built["simulator"] = OneCall()
+    store = await open_store(str(tmp_path / "db.sqlite"))
+    try:
+        async with ToolRegistry(store) as registry:
+            result = await run_agent_turn(cfg, "ada", [ChatMessage(
+                role="user", content="#call clock.now {}")], registry=registry, store=store)
+        assert result.stop_reason == "awaiting_approval"
+        assert [c.name for c in result.pending] == ["clock.now"] and result.tools == []
+        spec = from_agent_config(cfg, "ada")
+        assert spec.policy.approval is not None
+        assert spec.policy.approval.tier("clock.now") == "confirm"
+    finally:
+        await store.close()

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..config import config_path, home
 from ..errors import ValidationError
 from ..safe_yaml import load_file
+from ..tools.approval import ToolApprovalPolicy
 from .provider import Provider, Usage
 from .registry import AgentSet
 from .simulator import AgentDef, SimScript, Simulator, script_from_data
@@ -161,6 +162,8 @@ class AgentConfig(BaseModel):
     price: PriceConfig | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
+    # tool-call tiers (auto | confirm | manual), as an agent spec's policy.approval
+    approval: ToolApprovalPolicy | None = None
 
     @field_validator("role")
     @classmethod

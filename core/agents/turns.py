@@ -51,6 +51,7 @@ from pydantic import BaseModel, Field
 from .. import events as ev
 from ..events import NewEvent
 from ..store.interface import Store
+from ..tools.approval import TierGate
 from ..tools.names import unwire, wire_names
 from ..tools.types import ToolBox, ToolResult
 from .provider import ChatMessage, ChatRequest, Provider, ProviderError, ToolCall, ToolSpec, Usage
@@ -494,6 +495,7 @@ async def run_agent_turn(
     tools = registry.toolbox(a.tools, agent=agent) if registry is not None and a.tools else None
     opts: dict[str, Any] = {
         "model": a.model, "tools": tools, "budget": TurnBudget.of(a.budgets),
+        "gate": TierGate(a.approval),
         "agent": agent, "price": a.unit_price, "temperature": a.temperature,
         "max_tokens_per_call": a.max_output_tokens}
     opts.update(kw)

@@ -161,7 +161,7 @@ def from_agent_config(cfg: ClawtowerConfig, name: str) -> AgentSpecConfig:
         defaults=SpecDefaults(provider=a.provider, model=a.model, temperature=a.temperature,
                               system_prompt=a.system or None,
                               max_output_tokens=a.max_output_tokens, price=price),
-        policy=SpecPolicy(tools=list(a.tools)),
+        policy=SpecPolicy(tools=list(a.tools), approval=a.approval),
         context_policy=ContextPolicy(budgets=SpecBudgets(
             max_tool_rounds=a.budgets.max_tool_rounds, max_tokens=a.budgets.max_tokens,
             max_wall_s=a.budgets.max_wall_s)))
