@@ -80,7 +80,7 @@ async def paused(tmp_path: Path) -> tuple[Any, Sessions, str, dict[str, Any]]:
 
 
 async def test_an_intent_without_a_result_is_not_run_again(tmp_path: Path) -> None:
-    store, sessions, sid, a = await paused(tmp_path)
+    store, _sessions, sid, a = await paused(tmp_path)
     try:
         ctx = a["context"]
         call = ToolCall(id=ctx["call_id"], name="clock.now", arguments="{}")
