@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from core.agents.anthropic import AnthropicProvider, convert_messages
+from core.agents.completion import complete
 from core.agents.provider import (
     ChatMessage,
     ChatRequest,
@@ -19,7 +20,6 @@ from core.agents.provider import (
     StreamEvent,
     ToolCall,
     ToolSpec,
-    complete,
 )
 
 CANARY = "sk-ant-canary-0c9d8e7f6a5b"

@@ -31,13 +31,13 @@ import pytest
 from chunks import ChunkRecorder
 
 from core.agents.anthropic import AnthropicProvider
+from core.agents.completion import complete
 from core.agents.provider import (
     ChatMessage,
     ChatRequest,
     ProviderError,
     StreamEvent,
     ToolSpec,
-    complete,
 )
 
 TIMEOUT_S = 240.0  # the 2-core machine may be busy; these are bounds, not expectations

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.agents.completion import complete
 from core.agents.config import load_agents
 from core.agents.openai import OpenAIProvider
 from core.agents.provider import (
@@ -19,7 +20,6 @@ from core.agents.provider import (
     ChatRequest,
     ProviderError,
     ToolSpec,
-    complete,
 )
 from core.errors import ValidationError
 

@@ -86,6 +86,7 @@ async def test_confirm_waits_then_runs_once_when_approved(tmp_path: Path) -> Non
         assert replies[1].startswith("clerk: handled the backlog: - Resume the interrupted"
                                      " task: #call clock.now")
         assert s["status"] == "idle"
+        assert await store.verify_projections() == []  # every projection replays the same
     finally:
         await store.close()
 
