@@ -66,9 +66,15 @@ async def _list_async(args: argparse.Namespace) -> int:
         last = r["last"]
         if r["inactive"]:
             what += f" [inactive: {r['inactive']}]"
+        auth = ""
+        if r["type"] == "webhook":
+            auth = f"; auth failures (1h) {r['auth_failures_1h']}"
+            if r["auth_throttled_1h"]:
+                auth += (f", throttled {r['auth_throttled_1h']}x from"
+                         f" {r['auth_addresses_1h']} address(es)")
         print(f"{r['expert']}/{r['trigger']}: {what} -> {r['process']} ({r['mode']}"
               f"{', key ' + r['key'] if r['key'] else ''}); queued {r['depth']}; last "
-              f"{last['status'] + ' ' + last['id'] if last else '-'}")
+              f"{last['status'] + ' ' + last['id'] if last else '-'}{auth}")
         for lane, counts in sorted(r["queue"].items()):
             print(f"  {lane}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0

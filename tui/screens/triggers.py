@@ -38,6 +38,16 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%m-%d %H:%M:%S")
 
 
+def _auth(pal: Palette, r: dict[str, Any]) -> Text | str:
+    """Refused webhook credentials in the last hour (429 episodes in red)."""
+    if r["type"] != "webhook":
+        return "-"
+    n, throttled = r["auth_failures_1h"], r["auth_throttled_1h"]
+    if throttled:
+        return Text(f"{n}, 429 x{throttled}", style=pal.tone("failed"))
+    return Text(str(n), style=pal.tone("blocked") if n else "")
+
+
 class TriggersScreen(ConsoleScreen):
     MODE = "triggers"
 
@@ -184,7 +194,7 @@ class TriggersScreen(ConsoleScreen):
             parts.append(Text("none: install an expert package that declares triggers"))
         else:
             t = columns_table(pal, "Trigger", "Type", "Next fire", "Mode",
-                              ("Queue per key", {"ratio": 1}), "Last result")
+                              ("Queue per key", {"ratio": 1}), "Auth fails 1h", "Last result")
             for r in self.triggers:
                 queue = ", ".join(f"{lane} {sum(c.values())}"
                                   for lane, c in sorted(r["queue"].items())[:6]) or "-"
@@ -194,7 +204,7 @@ class TriggersScreen(ConsoleScreen):
                 t.add_row(Text(f"{r['expert']}/{r['trigger']}", style="bold"),
                           r["type"] + (" (inactive)" if r["inactive"] else ""),
                           _when(r["next_fire"]) if r["type"] == "cron" else "-", r["mode"],
-                          queue,
+                          queue, _auth(pal, r),
                           Text(f"{last['status']} {last['id']}", style=pal.tone(
                               STATUS_TONE.get(last["status"], "idle"))) if last else "-")
             parts.append(t)
