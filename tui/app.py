@@ -55,6 +55,7 @@ from .modals import (
 )
 from .model import ConsoleModel, Delta, StoreFollower
 from .protocol import ConsoleApp, View
+from .render import install_terminal_guard
 from .rowlist import RowList
 from .screens.approvals import ApprovalsScreen
 from .screens.base import ConsoleScreen
@@ -136,6 +137,7 @@ class ClawtowerApp(App[int]):
         # --config); its errors surface here, before the screen is taken over.
         self.agents: AgentSet = load_agents(agents_file) if agents_file else AgentSet.simulated()
         self.agents_file = agents_file  # the flow engine's agents (the demo's scripts)
+        install_terminal_guard()  # untrusted text never drives the terminal
         super().__init__()
         self.db_path = str(db_path)
         self.run_engine = run_engine
