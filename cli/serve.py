@@ -8,7 +8,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from core.config import effects_journal
-from core.errors import ValidationError
 from core.limits import check_float, check_int
 
 from . import output
@@ -156,8 +155,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     # a bad agents file or config fails before the store is opened
     agents = load_agents(path)
 
-    if args.port is not None and not 0 <= args.port <= 65535:
-        raise ValidationError(f"--port {args.port}: must be 0..65535")
+    if args.port is not None:
+        check_int(args.port, "--port", 0, 65535)
     check_int(args.auth_failures, "--auth-failures", 1, 10_000)
     check_float(args.auth_window, "--auth-window", 1, 86_400)
 
