@@ -80,3 +80,36 @@ def test_range_messages_never_print_the_int64_limits(run: Run, db: Path) -> None
     assert r.code == 2 and not any(n in r.err for n in INT64), r.err
     assert range_message("--n", -(1 << 63), (1 << 63) - 1, 10**30).endswith("out of range")
     assert "at most 5" in range_message("--n", -(1 << 63), 5, 9)
+
+
+def test_triggers_list_shows_refused_credentials_of_the_last_hour(
+        run: Run, db: Path, tmp_path: Path) -> None:
+    import asyncio
+
+    from core.events import NewEvent
+    from core.store import open_store
+    from core.triggers import events as tev
+
+    install_hook_expert(tmp_path)
+
+    async def refusals() -> None:
+        store = await open_store(str(db))
+        try:
+            for i, addr in enumerate(("10.0.0.1", "10.0.0.1", "10.0.0.2")):
+                p = tev.HookAuthFailed(expert="hook-expert", trigger="inbound", address=addr,
+                                       reason="bad bearer token", error_id=f"E-{i}")
+                await store.execute(lambda tx, p=p: tx.emit(NewEvent(
+                    entity_id="hook:hook-expert/inbound", actor="triggers", role="system",
+                    payload=p)))
+        finally:
+            await store.close()
+
+    asyncio.run(refusals())
+    out = run("triggers", "list", "--db", db).out
+    inbound = next(ln for ln in out.splitlines() if ln.startswith("hook-expert/inbound"))
+    assert "auth failures (1h) 3" in inbound
+    mail = next(ln for ln in out.splitlines() if ln.startswith("hook-expert/mail"))
+    assert "auth failures (1h) 0" in mail
+    rows = run("triggers", "list", "--json", "--db", db).json()
+    got = {r["trigger"]: r["auth_failures_1h"] for r in rows}
+    assert got["inbound"] == 3 and got["mail"] == 0

@@ -173,3 +173,17 @@ async def test_idempotency_key_makes_a_bearer_replay_one_run(
     assert bad.status_code == 422 and "idempotencyKey" in bad.json()["error"]
     queued = await store.fetchall("SELECT id FROM trigger_items WHERE status='queued'")
     assert len(queued) == 5
+
+
+def test_the_limiter_counts_one_episode_and_stays_bounded() -> None:
+    clock = FakeClock()
+    lim = FailureLimiter(3, 10.0, clock=clock, max_keys=2)
+    key = ("a", "e", "t")
+    assert [lim.fail(key) for _ in range(3)] == [False, False, True]  # tripped once
+    assert lim.retry_after(key) == 10
+    assert lim.fail(key) is False  # a failure counted while locked starts no new episode
+    clock.t += 10.5
+    assert lim.retry_after(key) is None  # a sliding window: all aged out
+    for i in range(5):  # distinct addresses: only the newest `max_keys` are tracked
+        lim.fail((f"b{i}", "e", "t"))
+    assert len(lim._fails) == 2
