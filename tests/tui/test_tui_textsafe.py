@@ -94,3 +94,28 @@ async def test_sessions_mode_shows_hostile_text_as_visible_escapes(hostile_db: s
     assert all(is_safe(t) for t in texts), [t for t in texts if not is_safe(t)][:3]
     for raw in RAW:
         assert raw not in out, repr(raw)
+
+
+async def test_modals_and_toasts_show_hostile_text_and_never_read_it_as_markup(
+        hostile_db: str) -> None:
+    from tui.modals import ConfirmScreen
+
+    app = ClawtowerApp(hostile_db, run_engine=False, operator="alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        app.push_screen(ConfirmScreen(f"[b]x[/b] {HOSTILE}", f"body {HOSTILE}"))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        app.notify(f"[@click=app.quit]clickme[/] {HOSTILE}", title="t\u202eitle")
+        await pilot.pause(0.3)
+        texts = segment_texts(app)
+        out = terminal_output(app)
+        toasts = list(app._notifications)
+    drawn = "".join(texts)
+    assert "[b]x[/b]" in drawn  # the title is text, not markup
+    assert drawn.count("<U+202E>evil") >= 2  # title and body
+    [toast] = toasts  # a toast is never markup either (no [@click=...] actions)
+    assert toast.markup is False and "<U+202E>evil" in toast.message
+    assert "<U+202E>" in toast.title and is_safe(toast.message)
+    assert all(is_safe(t) for t in texts), [t for t in texts if not is_safe(t)][:3]
+    for raw in RAW:
+        assert raw not in out, repr(raw)
