@@ -137,6 +137,7 @@ async def test_failures_rate_limited_per_address_and_trigger(
     assert over["mail"]["auth_failures_1h"] == 1 and over["tick"]["auth_failures_1h"] == 0
     later = await views.overview(store, now=time.time() + 3700)
     assert {r["auth_failures_1h"] for r in later} == {0}
+    assert await store.verify_projections() == []  # rebuilt from the log: the same rows
 
 
 IDEM_TRIGGERS = """  - name: inbound
