@@ -105,6 +105,18 @@ def test_hostile_text_on_every_cli_path(run: Run, db: Path, tmp_path: Path,
     md = (minutes / f"{mid}.md").read_text(encoding="utf-8")
     assert "<U+202E>evil" in md and "\\x1b[31m" in md
     assert_shown(md)
+    # a task: title, goal and criteria from a spec file, a reason typed on the command line
+    spec = tmp_path / "hostile.yaml"
+    spec.write_text(yaml.safe_dump({
+        "title": HOSTILE, "goal": HOSTILE, "scope_in": ["x"], "scope_out": ["y"],
+        "inputs": ["i"], "outputs": ["o"], "acceptance_criteria": [HOSTILE],
+        "risks": [HOSTILE]}, width=10**6), encoding="utf-8")
+    tid = text("task", "create", spec).strip()
+    text("task", "transition", tid, "spec_review", "--as", "orchestrator", "--reason", HOSTILE)
+    listed = text("task", "list")
+    detail = text("task", "show", tid)
+    assert "\\x1b[31m" in listed and "<U+202E>evil" in detail
+    text("events", "--entity", tid)
     # errors echo user input through the same stream
     text("session", "show", f"S-{ESC}[31m", code=2)
     for o in outputs:
