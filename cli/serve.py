@@ -44,6 +44,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     s.add_argument("--auth-failures", type=int, default=20, metavar="N",
                    help="refused webhook credentials per address and trigger before 429"
                    " (default 20)")
+    s.add_argument("--auth-trigger-failures", type=int, default=100, metavar="N",
+                   help="refused credentials per trigger from all addresses before every"
+                   " address that failed gets 429 (default 100)")
     s.add_argument("--auth-window", type=float, default=60.0, metavar="SECONDS",
                    help="the sliding window those failures are counted in (default 60)")
     s.set_defaults(handler=cmd_serve)
@@ -158,6 +161,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     if args.port is not None:
         check_int(args.port, "--port", 0, 65535)
     check_int(args.auth_failures, "--auth-failures", 1, 10_000)
+    check_int(args.auth_trigger_failures, "--auth-trigger-failures", 1, 1_000_000)
     check_float(args.auth_window, "--auth-window", 1, 86_400)
 
     async def run(store: Store) -> int:
@@ -169,7 +173,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         triggers = None if args.no_triggers or args.until_idle else Runtime(
             store, host=args.host, port=8787 if args.port is None else args.port,
             http=not args.no_http, http_required=args.port is not None,
-            limiter=FailureLimiter(args.auth_failures, args.auth_window))
+            limiter=FailureLimiter(args.auth_failures, args.auth_window,
+                                   trigger_limit=args.auth_trigger_failures))
         try:
             return await engine_until_stopped(store, agents, args.db, args.until_idle,
                                               triggers=triggers)

@@ -5,10 +5,13 @@ Starts `clawtower serve --port 0` on a throw-away CLAWTOWER_HOME and store, then
 authenticated ones from 127.0.0.2 (both loopback; nothing leaves the machine), five bad
 requests then one valid, in turn. Passes when >= 95% of the bad requests after the 20th are
 answered 429 and 200/200 valid ones are accepted (202), and the refusals are in the store's
-events. Bounded: a fixed request count and an overall deadline; the server is stopped at
-the end. README's security section quotes its output.
+events. With `--spread N` the bad requests come round-robin from N loopback addresses
+(127.0.1.x): then at most 100 (the per-trigger limit) + N may be answered 401. Bounded: a
+fixed request count and an overall deadline; the server is stopped at the end. README's
+security section quotes its output.
 
-    .venv/bin/python scripts/webhook_bruteforce.py [--bad N] [--valid N] [--deadline S]
+    .venv/bin/python scripts/webhook_bruteforce.py [--bad N] [--valid N] [--spread N]
+                                                   [--deadline S]
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 CLAWTOWER = Path(sys.executable).with_name("clawtower")
 PORT_RE = re.compile(r"webhooks on http://127\.0\.0\.1:(\d+)/")
 LIMIT = 20  # serve's default --auth-failures
+TRIGGER_LIMIT = 100  # and --auth-trigger-failures
 
 
 def start(home: Path, db: Path, deadline: float) -> tuple[subprocess.Popen[str], int]:
@@ -50,14 +54,16 @@ def start(home: Path, db: Path, deadline: float) -> tuple[subprocess.Popen[str],
     raise SystemExit("serve did not report its webhook port")
 
 
-async def attack(port: int, bad: int, valid: int, deadline: float) -> dict[str, object]:
+async def attack(port: int, bad: int, valid: int, deadline: float, spread: int
+                 ) -> dict[str, object]:
     import httpx
 
     from tests.helpers.hook_expert import TOKEN
 
     url = f"http://127.0.0.1:{port}/hooks/hook-expert/inbound"
-    attacker = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(local_address="127.0.0.1"),
-                                 timeout=30)
+    addresses = ["127.0.0.1"] if spread == 1 else [f"127.0.1.{i}" for i in range(1, spread + 1)]
+    attackers = [httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(local_address=a),
+                                   timeout=30) for a in addresses]
     sender = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(local_address="127.0.0.2"),
                                timeout=30)
     every = max(1, (bad + valid) // max(1, valid))  # one valid request in each `every`
@@ -78,6 +84,7 @@ async def attack(port: int, bad: int, valid: int, deadline: float) -> dict[str, 
                                       headers={"Authorization": f"Bearer {TOKEN}"})
                 valid_codes.append(r.status_code)
             else:
+                attacker = attackers[len(bad_codes) % len(attackers)]
                 r = await attacker.post(url, json=body, headers={
                     "Authorization": f"Bearer guess-{i:06d}-xxxxxxxxxxxxxxxx"})
                 bad_codes.append(r.status_code)
@@ -85,11 +92,12 @@ async def attack(port: int, bad: int, valid: int, deadline: float) -> dict[str, 
                     retry_after.add(r.headers.get("retry-after", "?"))
             i += 1
     finally:
-        await attacker.aclose()
+        for a in attackers:
+            await a.aclose()
         await sender.aclose()
     after = bad_codes[LIMIT:]
-    return {"bad": len(bad_codes), "bad_401": bad_codes.count(401),
-            "bad_429": bad_codes.count(429),
+    return {"attacker_addresses": len(addresses), "bad": len(bad_codes),
+            "bad_401": bad_codes.count(401), "bad_429": bad_codes.count(429),
             "bad_after_20th": len(after), "bad_after_20th_429": after.count(429),
             "bad_after_20th_429_pct": round(100.0 * after.count(429) / max(1, len(after)), 1),
             "valid": len(valid_codes), "valid_202": valid_codes.count(202),
@@ -101,10 +109,15 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bad", type=int, default=1000)
     p.add_argument("--valid", type=int, default=200)
+    p.add_argument("--spread", type=int, default=1, metavar="N",
+                   help="send the bad requests round-robin from N loopback addresses"
+                   " (127.0.1.1..N; the per-trigger limit's case)")
     p.add_argument("--deadline", type=float, default=300.0, help="give up after S seconds")
     args = p.parse_args()
-    if not (LIMIT < args.bad <= 100_000 and 1 <= args.valid <= 10_000):
-        raise SystemExit(f"--bad must be {LIMIT + 1}..100000, --valid 1..10000")
+    if not (LIMIT < args.bad <= 100_000 and 1 <= args.valid <= 10_000
+            and 1 <= args.spread <= 250):
+        raise SystemExit(f"--bad must be {LIMIT + 1}..100000, --valid 1..10000,"
+                         " --spread 1..250")
     deadline = time.monotonic() + args.deadline
     with tempfile.TemporaryDirectory(prefix="ct-bruteforce-") as tmp:
         home, db = Path(tmp) / "home", Path(tmp) / "b.db"
@@ -114,7 +127,7 @@ def main() -> int:
         install_hook_expert(Path(tmp))
         proc, port = start(home, db, deadline)
         try:
-            out = asyncio.run(attack(port, args.bad, args.valid, deadline))
+            out = asyncio.run(attack(port, args.bad, args.valid, deadline, args.spread))
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -134,8 +147,11 @@ def main() -> int:
         out["triggers_list"] = [ln for ln in listing.stdout.splitlines()
                                 if ln.startswith("hook-expert/inbound")]
     print(json.dumps(out, indent=2))
-    ok = (out["bad_after_20th_429_pct"] >= 95.0  # type: ignore[operator]
-          and out["valid_202"] == args.valid and out["queued_or_done"] == args.valid)
+    if args.spread == 1:  # one address: 20 tries, then 429
+        limited = out["bad_after_20th_429_pct"] >= 95.0  # type: ignore[operator]
+    else:  # many: the trigger's 100, then one more try per address that had none yet
+        limited = out["bad_401"] <= TRIGGER_LIMIT + args.spread  # type: ignore[operator]
+    ok = limited and out["valid_202"] == args.valid and out["queued_or_done"] == args.valid
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -138,14 +138,15 @@ def build_app(store: Store, catalog: Catalog | None = None,
         """401 with a fixed message; `count`: the refusal counts towards the 429."""
         eid = new_error_id()
         key = (address, expert, trigger)
-        tripped = count and limits.fail(key)
+        tripped = limits.fail(key) if count else None
         await record(tev.HookAuthFailed(expert=expert, trigger=trigger, address=address,
                                         reason=printable(reason, 500), error_id=eid))
-        if tripped:
+        if tripped is not None:  # "*": the trigger, from any address that failed
             await record(tev.HookAuthThrottled(
-                expert=expert, trigger=trigger, address=address, failures=limits.limit,
-                window_s=limits.window_s, retry_after=float(limits.retry_after(key) or 0),
-                error_id=eid))
+                expert=expert, trigger=trigger, address=address if tripped == "address"
+                else "*", failures=limits.limit if tripped == "address"
+                else limits.trigger_limit, window_s=limits.window_s,
+                retry_after=float(limits.retry_after(key) or 0), error_id=eid))
         return _error(401, UNAUTHORIZED, eid)
 
     async def hook(request: Request) -> JSONResponse:

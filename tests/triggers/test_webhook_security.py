@@ -180,11 +180,25 @@ def test_the_limiter_counts_one_episode_and_stays_bounded() -> None:
     clock = FakeClock()
     lim = FailureLimiter(3, 10.0, clock=clock, max_keys=2)
     key = ("a", "e", "t")
-    assert [lim.fail(key) for _ in range(3)] == [False, False, True]  # tripped once
+    assert [lim.fail(key) for _ in range(3)] == [None, None, "address"]  # tripped once
     assert lim.retry_after(key) == 10
-    assert lim.fail(key) is False  # a failure counted while locked starts no new episode
+    assert lim.fail(key) is None  # a failure counted while locked starts no new episode
     clock.t += 10.5
     assert lim.retry_after(key) is None  # a sliding window: all aged out
     for i in range(5):  # distinct addresses: only the newest `max_keys` are tracked
         lim.fail((f"b{i}", "e", "t"))
     assert len(lim._fails) == 2
+
+
+def test_many_addresses_get_one_try_each_and_a_clean_sender_none_less() -> None:
+    clock = FakeClock()
+    lim = FailureLimiter(3, 10.0, clock=clock, trigger_limit=4)
+    trips = [lim.fail((f"10.0.0.{i}", "e", "t")) for i in range(4)]
+    assert trips == [None, None, None, "trigger"]  # 4 addresses, one failure each
+    assert all(lim.retry_after((f"10.0.0.{i}", "e", "t")) == 10 for i in range(4))
+    assert lim.retry_after(("10.9.9.9", "e", "t")) is None  # never failed: let in
+    assert lim.retry_after(("10.0.0.1", "e", "other")) is None  # another trigger
+    assert lim.fail(("10.0.0.5", "e", "t")) is None  # a new address: one try...
+    assert lim.retry_after(("10.0.0.5", "e", "t")) == 10  # ...then 429
+    clock.t += 10.5
+    assert lim.retry_after(("10.0.0.5", "e", "t")) is None  # the window slid by
