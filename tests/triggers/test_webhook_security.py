@@ -51,12 +51,12 @@ def client(app: Any, address: str = "127.0.0.1") -> httpx.AsyncClient:
 
 
 async def test_unauthenticated_replies_hold_no_path_version_or_config(
-        store: Store, hook_home: Path) -> None:
+        store: Store, hook_home: Path, caplog: pytest.LogCaptureFixture) -> None:
     app = build_app(store, Catalog())
     body = json.dumps(GOOD).encode()
     ts = str(int(time.time()))
     tries: list[dict[str, str]] = [
-        {}, {"authorization": "Bearer wrong-token-xxxxxxxxxx"},
+        {}, {"authorization": "Bearer wrong-token-CANARY-xxxxxxxxxx"},
         {"authorization": "Basic Zm9vOmJhcg=="},
         {hookauth.TIMESTAMP_HEADER: ts, hookauth.SIGNATURE_HEADER: "sha256=00"},
         {hookauth.TIMESTAMP_HEADER: str(int(time.time()) - 9999),
@@ -68,6 +68,9 @@ async def test_unauthenticated_replies_hold_no_path_version_or_config(
             replies.append(await c.post(HOOK, content=body, headers=h))
         too_big = await c.post(HOOK, content=b"x" * 300_000)
         # a hooks.yaml the operator broke: the reply used to hold its absolute path
+        hookauth.hooks_file("hook-expert").write_text(
+            "inbound: {token: CANARY-0123456789abcdef, token: x}\n")
+        replies.append(await c.post(HOOK, content=body, headers=BEARER))
         hookauth.hooks_file("hook-expert").write_text("inbound: [not, a, mapping]\n")
         broken = await c.post(HOOK, content=body, headers=BEARER)
         replies.append(broken)
@@ -80,7 +83,7 @@ async def test_unauthenticated_replies_hold_no_path_version_or_config(
         assert home_text not in r.text and "hooks.yaml" not in r.text and "/home" not in r.text
         assert "server" not in {k.lower() for k in r.headers}  # no server/version header
     unauth = [r for r in replies if r.status_code == 401]
-    assert len(unauth) == len(tries) + 1
+    assert len(unauth) == len(tries) + 2
     for r in unauth:
         assert set(r.json()) == {"error", "error_id"} and r.json()["error"] == "unauthorized"
     assert "262144" not in replies[-1].text  # the configured body limit is not told either
@@ -92,6 +95,9 @@ async def test_unauthenticated_replies_hold_no_path_version_or_config(
     reasons = [r["reason"] for r in rows]
     assert "bad bearer token" in reasons and "bad signature" in reasons
     assert str(hookauth.hooks_file("hook-expert")) in reasons[-1]
+    # secrets, presented or configured, are in neither the log nor the events
+    assert "CANARY" not in caplog.text and not any("CANARY" in r for r in reasons)
+    assert "bad bearer token" in caplog.text  # the log has the detail
     assert (await store.fetchone("SELECT count(*) AS n FROM trigger_items"))["n"] == 0
 
 
