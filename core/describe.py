@@ -222,4 +222,11 @@ def _trigger_summary(t: str, p: dict[str, Any]) -> str:
                                                       else "")
     if t == "trigger.escalation_resolved":
         return f"escalation acknowledged by {p['by']}"
+    if t == "trigger.auth_failed":
+        return (f"{p['expert']}/{p['trigger']} webhook from {p['address']} refused"
+                f" [{p['error_id']}]: {one_line(p['reason'], 200)}")
+    if t == "trigger.auth_throttled":
+        who = "every address that failed" if p["address"] == "*" else p["address"]
+        return (f"{p['expert']}/{p['trigger']}: {who} throttled (429) after {p['failures']}"
+                f" refused credentials in {p['window_s']:g}s [{p['error_id']}]")
     return one_line(p, 200)

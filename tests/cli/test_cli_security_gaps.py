@@ -113,3 +113,5 @@ def test_triggers_list_shows_refused_credentials_of_the_last_hour(
     rows = run("triggers", "list", "--json", "--db", db).json()
     got = {r["trigger"]: r["auth_failures_1h"] for r in rows}
     assert got["inbound"] == 3 and got["mail"] == 0
+    events = run("events", "--db", db).out
+    assert "hook-expert/inbound webhook from 10.0.0.2 refused [E-2]: bad bearer token" in events

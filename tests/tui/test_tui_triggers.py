@@ -112,5 +112,6 @@ async def test_triggers_mode_shows_refused_webhook_credentials_of_the_last_hour(
                     and "hook-expert/inbound" in body())
         text = body()
     assert "Auth fails 1h" in text and "3, 429 x1" in text
+    assert "Refused webhook requests" in text and "E-1" in text and "bad bearer token" in text
     mail = next(line for line in text.splitlines() if "hook-expert/mail" in line)
     assert " 0 " in mail  # a webhook trigger without failures shows 0

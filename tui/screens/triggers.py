@@ -1,5 +1,6 @@
-"""Mode 8: expert triggers (next fire, queue depth per key, last result), the dead-letter
-queue and escalated invocations, with the operator's actions on them.
+"""Mode 8: expert triggers (next fire, queue depth per key, last result, refused webhook
+credentials in the last hour), the dead-letter queue and escalated invocations, with the
+operator's actions on them, and the latest refused webhook requests (error id -> why).
 
 Read from the store through `core.triggers.views` (the CLI's `triggers list`, `deadletter
 list`) when the mode opens, on every store change and on `r`. `j`/`k` select a dead letter
@@ -21,6 +22,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from core import ClawError
+from core.textsafe import safe_line
 
 from ..model import Delta
 from ..render import Palette, columns_table
@@ -72,6 +74,7 @@ class TriggersScreen(ConsoleScreen):
         self.triggers: list[dict[str, Any]] = []
         self.dead: list[dict[str, Any]] = []
         self.escalated: list[dict[str, Any]] = []
+        self.refused: list[dict[str, Any]] = []
         self.cursor = 0
         self.error = ""
 
@@ -98,6 +101,7 @@ class TriggersScreen(ConsoleScreen):
             self.triggers = await views.overview(store)
             self.dead = await views.dead_letters(store)
             self.escalated = await views.escalations(store)
+            self.refused = await views.auth_failures(store, limit=8)
             self.error = ""
         except ClawError as exc:
             self.error = str(exc)
@@ -222,4 +226,13 @@ class TriggersScreen(ConsoleScreen):
                 tt.add_row(mark, r["id"], f"{r['expert']}/{r['trigger']}", str(r["attempt"]),
                            Text(str(r.get("error") or ""), style=pal.tone("failed")))
             parts.append(tt)
+        if self.refused:  # what the callers were not told, matched by the id they got
+            parts += [Text(""), Text("Refused webhook requests (latest)", style="bold")]
+            ta = columns_table(pal, "At", "Trigger", "Address", "Error id",
+                               ("Why", {"ratio": 1}))
+            for r in self.refused:
+                ta.add_row(_when(r["at"]), f"{r['expert']}/{r['trigger']}", r["address"],
+                           r["error_id"], Text(safe_line(r["reason"]), style=pal.tone(
+                               "failed" if r["kind"] == "throttled" else "blocked")))
+            parts.append(ta)
         return Group(*parts)
