@@ -55,6 +55,9 @@ INTS: dict[str, tuple[int, int]] = {
     "summary_tokens": (1, 1_000_000),
     "n": (1, MAX_MEETING_ROUNDS),
     "max_tokens": (1, MAX_OUTPUT_TOKENS),
+    "max_depth": (1, 1_000_000),  # flow run
+    "max_width": (1, 1_000_000),
+    "max_nodes": (1, 1_000_000),
 }
 FLOATS: dict[str, tuple[float, float]] = {
     "speed": (0.0, MAX_SPEED),

@@ -263,8 +263,14 @@ def _prompt(args: argparse.Namespace) -> int:
 def _bind(args: argparse.Namespace) -> int:
     from core.experts import home
     from core.experts.bindings import write_binding
+    from core.experts.package import load_package
+    from core.limits import printable
 
-    home.package_dir(args.name)
+    declared = load_package(home.package_dir(args.name)).required_tools()
+    if args.tool not in declared:  # a binding for a name the package never uses
+        raise ValidationError(
+            f"expert bind: {args.name} declares no tool {printable(args.tool, 80)!r}"
+            f" (requires.tools: {', '.join(declared) or 'none'})")
     ops: dict[str, str] = {}
     for item in args.op:
         k, sep, v = item.partition("=")

@@ -94,11 +94,11 @@ def _config(args: argparse.Namespace) -> ClawtowerConfig:
 
 def _limits(args: argparse.Namespace) -> Any:
     from core.flows.plan import FlowLimits
+    from core.limits import check_int
 
     for opt, v in (("--max-depth", args.max_depth), ("--max-width", args.max_width),
                    ("--max-nodes", args.max_nodes)):
-        if not 1 <= v <= 1_000_000:
-            raise ValidationError(f"flow run: {opt}: must be between 1 and 1000000")
+        check_int(v, f"flow run: {opt}", 1, 1_000_000)
     return FlowLimits(max_depth=args.max_depth, max_width=args.max_width,
                       max_nodes=args.max_nodes)
 
@@ -163,8 +163,9 @@ async def cmd_flow(args: argparse.Namespace) -> int:
             print(f"{args.id}: cancelled")
             return 0
         if fc == "mailbox":
-            if not 1 <= args.limit <= 100_000:
-                raise ValidationError("flow mailbox: --limit: must be between 1 and 100000")
+            from core.limits import check_int
+
+            check_int(args.limit, "flow mailbox: --limit", 1, 100_000)
             rows = await flows.mailbox(args.agent, args.box, args.entity, args.limit)
             if args.json:
                 output.emit_json([{**r, "context": json.loads(r["context"] or "{}")}
@@ -267,8 +268,10 @@ async def _show(flows: Any, args: argparse.Namespace) -> int:
     from core.flows.render import task_md
 
     flow_id, slash, task = args.id.partition("/")
-    if not flow_id.strip() or (slash and not task.strip()):
-        raise ValidationError(f"flow show: ID {args.id!r}: expected FLOW or FLOW/TASK")
+    if not flow_id.strip() or (slash and not task.strip()) or any(
+            part in ("", ".", "..") for part in task.split("/") if slash):
+        raise ValidationError(f"flow show: ID {args.id!r}: expected FLOW or FLOW/TASK"
+                              " (a task id, not a path)")
     if slash:  # the error names what was given, not only its flow part
         try:
             got = await flows.get(flow_id)
@@ -277,6 +280,8 @@ async def _show(flows: Any, args: argparse.Namespace) -> int:
     else:
         got = await flows.get(flow_id)
     flow, tasks = got["flow"], got["tasks"]
+    if slash and args.id not in {t["task_id"] for t in tasks}:
+        raise NotFound(f"flow show: no task {args.id} in {flow_id}")
     if args.markdown:
         task_id = args.id if "/" in args.id else flow["root_task"]
         if task_id not in {t["task_id"] for t in tasks}:

@@ -101,7 +101,7 @@ async def cmd_llm_task(args: argparse.Namespace) -> int:
                     "calls": result.calls}
     else:
         out = result.data
-    print(json.dumps(out, indent=2, ensure_ascii=False))
+    print(json.dumps(out, indent=2))
     return 0
 
 

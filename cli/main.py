@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from types import ModuleType
+from typing import Any
 
 # Only what building the parser and reporting errors needs is imported here; each handler
 # imports the core modules of its own command (start-up: BENCHMARKS.md).
@@ -68,6 +69,14 @@ def dispatch(args: argparse.Namespace) -> int:
         return run_console(args.db, run_engine=True,
                            agents_file=args.config or default_agents_file(),
                            operator=operator_name())
+    from .output import safe_output
+
+    console = args.command == "demo" and not getattr(args, "headless", False)
+    with safe_output(bool(getattr(args, "json", False)) or console):
+        return _run(handler, args)
+
+
+def _run(handler: Any, args: argparse.Namespace) -> int:
     result = handler(args)
     if isinstance(result, int):
         return result

@@ -1,11 +1,16 @@
-"""Plain-text rendering for the CLI (the console has its own widgets)."""
+"""Plain-text rendering for the CLI (the console has its own widgets), and the stream
+every command's text output goes through (`SafeStream`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, TextIO
+
+from core.textsafe import safe
 
 if TYPE_CHECKING:
     from core.events import StoredEvent
@@ -15,6 +20,41 @@ def ts(value: float | None) -> str:
     if value is None:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+
+
+class SafeStream:
+    """A text stream that shows untrusted text instead of letting the terminal obey it:
+    every write passes through `core.textsafe.safe` (character by character, so an escape
+    sequence split across writes is no more harmful than a whole one). Everything else is
+    the wrapped stream's."""
+
+    def __init__(self, raw: TextIO) -> None:
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        return self._raw.write(safe(text))
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+@contextlib.contextmanager
+def safe_output(json_mode: bool) -> Iterator[None]:
+    """While a command runs, its stdout and stderr are SafeStreams, unless it prints JSON
+    (`--json`): JSON escapes control characters itself and must stay lossless."""
+    if json_mode:
+        yield
+        return
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 def emit_json(value: Any) -> None:

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from core.config import effects_journal
-from core.errors import ValidationError
+from core.limits import check_float, check_int
 
 from . import output
 from .common import (
@@ -41,6 +41,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="no webhook server (cron, channel triggers and queues still run)")
     s.add_argument("--no-triggers", action="store_true",
                    help="run the engine and sessions only, no trigger runtime")
+    s.add_argument("--auth-failures", type=int, default=20, metavar="N",
+                   help="refused webhook credentials per address and trigger before 429"
+                   " (default 20)")
+    s.add_argument("--auth-trigger-failures", type=int, default=100, metavar="N",
+                   help="refused credentials per trigger from all addresses before every"
+                   " address that failed gets 429 (default 100)")
+    s.add_argument("--auth-window", type=float, default=60.0, metavar="SECONDS",
+                   help="the sliding window those failures are counted in (default 60)")
     s.set_defaults(handler=cmd_serve)
 
 
@@ -150,17 +158,23 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     # a bad agents file or config fails before the store is opened
     agents = load_agents(path)
 
-    if args.port is not None and not 0 <= args.port <= 65535:
-        raise ValidationError(f"--port {args.port}: must be 0..65535")
+    if args.port is not None:
+        check_int(args.port, "--port", 0, 65535)
+    check_int(args.auth_failures, "--auth-failures", 1, 10_000)
+    check_int(args.auth_trigger_failures, "--auth-trigger-failures", 1, 1_000_000)
+    check_float(args.auth_window, "--auth-window", 1, 86_400)
 
     async def run(store: Store) -> int:
+        from core.triggers.ratelimit import FailureLimiter
         from core.triggers.service import Runtime
 
         print(f"clawtower: engine on {store.path} (agents: {path or 'built-in simulator'});"
               " ctrl+c stops", flush=True)
         triggers = None if args.no_triggers or args.until_idle else Runtime(
             store, host=args.host, port=8787 if args.port is None else args.port,
-            http=not args.no_http, http_required=args.port is not None)
+            http=not args.no_http, http_required=args.port is not None,
+            limiter=FailureLimiter(args.auth_failures, args.auth_window,
+                                   trigger_limit=args.auth_trigger_failures))
         try:
             return await engine_until_stopped(store, agents, args.db, args.until_idle,
                                               triggers=triggers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from collections.abc import Awaitable
@@ -37,9 +38,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     a.add_argument("expert", help="installed expert")
     a.add_argument("trigger", help="webhook trigger name")
     a.add_argument("--token", nargs="?", const="", default=None,
-                   help="bearer token (random when no value is given)")
+                   help="bearer token (random when no value is given; a value typed here"
+                   " stays in shell history: prefer --token-file)")
     a.add_argument("--secret", nargs="?", const="", default=None,
-                   help="HMAC-SHA256 secret (random when no value is given)")
+                   help="HMAC-SHA256 secret (random when no value is given; prefer"
+                   " --secret-file)")
+    a.add_argument("--token-file", metavar="PATH", default=None,
+                   help="read the bearer token from PATH ('-': standard input)")
+    a.add_argument("--secret-file", metavar="PATH", default=None,
+                   help="read the HMAC secret from PATH ('-': standard input)")
     a.add_argument("--max-bytes", type=int, default=None, help="body size limit")
     a.set_defaults(handler=_auth)
 
@@ -66,9 +73,15 @@ async def _list_async(args: argparse.Namespace) -> int:
         last = r["last"]
         if r["inactive"]:
             what += f" [inactive: {r['inactive']}]"
+        auth = ""
+        if r["type"] == "webhook":
+            auth = f"; auth failures (1h) {r['auth_failures_1h']}"
+            if r["auth_throttled_1h"]:
+                auth += (f", throttled {r['auth_throttled_1h']}x from"
+                         f" {r['auth_addresses_1h']} address(es)")
         print(f"{r['expert']}/{r['trigger']}: {what} -> {r['process']} ({r['mode']}"
               f"{', key ' + r['key'] if r['key'] else ''}); queued {r['depth']}; last "
-              f"{last['status'] + ' ' + last['id'] if last else '-'}")
+              f"{last['status'] + ' ' + last['id'] if last else '-'}{auth}")
         for lane, counts in sorted(r["queue"].items()):
             print(f"  {lane}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0
@@ -111,11 +124,10 @@ def print_items(rows: list[dict[str, Any]], as_json: bool) -> None:
 
 
 async def _history_async(args: argparse.Namespace) -> int:
-    from core.errors import ValidationError
+    from core.limits import check_int
     from core.triggers.views import history
 
-    if not 1 <= args.limit <= 10_000:
-        raise ValidationError(f"--limit {args.limit}: must be 1..10000")
+    check_int(args.limit, "--limit", 1, 10_000)
     async with cli_store(args.db, read_only=True) as store:
         rows = await history(store, args.expert, args.trigger, args.limit)
     print_items(rows, args.json)
@@ -124,6 +136,25 @@ async def _history_async(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> Awaitable[int]:
     return _history_async(args)
+
+
+def fingerprint(secret: str) -> str:
+    """What identifies a credential without revealing it: the start of its SHA-256."""
+    return "sha256:" + hashlib.sha256(secret.encode()).hexdigest()[:16]
+
+
+def _read_secret(path: str, option: str) -> str:
+    """A credential from a file or stdin (first line, surrounding whitespace dropped)."""
+    from core.errors import ValidationError
+    from core.limits import check_text, read_text
+
+    raw = sys.stdin.read(4097) if path == "-" else read_text(path, max_bytes=4096)
+    value = raw.strip()
+    if len(raw) > 4096 or "\n" in value:
+        raise ValidationError(f"{option}: expected one line of at most 4096 characters")
+    if not value:
+        raise ValidationError(f"{option}: empty")
+    return check_text(value, option, max_chars=4096, one_line=True)
 
 
 def _auth(args: argparse.Namespace) -> int:
@@ -137,13 +168,25 @@ def _auth(args: argparse.Namespace) -> int:
     spec = next((s for s in triggers_of(pkg) if s.name == args.trigger), None)
     if spec is None or spec.type != "webhook":
         raise ValidationError(f"{args.expert}: no webhook trigger {args.trigger!r}")
-    if args.token is None and args.secret is None and args.max_bytes is None:
-        raise ValidationError("give --token and/or --secret (or --max-bytes)")
-    auth = hookauth.write(args.expert, args.trigger, token=args.token, secret=args.secret,
+    if args.token_file == "-" and args.secret_file == "-":
+        raise ValidationError("--token-file and --secret-file cannot both read stdin")
+    for given, file, name in ((args.token, args.token_file, "token"),
+                              (args.secret, args.secret_file, "secret")):
+        if given is not None and file is not None:
+            raise ValidationError(f"give --{name} or --{name}-file, not both")
+    token = _read_secret(args.token_file, "--token-file") if args.token_file else args.token
+    secret = (_read_secret(args.secret_file, "--secret-file") if args.secret_file
+              else args.secret)
+    if token is None and secret is None and args.max_bytes is None:
+        raise ValidationError("give --token and/or --secret (or their -file forms, or"
+                              " --max-bytes)")
+    auth = hookauth.write(args.expert, args.trigger, token=token, secret=secret,
                           max_bytes=args.max_bytes)
-    if args.token is not None:
-        print(f"token: {auth.token}")
-    if args.secret is not None:
-        print(f"secret: {auth.secret}")
-    sys.stderr.write(f"written to {hookauth.hooks_file(args.expert)}\n")
+    path = hookauth.hooks_file(args.expert)
+    # never the credential itself (terminals, CI logs): a fingerprint the sender can match
+    for name, asked, value in (("token", token, auth.token), ("secret", secret, auth.secret)):
+        if asked is not None and value is not None:
+            made = " (random: read it from the file below)" if asked == "" else ""
+            print(f"{name}: {fingerprint(value)}{made}")
+    sys.stderr.write(f"written to {path}\n")
     return 0

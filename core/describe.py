@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from .events import StoredEvent
+from .textsafe import safe_line
 
 
 def one_line(text: Any, limit: int = 400) -> str:
-    s = " ".join(str(text).split())
+    """`text` as one line for a reader: whitespace collapsed, controls and bidi characters
+    shown (core/textsafe.py), cut at `limit`."""
+    s = safe_line(" ".join(str(text).split()))
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
@@ -23,7 +26,12 @@ def verdict_label(verdict: str) -> str:
 
 
 def event_summary(e: StoredEvent, arrow: str = "→") -> str:
-    """One line saying what an event did: the console's event log and `clawtower events`."""
+    """One line saying what an event did: the console's event log and `clawtower events`
+    (untrusted text in it shown, not obeyed)."""
+    return safe_line(_summary(e, arrow))
+
+
+def _summary(e: StoredEvent, arrow: str) -> str:
     p: dict[str, Any] = e.payload.model_dump(mode="json")
     t = e.type
     if t == "task.created":
@@ -214,4 +222,11 @@ def _trigger_summary(t: str, p: dict[str, Any]) -> str:
                                                       else "")
     if t == "trigger.escalation_resolved":
         return f"escalation acknowledged by {p['by']}"
+    if t == "trigger.auth_failed":
+        return (f"{p['expert']}/{p['trigger']} webhook from {p['address']} refused"
+                f" [{p['error_id']}]: {one_line(p['reason'], 200)}")
+    if t == "trigger.auth_throttled":
+        who = "every address that failed" if p["address"] == "*" else p["address"]
+        return (f"{p['expert']}/{p['trigger']}: {who} throttled (429) after {p['failures']}"
+                f" refused credentials in {p['window_s']:g}s [{p['error_id']}]")
     return one_line(p, 200)

@@ -76,10 +76,25 @@ def check_id(value: str, field: str) -> str:
     return value
 
 
+INT64_MIN = -(1 << 63)
+
+
+def range_message(field: str, lo: int, hi: int, got: object) -> str:
+    """The one way a number out of range is reported: the bounds a user may type, never the
+    storage limits (a 64-bit integer's) the store happens to have."""
+    shown = printable(str(got), 24)
+    if lo <= INT64_MIN and hi >= MAX_SEQ:
+        return f"{field}: {shown} is out of range"
+    if hi >= MAX_SEQ:
+        return f"{field}: must be at least {lo}, got {shown}"
+    if lo <= INT64_MIN:
+        return f"{field}: must be at most {hi}, got {shown}"
+    return f"{field}: must be between {lo} and {hi}, got {shown}"
+
+
 def check_int(value: int, field: str, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
-        raise ValidationError(f"{field}: must be between {lo} and {hi}, got"
-                              f" {printable(str(value), 40)}")
+        raise ValidationError(range_message(field, lo, hi, value))
     return value
 
 

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import pydantic
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.widgets import HelpPanel
 from textual.worker import Worker
@@ -42,6 +43,7 @@ from core.engine import HANDOVER_S
 from core.meetings.coordinator import MeetingConfig
 from core.store.postgres_url import is_postgres_url
 from core.tasks.operator import UNBLOCK_MENU
+from core.textsafe import safe, safe_line
 
 from . import meetingdata, workflowdata
 from .commands import CommandSuggester, ConsoleCommands, parse_command_line
@@ -55,6 +57,7 @@ from .modals import (
 )
 from .model import ConsoleModel, Delta, StoreFollower
 from .protocol import ConsoleApp, View
+from .render import install_terminal_guard
 from .rowlist import RowList
 from .screens.approvals import ApprovalsScreen
 from .screens.base import ConsoleScreen
@@ -136,6 +139,7 @@ class ClawtowerApp(App[int]):
         # --config); its errors surface here, before the screen is taken over.
         self.agents: AgentSet = load_agents(agents_file) if agents_file else AgentSet.simulated()
         self.agents_file = agents_file  # the flow engine's agents (the demo's scripts)
+        install_terminal_guard()  # untrusted text never drives the terminal
         super().__init__()
         self.db_path = str(db_path)
         self.run_engine = run_engine
@@ -369,6 +373,15 @@ class ClawtowerApp(App[int]):
             screen.filter_applied(focused)
         else:
             self.notify("filter: no list has focus", severity="warning")
+
+    def notify(self, message: str, *, title: str = "",
+               severity: SeverityLevel = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """Every toast, from any screen: its text often quotes untrusted text (an error, a
+        reply, a title), so it is shown (core/textsafe.py) and never read as markup (a
+        `[@click=...]` in a title must not become an action)."""
+        super().notify(safe(message), title=safe_line(title), severity=severity,
+                       timeout=timeout, markup=False)
 
     def _in_flight(self) -> list[Worker[Any]]:
         """Workflow runs and meetings this console is running itself."""

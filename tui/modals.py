@@ -16,6 +16,8 @@ from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Button, Input, Label, Static, TextArea
 
+from core.textsafe import safe, safe_line
+
 
 class ConfirmScreen(ModalScreen[bool]):
     """Yes/no. `y` confirms, `n` or `esc` declines; destructive asks start on No."""
@@ -29,15 +31,15 @@ class ConfirmScreen(ModalScreen[bool]):
     def __init__(self, title: str, body: str = "", *, yes: str = "Yes", no: str = "No",
                  destructive: bool = True) -> None:
         super().__init__()
-        self.title_text = title
-        self.body_text = body
+        self.title_text = safe_line(title)  # titles and bodies quote untrusted text
+        self.body_text = safe(body)
         self.yes_label = yes
         self.no_label = no
         self.destructive = destructive
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="confirm"):
-            yield Label(self.title_text, id="dialog-title")
+            yield Label(self.title_text, id="dialog-title", markup=False)
             if self.body_text:
                 yield Static(self.body_text, id="dialog-body", markup=False)
             with Horizontal(id="dialog-buttons"):
@@ -71,13 +73,13 @@ class ChoiceScreen(ModalScreen[str | None]):
     def __init__(self, title: str, body: str, options: list[tuple[str, str]]) -> None:
         """`options`: (key returned, label shown), in the order of their number keys."""
         super().__init__()
-        self.title_text = title
-        self.body_text = body
+        self.title_text = safe_line(title)  # titles and bodies quote untrusted text
+        self.body_text = safe(body)
         self.options = options
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="choice"):
-            yield Label(self.title_text, id="dialog-title")
+            yield Label(self.title_text, id="dialog-title", markup=False)
             if self.body_text:
                 yield Static(self.body_text, id="dialog-body", markup=False)
             with Vertical(id="choice-options"):
@@ -109,13 +111,13 @@ class ReasonScreen(ModalScreen[str | None]):
 
     def __init__(self, title: str, body: str = "", *, placeholder: str = "reason") -> None:
         super().__init__()
-        self.title_text = title
-        self.body_text = body
+        self.title_text = safe_line(title)  # titles and bodies quote untrusted text
+        self.body_text = safe(body)
         self.placeholder = placeholder
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="reason"):
-            yield Label(self.title_text, id="dialog-title")
+            yield Label(self.title_text, id="dialog-title", markup=False)
             if self.body_text:
                 yield Static(self.body_text, id="dialog-body", markup=False)
             yield Input(placeholder=self.placeholder, id="reason")
@@ -197,15 +199,15 @@ class JsonAnswerScreen(ModalScreen[Any]):
                  initial: Any = None, *, check: Callable[[Any], str | None] | None = None
                  ) -> None:
         super().__init__()
-        self.title_text = title
-        self.prompt_text = prompt
+        self.title_text = safe_line(title)  # titles and bodies quote untrusted text
+        self.prompt_text = safe(prompt)
         self.schema = schema or {}
         self.initial = initial
         self.check = check  # the receiver's own validation wording, when it has one
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="answer"):
-            yield Label(self.title_text, id="dialog-title")
+            yield Label(self.title_text, id="dialog-title", markup=False)
             if self.prompt_text:
                 yield Static(self.prompt_text, id="dialog-body", markup=False)
             schema = Static(json.dumps(self.schema, indent=2), id="answer-schema", markup=False)

@@ -13,6 +13,7 @@ from textual.app import App
 from textual.widgets import Static
 
 from core.agents.usage import UsageTotals, format_usage
+from core.textsafe import drop_unsafe, is_safe, safe, safe_line
 
 from .model import PHASE_TONE, fmt_datetime
 
@@ -122,7 +123,7 @@ GATE_VERBS = {
 def approval_renderable(pal: Palette, a: dict[str, Any], *, keys: bool) -> RenderableType:
     """What an approval asks, in its own words, with its context and preview."""
     head = Text()
-    head.append(a["title"], style="bold")
+    head.append(safe_line(a["title"]), style="bold")
     rows: list[tuple[str, Any]] = [
         ("id", a["id"]), ("kind", a["kind"]), ("subject", a["subject"]),
         ("asked by", f"{a['requested_by']} at {fmt_datetime(a['requested_at'])}"),
@@ -131,10 +132,10 @@ def approval_renderable(pal: Palette, a: dict[str, Any], *, keys: bool) -> Rende
         rows.append(("approver", f"only {a['required_approver']} may decide"))
     if a.get("require_different"):
         rows.append(("approver", f"someone other than {a['requested_by']}"))
-    parts: list[RenderableType] = [head, Text(""), Text(a["prompt"])]
+    parts: list[RenderableType] = [head, Text(""), Text(safe(a["prompt"]))]
     if a.get("preview"):  # what will happen comes first; the bookkeeping after
         parts += [Text(""), Text("Preview", style="bold"),
-                  Text(a["preview"], style=pal("accent"))]
+                  Text(safe(a["preview"]), style=pal("accent"))]
     parts += [Text(""), kv_table(pal, rows)]
     ctx = a.get("context") or {}
     if ctx:
@@ -154,3 +155,30 @@ def approval_renderable(pal: Palette, a: dict[str, Any], *, keys: bool) -> Rende
             hint.append(" always reject (this harness, workspace and tool kind)")
         parts.append(hint)
     return Group(*parts)
+
+
+def install_terminal_guard() -> None:
+    """The console's last line of defence: no segment reaches the terminal with a control,
+    bidi or invisible formatting character in it, whichever widget drew it.
+
+    Screens show untrusted text as visible escapes (core/textsafe.py) before layout; this
+    catches whatever one missed, after layout, by dropping those characters (Rich gives
+    them no cells, so nothing moves). Rich itself strips only BEL, BS, VT, FF and CR: ESC,
+    C1 and bidi overrides pass through Textual to the terminal (tests/tui/test_textsafe.py)."""
+    from rich.segment import Segment
+    from textual.strip import Strip
+
+    if getattr(Strip.render, "clawtower_guard", False):
+        return
+    original = Strip.render
+
+    def render(self: Strip, console: Any) -> str:
+        if getattr(self, "_render_cache", None) is None and not all(
+                is_safe(seg.text) for seg in self):
+            clean = Strip([Segment(drop_unsafe(seg.text), seg.style, seg.control)
+                           for seg in self], self.cell_length)
+            self._render_cache = original(clean, console)
+        return original(self, console)
+
+    render.clawtower_guard = True  # type: ignore[attr-defined]
+    Strip.render = render  # type: ignore[method-assign]

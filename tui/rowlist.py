@@ -29,6 +29,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from core.textsafe import safe_line
+
 Cell = str | tuple[str, str | None]
 Entry = tuple[Literal["g", "r"], Hashable]
 
@@ -452,7 +454,7 @@ class RowList(ScrollView, can_focus=True):
         for i, (col, w) in enumerate(zip(cols, widths, strict=False)):
             cell = cells[i] if i < len(cells) else ""
             value, tone = (cell, None) if isinstance(cell, str) else cell
-            piece = Text(value.replace("\n", " "), no_wrap=True, end="")
+            piece = Text(safe_line(value.replace("\n", " ")), no_wrap=True, end="")
             if tone:
                 piece.stylize(self._style(tone))
             if needle and match_style is not None:

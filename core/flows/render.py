@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..textsafe import safe
 from .service import BOXES, Flows, mailbox_query
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -104,7 +105,7 @@ async def export(flows: Flows, flow_id: str, root: Path) -> list[Path]:
     for t in tasks:
         path = root / t["agent"] / "tasks" / file_name(t["task_id"]) / "task.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(task_md(flow, tasks, t["task_id"]), encoding="utf-8")
+        path.write_text(safe(task_md(flow, tasks, t["task_id"])), encoding="utf-8")
         written.append(path)
     for agent in agents:
         for box in BOXES:
@@ -113,7 +114,7 @@ async def export(flows: Flows, flow_id: str, root: Path) -> list[Path]:
             rows = await flows.store.fetchall(*mailbox_query(agent, box, flow_id, 10**9))
             for m in rows:
                 p = d / f"{int(m['seq']):08d}-{m['kind']}-{file_name(m['msg_id'])}.md"
-                p.write_text(message_md(m), encoding="utf-8")
+                p.write_text(safe(message_md(m)), encoding="utf-8")
                 written.append(p)
     return written
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import NotFound
 from ..store.interface import Store
+from ..textsafe import safe, safe_line
 
 _REASONS = {
     "consensus": "consensus reached",
@@ -59,7 +60,7 @@ async def load_meeting(store: Store, meeting_id: str) -> dict[str, Any]:
 def render_minutes(m: dict[str, Any]) -> str:
     participants: list[str] = m["participants"]
     out = [
-        f"# Meeting minutes: {m['topic']}",
+        f"# Meeting minutes: {safe_line(m['topic'])}",
         "",
         f"- Meeting: `{m['id']}`",
         f"- Participants: {', '.join(participants)} (summarizer: {m['summarizer']})",
@@ -120,7 +121,8 @@ def render_minutes(m: dict[str, Any]) -> str:
             out += [f"Rolling summary ({s['tokens']}/{s['cap']} tokens{extra}):", ""]
             out += ["> " + line if line else ">" for line in s["text"].splitlines() or [""]]
             out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    # agents' replies, the topic and reasons are untrusted: shown, never obeyed by a viewer
+    return safe("\n".join(out).rstrip() + "\n")
 
 
 async def write_minutes(store: Store, meeting_id: str, directory: str | Path) -> Path:

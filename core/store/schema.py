@@ -290,6 +290,17 @@ CREATE TABLE trigger_cron (
 CREATE TABLE trigger_cursor (name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 """
 
+# Webhook authentication failures (migration 12, core/triggers/ratelimit.py): one row per
+# refused credential and per throttle episode, for `triggers list` and the console.
+HOOK_AUTH_SCHEMA = """
+CREATE TABLE trigger_auth_failures (
+    seq INTEGER PRIMARY KEY, expert TEXT NOT NULL, trigger TEXT NOT NULL,
+    address TEXT NOT NULL, kind TEXT NOT NULL, reason TEXT NOT NULL, error_id TEXT NOT NULL,
+    at REAL NOT NULL
+);
+CREATE INDEX trigger_auth_failures_by_trigger ON trigger_auth_failures(expert, trigger, at);
+"""
+
 ACP_SCHEMA = """
 CREATE TABLE acp_runs (
     id TEXT PRIMARY KEY, harness TEXT NOT NULL, workspace TEXT NOT NULL, subject TEXT NOT NULL,
@@ -420,6 +431,7 @@ PROJECTION_TABLES: dict[str, str] = {
     "trigger_dedupe": "expert, trigger, key",
     "trigger_cron": "expert, trigger",
     "trigger_cursor": "name",
+    "trigger_auth_failures": "seq",
 }
 
 # (version, script). Version 1 creates everything; later versions append here.
@@ -433,12 +445,13 @@ MIGRATIONS: list[tuple[int, str]] = [
     (9, ACP_SCHEMA),
     (7, FLOWS_SCHEMA),
     (8, TRIGGERS_SCHEMA),
+    (12, HOOK_AUTH_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 
 # Every projection table as the latest version has it (replays build into a fresh database).
 PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA
                      + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + FLOWS_SCHEMA + TRIGGERS_SCHEMA
-                     + ACP_SCHEMA)
+                     + ACP_SCHEMA + HOOK_AUTH_SCHEMA)
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)

@@ -145,3 +145,33 @@ class ChannelScanned(Payload):
     TYPE = "trigger.channel_scanned"
     ENTITY = "trigger"
     seq: int
+
+
+class HookAuthFailed(Payload):
+    """A webhook request refused before authentication succeeded (entity id
+    `hook:<expert>/<trigger>`): `reason` is the detail the caller was NOT told (its reply
+    held only `error_id`); `address` is the peer address of the connection."""
+
+    TYPE = "trigger.auth_failed"
+    ENTITY = "trigger"
+    expert: str
+    trigger: str
+    address: str
+    reason: str
+    error_id: str
+
+
+class HookAuthThrottled(Payload):
+    """`address` passed `failures` refused credentials on this trigger within `window_s`:
+    its requests are answered 429 until the oldest of them ages out (`retry_after` s).
+    One event per episode, not per 429, so an attacker cannot flood the log."""
+
+    TYPE = "trigger.auth_throttled"
+    ENTITY = "trigger"
+    expert: str
+    trigger: str
+    address: str
+    failures: int
+    window_s: float
+    retry_after: float
+    error_id: str

@@ -131,3 +131,22 @@ def _scanned(db: sqlite3.Connection, e: StoredEvent) -> None:
     assert isinstance(p, tev.ChannelScanned)
     db.execute("INSERT INTO trigger_cursor (name, seq) VALUES (?, ?) ON CONFLICT(name) DO"
                " UPDATE SET seq=max(seq, excluded.seq)", (e.entity_id, p.seq))
+
+
+@projects(tev.HookAuthFailed)
+def _auth_failed(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, tev.HookAuthFailed)
+    db.execute("INSERT INTO trigger_auth_failures (seq, expert, trigger, address, kind, reason,"
+               " error_id, at) VALUES (?, ?, ?, ?, 'failed', ?, ?, ?)",
+               (e.seq, p.expert, p.trigger, p.address, p.reason, p.error_id, e.ts))
+
+
+@projects(tev.HookAuthThrottled)
+def _auth_throttled(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, tev.HookAuthThrottled)
+    db.execute("INSERT INTO trigger_auth_failures (seq, expert, trigger, address, kind, reason,"
+               " error_id, at) VALUES (?, ?, ?, ?, 'throttled', ?, ?, ?)",
+               (e.seq, p.expert, p.trigger, p.address,
+                f"{p.failures} failures in {p.window_s:g}s", p.error_id, e.ts))

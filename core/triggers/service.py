@@ -21,6 +21,7 @@ from ..store.interface import Store
 from .catalog import Catalog
 from .channel import ChannelWatcher
 from .cron import Scheduler
+from .ratelimit import FailureLimiter
 from .webhook import build_app
 from .worker import Executor, Worker
 
@@ -45,6 +46,7 @@ class Runtime:
     clock: Clock | None = None
     executor: Executor | None = None
     catalog: Catalog = field(default_factory=Catalog)
+    limiter: FailureLimiter = field(default_factory=FailureLimiter)
     bound_port: int | None = None
     worker: Worker | None = None
     errors: list[str] = field(default_factory=list)
@@ -60,8 +62,10 @@ class Runtime:
             asyncio.create_task(channels.run(stop), name="trigger-channels")]
         server: _Server | None = None
         if self.http:
-            config = uvicorn.Config(build_app(self.store, self.catalog), host=self.host,
+            config = uvicorn.Config(build_app(self.store, self.catalog,
+                                              limiter=self.limiter), host=self.host,
                                     port=self.port, log_level="warning", access_log=False,
+                                    server_header=False,
                                     lifespan="off", timeout_graceful_shutdown=5)
             server = _Server(config)
             logging.getLogger("uvicorn.error").setLevel(logging.WARNING)

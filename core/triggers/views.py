@@ -14,6 +14,8 @@ from .catalog import Catalog
 from .cron import next_fire
 from .intake import accept
 
+AUTH_WINDOW_S = 3600.0  # `triggers list` and the console count refused credentials this far back
+
 
 async def overview(store: Store, catalog: Catalog | None = None,
                    now: float | None = None) -> list[dict[str, Any]]:
@@ -30,6 +32,10 @@ async def overview(store: Store, catalog: Catalog | None = None,
     cron = {(r["expert"], r["trigger"]): float(r["last_fire"]) for r in await store.fetchall(
         "SELECT expert, trigger, last_fire FROM trigger_cron")}
     lasts = {(r["expert"], r["trigger"]): r for r in last}
+    auth = {(r["expert"], r["trigger"]): r for r in await store.fetchall(
+        "SELECT expert, trigger, sum(kind='failed') AS failed, sum(kind='throttled') AS"
+        " throttled, count(DISTINCT address) AS addresses FROM trigger_auth_failures"
+        " WHERE at >= ? GROUP BY expert, trigger", (now - AUTH_WINDOW_S,))}
     out = []
     for s in cat.all():
         k = (s.expert, s.name)
@@ -48,12 +54,16 @@ async def overview(store: Store, catalog: Catalog | None = None,
             except (ValueError, KeyError):
                 nxt = None
         lr = lasts.get(k)
+        af = auth.get(k)
         out.append({"expert": s.expert, "trigger": s.name, "type": s.type,
                     "process": s.process, "mode": s.mode, "key": s.concurrency_key,
                     "dedupe_key": s.dedupe_key, "expr": s.expr, "tz": s.tz,
                     "inactive": s.inactive,
                     "next_fire": nxt, "last_fire": cron.get(k),
                     "queue": lanes, "depth": sum(sum(v.values()) for v in lanes.values()),
+                    "auth_failures_1h": int(af["failed"]) if af else 0,
+                    "auth_throttled_1h": int(af["throttled"]) if af else 0,
+                    "auth_addresses_1h": int(af["addresses"]) if af else 0,
                     "last": None if lr is None else {"id": lr["id"], "status": lr["status"],
                                                      "error": lr["error"],
                                                      "at": lr["ended_at"]}})
@@ -76,6 +86,13 @@ async def history(store: Store, expert: str | None = None, trigger: str | None =
            + " ORDER BY seq DESC LIMIT ?")
     rows = await store.fetchall(sql, (*params, limit))
     return [q.decode_row(r) for r in rows]
+
+
+async def auth_failures(store: Store, limit: int = 50) -> list[dict[str, Any]]:
+    """The latest refused webhook credentials and throttle episodes, newest first (with the
+    detail their callers were not told)."""
+    return await store.fetchall(
+        "SELECT * FROM trigger_auth_failures ORDER BY seq DESC LIMIT ?", (limit,))
 
 
 async def item(store: Store, item_id: str) -> dict[str, Any]:

@@ -49,7 +49,8 @@ def test_triggers_and_deadletter_commands(tmp_path: Path, hook_home: Path) -> No
             (("triggers", "fire", "hook-expert", "inbound", "--payload", "{}"), 2,
              "dedupe_key 'event_id'"),
             (("triggers", "fire", "hook-expert", "nope"), 2, "no such trigger"),
-            (("triggers", "history", "--limit", "0"), 2, "--limit 0"),
+            (("triggers", "history", "--limit", "0"), 2,
+             "--limit: must be between 1 and 10000, got 0"),
             (("triggers", "auth", "hook-expert", "tick", "--token"), 2,
              "no webhook trigger 'tick'"),
             (("deadletter", "retry", "T-nope"), 2, "no such invocation"),
@@ -78,6 +79,9 @@ def test_triggers_and_deadletter_commands(tmp_path: Path, hook_home: Path) -> No
     r = cli(hook_home, "deadletter", "list", "--db", db, "--json")
     assert json.loads(r.stdout) == []
     r = cli(hook_home, "triggers", "auth", "hook-expert", "inbound", "--token")
-    assert r.returncode == 0 and r.stdout.startswith("token: ") and len(r.stdout) > 30
+    assert r.returncode == 0 and r.stdout.startswith("token: sha256:")
+    from core.triggers import hookauth
+
+    assert hookauth.load("hook-expert")["inbound"].token not in r.stdout + r.stderr
     mode = (hook_home / "expert-config" / "hook-expert" / "hooks.yaml").stat().st_mode
     assert mode & 0o077 == 0  # credentials are readable by the owner only

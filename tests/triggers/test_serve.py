@@ -37,6 +37,7 @@ def test_webhook_auth_and_hostile_input(tmp_path: Path, hook_home: Path) -> None
     db = tmp_path / "s.db"
     srv = Served(hook_home, db)
     accepted: list[str] = []
+    refused: list[tuple[str, str]] = []
     try:
         with httpx.Client(base_url=srv.url, timeout=30) as c:
             assert c.get("/health").json()["ok"] is True
@@ -48,8 +49,12 @@ def test_webhook_auth_and_hostile_input(tmp_path: Path, hook_home: Path) -> None
                 data = r.json()
                 if want == 202:
                     accepted.append(data["id"])
+                elif want == 401:  # the caller is told nothing; the event says why
+                    assert data["error"] == "unauthorized", data
+                    refused.append((data["error_id"], why))
                 else:
                     assert why in data["error"], data
+                assert "server" not in r.headers
 
             good = json.dumps({"event_id": "e-1", "contact_id": "c-1"}).encode()
             post(good, {}, 401, "signature")
@@ -69,7 +74,7 @@ def test_webhook_auth_and_hostile_input(tmp_path: Path, hook_home: Path) -> None
             post(b2 + b" ", h, 401, "bad signature")  # a body changed after signing
             # the body: size, JSON, UTF-8, shape, keys
             big = json.dumps({"event_id": "e-3", "contact_id": "c", "pad": "x" * 4000})
-            post(big.encode(), BEARER, 413, "larger than 2048")
+            post(big.encode(), BEARER, 413, "too large")
             r = c.post(hook, content=iter([b"{", b" " * 3000, b"}"]), headers=BEARER)
             assert r.status_code == 413  # chunked, no Content-Length
             post(b"not json", BEARER, 422, "not valid JSON")
@@ -93,6 +98,11 @@ def test_webhook_auth_and_hostile_input(tmp_path: Path, hook_home: Path) -> None
             skipped = r.json()["id"]
         items = rows(db, "SELECT id, status FROM trigger_items ORDER BY seq")
         assert [i["id"] for i in items] == [*accepted, skipped]  # nothing else was stored
+        reasons = {r["error_id"]: r["reason"] for r in rows(
+            db, "SELECT error_id, reason FROM trigger_auth_failures WHERE kind='failed'")}
+        assert len(reasons) == len(refused)
+        for eid, why in refused:
+            assert why in reasons[eid], (why, reasons[eid])
         done = wait_rows(db, "SELECT id, run_id FROM trigger_items WHERE status='done'",
                          lambda r: len(r) == 2)
         runs = rows(db, "SELECT id, status FROM workflow_runs")

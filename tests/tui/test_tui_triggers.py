@@ -72,3 +72,46 @@ async def test_triggers_mode_shows_queues_and_acts_on_dead_letters(
         await pilot.press("a")
         await until(pilot, lambda: escalated not in body().split("Escalated")[1])
         assert f"failed {escalated}" in body()  # its last result, acknowledged
+
+
+async def test_triggers_mode_shows_refused_webhook_credentials_of_the_last_hour(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.events import NewEvent
+    from core.triggers import events as tev
+
+    monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path / "home"))
+    install_hook_expert(tmp_path)
+    db = str(tmp_path / "store.db")
+    store = await open_store(db)
+
+    try:
+        for i in range(3):
+            failed = tev.HookAuthFailed(expert="hook-expert", trigger="inbound",
+                                        address="10.0.0.9", reason="bad bearer token",
+                                        error_id=f"E-{i}")
+            await store.execute(lambda tx, p=failed: tx.emit(NewEvent(
+                entity_id="hook:hook-expert/inbound", actor="triggers", role="system",
+                payload=p)))
+        throttled = tev.HookAuthThrottled(expert="hook-expert", trigger="inbound",
+                                          address="10.0.0.9", failures=3, window_s=60,
+                                          retry_after=60, error_id="E-2")
+        await store.execute(lambda tx: tx.emit(NewEvent(
+            entity_id="hook:hook-expert/inbound", actor="triggers", role="system",
+            payload=throttled)))
+    finally:
+        await store.close()
+    app = ClawtowerApp(db, run_engine=False, operator="alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        await pilot.press("8")
+
+        def body() -> str:
+            return shown(app.screen.query_one("#triggers-body", Static))
+
+        await until(pilot, lambda: isinstance(app.screen, TriggersScreen)
+                    and "hook-expert/inbound" in body())
+        text = body()
+    assert "Auth fails 1h" in text and "3, 429 x1" in text
+    assert "Refused webhook requests" in text and "E-1" in text and "bad bearer token" in text
+    mail = next(line for line in text.splitlines() if "hook-expert/mail" in line)
+    assert " 0 " in mail  # a webhook trigger without failures shows 0

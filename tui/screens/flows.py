@@ -23,6 +23,7 @@ from textual.binding import Binding, BindingType
 from core import ClawError
 from core.describe import one_line
 from core.flows.service import BOXES, Flows
+from core.textsafe import safe
 
 from ..commands import mode_help
 from ..model import Delta, fmt_time
@@ -309,7 +310,7 @@ def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]]) -> Renderabl
         role = str(m["role"])
         line.append(f"{role:>10}  ", style=pal.tone(
             {"user": "waiting", "assistant": "done"}.get(role, "idle"), "bold"))
-        line.append(str(m["text"]))
+        line.append(safe(str(m["text"])))
         rows.append(line)
     return Group(*rows)
 

@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from core.describe import one_line
+from core.textsafe import safe, safe_line
 
 from ..commands import mode_help
 from ..meetingdata import get_meeting, reply_state, rounds_of
@@ -135,7 +136,7 @@ def stance_style(pal: Palette, stance: str | None, extra: str = "") -> str:
 def meeting_head_renderable(pal: Palette, m: dict[str, Any]) -> RenderableType:
     head = Text()
     head.append(f"{m['id']}  ", style=pal("accent", "bold"))
-    head.append(str(m["topic"]), style="bold")
+    head.append(safe_line(str(m["topic"])), style="bold")
     head.append("   ")
     head.append(f" {meeting_outcome(m).upper()} ", style=pal.tone(meeting_tone(m),
                                                                  "bold reverse"))
@@ -145,7 +146,7 @@ def meeting_head_renderable(pal: Palette, m: dict[str, Any]) -> RenderableType:
                 style=pal.tone("idle"))
     rows: list[RenderableType] = [head, meta]
     if m.get("detail"):
-        rows.append(Text(f"why: {m['detail']}", style=pal.tone("idle")))
+        rows.append(Text(safe(f"why: {m['detail']}"), style=pal.tone("idle")))
     if m.get("minutes_path"):
         rows.append(Text(f"minutes: {m['minutes_path']}", style=pal.tone("idle")))
     return Group(*rows)

@@ -25,6 +25,7 @@ from core.acp.views import session_activity
 from core.describe import one_line
 from core.sessions.commands import COMMANDS, is_command, run_command
 from core.sessions.service import Sessions
+from core.textsafe import safe, safe_line
 
 from ..commands import mode_help
 from ..model import Delta, fmt_time
@@ -389,11 +390,11 @@ def acp_renderable(pal: Palette, runs: list[dict[str, Any]]) -> RenderableType:
             {"done": "done", "failed": "failed", "cancelled": "failed"}.get(r["status"],
                                                                            "active")))
         if r["error"]:
-            head.append(f"  {r['error'][:160]}", style=pal.tone("failed"))
+            head.append(f"  {safe_line(r['error'][:160])}", style=pal.tone("failed"))
         rows.append(head)
         if r["status"] == "running" and r["text"]:  # its text so far, from any process
-            rows.append(Text(f"  …{r['text'][-STREAM_TAIL:]}" if len(r["text"]) > STREAM_TAIL
-                             else f"  {r['text']}", style=pal.tone("active")))
+            rows.append(Text(safe(f"  …{r['text'][-STREAM_TAIL:]}" if len(r["text"])
+                                  > STREAM_TAIL else f"  {r['text']}"), style=pal.tone("active")))
         for e in d["evidence"]:
             if e["kind"] == "plan":
                 for entry in e["body"]["entries"]:
@@ -403,7 +404,7 @@ def acp_renderable(pal: Palette, runs: list[dict[str, Any]]) -> RenderableType:
             line = Text("  ")
             line.append(f"{t['status']:>11} ", style=pal.tone(tone.get(t["status"], "idle"),
                                                               "bold"))
-            line.append(f"{t['kind'] or 'tool'}: {t['title']}")
+            line.append(safe_line(f"{t['kind'] or 'tool'}: {t['title']}"))
             if t["locations"]:
                 line.append(f"  {', '.join(t['locations'])}", style=pal.tone("idle"))
             rows.append(line)
@@ -417,7 +418,7 @@ def acp_renderable(pal: Palette, runs: list[dict[str, Any]]) -> RenderableType:
             answered = p["status"] != "pending"
             line.append("permission ", style=pal.tone("done" if answered else "waiting",
                                                       "bold"))
-            line.append(f"{p['tool_kind']}: {p['title']} -> ")
+            line.append(safe_line(f"{p['tool_kind']}: {p['title']} -> "))
             line.append(f"{p['option_id'] or p['outcome']} by {p['answered_by']}" if answered
                         else f"waiting in mode 2 ({p['approval_id']})")
             rows.append(line)
@@ -427,8 +428,8 @@ def acp_renderable(pal: Palette, runs: list[dict[str, Any]]) -> RenderableType:
 def head_renderable(pal: Palette, s: dict[str, Any]) -> RenderableType:
     head = Text()
     head.append(f"{s['id']}  ", style=pal("accent", "bold"))
-    head.append(str(s.get("title") or (s.get("task") or {}).get("prompt") or "(untitled)"),
-                style="bold")
+    head.append(safe_line(str(s.get("title") or (s.get("task") or {}).get("prompt")
+                              or "(untitled)")), style="bold")
     head.append("   ")
     head.append(f" {str(s['status']).upper()} ",
                 style=pal.tone(STATUS_TONE.get(str(s["status"]), "idle"), "bold reverse"))
@@ -481,7 +482,7 @@ def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]],
         line.append(f"{tag:>10}  ", style=pal.tone(
             {"user": "waiting", "assistant": "done", "announce": "active"}.get(role, "idle"),
             "bold"))
-        line.append(str(m["text"]))
+        line.append(safe(str(m["text"])))
         rows.append(line)
     return Group(*rows, *gates)
 
@@ -494,7 +495,7 @@ def streaming_renderable(pal: Palette, text: str) -> RenderableType:
     line = Text()
     line.append(f"{'assistant…':>10}  ", style=pal.tone("active", "bold italic"))
     tail = text if len(text) <= STREAM_TAIL else "…" + text[-STREAM_TAIL:]
-    line.append(tail or "…", style="italic")
+    line.append(safe(tail) or "…", style="italic")
     return line
 
 

@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from core import ClawError, Tasks
 from core.describe import one_line, verdict_label
+from core.textsafe import safe_line
 
 from ..commands import mode_help
 from ..model import Delta, fmt_datetime, fmt_time
@@ -189,7 +190,7 @@ class TaskDetailScreen(ConsoleScreen):
 def summary_renderable(pal: Palette, t: dict[str, Any]) -> RenderableType:
     head = Text()
     head.append(f"{t['id']}  ", style=pal("accent", "bold"))
-    head.append(t["title"], style="bold")
+    head.append(safe_line(t["title"]), style="bold")
     head.append("   ")
     head.append(f" {phase_label(t['phase']).upper()} ", style=pal.phase(t["phase"], "bold reverse"))
     spec_state = "spec ok" if t["spec_ok"] else "spec incomplete"

@@ -1,5 +1,6 @@
-"""Mode 8: expert triggers (next fire, queue depth per key, last result), the dead-letter
-queue and escalated invocations, with the operator's actions on them.
+"""Mode 8: expert triggers (next fire, queue depth per key, last result, refused webhook
+credentials in the last hour), the dead-letter queue and escalated invocations, with the
+operator's actions on them, and the latest refused webhook requests (error id -> why).
 
 Read from the store through `core.triggers.views` (the CLI's `triggers list`, `deadletter
 list`) when the mode opens, on every store change and on `r`. `j`/`k` select a dead letter
@@ -21,6 +22,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from core import ClawError
+from core.textsafe import safe_line
 
 from ..model import Delta
 from ..render import Palette, columns_table
@@ -36,6 +38,16 @@ def _when(ts: float | None) -> str:
     if ts is None:
         return "-"
     return datetime.fromtimestamp(ts, UTC).strftime("%m-%d %H:%M:%S")
+
+
+def _auth(pal: Palette, r: dict[str, Any]) -> Text | str:
+    """Refused webhook credentials in the last hour (429 episodes in red)."""
+    if r["type"] != "webhook":
+        return "-"
+    n, throttled = r["auth_failures_1h"], r["auth_throttled_1h"]
+    if throttled:
+        return Text(f"{n}, 429 x{throttled}", style=pal.tone("failed"))
+    return Text(str(n), style=pal.tone("blocked") if n else "")
 
 
 class TriggersScreen(ConsoleScreen):
@@ -62,6 +74,7 @@ class TriggersScreen(ConsoleScreen):
         self.triggers: list[dict[str, Any]] = []
         self.dead: list[dict[str, Any]] = []
         self.escalated: list[dict[str, Any]] = []
+        self.refused: list[dict[str, Any]] = []
         self.cursor = 0
         self.error = ""
 
@@ -88,6 +101,7 @@ class TriggersScreen(ConsoleScreen):
             self.triggers = await views.overview(store)
             self.dead = await views.dead_letters(store)
             self.escalated = await views.escalations(store)
+            self.refused = await views.auth_failures(store, limit=8)
             self.error = ""
         except ClawError as exc:
             self.error = str(exc)
@@ -184,7 +198,7 @@ class TriggersScreen(ConsoleScreen):
             parts.append(Text("none: install an expert package that declares triggers"))
         else:
             t = columns_table(pal, "Trigger", "Type", "Next fire", "Mode",
-                              ("Queue per key", {"ratio": 1}), "Last result")
+                              ("Queue per key", {"ratio": 1}), "Auth fails 1h", "Last result")
             for r in self.triggers:
                 queue = ", ".join(f"{lane} {sum(c.values())}"
                                   for lane, c in sorted(r["queue"].items())[:6]) or "-"
@@ -194,7 +208,7 @@ class TriggersScreen(ConsoleScreen):
                 t.add_row(Text(f"{r['expert']}/{r['trigger']}", style="bold"),
                           r["type"] + (" (inactive)" if r["inactive"] else ""),
                           _when(r["next_fire"]) if r["type"] == "cron" else "-", r["mode"],
-                          queue,
+                          queue, _auth(pal, r),
                           Text(f"{last['status']} {last['id']}", style=pal.tone(
                               STATUS_TONE.get(last["status"], "idle"))) if last else "-")
             parts.append(t)
@@ -212,4 +226,13 @@ class TriggersScreen(ConsoleScreen):
                 tt.add_row(mark, r["id"], f"{r['expert']}/{r['trigger']}", str(r["attempt"]),
                            Text(str(r.get("error") or ""), style=pal.tone("failed")))
             parts.append(tt)
+        if self.refused:  # what the callers were not told, matched by the id they got
+            parts += [Text(""), Text("Refused webhook requests (latest)", style="bold")]
+            ta = columns_table(pal, "At", "Trigger", "Address", "Error id",
+                               ("Why", {"ratio": 1}))
+            for r in self.refused:
+                ta.add_row(_when(r["at"]), f"{r['expert']}/{r['trigger']}", r["address"],
+                           r["error_id"], Text(safe_line(r["reason"]), style=pal.tone(
+                               "failed" if r["kind"] == "throttled" else "blocked")))
+            parts.append(ta)
         return Group(*parts)

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from core.agents.usage import UsageTotals, format_usage
 from core.describe import one_line
+from core.textsafe import safe
 from core.workflows.cost import describe_cost
 
 from ..commands import mode_help
@@ -130,7 +131,7 @@ def outcome_renderable(pal: Palette, run: dict[str, Any]) -> RenderableType | No
     if run["status"] == "failed":
         return Text(str(run.get("error") or "failed"), style=pal.tone("failed"))
     if run["status"] == "cancelled" and run.get("error"):  # how it was decided, and why
-        return Text(str(run["error"]), style=pal.tone("waiting"))
+        return Text(safe(str(run["error"])), style=pal.tone("waiting"))
     if run["status"] in ("ok", "cancelled"):
         out = run.get("output")
         return Text(_short(json.dumps(out, indent=2, ensure_ascii=False), 2000))
