@@ -32,14 +32,16 @@ async def run_process(store: Store, name: str, process: str, inputs: Mapping[str
     from ..workflows.service import Workflows
 
     pkg = load_process(name, process)
-    home.init_state(pkg, new_session=True)  # a run is an isolated session: reset session state
-    path = home.compiled_dir(name) / f"{process}.lobster"
+    # a run is an isolated session: its reset of session-scoped state is an event
+    # (state.sync(reset=True)) from which the files are rebuilt, never a copy over the files
+    # other runs are using
+    home.init_state(pkg)
     if pkg.section("learning").get("enabled") is True:
         from .learning import project
 
         await project(store, pkg, home.workspace(pkg.name))  # approved since last run
     await state.sync(store, pkg, home.workspace(pkg.name), reset=True, by=by)
-    home.compile_all(name)
+    path = home.compiled_for_run(pkg, process)
     wf_env = None
     if env:
         import os

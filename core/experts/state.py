@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..events import NewEvent
 from ..store.interface import Store, WriteTx
 from ..tasks.permissions import Role
@@ -120,13 +121,7 @@ def render(pkg: Package, events: list[dict[str, Any]]) -> dict[str, tuple[str, i
 
 def _write(ws: Path, texts: dict[str, tuple[str, int]]) -> None:
     for rel, (text, _) in texts.items():
-        p = ws / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if p.is_file() and p.read_text(encoding="utf-8") == text:
-            continue
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, p)
+        files.write_if_changed(ws / rel, text)
 
 
 async def sync(store: Store, pkg: Package, ws: Path, *, reset: bool = False,

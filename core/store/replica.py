@@ -30,6 +30,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from .. import files
 from ..config import home
 from .schema import LATEST_VERSION
 from .sqlite import check_and_migrate
@@ -68,7 +69,7 @@ class Slot:
         folder = root / key
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            (folder / "store.txt").write_text(f"{label}\n{store_id}\n")
+            files.write_if_changed(folder / "store.txt", f"{label}\n{store_id}\n")
         except OSError:
             return None
         for n in range(MAX_SLOTS):

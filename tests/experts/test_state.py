@@ -95,8 +95,8 @@ def test_expert_run_and_state_commands_keep_the_files_current(
     db = str(tmp_path / "cli.db")
     code = main(["expert", "run", pkg.name, "ticket-triage", "--input", "ticket_id=T-9",
                  "--db", db])
-    capsys.readouterr()
-    assert code == 0
+    out = capsys.readouterr()
+    assert code == 0, out
     ws = home.workspace(pkg.name)
     assert "UTC:" in (ws / QUEUE).read_text()  # synced at the end of the run
     (ws / QUEUE).unlink()
