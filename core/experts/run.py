@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ValidationError
+from ..limits import check_process_inputs
 from ..store.interface import Store, WriteTx
 from . import home, state
 from .package import Package, load_package
@@ -32,6 +33,7 @@ async def run_process(store: Store, name: str, process: str, inputs: Mapping[str
     from ..workflows.service import Workflows
 
     pkg = load_process(name, process)
+    check_process_inputs(dict(inputs))  # refused before anything starts, naming the input
     # a run is an isolated session: its reset of session-scoped state is an event
     # (state.sync(reset=True)) from which the files are rebuilt, never a copy over the files
     # other runs are using
