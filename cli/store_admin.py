@@ -57,12 +57,20 @@ async def cmd_store(args: argparse.Namespace) -> int:
 
     async def run(store: Store) -> int:
         if args.store_cmd == "verify":
+            from core.sessions.takeover import open_turns
+
             problems = await store.verify_projections()
             for p in problems:
                 print(p)
             print("projections match the log" if not problems else
                   f"{len(problems)} projection(s) differ from the log")
-            return 0 if not problems else 1
+            stuck = await open_turns(store)  # a crash must never leave a turn half-open
+            for line in stuck:
+                print(line)
+            if stuck:
+                print(f"{len(stuck)} open turn(s) with no live job (a session worker takes"
+                      " their jobs over once it runs: clawtower session run)")
+            return 0 if not problems and not stuck else 1
         if args.store_cmd == "rebuild":
             n = await store.rebuild_projections()
             print(f"rebuilt projections from {n} events")
