@@ -207,8 +207,7 @@ def init_state(pkg: Package, *, new_session: bool = False) -> list[str]:
         scope = doc.meta.get("scope", "persistent")
         if dst.exists() and not (new_session and scope == "session"):
             continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(pkg.root / rel, dst)
+        files.write_bytes(dst, (pkg.root / rel).read_bytes())  # whole, never half-copied
         written.append(rel)
     (ws / "scratch").mkdir(parents=True, exist_ok=True)
     if pkg.section("learning").get("enabled") is True:
