@@ -47,6 +47,7 @@ async def _die_after(store: Any, clock: Any, owner: str, rounds: int) -> tuple[s
     return c.job_id, c.turn_id
 
 
+@pytest.mark.both_backends
 async def test_take_over_closes_the_dead_turn_and_resumes_the_task_after_the_message(
         store: Any, clock: Any) -> None:
     sessions = Sessions(store)
@@ -103,6 +104,7 @@ async def test_take_over_without_a_message_reruns_the_task_and_closes_the_dead_t
     assert await open_turns(store, now=clock.now()) == []
 
 
+@pytest.mark.both_backends
 async def test_a_max_tool_rounds_stop_says_so_in_reply_and_announce_and_continues(
         store: Any, clock: Any) -> None:
     sessions = Sessions(store)

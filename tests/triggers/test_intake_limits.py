@@ -36,6 +36,7 @@ TRIGGER = """  - name: inbound
 """
 
 
+@pytest.mark.both_backends
 async def test_webhook_refuses_what_a_run_cannot_take_with_422_naming_the_field(
         hook_home: Path, tmp_path: Path, store: Store) -> None:
     home.remove("hook-expert")
