@@ -139,3 +139,32 @@ def test_steps_without_outside_effects_are_marked_safe_to_rerun(
             assert repeatable(step) is not calls_a_tool, (proc, step["id"])
         ids = [s["id"] for s in wf["steps"] if repeatable(s)]
         assert "finish" in ids
+
+
+def test_a_runs_session_state_is_its_own_notes_whatever_runs_in_parallel(
+        expert_home: Path) -> None:
+    from core.experts import state
+
+    pkg = home.install(str(ACME))
+    shift, queue = "state/shift-notes.md", "state/queue.md"
+    assert pkg.state[shift].meta.get("scope") == "session"
+
+    def note(seq: int, run: str, text: str, rel: str = shift) -> dict[str, Any]:
+        return {"seq": seq, "type": "expert.state_noted", "file": rel, "note": text,
+                "at": "t", "run_id": run, "step_id": "s", "step_seq": seq}
+
+    def reset(seq: int, run: str) -> dict[str, Any]:
+        return {"seq": seq, "type": "expert.state_reset", "files": [shift], "at_seq": seq,
+                "run_id": run}
+
+    # A starts, notes; B starts (its reset must not cut A's notes into B's session, nor
+    # mix them), A notes again, B notes: the file is B's session, persistent files keep all
+    events = [reset(1, "W-A"), note(2, "W-A", "a1"), note(3, "W-A", "q-a", queue),
+              reset(4, "W-B"), note(5, "W-A", "a2"), note(6, "W-B", "b1")]
+    texts = state.render(pkg, events)
+    assert texts[shift][1] == 1 and "b1" in texts[shift][0]
+    assert "a1" not in texts[shift][0] and "a2" not in texts[shift][0]
+    assert texts[queue][1] == 1 and "q-a" in texts[queue][0]
+    # the same events without run ids (a chat's reset): the notes after the reset, as before
+    old = [{**e, "run_id": ""} if e["type"] == "expert.state_reset" else e for e in events]
+    assert state.render(pkg, old)[shift][1] == 2  # a2 and b1
