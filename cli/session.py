@@ -6,6 +6,7 @@ and subagents (core/sessions). Same core API as the console.
     session send ID TEXT [--no-wait]         (a /command is run, not sent)
     session steer ID TEXT                    (queued for the running turn's next boundary)
     session stop ID [--reason R]             session spawn ID TASK [--agent A] [--no-wait]
+    session resume ID                        (a task its max_tool_rounds stopped goes on)
     session run [--until-idle]               the worker, without a console
     agents spec list|show REF [--json]       agents spec set NAME [--file F] [--provider ...]
     agents spec import [NAME ...] [--config F]
@@ -72,6 +73,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="queue it and return (a worker elsewhere runs the turn)")
         p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                        help="give up waiting after S seconds (exit 1)")
+    rs = sub.add_parser("resume", help="continue a task its turn's max_tool_rounds stopped"
+                        " (as /continue)", parents=c)
+    rs.add_argument("id", metavar="ID", help="the session")
     st = sub.add_parser("stop", help="stop a session and its active children", parents=c)
     st.add_argument("id", metavar="ID", help="the session")
     st.add_argument("--reason", default="", help="why (recorded)")
@@ -184,6 +188,11 @@ async def cmd_session(args: argparse.Namespace) -> int:
             else:
                 print(_detail(s))
             return 0
+        if sc == "resume":
+            from core.sessions.commands import run_command
+
+            print((await run_command(sessions, args.id, "/continue", cfg=cfg, by=by)).text)
+            return 0
         if sc == "stop":
             stopped = await sessions.stop(args.id, by=by, reason=args.reason)
             print(f"stopped: {', '.join(stopped)}")
@@ -199,9 +208,12 @@ async def cmd_session(args: argparse.Namespace) -> int:
             if sent.get("waiting"):
                 sys.stderr.write(f"{args.id}: a tool call waits for approval; the message is"
                                  " taken at the safe boundary after it is decided\n")
-            elif sent["status"] == "pending":
+            elif sent["status"] == "pending" and sent.get("turn_running"):
                 sys.stderr.write(f"{args.id}: busy; the message is taken at the running turn's"
                                  " next safe boundary (or waits in the backlog)\n")
+            elif sent["status"] == "pending":
+                sys.stderr.write(f"{args.id}: queued (no turn running); the session's job"
+                                 " takes it when a session worker runs it\n")
             if args.no_wait or sc == "steer":
                 print(sent["msg_id"])
                 return 0

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ValidationError
 
@@ -57,12 +58,20 @@ async def cmd_store(args: argparse.Namespace) -> int:
 
     async def run(store: Store) -> int:
         if args.store_cmd == "verify":
+            from core.sessions.takeover import open_turns
+
             problems = await store.verify_projections()
             for p in problems:
                 print(p)
             print("projections match the log" if not problems else
                   f"{len(problems)} projection(s) differ from the log")
-            return 0 if not problems else 1
+            stuck = await open_turns(store)  # a crash must never leave a turn half-open
+            for line in stuck:
+                print(line)
+            if stuck:
+                print(f"{len(stuck)} open turn(s) with no live job (a session worker takes"
+                      " their jobs over once it runs: clawtower session run)")
+            return 0 if not problems and not stuck else 1
         if args.store_cmd == "rebuild":
             n = await store.rebuild_projections()
             print(f"rebuilt projections from {n} events")
@@ -77,6 +86,16 @@ async def cmd_store(args: argparse.Namespace) -> int:
         print(f"store: {name}\nschema: v{next(iter(row.values())) if row else '?'}\n"
               f"events: {await store.last_seq()}\n"
               f"size: {size}")
+        from core.store.schema import ledger_problems
+
+        read = getattr(store, "migrations", None)  # SQLite and PostgreSQL stores keep one
+        ledger: list[dict[str, Any]] = await read() if read is not None else []
+        print("migrations:")
+        for m in ledger:
+            at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(m["applied_at"])))
+            print(f"  v{m['version']} {m['name']}: {str(m['checksum'])[:12]} applied {at}")
+        for p in ledger_problems(ledger):
+            print(f"  problem: {p}")
         return 0
 
     # even rebuild: a missing store has no projections to rebuild, and must not be created

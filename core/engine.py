@@ -22,6 +22,9 @@ from .agents.registry import AgentSet
 from .aio import wait_event
 from .clock import Clock, SystemClock
 from .effects import EffectSink
+from .errors import Conflict, ValidationError
+from .meetings.coordinator import _ADOPTED_AWAY
+from .meetings.service import Meetings
 from .orchestrator import Orchestrator
 from .store.interface import Store
 from .workflows.service import Workflows
@@ -64,6 +67,9 @@ class Engine:
                                                 lease_ttl_s=lease_ttl_s)
         self.adopted: dict[str, asyncio.Task[Any]] = {}
         self.adoption_errors: collections.deque[str] = collections.deque(maxlen=50)
+        self.agents = agents
+        # meetings this engine cannot run (their agents are not in its agents file)
+        self._unrunnable: set[str] = set()
 
     def stop(self) -> None:
         """Stop: tasks are released; workflow runs are handed over at their next step
@@ -73,7 +79,8 @@ class Engine:
         self._stop.set()
 
     async def run(self) -> None:
-        """Drive claimed tasks and adopt free workflow runs until stopped; on stop, release
+        """Drive claimed tasks and adopt free workflow runs and orphaned meetings until
+        stopped; on stop, release
         what this engine holds (a killed engine's leases expire instead)."""
         drive_stop = asyncio.Event()
         driver = asyncio.create_task(self.orchestrator.run(drive_stop))
@@ -89,6 +96,7 @@ class Engine:
                         await leases.acquire(self.store, presence, self.owner, self.lease_ttl_s)
                         renew_at = loop.time() + self.lease_ttl_s / 3
                 await self._adopt_runs()
+                await self._adopt_meetings()
                 waiter = asyncio.ensure_future(self.store.wait_for_change(
                     seq, max(0.0, min(self.lease_ttl_s / 3, renew_at - loop.time()))))
                 stopper = asyncio.ensure_future(self._stop.wait())
@@ -105,6 +113,10 @@ class Engine:
             with contextlib.suppress(Exception):
                 await driver
             self.workflows.hand_over()  # also when stopped by a cancel, not by stop()
+            for key, t in self.adopted.items():  # adopted meetings are handed over, not ended:
+                if key.startswith("meeting:") and not t.done():  # their lease lapses for
+                    _ADOPTED_AWAY.add(t)  # the next engine, which goes on from there
+                    t.cancel()
             running = [t for t in self.adopted.values() if not t.done()]
             if running:
                 _, late = await asyncio.wait(running, timeout=self.handover_s)
@@ -128,6 +140,34 @@ class Engine:
             if run_id not in self.adopted:
                 self.adopted[run_id] = asyncio.create_task(self._adopt(run_id),
                                                            name=f"adopt-{run_id}")
+
+    async def _adopt_meetings(self) -> None:
+        """Continue each meeting nobody runs (its process died), as runs are adopted: from
+        its last recorded step, under its lease (core/meetings/coordinator.py)."""
+        meetings = Meetings(self.store)
+        try:
+            orphans = [m["id"] for m in await meetings.list() if m["orphaned"]]
+        except Exception as exc:  # the store keeps the truth; try again next tick
+            self.adoption_errors.append(f"meeting adoption sweep: {exc}")
+            return
+        for mid in orphans:
+            key = f"meeting:{mid}"
+            if len(self.adopted) >= self.max_runs:
+                break
+            if key not in self.adopted and mid not in self._unrunnable:
+                self.adopted[key] = asyncio.create_task(self._adopt_meeting(meetings, mid),
+                                                        name=f"adopt-{key}")
+
+    async def _adopt_meeting(self, meetings: Meetings, mid: str) -> None:
+        try:
+            await meetings.adopt(self.agents, mid)
+        except ValidationError as exc:  # not ours to run: another engine's agents may be
+            self._unrunnable.add(mid)
+            self.adoption_errors.append(f"{mid}: {exc}")
+        except Conflict as exc:  # another engine adopted it first
+            self.adoption_errors.append(f"{mid}: {exc}")
+        except Exception as exc:  # recorded; the meeting's lease lapses for the next try
+            self.adoption_errors.append(f"{mid}: {exc}")
 
     async def _adopt(self, run_id: str) -> None:
         try:

@@ -367,6 +367,7 @@ class TurnFinished(Payload):
     ENTITY = "turn"
     # completed | max_tool_rounds | max_tokens | max_wall_clock | cancelled | error |
     # awaiting_approval (a confirm-tier call paused it; the session worker resumes it)
+    # | interrupted (its worker died; a take-over closed it: core/sessions/takeover.py)
     stop_reason: str
     rounds: int
     model_calls: int

@@ -27,6 +27,10 @@ MAX_RETRY_ATTEMPTS = 100  # a workflow step's retry.max
 MAX_RETRY_DELAY_MS = 3_600_000  # retry.delay_ms / max_delay_ms, for_each pause_ms: 1 hour
 MAX_MEETING_ROUNDS = 100  # a meeting's --max-rounds, and a grant of more rounds
 MAX_SUBWORKFLOW_DEPTH = 16  # sub-workflows nested in sub-workflows, checked at load
+# a process run's inputs together, as JSON: they reach every step's environment (Lobster's
+# LOBSTER_ARGS_JSON and LOBSTER_ARG_<NAME>, the compiled steps' EXPERT_IN_<name>), and Linux
+# refuses one environment string over 128 KiB ("Argument list too long")
+MAX_PROCESS_INPUT_BYTES = 64 * 1024
 _READ_CHUNK = 64 * 1024
 
 
@@ -143,6 +147,38 @@ def check_tree(value: Any, source: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
         elif isinstance(v, list):
             stack.extend((x, d + 1) for x in v)
     return value
+
+
+def check_process_inputs(inputs: dict[str, Any], where: dict[str, str] | None = None) -> None:
+    """What a process run can take as inputs, checked before anything is accepted (a 202, a
+    started run): no NUL in any string (an environment cannot hold one) and at most
+    MAX_PROCESS_INPUT_BYTES of JSON together. `where` names each input's source field (a
+    webhook's payload path); the error names the field."""
+    names = where or {}
+
+    def label(name: str) -> str:
+        return names.get(name, f"inputs.{name}")
+
+    for name, value in inputs.items():
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, str) and "\x00" in v:
+                raise ValidationError(f"{label(name)}: contains a NUL character, which a"
+                                      " process input cannot carry")
+            if isinstance(v, dict):
+                if any(isinstance(k, str) and "\x00" in k for k in v):
+                    raise ValidationError(f"{label(name)}: a key contains a NUL character,"
+                                          " which a process input cannot carry")
+                stack.extend(v.values())
+            elif isinstance(v, list):
+                stack.extend(v)
+    sizes = {n: len(json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+             for n, v in inputs.items()}
+    if sum(sizes.values()) > MAX_PROCESS_INPUT_BYTES:
+        big = max(sizes, key=lambda n: sizes[n])
+        raise ValidationError(f"{label(big)}: {sizes[big]} bytes; a process's inputs are at"
+                              f" most {MAX_PROCESS_INPUT_BYTES} bytes of JSON together")
 
 
 def _no_surrogates(text: str, source: str) -> None:

@@ -142,3 +142,32 @@ async def test_a_meeting_that_ended_in_consensus_before_its_end_was_recorded(sto
     assert len(await _replies(store)) == 3
     types = Counter(e.type for e in await store.events_after(0, 10_000, entity_id=mid))
     assert types["meeting.round_started"] == 1 and types["meeting.ended"] == 1
+
+
+async def test_an_engine_adopts_an_orphaned_meeting_on_its_own(store, clock) -> None:
+    """Issue 22 (loose end): engines adopt orphaned meetings as they adopt runs, with no
+    command: the meeting goes on from its unfinished round and ends once."""
+    from core.engine import Engine
+
+    mid = await _die_in_round_two(store, ttl=0.3)
+    clock.advance(0.4)  # the dead process's lease lapses
+    again = {"alice": [s("AGREE")], "bob": [s("AGREE"), s("AGREE")],
+             "carol": [s("AGREE"), s("AGREE")]}
+    engine = Engine(store, team(again), clock=clock, lease_ttl_s=5.0)
+    runner = asyncio.create_task(engine.run())
+    try:
+        for _ in range(1000):
+            m = await Meetings(store).get(mid)
+            if m["status"] == "ended":
+                break
+            await asyncio.sleep(0.01)
+        assert (m["status"], m["result"], m["reason"]) == ("ended", "FULL", "consensus"), m
+    finally:
+        engine.stop()
+        await asyncio.wait_for(runner, 30)
+    assert list(engine.adoption_errors) == []
+    assert set((await _replies(store)).values()) == {1} and len(await _replies(store)) == 9
+    ended = [e for e in await store.events_after(0, 10_000, entity_id=mid)
+             if e.type == "meeting.ended"]
+    assert len(ended) == 1
+    assert await store.verify_projections() == []

@@ -17,7 +17,6 @@ import functools
 import hashlib
 import os
 import signal
-import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 
+from .. import files
 from ..events import ApprovalDecided, ApprovalRequested, NewEvent
 from ..store.interface import Store, WriteTx
 from ..workflows.shell import death_guard
@@ -439,19 +439,8 @@ def _kill_group(pgid: int) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace the file whole (temp file, fsync, rename): a crash leaves old or new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Replace the file whole (core/files.py: a crash leaves old or new)."""
+    files.write_bytes(path, data)
 
 
 def digest_of(path: str) -> str:

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError as PydanticError
 
-from .. import config
+from .. import config, files
 from ..errors import ValidationError
-from ..safe_yaml import load_file
+from ..safe_yaml import load_file, loads
 from ..tools.config import McpServerConfig
 
 
@@ -50,7 +50,16 @@ def load_bindings(path: str | os.PathLike[str]) -> dict[str, ToolBinding]:
     p = Path(path)
     if not p.exists():
         return {}
-    data = load_file(p)
+    return _parsed(p, load_file(p))
+
+
+def parse(text: str, p: Path) -> dict[str, ToolBinding]:
+    """The bindings in `text` (a bindings file's new content), checked as `load_bindings`
+    checks the file: what a write validates before it touches the file."""
+    return _parsed(p, loads(text, str(p)))
+
+
+def _parsed(p: Path, data: Any) -> dict[str, ToolBinding]:
     if data is None:
         return {}
     if not isinstance(data, dict) or not isinstance(data.get("tools", {}), dict):
@@ -113,10 +122,7 @@ def write_binding(expert: str, tool: str, raw: dict[str, Any]) -> Path:
             data = loaded
     _binding(p, tool, raw)
     data["tools"][tool] = raw
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    os.replace(tmp, p)
+    files.write_text(p, yaml.safe_dump(data, sort_keys=False), check=lambda t: parse(t, p))
     return p
 
 

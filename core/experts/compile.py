@@ -26,11 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import files
+from ..workflows.service import REPEAT_KEY
 from . import checks as ck
 from .bindings import ToolBinding
 from .learning import learnings_for
 from .package import Doc, Package, approval_tier, operations_named, steps_of
 
+# Steps without an outside effect of their own (a model answering, a read of the inputs, a
+# preview, a draft, a note recorded as the step's result, the compiler's own `finish`) are
+# marked safe to run again, so a run whose driver died inside one resumes without a person.
+# Only a tool call (`call`) may have had its effect: it waits for the operator.
+SAFE = {REPEAT_KEY: True}
 CODE_RE = re.compile(r"`([^`]+)`")
 STATE_RE = re.compile(r"`?\.?/?(state/[A-Za-z0-9_.-]+\.md)`?")
 
@@ -190,7 +197,7 @@ def compile_process(pkg: Package, process: str, *, expert: str, workspace: Path,
         types[key] = "object"
         fin["EXPERT_TYPES"] = json.dumps(types, sort_keys=True)
     out_steps.append({"id": st.new_id("finish"), "command": f"{_py()} finish",
-                      "env": {**fin, "EXPERT_STEP": "Completion"}})
+                      "env": {**fin, "EXPERT_STEP": "Completion"}, **SAFE})
     wf: dict[str, Any] = {"name": f"{expert}/{process}", "description": proc.description,
                           "env": env, "steps": out_steps}
     if args:
@@ -217,7 +224,7 @@ def _compile_step(pkg: Package, proc: Doc, text: str, index: int, st: _State,
         sid = st.new_id(f"{tool}_{op}")
         out: list[dict[str, Any]] = []
         if tier == "manual":
-            return [{"id": sid, "command": f"{_py()} draft", "env": env}]
+            return [{"id": sid, "command": f"{_py()} draft", "env": env, **SAFE}]
         call: dict[str, Any] = {"id": sid, "command": f"{_py()} call", "env": env}
         if retry:
             call["retry"] = retry
@@ -229,7 +236,7 @@ def _compile_step(pkg: Package, proc: Doc, text: str, index: int, st: _State,
             if isinstance(timeout, str):  # read by core/experts/timeouts.py's sweep
                 genv["EXPERT_APPROVAL_TIMEOUT"] = timeout
                 genv["EXPERT_ON_TIMEOUT"] = str(on_timeout)
-            out.append({"id": gate, "command": f"{_py()} preview", "env": genv,
+            out.append({"id": gate, "command": f"{_py()} preview", "env": genv, **SAFE,
                         "approval": {"prompt": f"{expert} wants to run {tool}.{op} (step"
                                                f" {index + 1} of {proc.name}): approve?"
                                                + wait}})
@@ -251,7 +258,7 @@ def _compile_step(pkg: Package, proc: Doc, text: str, index: int, st: _State,
         schema = json.dumps(output_schema(fn), sort_keys=True)
         s: dict[str, Any] = {"id": sid, "env": env, "pipeline":
                              f"exec --json --shell {_sq(_py() + ' gather')} | llm_task.invoke"
-                             f" --prompt {_sq(prompt)} --output-schema {_sq(schema)}"}
+                             f" --prompt {_sq(prompt)} --output-schema {_sq(schema)}", **SAFE}
         if retry:
             s["retry"] = retry
         data = f"${sid}.json.output.data"
@@ -261,7 +268,7 @@ def _compile_step(pkg: Package, proc: Doc, text: str, index: int, st: _State,
         return [s]
     if "scratchpad" in text.lower():
         return [{"id": st.new_id("scratchpad"), "command": f"{_py()} gather",
-                 "env": {**base, "EXPERT_TYPES": "{}"}}]
+                 "env": {**base, "EXPERT_TYPES": "{}"}, **SAFE}]
     sid = st.new_id(f"step_{index + 1}")
     schema = json.dumps({"type": "object", "properties": {"notes": {"type": "string"}},
                          "required": ["notes"]})
@@ -269,12 +276,12 @@ def _compile_step(pkg: Package, proc: Doc, text: str, index: int, st: _State,
               "Reply with short notes of what you did or found.")
     out = [{"id": sid, "env": {**base, "EXPERT_TYPES": "{}"}, "pipeline":
             f"exec --json --shell {_sq(_py() + ' gather')} | llm_task.invoke --prompt"
-            f" {_sq(prompt)} --output-schema {_sq(schema)}"}]
+            f" {_sq(prompt)} --output-schema {_sq(schema)}", **SAFE}]
     m = STATE_RE.search(text)
     if m and m.group(1) in pkg.state:
         out.append({"id": st.new_id(f"{sid}_state"), "command": f"{_py()} state",
                     "env": {**base, "EXPERT_STATE_FILE": m.group(1), "EXPERT_TYPES": "{}",
-                            "EXPERT_IN_notes": f"${sid}.json.output.data.notes"}})
+                            "EXPERT_IN_notes": f"${sid}.json.output.data.notes"}, **SAFE})
     return out
 
 
@@ -295,9 +302,6 @@ def dump(workflow: dict[str, Any]) -> str:
 
 
 def write(workflow: dict[str, Any], out_dir: Path, process: str) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
     p = out_dir / f"{process}.lobster"
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(dump(workflow), encoding="utf-8")
-    tmp.replace(p)
+    files.write_if_changed(p, dump(workflow))
     return p

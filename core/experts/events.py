@@ -68,10 +68,12 @@ class StateNoted(Payload):
 
 class StateReset(Payload):
     """A new expert session (`expert run`, `expert chat`) began: `scope: session` files drop
-    the notes of steps before `at_seq`."""
+    the notes of steps before `at_seq`; a run's reset (`run_id`) keeps only that run's notes,
+    so parallel runs never mix or cut each other's session."""
 
     TYPE = "expert.state_reset"
     ENTITY = "expert"
     expert: str
     files: list[str]
     at_seq: int
+    run_id: str = ""

@@ -9,6 +9,7 @@ is never installed; a symlink anywhere in it is refused.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -17,10 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .. import config
+from .. import config, files
 from ..errors import NotFound, ValidationError
 from .bindings import bindings_path, load_bindings
-from .compile import compile_process, write
+from .compile import compile_process, dump, write
 from .package import Package, load_package
 
 
@@ -116,9 +117,9 @@ def install(source: str) -> Package:
             raise ValidationError(f"expert {pkg.name!r}: already installed (clawtower expert"
                                   " update, or remove it first)")
         os.replace(stage, dest)
-    sf = _source_file(pkg.name)
-    sf.parent.mkdir(parents=True, exist_ok=True)
-    sf.write_text(json.dumps({"source": source, "git": _is_git(source)}), encoding="utf-8")
+    files.write_text(_source_file(pkg.name),
+                     json.dumps({"source": source, "git": _is_git(source)}),
+                     check=json.loads)
     pkg = load_package(dest)
     init_state(pkg)
     write_registry()
@@ -206,8 +207,7 @@ def init_state(pkg: Package, *, new_session: bool = False) -> list[str]:
         scope = doc.meta.get("scope", "persistent")
         if dst.exists() and not (new_session and scope == "session"):
             continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(pkg.root / rel, dst)
+        files.write_bytes(dst, (pkg.root / rel).read_bytes())  # whole, never half-copied
         written.append(rel)
     (ws / "scratch").mkdir(parents=True, exist_ok=True)
     if pkg.section("learning").get("enabled") is True:
@@ -228,6 +228,24 @@ def compile_all(name: str, out_dir: Path | None = None) -> list[Path]:
                              bindings_file=bfile.resolve(), bindings=bindings)
         paths.append(write(wf, out, proc))
     return paths
+
+
+def compiled_for_run(pkg: Package, process: str) -> Path:
+    """The workflow file a run of `process` executes, addressed by its content: compiled in
+    memory, written once per distinct content (package version, bindings, learnings) under
+    `versions/<sha256>/` and never rewritten, so runs in parallel (two servers on one store)
+    never race on a file and a paused run resumes the very file it started with."""
+    if pkg.errors:
+        raise ValidationError("; ".join(str(p) for p in pkg.errors[:20]))
+    bfile = bindings_path(pkg.name)
+    wf = compile_process(pkg, process, expert=pkg.name, workspace=workspace(pkg.name).resolve(),
+                         bindings_file=bfile.resolve(), bindings=load_bindings(bfile))
+    text = dump(wf)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    p = compiled_dir(pkg.name) / "versions" / digest / f"{process}.lobster"
+    if not p.is_file():
+        files.write_text(p, text)
+    return p
 
 
 def registry() -> list[dict[str, Any]]:
@@ -265,8 +283,5 @@ def registry_markdown(entries: list[dict[str, Any]]) -> str:
 def write_registry() -> Path:
     """`$CLAWTOWER_HOME/EXPERTS.md`: the registry as text another agent's context can hold."""
     p = config.home() / "EXPERTS.md"
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(registry_markdown(registry()), encoding="utf-8")
-    os.replace(tmp, p)
+    files.write_text(p, registry_markdown(registry()))
     return p

@@ -11,11 +11,11 @@ Each file keeps the newest `max_entries_per_file` entries; older ones move to
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..errors import ValidationError
 from ..events import NewEvent
 from ..store.interface import Store, WriteTx
@@ -121,10 +121,7 @@ def _entry(p: dict[str, Any], ts: float) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    files.write_if_changed(path, text)
 
 
 def learnings_for(workspace: Path, function: str) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ValidationError
+from ..limits import check_process_inputs
 from ..store.interface import Store, WriteTx
 from . import home, state
 from .package import Package, load_package
@@ -32,20 +33,29 @@ async def run_process(store: Store, name: str, process: str, inputs: Mapping[str
     from ..workflows.service import Workflows
 
     pkg = load_process(name, process)
-    home.init_state(pkg, new_session=True)  # a run is an isolated session: reset session state
-    path = home.compiled_dir(name) / f"{process}.lobster"
+    check_process_inputs(dict(inputs))  # refused before anything starts, naming the input
+    home.init_state(pkg)
     if pkg.section("learning").get("enabled") is True:
         from .learning import project
 
         await project(store, pkg, home.workspace(pkg.name))  # approved since last run
-    await state.sync(store, pkg, home.workspace(pkg.name), reset=True, by=by)
-    home.compile_all(name)
+    await state.sync(store, pkg, home.workspace(pkg.name), by=by)
+    path = home.compiled_for_run(pkg, process)
+
+    def started(tx: WriteTx, run_id: str) -> None:
+        # a run is an isolated session: its session-scoped state is this run's notes alone
+        # (an event in the commit that starts it, the files rebuilt from the events), so
+        # runs in parallel never reset or mix each other's, and no file is copied over
+        state.reset_in(tx, pkg, by, run_id)
+        if on_start is not None:
+            on_start(tx, run_id)
+
     wf_env = None
     if env:
         import os
 
         wf_env = {**os.environ, **env}
     envelope = await Workflows(store, env=wf_env).run(str(path), dict(inputs),
-                                                      on_start=on_start)
+                                                      on_start=started)
     await state.sync(store, pkg, home.workspace(pkg.name), by=by)
     return envelope

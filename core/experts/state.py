@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..events import NewEvent
 from ..store.interface import Store, WriteTx
 from ..tasks.permissions import Role
@@ -92,6 +93,7 @@ class _File:
     base_seq: int = 0
     reset_seq: int = -1  # the event seq of the last reset
     reset_at: int = -1  # its at_seq
+    reset_run: str = ""  # the run whose session it began (its notes only), if a run's
     notes: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -106,12 +108,15 @@ def render(pkg: Package, events: list[dict[str, Any]]) -> dict[str, tuple[str, i
         elif e["type"] == "expert.state_reset":
             for rel in e["files"]:
                 if rel in files:
-                    files[rel].reset_seq, files[rel].reset_at = e["seq"], e["at_seq"]
+                    f = files[rel]
+                    f.reset_seq, f.reset_at = e["seq"], e["at_seq"]
+                    f.reset_run = str(e.get("run_id") or "")
     out: dict[str, tuple[str, int]] = {}
     for rel, f in files.items():
         session = pkg.state[rel].meta.get("scope") == "session"
         base = f.base if not session or f.base_seq > f.reset_seq else _template(pkg, rel)
-        notes = sorted((n for n in f.notes if not session or n["step_seq"] > f.reset_at),
+        notes = sorted((n for n in f.notes if not session or (
+            n["run_id"] == f.reset_run if f.reset_run else n["step_seq"] > f.reset_at)),
                        key=lambda n: n["step_seq"])
         out[rel] = (base + "".join(f"\n- {n['at']} UTC: {n['note']}\n" for n in notes),
                     len(notes))
@@ -120,13 +125,19 @@ def render(pkg: Package, events: list[dict[str, Any]]) -> dict[str, tuple[str, i
 
 def _write(ws: Path, texts: dict[str, tuple[str, int]]) -> None:
     for rel, (text, _) in texts.items():
-        p = ws / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if p.is_file() and p.read_text(encoding="utf-8") == text:
-            continue
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, p)
+        files.write_if_changed(ws / rel, text)
+
+
+def reset_in(tx: WriteTx, pkg: Package, by: str, run_id: str = "") -> None:
+    """Begin a session of `scope: session` files (nothing when the package has none); with
+    `run_id` (in the commit that starts the run) the session is that run's alone."""
+    session = [rel for rel, d in pkg.state.items() if d.meta.get("scope") == "session"]
+    if not session:
+        return
+    row = tx.one("SELECT coalesce(max(seq), 0) AS s FROM events")
+    tx.emit(NewEvent(entity_id=pkg.name, actor=by, role=Role.EXECUTOR.value,
+                     payload=StateReset(expert=pkg.name, files=session,
+                                        at_seq=int(row["s"]) if row else 0, run_id=run_id)))
 
 
 async def sync(store: Store, pkg: Package, ws: Path, *, reset: bool = False,
@@ -136,12 +147,8 @@ async def sync(store: Store, pkg: Package, ws: Path, *, reset: bool = False,
     def command(tx: WriteTx) -> list[dict[str, Any]]:
         _adopt(tx, pkg, ws, by)
         _collect(tx, pkg, by)
-        session = [rel for rel, d in pkg.state.items() if d.meta.get("scope") == "session"]
-        if reset and session:
-            row = tx.one("SELECT coalesce(max(seq), 0) AS s FROM events")
-            tx.emit(NewEvent(entity_id=pkg.name, actor=by, role=Role.EXECUTOR.value,
-                             payload=StateReset(expert=pkg.name, files=session,
-                                                at_seq=int(row["s"]) if row else 0)))
+        if reset:
+            reset_in(tx, pkg, by)
         return _ours(tx, pkg)
 
     events = await store.execute(command)
@@ -150,4 +157,4 @@ async def sync(store: Store, pkg: Package, ws: Path, *, reset: bool = False,
     return {rel: n for rel, (_, n) in texts.items()}
 
 
-__all__ = ["render", "sync"]
+__all__ = ["render", "reset_in", "sync"]

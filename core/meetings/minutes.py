@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..errors import NotFound
 from ..store.interface import Store
 from ..textsafe import safe, safe_line
@@ -130,11 +130,5 @@ async def write_minutes(store: Store, meeting_id: str, directory: str | Path) ->
     text = render_minutes(await load_meeting(store, meeting_id))
     target = Path(directory) / f"{meeting_id}.md"
 
-    def write() -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".md.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-
-    await asyncio.to_thread(write)
+    await asyncio.to_thread(files.write_text, target, text)
     return target

@@ -1,6 +1,7 @@
 """Slash commands typed into a session (CLI `session send ID "/agent coder"`, the console's
 input line): `/agents`, `/agent <id|name>`, `/models`, `/model <provider>/<model>`
-(`/model default` clears the override), `/stop`, `/spawn [@agent] <task>`.
+(`/model default` clears the override), `/stop`, `/spawn [@agent] <task>`, `/continue` (a
+turn stopped by max_tool_rounds goes on from where it stopped).
 
 Every command goes through `Sessions`: the same checks, events and refusals as the CLI.
 """
@@ -16,7 +17,7 @@ from .service import Sessions
 if TYPE_CHECKING:
     from ..agents.config import ClawtowerConfig
 
-COMMANDS = ("/agents", "/agent", "/models", "/model", "/stop", "/spawn")
+COMMANDS = ("/agents", "/agent", "/models", "/model", "/stop", "/spawn", "/continue")
 
 
 @dataclass
@@ -85,6 +86,11 @@ async def run_command(sessions: Sessions, sid: str, line: str, *,
         out = await sessions.spawn(sid, rest.strip(), agent=agent, by=by)
         return CommandResult(f"{out['session']}: spawned ({out['agent']}, run {out['run_id']})",
                              out)
+    if head == "/continue":
+        out = await sessions.continue_task(sid, by=by)
+        return CommandResult(f"{sid}: continuing after {out['rounds_done']} tool round(s)"
+                             + (f" (job {out['job']})" if out["job"] else
+                                " (after the running turn)"), out)
     raise ValidationError(f"{head}: unknown command (known: {', '.join(COMMANDS)})")
 
 

@@ -57,7 +57,7 @@ from ..store.interface import Command, Store, WriteTx
 from ..tools.approval import TierGate
 from ..tools.registry import ToolRegistry
 from . import events as sev
-from . import gate
+from . import gate, takeover
 from .service import (
     INTERNAL_CHANNEL,
     SessionLimits,
@@ -167,6 +167,14 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     drained: list[str] = []
     backlog_msg: str | None = None
     resume = gate.load_resume(tx, job["id"]) if job["reason"] == "resume" else None
+    steer_round: int | None = None  # a take-over with messages waiting: they steer
+    if attempt > 1 and resume is None:  # the dead attempt's turn closes, its task waits
+        rounds = takeover.close_dead_turn(tx, job, owner)
+        task, prior = takeover.job_task(tx, job)
+        if task and tx.one("SELECT 1 FROM session_inbox WHERE session_id=? AND"
+                           " status='pending' LIMIT 1", (sid,)) is not None:
+            steer_round = rounds or 0
+            takeover.backlog_interrupted(tx, job, owner, prior + steer_round, task)
     if resume is not None:  # messages sent meanwhile are taken at the next safe boundary
         pass
     elif attempt == 1:
@@ -190,7 +198,9 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
                          payload=sev.SessionMessage(
                              msg_id=new_id("m"), role="user", text=m["text"],
                              meta={"kind": "message", "inbound": m["msg_id"],
-                                   "sender": m["sender"], "job": job["id"]})))
+                                   "sender": m["sender"], "job": job["id"],
+                                   **({} if steer_round is None else
+                                      {"steered": True, "round": steer_round})})))
     announces = []
     if spec.config.context_policy.announces:
         announces = [dict(r) for r in tx.all(
@@ -281,9 +291,7 @@ def _steer(tx: WriteTx, claim: Claim, owner: str, state: TurnState) -> list[str]
     done = state.rounds - claim.focus_round
     last = next((m.content for m in reversed(state.messages) if m.role == "tool"), "")
     item = new_id("b")
-    text = (f"Resume the interrupted task: {' '.join(claim.focus.split())} (interrupted"
-            f" after {done} tool round(s)" + (f"; last result: {_clip(last, 200)}" if last
-                                               else "") + ")")
+    text = takeover.resume_text(claim.focus, done, last)
     tx.emit(NewEvent(entity_id=sid, actor=owner, role="system", payload=sev.SessionBacklogged(
         item_id=item, kind="resume", text=text,
         data={"job": claim.job_id, "turn": claim.turn_id, "task": claim.focus,
@@ -327,6 +335,8 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
         status = "done"
     reply_id = None
     text = result.text if result is not None else ""
+    if stop_reason == "max_tool_rounds" and result is not None:  # cut off: say so, and how
+        text = (text + "\n\n" if text else "") + takeover.stopped_note(sid, result.rounds)
     if status == "done":
         reply_id = new_id("m")
         tx.emit(NewEvent(entity_id=sid, actor=claim.spec.name, role="agent",

@@ -170,9 +170,15 @@ def _send(tx: WriteTx, sid: str, text: str, sender: str, limits: SessionLimits
     job = None
     if row["active_job"] is None:
         job = queue_job(tx, sid, "message", sender)
+    # a turn runs only under a live worker's lease: a queued job, or one whose worker died,
+    # takes the message when a worker claims it (not at a "safe boundary")
+    running = tx.one(
+        "SELECT 1 FROM turn_jobs j JOIN leases l ON l.name = 'worker:' || j.owner WHERE"
+        " j.session_id=? AND j.status='running' AND l.released=0 AND l.expires_at > ?"
+        " LIMIT 1", (sid, tx.now)) is not None
     return {"session": sid, "msg_id": msg_id, "job": job,
             "status": "queued" if job else "pending",
-            "busy": row["status"] == "running", "waiting": row["status"] == "waiting"}
+            "busy": running, "turn_running": running, "waiting": row["status"] == "waiting"}
 
 
 def _stop(tx: WriteTx, sid: str, by: str, reason: str) -> list[str]:
@@ -462,6 +468,12 @@ class Sessions:
         taken at the next safe boundary of the running turn (steering), or, if that turn
         reaches none, it waits in the backlog for the next turn."""
         return await self.store.execute(lambda tx: _send(tx, sid, text, sender, self.limits))
+
+    async def continue_task(self, sid: str, *, by: str = "operator") -> dict[str, Any]:
+        """Continue the task of a turn stopped by max_tool_rounds (`/continue`)."""
+        from .takeover import continue_in
+
+        return await self.store.execute(lambda tx: continue_in(tx, sid, by))
 
     async def stop(self, sid: str, *, by: str = "operator", reason: str = "") -> list[str]:
         return await self.store.execute(lambda tx: _stop(tx, sid, by, reason))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 import sqlite3
 import time
@@ -50,7 +51,7 @@ from . import replica as replica_mod
 from .postgres_url import redact
 from .reads import LogReads
 from .replica import Slot, memory_replica, replica_root
-from .schema import LATEST_VERSION
+from .schema import LATEST_VERSION, MIGRATIONS, migration_checksum, migration_name
 from .sqlite import _tuple_to_event, verify_connection
 from .writer import BatchResult, BatchWriter, Job, first_line, run_commands
 from .writer import dict_factory as _dict_factory
@@ -220,6 +221,15 @@ class PostgresStore(BatchWriter, LogReads):
                 if version < LATEST_VERSION:
                     pg.execute("UPDATE clawtower_meta SET value=%s WHERE key='schema_version'",
                                (str(LATEST_VERSION),))
+                # the migration ledger (what this build knows, recorded once each; tables
+                # besides the log live in each process's replica, migrated by its build)
+                now = time.time()
+                for v, script in MIGRATIONS:
+                    pg.execute("INSERT INTO clawtower_meta VALUES (%s, %s) ON CONFLICT (key)"
+                               " DO NOTHING", (f"migration:{v:04d}", json.dumps({
+                                   "version": v, "name": migration_name(v),
+                                   "checksum": migration_checksum(script),
+                                   "applied_at": now})))
                 # the store's identity (a store from before it gets one now): a replica kept
                 # for another database under the same URL is never reused
                 pg.execute("INSERT INTO clawtower_meta VALUES ('store_id', %s)"
@@ -544,6 +554,16 @@ class PostgresStore(BatchWriter, LogReads):
         rows = self._connect().execute(
             f"SELECT {EVENT_COLUMNS} FROM clawtower_events ORDER BY seq").fetchall()
         return log_digest_rows(rows)
+
+    async def migrations(self) -> list[dict[str, Any]]:
+        """The migration ledger kept in clawtower_meta (oldest first)."""
+        def read() -> list[dict[str, Any]]:
+            rows = self._connect().execute(
+                "SELECT value FROM clawtower_meta WHERE key LIKE 'migration:%' ORDER BY key"
+            ).fetchall()
+            return [dict(json.loads(r[0])) for r in rows]
+
+        return await self._read(read)
 
     async def verify_projections(self) -> list[str]:
         """Replay the log into fresh projections and compare them with this process's

@@ -339,12 +339,16 @@ def _turn_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
         ("completed" if p.stop_reason == "completed" else
          "cancelled" if p.stop_reason == "cancelled" else
          "failed" if p.stop_reason == "error" else
-         "paused" if p.stop_reason == "awaiting_approval" else "stopped",
+         "paused" if p.stop_reason == "awaiting_approval" else
+         "interrupted" if p.stop_reason == "interrupted" else "stopped",
          p.stop_reason, p.rounds, p.model_calls, p.tool_calls, p.prompt_tokens,
          p.completion_tokens, p.cost_usd, p.text, p.error, e.ts, e.seq, e.entity_id),
     )
     if p.stop_reason == "awaiting_approval":  # the calls it stopped at wait for an operator
         db.execute("UPDATE turn_tools SET status='waiting' WHERE turn_id=? AND"
+                   " status='running'", (e.entity_id,))
+    elif p.stop_reason == "interrupted":  # its worker died: a take-over closed it
+        db.execute("UPDATE turn_tools SET status='interrupted' WHERE turn_id=? AND"
                    " status='running'", (e.entity_id,))
 
 

@@ -30,11 +30,14 @@ import os
 import sqlite3
 from pathlib import Path
 
+from .. import files
 from ..config import home
 from .schema import LATEST_VERSION
 from .sqlite import check_and_migrate
 
 MAX_SLOTS = 64
+#: a store's folder nobody has opened for this long (and no process holds) is removed
+PRUNE_AFTER_S = 7 * 86400
 #: a snapshot is saved every this many events applied (and when the store closes)
 SNAPSHOT_EVERY = 20_000
 
@@ -53,6 +56,43 @@ def memory_replica() -> sqlite3.Connection:
     return conn
 
 
+def prune(root: Path, *, keep: Path | None = None, now: float | None = None) -> list[Path]:
+    """Remove the folders of stores nobody opened for PRUNE_AFTER_S (a database dropped, a
+    URL no longer used) and that no process holds (every slot lock free); the removed ones.
+    A replica is a cache: at worst a store opened again replays its log once."""
+    import shutil
+    import time
+
+    at = time.time() if now is None else now
+    out: list[Path] = []
+    try:
+        folders = [p for p in root.iterdir() if p.is_dir() and p != keep]
+    except OSError:
+        return out
+    for folder in folders:
+        try:
+            newest = max([folder.stat().st_mtime,
+                          *(f.stat().st_mtime for f in folder.iterdir())])
+        except (OSError, ValueError):
+            continue
+        if at - newest < PRUNE_AFTER_S:
+            continue
+        held: list[int] = []
+        try:
+            for lock in folder.glob("slot-*.lock"):
+                fd = os.open(lock, os.O_RDWR)
+                held.append(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while a process has it
+            shutil.rmtree(folder)
+            out.append(folder)
+        except OSError:
+            continue
+        finally:
+            for fd in held:
+                os.close(fd)
+    return out
+
+
 class Slot:
     """One process's replica file, held (flock) until `close`."""
 
@@ -68,9 +108,11 @@ class Slot:
         folder = root / key
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            (folder / "store.txt").write_text(f"{label}\n{store_id}\n")
+            files.write_if_changed(folder / "store.txt", f"{label}\n{store_id}\n")
+            os.utime(folder)  # in use: `prune` keeps it
         except OSError:
             return None
+        prune(root, keep=folder)
         for n in range(MAX_SLOTS):
             try:
                 fd = os.open(folder / f"slot-{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)

@@ -6,6 +6,8 @@ the schema version, so a foreign or newer file is refused before anything is wri
 
 from __future__ import annotations
 
+from typing import Any
+
 APPLICATION_ID = 0x436C5457  # "ClTW"
 
 LOG_SCHEMA = """
@@ -434,6 +436,18 @@ PROJECTION_TABLES: dict[str, str] = {
     "trigger_auth_failures": "seq",
 }
 
+# Version 11: the migration ledger. One row per migration applied to this file: its name, the
+# sha256 of its script as the build that applied it had it, and when (migrations applied
+# before the ledger existed are recorded when it is created). Schema metadata, not a
+# projection: no event builds it and a replay leaves it alone.
+MIGRATION_LEDGER_SCHEMA = """
+CREATE TABLE schema_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,
+    applied_at REAL NOT NULL
+);
+"""
+LEDGER_VERSION = 11
+
 # (version, script). Version 1 creates everything; later versions append here.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, LOG_SCHEMA + PROJECTION_SCHEMA_V1),
@@ -445,9 +459,44 @@ MIGRATIONS: list[tuple[int, str]] = [
     (9, ACP_SCHEMA),
     (7, FLOWS_SCHEMA),
     (8, TRIGGERS_SCHEMA),
+    (LEDGER_VERSION, MIGRATION_LEDGER_SCHEMA),
     (12, HOOK_AUTH_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
+MIGRATION_NAMES = {1: "log and tasks", 2: "meetings", 3: "workflows", 4: "tool pins",
+                   5: "turns", 6: "sessions", 7: "flows", 8: "triggers", 9: "acp",
+                   LEDGER_VERSION: "migration ledger", 12: "webhook auth failures"}
+
+
+def migration_name(version: int) -> str:
+    return MIGRATION_NAMES.get(version, f"v{version}")
+
+
+def ledger_problems(ledger: list[dict[str, Any]]) -> list[str]:
+    """What the ledger shows went wrong: a migration this build knows that the file never
+    recorded (merged below a version the file already had: its tables are missing), or one
+    applied from a different script than this build's."""
+    have = {int(r["version"]): r for r in ledger}
+    top = max(have, default=0)
+    out = []
+    for v, script in MIGRATIONS:
+        row = have.get(v)
+        if row is None:
+            if v < top:
+                out.append(f"migration v{v} ({migration_name(v)}): not in the ledger; this"
+                           f" store passed v{v} without applying it")
+        elif row["checksum"] != migration_checksum(script):
+            out.append(f"migration v{v} ({row['name']}): applied from another script"
+                       f" (checksum {str(row['checksum'])[:12]}, this build's"
+                       f" {migration_checksum(script)[:12]})")
+    return out
+
+
+def migration_checksum(script: str) -> str:
+    """The sha256 of a migration's script (what the ledger records and compares)."""
+    import hashlib
+
+    return hashlib.sha256(script.encode("utf-8")).hexdigest()
 
 # Every projection table as the latest version has it (replays build into a fresh database).
 PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA

@@ -30,7 +30,16 @@ from ..events import StoredEvent, decode
 from . import projections
 from .notify import WakeChannel
 from .reads import LogReads
-from .schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS, PROJECTION_SCHEMA, PROJECTION_TABLES
+from .schema import (
+    APPLICATION_ID,
+    LATEST_VERSION,
+    LEDGER_VERSION,
+    MIGRATIONS,
+    PROJECTION_SCHEMA,
+    PROJECTION_TABLES,
+    migration_checksum,
+    migration_name,
+)
 from .writer import BatchResult, BatchWriter, Job, run_commands
 from .writer import dict_factory as _dict_factory
 
@@ -78,6 +87,12 @@ def check_and_migrate(conn: sqlite3.Connection, path: str) -> int:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version={target}")
             version = target
+        if version >= LEDGER_VERSION:  # what was applied (before the ledger: recorded now)
+            now = time.time()
+            conn.executemany(
+                "INSERT OR IGNORE INTO schema_migrations VALUES (?, ?, ?, ?)",
+                [(v, migration_name(v), migration_checksum(s), now)
+                 for v, s in MIGRATIONS if v <= version])
         conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
         conn.execute("COMMIT")
     except BaseException:
@@ -306,6 +321,10 @@ class SQLiteStore(BatchWriter, LogReads):
     async def verify_projections(self) -> list[str]:
         """Replay the log into fresh projections and list every difference with the live ones."""
         return await asyncio.to_thread(verify_file, self.path)
+
+    async def migrations(self) -> list[dict[str, Any]]:
+        """The migration ledger: version, name, checksum, applied_at (oldest first)."""
+        return await self.fetchall("SELECT * FROM schema_migrations ORDER BY version")
 
     async def rebuild_projections(self) -> int:
         """Throw the projections away and rebuild them from the log, in one write transaction."""

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import config
+from .. import config, files
 from ..errors import ValidationError
 from ..limits import MAX_JSON_BYTES
 from ..safe_yaml import loads
@@ -50,7 +49,15 @@ def load(expert: str) -> dict[str, HookAuth]:
     path = hooks_file(expert)
     if not path.is_file():
         return {}
-    data = loads(path.read_text(encoding="utf-8"), str(path))
+    return parse(path.read_text(encoding="utf-8"), path)
+
+
+def parse(text: str, path: Path) -> dict[str, HookAuth]:
+    """The credentials in `text` (the file's content), or ValidationError naming the field;
+    what `write` checks new content with before it touches the file."""
+    data = loads(text, str(path))
+    if data is None:
+        return {}
     if not isinstance(data, dict):
         raise ValidationError(f"{path}: must be a mapping of trigger names")
     out = {}
@@ -90,14 +97,11 @@ def write(expert: str, trigger: str, *, token: str | None = None, secret: str | 
     if max_bytes is not None:
         entry["max_bytes"] = max_bytes
     data[trigger] = entry
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(yaml.safe_dump(data, sort_keys=True))
-    os.replace(tmp, path)
-    load(expert)  # what was written must load
-    return load(expert)[trigger]
+    text = yaml.safe_dump(data, sort_keys=True)
+    # checked by the loader that will read it, before the file is touched: a refusal
+    # leaves the old file byte for byte
+    files.write_text(path, text, check=lambda t: parse(t, path), mode=0o600)
+    return parse(text, path)[trigger]
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import leases
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, NotFound, ValidationError
 from ..events import NewEvent
+from ..limits import check_process_inputs
 from ..liveness import holder_gone
 from ..store.interface import WriteTx
 from ..tasks.permissions import Role
@@ -99,6 +100,11 @@ def prepare(spec: TriggerSpec, payload: dict[str, Any], source: str, *,
         value = resolve(enriched, path)
         if value is not MISSING:
             inputs[name] = value
+    try:  # a 202 means it will run: what the run cannot take is refused here, named
+        check_process_inputs(inputs, {n: f"payload.{p} (input {n})"
+                                      for n, p in spec.payload_mapping.items()})
+    except ValidationError as exc:
+        raise BadEvent(str(exc)) from None
     return Prepared(spec=spec, source=source, payload=enriched, inputs=inputs, lane=lane,
                     dedupe=dedupe, warning=warning, item_id=item_id)
 

@@ -95,11 +95,22 @@ def test_expert_run_and_state_commands_keep_the_files_current(
     db = str(tmp_path / "cli.db")
     code = main(["expert", "run", pkg.name, "ticket-triage", "--input", "ticket_id=T-9",
                  "--db", db])
-    capsys.readouterr()
-    assert code == 0
+    out = capsys.readouterr()
+    assert code == 0, out
     ws = home.workspace(pkg.name)
     assert "UTC:" in (ws / QUEUE).read_text()  # synced at the end of the run
     (ws / QUEUE).unlink()
     assert main(["expert", "state", pkg.name, "--db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {QUEUE: 1, SHIFT: 0}
     assert "UTC:" in (ws / QUEUE).read_text()
+    # the run's session began in the commit that started it: its reset names the run
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    try:
+        resets = [json.loads(r[0]) for r in conn.execute(
+            "SELECT payload FROM events WHERE type='expert.state_reset'")]
+        runs = [r[0] for r in conn.execute("SELECT id FROM workflow_runs")]
+    finally:
+        conn.close()
+    assert [r["run_id"] for r in resets] == runs and len(runs) == 1

@@ -1,0 +1,175 @@
+"""What a take-over does with the attempt that died (issue 22), and how `store verify` finds
+turns nobody will ever close.
+
+A job whose worker died is claimed again (runner._claim, attempt + 1). In that same commit:
+
+- the dead attempt's turn is closed: `turn.finished` with stop_reason `interrupted`, its
+  rounds and tool calls as recorded, its model calls and usage summed from the session's
+  `agent.usage` events since the turn began (nothing it spent is dropped);
+- if messages are waiting, the interrupted task goes to the backlog exactly as a live steer
+  puts it (a `resume` item naming the rounds done) and the messages are taken as steered
+  ones, so the new turn answers them first and the next job resumes the task.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from .. import events as ev
+from ..events import NewEvent
+from ..store.interface import Store, WriteTx
+from . import events as sev
+from .service import new_id
+
+INTERRUPTED = "interrupted"
+
+
+def _turn_usage(tx: WriteTx, sid: str, turn_id: str) -> tuple[int, int, int, float]:
+    """(model calls, prompt tokens, completion tokens, cost) of a turn of session `sid`:
+    its usage events lie between its start and the next turn of the session."""
+    start = tx.one("SELECT seq FROM events WHERE entity_id=? AND type='turn.started'",
+                   (turn_id,))
+    if start is None:
+        return 0, 0, 0, 0.0
+    nxt = tx.one("SELECT min(seq) AS s FROM events WHERE type='turn.started' AND seq > ? AND"
+                 " json_extract(payload, '$.subject')=?", (start["seq"], sid))
+    end = nxt["s"] if nxt and nxt["s"] is not None else 1 << 62
+    row = tx.one(
+        "SELECT count(*) AS n, coalesce(sum(json_extract(payload, '$.prompt_tokens')), 0) AS p,"
+        " coalesce(sum(json_extract(payload, '$.completion_tokens')), 0) AS c,"
+        " coalesce(sum(json_extract(payload, '$.cost_usd')), 0) AS cost FROM events WHERE"
+        " entity_id=? AND type='agent.usage' AND seq > ? AND seq < ?",
+        (sid, start["seq"], end))
+    if row is None:
+        return 0, 0, 0, 0.0
+    return int(row["n"]), int(row["p"]), int(row["c"]), float(row["cost"])
+
+
+def close_dead_turn(tx: WriteTx, job: dict[str, Any], owner: str) -> int | None:
+    """Close the turn of the job's previous attempt if it is still open; the tool rounds it
+    had done (None when there was no open turn to close)."""
+    turn_id = job.get("turn_id")
+    if not turn_id:
+        return None
+    turn = tx.one("SELECT * FROM turns WHERE id=?", (turn_id,))
+    if turn is None or turn["status"] != "running":
+        return None
+    calls, prompt, completion, cost = _turn_usage(tx, job["session_id"], turn_id)
+    tx.emit(NewEvent(entity_id=turn_id, actor=owner, role="system", payload=ev.TurnFinished(
+        stop_reason=INTERRUPTED, rounds=int(turn["rounds"]), model_calls=calls,
+        tool_calls=int(turn["tool_calls"]), prompt_tokens=prompt,
+        completion_tokens=completion, cost_usd=cost,
+        error=f"the worker running it ({job.get('owner')}) died; job {job['id']} was taken"
+              f" over by {owner}")))
+    return int(turn["rounds"])
+
+
+def resume_text(task: str, rounds: int, last: str) -> str:
+    """A `resume` backlog item's text: one wording for a live steer and a take-over."""
+    return (f"Resume the interrupted task: {' '.join(task.split())} (interrupted after"
+            f" {rounds} tool round(s)" + (f"; last result: {_clip(last, 200)}" if last
+                                          else "") + ")")
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def job_task(tx: WriteTx, job: dict[str, Any]) -> tuple[str, int]:
+    """What the job was working on and the tool rounds done on it before the job: the task
+    a resume item it drained names (continued, not nested), else its last steered message,
+    else its own messages."""
+    resumed = tx.all("SELECT data FROM session_backlog WHERE drained_by=? AND kind='resume'"
+                     " ORDER BY seq", (job["id"],))
+    if resumed:
+        d = json.loads(resumed[-1]["data"])
+        return str(d.get("task", "")), int(d.get("rounds_done", 0))
+    mine = [(r["text"], json.loads(r["meta"])) for r in tx.all(
+        "SELECT text, meta FROM session_messages WHERE session_id=? AND role='user' AND"
+        " json_extract(meta, '$.job')=? ORDER BY seq", (job["session_id"], job["id"]))]
+    steered = [t for t, m in mine if m.get("steered")]
+    return (steered[-1] if steered else "\n".join(t for t, _ in mine)), 0
+
+
+def stopped_note(sid: str, rounds: int) -> str:
+    """What a reply cut off by max_tool_rounds says, so nobody mistakes it for an answer."""
+    return (f"[Stopped after {rounds} tool round(s): the turn's limit (max_tool_rounds). The"
+            f" task is not finished; continue it with /continue (clawtower session resume"
+            f" {sid}).]")
+
+
+def continue_in(tx: WriteTx, sid: str, by: str) -> dict[str, Any]:
+    """`/continue`: the task of the session's last turn, stopped by max_tool_rounds, goes to
+    the backlog as a resume item (its rounds so far counted) and a job takes it."""
+    from ..errors import Conflict
+    from .service import queue_job
+
+    session = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
+    if session is None:
+        from ..errors import NotFound
+
+        raise NotFound(f"session {sid}: no such session")
+    job = tx.one("SELECT * FROM turn_jobs WHERE session_id=? AND status NOT IN ('queued',"
+                 " 'running') ORDER BY queued_seq DESC LIMIT 1", (sid,))
+    if job is None or job["status"] != "done" or job["stop_reason"] != "max_tool_rounds":
+        raise Conflict(f"session {sid}: its last turn did not stop at max_tool_rounds;"
+                       " nothing to continue")
+    if tx.one("SELECT 1 FROM session_backlog WHERE session_id=? AND kind='resume' AND"
+              " json_extract(data, '$.continues')=?", (sid, job["id"])) is not None:
+        raise Conflict(f"session {sid}: already continued (job {job['id']})")
+    task, prior = job_task(tx, job)
+    turn = tx.one("SELECT rounds FROM turns WHERE id=?", (job["turn_id"],))
+    rounds = prior + (int(turn["rounds"]) if turn is not None else 0)
+    item = new_id("b")
+    tx.emit(NewEvent(entity_id=sid, actor=by, role="operator", payload=sev.SessionBacklogged(
+        item_id=item, kind="resume", text=resume_text(task, rounds, ""),
+        data={"job": job["id"], "turn": job["turn_id"], "task": task, "rounds_done": rounds,
+              "round": rounds, "continues": job["id"]})))
+    queued = None
+    if session["active_job"] is None and session["status"] not in ("stopped", "finished"):
+        queued = queue_job(tx, sid, "backlog", by)
+    return {"session": sid, "item": item, "job": queued, "rounds_done": rounds}
+
+
+def backlog_interrupted(tx: WriteTx, job: dict[str, Any], owner: str, rounds: int,
+                        task: str) -> str:
+    """The interrupted task as a `resume` backlog item, worded as a live steer words it."""
+    item = new_id("b")
+    tx.emit(NewEvent(entity_id=job["session_id"], actor=owner, role="system",
+                     payload=sev.SessionBacklogged(
+                         item_id=item, kind="resume", text=resume_text(task, rounds, ""),
+                         data={"job": job["id"], "turn": job.get("turn_id"), "task": task,
+                               "rounds_done": rounds, "round": rounds,
+                               "taken_over": True})))
+    return item
+
+
+async def open_turns(store: Store, now: float | None = None) -> list[str]:
+    """Session turns still `running` that no live job runs (their worker died and nobody
+    took the job over, or it was settled without closing them): one line each."""
+    rows = await store.fetchall(
+        "SELECT t.id, t.subject, t.rounds FROM turns t JOIN sessions s ON s.id = t.subject"
+        " WHERE t.status='running' ORDER BY t.started_at")
+    if not rows:
+        return []
+    at = time.time() if now is None else now
+    out = []
+    for r in rows:
+        job = await store.fetchone(
+            "SELECT j.id, j.status, j.turn_id, l.released, l.expires_at FROM turn_jobs j"
+            " LEFT JOIN leases l ON l.name = 'worker:' || j.owner WHERE j.turn_id=?",
+            (r["id"],))
+        live = (job is not None and job["status"] == "running" and job["released"] == 0
+                and job["expires_at"] is not None and float(job["expires_at"]) > at)
+        if live:
+            continue
+        why = ("no job runs it" if job is None else
+               f"job {job['id']} is {job['status']}" if job["status"] != "running" else
+               f"job {job['id']}'s worker lease has expired (not yet taken over)")
+        out.append(f"turn {r['id']} (session {r['subject']}): open after {r['rounds']}"
+                   f" round(s), {why}")
+    return out
+
