@@ -168,8 +168,8 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     backlog_msg: str | None = None
     resume = gate.load_resume(tx, job["id"]) if job["reason"] == "resume" else None
     steer_round: int | None = None  # a take-over with messages waiting: they steer
+    rounds = takeover.close_dead_turn(tx, job, owner) if attempt > 1 else None
     if attempt > 1 and resume is None:  # the dead attempt's turn closes, its task waits
-        rounds = takeover.close_dead_turn(tx, job, owner)
         task, prior = takeover.job_task(tx, job)
         if task and tx.one("SELECT 1 FROM session_inbox WHERE session_id=? AND"
                            " status='pending' LIMIT 1", (sid,)) is not None:

@@ -452,14 +452,14 @@ def gate_rows(pal: Palette, waits: list[dict[str, Any]], drafts: list[dict[str, 
     for d in drafts[-5:]:
         line = Text(f"{fmt_time(d.get('at'))} ", style=pal.tone("idle"))
         line.append(f"{'draft':>10}  ", style=pal.tone("idle", "bold"))
-        line.append(f"{d['name']} {one_line(str(d['arguments']), 120)} (manual tier:"
-                    " recorded, never run)")
+        line.append(safe_line(f"{d['name']} {one_line(str(d['arguments']), 120)}")
+                    + " (manual tier: recorded, never run)")
         rows.append(line)
     for w in waits:
         ctx = w["context"]
         line = Text(f"{fmt_time(w.get('requested_at'))} ", style=pal.tone("idle"))
         line.append(f"{'approval':>10}  ", style=pal.tone("waiting", "bold reverse"))
-        line.append(f" {ctx.get('tool')} {one_line(str(ctx.get('arguments')), 120)}",
+        line.append(safe_line(f" {ctx.get('tool')} {one_line(str(ctx.get('arguments')), 120)}"),
                     style="bold")
         line.append(f"  waits for you ({w['id']}): a approve · r reject",
                     style=pal.tone("waiting"))
