@@ -123,6 +123,7 @@ class Claim:
     lost: bool = False
     resume: gate.Resume | None = None  # a job queued again after its tool call was decided
     requester: str = "operator"  # who sent what this job answers (an approval names them)
+    label: str = ""  # the session's task label (a flow node's id): a simulator script key
 
 
 # --------------------------------------------------------------------------- commands
@@ -215,7 +216,8 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     return Claim(job_id=job["id"], session_id=sid, attempt=attempt, turn_id=turn_id,
                  spec=spec, provider=provider, model=model, history=history,
                  announces=announces, focus=focus, started_at=tx.now, resume=resume,
-                 requester=requester)
+                 requester=requester,
+                 label=str(json.loads(session["task"] or "{}").get("label") or ""))
 
 
 def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
@@ -820,7 +822,7 @@ class SessionRunner:
             max_tokens_per_call=d.max_output_tokens,
             first_tool_choice=d.first_tool_choice,
             metadata={"purpose": "session", "session": sid, "job": claim.job_id,
-                      "labels": [spec.name]},
+                      "labels": [x for x in (claim.label, spec.name) if x]},
             turn_id=claim.turn_id)
 
 

@@ -1,0 +1,106 @@
+"""Flow nodes run as session turns (issue 21 item 2): an executed node is one TurnJob in a
+session of its agent, so the agent's tools work inside a flow and each call runs once; an
+engine re-running a node after a crash takes the job already queued for it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from core.agents.config import config_from_data
+from core.flows.brains import PlanBrain
+from core.flows.engine import FlowEngine
+from core.flows.service import Flows, WorkItem
+from core.flows.turns import TurnBrain, node_job_id, queue_node_turn
+from core.sessions.service import Sessions
+from core.sessions.specs import AgentSpecConfig
+from core.store import open_store
+from tests.helpers.session_helpers import event_types
+
+CALL = '#call text.count {"text": "alpha beta gamma"}'
+
+
+async def setup(store: Any) -> None:
+    s = Sessions(store)
+    await s.set_spec("lead", AgentSpecConfig.model_validate(
+        {"policy": {"subagents": ["worker"]}}))
+    await s.set_spec("worker", AgentSpecConfig.model_validate(
+        {"policy": {"subagents": [], "tools": ["text.count"]}}))
+
+
+def engine(store: Any, plans: dict[str, list[dict[str, Any]]]) -> FlowEngine:
+    brain = TurnBrain(store, PlanBrain(plans), config=config_from_data({"speed": 0}, "t"),
+                      lease_ttl_s=2)
+    return FlowEngine(store, brain)
+
+
+async def test_a_node_calls_a_tool_once_in_its_own_session(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        plan = [{"id": f"n{i}", "agent": "worker", "instruction": CALL, "depends_on": []}
+                for i in range(3)]
+        fid = await Flows(store).start("lead", "count words")
+        flow = await engine(store, {"root": plan}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "done", flow
+        got = await Flows(store).get(fid)
+        nodes = [t for t in got["tasks"] if t["parent_id"]]
+        assert len(nodes) == 3
+        for t in nodes:  # the reply is the turn's: it quotes the tool's result
+            assert t["result"].startswith("text.count answered:"), t["result"]
+            assert '"words": 3' in t["result"]
+        results = [e for e in await event_types(store, "turn.tool_result")
+                   if e["payload"]["name"] == "text.count"]
+        assert len(results) == 3  # each node's call ran exactly once
+        jobs = await store.fetchall("SELECT * FROM turn_jobs ORDER BY queued_seq")
+        assert sorted(j["id"] for j in jobs) == sorted(node_job_id(t["task_id"])
+                                                       for t in nodes)
+        assert {j["status"] for j in jobs} == {"done"}
+        # each node's session belongs to the flow, ran one turn, and is finished
+        sessions = {r["id"]: r for r in await Sessions(store).list()}
+        for j in jobs:
+            s = sessions[j["session_id"]]
+            assert s["created_by"] == f"flow:{fid}" and s["status"] == "finished"
+            assert s["turns"] == 1 and s["channel"] == "agent"
+    finally:
+        await store.close()
+
+
+async def test_queueing_a_node_twice_finds_the_same_job(tmp_path: Path) -> None:
+    """What a restarted engine does for a node whose turn was queued before the crash."""
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        fid = await Flows(store).start("worker", "one node")
+        item = WorkItem(flow_id=fid, task_id=f"{fid}/root", kind="task", agent="worker",
+                        instruction=CALL)
+        jid = node_job_id(item.task_id)
+        first = await store.execute(lambda tx: queue_node_turn(tx, item, jid))
+        second = await store.execute(lambda tx: queue_node_turn(tx, item, jid))
+        assert first == second
+        rows = await store.fetchall("SELECT id FROM turn_jobs")
+        assert [r["id"] for r in rows] == [jid]
+        inbox = await store.fetchall("SELECT * FROM session_inbox WHERE session_id=?",
+                                     (first,))
+        assert len(inbox) == 1 and inbox[0]["sender"] == f"flow:{fid}"
+        flow = await engine(store, {}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "done" and "text.count answered" in flow["result"]
+        assert len(await store.fetchall("SELECT id FROM turn_jobs")) == 1
+    finally:
+        await store.close()
+
+
+async def test_a_failed_turn_fails_its_node(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await Sessions(store).set_spec("broken", AgentSpecConfig.model_validate(
+            {"defaults": {"provider": "nowhere"}}))
+        fid = await Flows(store).start("broken", "anything")
+        flow = await engine(store, {}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "failed", flow
+        assert "turn failed" in flow["error"] and "nowhere" in flow["error"], flow["error"]
+        [job] = await store.fetchall("SELECT status FROM turn_jobs")
+        assert job["status"] == "failed"
+    finally:
+        await store.close()
