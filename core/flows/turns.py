@@ -31,7 +31,6 @@ from ..sessions import events as sev
 from ..sessions.service import INTERNAL_CHANNEL, _next_session_id, new_id, spec_by_ref
 from ..store.interface import Store, WriteTx
 from .brains import AgentFailed, Answer, Brain, Decision
-from .projections import task_text
 from .service import WorkItem
 
 if TYPE_CHECKING:
@@ -65,14 +64,20 @@ def queue_node_turn(tx: WriteTx, item: WorkItem, job_id: str) -> str:
         deliver=False, channel=INTERNAL_CHANNEL, trace_id=item.flow_id,
         task={"label": item.local_id, "prompt": item.instruction, "flow_task": item.task_id},
         created_by=by)))
-    ctx = item.context
-    text = task_text(item.task_id, item.instruction,
-                     json.dumps(ctx, ensure_ascii=False) if ctx else "")
+    text = node_text(item)
     tx.emit(NewEvent(entity_id=sid, actor=by, role="agent", payload=sev.SessionInbound(
         msg_id=new_id("m"), text=text, sender=by)))
     tx.emit(NewEvent(entity_id=job_id, actor=by, role="system",
                      payload=sev.TurnJobQueued(session_id=sid, reason="flow")))
     return sid
+
+
+def node_text(item: WorkItem) -> str:
+    """The node's TASK as its turn gets it: the context first, the instruction last (what
+    the model answers, and where a `#call` directive of the simulator is found)."""
+    ctx = json.dumps(item.context, ensure_ascii=False) if item.context else ""
+    return f"TASK {item.task_id}\n" + (f"CONTEXT: {ctx}\n\n" if ctx else "") + \
+        item.instruction
 
 
 def _close_session(tx: WriteTx, sid: str, by: str, ok: bool) -> None:
