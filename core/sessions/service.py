@@ -143,6 +143,17 @@ def _open_for(tx: WriteTx, sid: str, action: str, by: str) -> dict[str, Any] | N
     return row
 
 
+#: what may own a session (its `created_by` is `<kind>:<id>`): only the owner sends to it
+OWNER_KINDS = ("flow", "meeting", "expert-run", "acp-task")
+
+
+def owned_by(session: dict[str, Any]) -> tuple[str, str] | None:
+    """(kind, id) of the protocol run that created the session and drives it, or None for
+    a session that takes messages from anybody (the CLI's, the console's, a chat's)."""
+    kind, sep, ref = str(session.get("created_by") or "").partition(":")
+    return (kind, ref) if sep and kind in OWNER_KINDS and ref else None
+
+
 def queue_job(tx: WriteTx, sid: str, reason: str, by: str) -> str:
     jid = new_id("J")
     tx.emit(_ev(jid, by, sev.TurnJobQueued(session_id=sid, reason=reason), role="system"))
@@ -153,6 +164,12 @@ def _send(tx: WriteTx, sid: str, text: str, sender: str, limits: SessionLimits
           ) -> dict[str, Any]:
     if not text.strip():
         raise ValidationError(f"session {sid}: the message is empty")
+    owner = owned_by(_session(tx, sid))
+    if owner is not None and sender != f"{owner[0]}:{owner[1]}":
+        kind, ref = owner
+        refuse(tx, sid, "session.send", f"the session belongs to {kind} {ref}", sender,
+               Conflict(f"{sid} belongs to {kind} {ref}; use clawtower {kind} ..."))
+        return {}
     row = _open_for(tx, sid, "session.send", sender)
     if row is None:
         return {}
@@ -631,5 +648,5 @@ def _job_json(r: dict[str, Any]) -> dict[str, Any]:
             "ended_at": r["ended_at"]}
 
 
-__all__ = ["ANNOUNCE_TEXT", "INTERNAL_CHANNEL", "SessionLimits", "Sessions", "announce",
-           "new_id", "queue_job", "refuse", "spec_by_ref", "wake_parent"]
+__all__ = ["ANNOUNCE_TEXT", "INTERNAL_CHANNEL", "OWNER_KINDS", "SessionLimits", "Sessions",
+           "announce", "new_id", "owned_by", "queue_job", "refuse", "spec_by_ref", "wake_parent"]
