@@ -599,7 +599,19 @@ class Orchestrator:
         """The executor worker: calls the executor agent and records its work as executor."""
         tid, n = task["id"], attempt["n"]
         name, _ = self.agents.for_role("executor")
-        if self.executor is not None:
+        chosen = task["spec"].get("executor")  # the task's own choice wins
+        if chosen and chosen.startswith("acp:"):
+            from .acp.config import harness
+            from .acp.task import AcpExecutor
+
+            try:
+                runner: Executor = AcpExecutor(self.store, harness(chosen[4:]))
+            except ClawError as exc:  # an unknown harness fails the attempt: retry rules
+                await self.tasks.finish_attempt(tid, n, ok=False, reason=str(exc), actor=name)
+                return
+            await runner(task, attempt, name)
+            return
+        if self.executor is not None and chosen != "builtin":
             await self.executor(task, attempt, name)
             return
         t = self.tasks
