@@ -598,8 +598,9 @@ class Orchestrator:
     async def _execute(self, task: dict[str, Any], attempt: dict[str, Any]) -> None:
         """The executor worker: calls the executor agent and records its work as executor."""
         tid, n = task["id"], attempt["n"]
-        name, _ = self.agents.for_role("executor")
-        chosen = task["spec"].get("executor")  # the task's own choice wins
+        name, agent = self.agents.for_role("executor")
+        # the task's own choice wins; else the executor agent's in clawtower.yaml
+        chosen = task["spec"].get("executor") or agent.executor
         if chosen and chosen.startswith("acp:"):
             from .acp.config import harness
             from .acp.task import AcpExecutor

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from protocol import good_spec
 
+from core.agents.config import config_from_data, load_agents
 from core.agents.registry import AgentSet
 from core.errors import ValidationError
 from core.orchestrator import Orchestrator
+from core.sessions.specs import from_agent_config
 from core.store.interface import Store
 from core.tasks.service import Tasks
 from core.tasks.spec import parse_spec
@@ -28,8 +30,9 @@ def test_the_executor_field_is_validated() -> None:
         parse_spec({**good_spec().model_dump(), "executor": "claude"}, "t.yaml")
 
 
-async def attempt_of(store: Store, clock: Any, tid: str) -> dict[str, Any]:
-    o = Orchestrator(store, AgentSet.simulated(), clock=clock)
+async def attempt_of(store: Store, clock: Any, tid: str, agents: AgentSet | None = None
+                     ) -> dict[str, Any]:
+    o = Orchestrator(store, agents or AgentSet.simulated(), clock=clock)
     try:
         for _ in range(200):
             await o.tick()
@@ -61,3 +64,35 @@ async def test_a_named_harness_runs_the_step_and_an_unknown_one_fails_it(
     builtin = await Tasks(store).create(parse_spec({**spec, "executor": "builtin"}, "t"))
     att = await attempt_of(store, clock, builtin)
     assert att["status"] == "succeeded", att  # the simulated executor agent
+
+
+async def test_clawtower_yaml_names_the_executor_of_implementation_steps(
+        store: Store, clock: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor agent's `executor: acp:NAME` in clawtower.yaml alone moves the step onto
+    the harness; a task's `executor: builtin` keeps it on the executor agent."""
+    cfg = tmp_path / "clawtower.yaml"
+    cfg.write_text(
+        f"acp_agents:\n  gone:\n    command: {tmp_path / 'no-such-harness'}\n"
+        "speed: 0\n"
+        "agents:\n  builder: {role: executor, executor: 'acp:gone'}\n"
+        "  checker: {role: spec_reviewer}\n  critic: {role: quality_reviewer}\n")
+    monkeypatch.setenv("CLAWTOWER_CONFIG", str(cfg))
+    agents = load_agents(cfg)
+    spec = good_spec().model_dump()
+    on_yaml = await Tasks(store).create(parse_spec(spec, "t"))
+    att = await attempt_of(store, clock, on_yaml, agents)
+    assert att["status"] == "failed" and "no-such-harness" in str(att), att
+    assert await store.fetchone("SELECT 1 FROM acp_runs WHERE subject=?", (on_yaml,))
+    builtin = await Tasks(store).create(parse_spec({**spec, "executor": "builtin"}, "t"))
+    att = await attempt_of(store, clock, builtin, agents)
+    assert att["status"] == "succeeded", att
+    assert await store.fetchone("SELECT 1 FROM acp_runs WHERE subject=?", (builtin,)) is None
+
+
+def test_an_agent_executor_becomes_its_spec_harness(tmp_path: Path) -> None:
+    cfg = config_from_data({"agents": {"coder": {"executor": "acp:zed"}, "plain": {}}},
+                           tmp_path / "c.yaml")
+    assert from_agent_config(cfg, "coder").defaults.acp == "zed"
+    assert from_agent_config(cfg, "plain").defaults.acp is None
+    with pytest.raises(ValidationError, match=r"agents\.coder\.executor"):
+        config_from_data({"agents": {"coder": {"executor": "zed"}}}, tmp_path / "c.yaml")

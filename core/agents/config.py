@@ -147,6 +147,9 @@ class PriceConfig(BaseModel):
     completion: float = Field(default=0.0, ge=0)
 
 
+EXECUTOR_PATTERN = r"^(builtin|acp:[A-Za-z0-9._-]{1,64})$"
+
+
 class AgentConfig(BaseModel):
     """One agent. After loading, `model` is always set (the provider's default filled in)."""
 
@@ -161,6 +164,10 @@ class AgentConfig(BaseModel):
     price: PriceConfig | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
+    # who runs this agent's work: "builtin" (the turn loop on `provider`) or "acp:<name>" (a
+    # harness of `acp_agents:`). The executor agent's choice runs tasks' implementation
+    # steps; a session/flow agent's (through `agents spec import`) runs its turns.
+    executor: str | None = Field(default=None, pattern=EXECUTOR_PATTERN)
 
     @field_validator("role")
     @classmethod
@@ -194,7 +201,7 @@ class AgentConfig(BaseModel):
     def agent_def(self) -> AgentDef:
         return AgentDef.model_validate({"role": self.role, "model": self.model,
                                         "escalation_model": self.escalation_model,
-                                        "provider": self.provider})
+                                        "provider": self.provider, "executor": self.executor})
 
 
 def build_provider(name: str, config: ProviderConfig) -> Provider:

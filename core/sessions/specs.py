@@ -160,7 +160,9 @@ def from_agent_config(cfg: ClawtowerConfig, name: str) -> AgentSpecConfig:
     return AgentSpecConfig(
         defaults=SpecDefaults(provider=a.provider, model=a.model, temperature=a.temperature,
                               system_prompt=a.system or None,
-                              max_output_tokens=a.max_output_tokens, price=price),
+                              max_output_tokens=a.max_output_tokens, price=price,
+                              acp=a.executor[4:] if a.executor and a.executor.startswith(
+                                  "acp:") else None),
         policy=SpecPolicy(tools=list(a.tools)),
         context_policy=ContextPolicy(budgets=SpecBudgets(
             max_tool_rounds=a.budgets.max_tool_rounds, max_tokens=a.budgets.max_tokens,

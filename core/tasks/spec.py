@@ -9,6 +9,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..agents.config import EXECUTOR_PATTERN
 from ..errors import ValidationError
 from ..safe_yaml import load_file
 
@@ -41,7 +42,7 @@ class TaskSpec(BaseModel):
     labels: list[str] = Field(default_factory=list)
     # who runs the implementation step: "builtin" (the executor agent), "acp:<name>" (a
     # harness of clawtower.yaml's acp_agents); unset: the engine's default
-    executor: str | None = Field(default=None, pattern=r"^(builtin|acp:[A-Za-z0-9._-]{1,64})$")
+    executor: str | None = Field(default=None, pattern=EXECUTOR_PATTERN)
 
     @field_validator("scope_in", "scope_out", "inputs", "outputs", "risks", "labels",
                      "acceptance_criteria", mode="before")
