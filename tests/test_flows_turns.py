@@ -4,11 +4,13 @@ engine re-running a node after a crash takes the job already queued for it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from core.agents.config import config_from_data
+from core.errors import ValidationError
 from core.flows.brains import PlanBrain
 from core.flows.engine import FlowEngine
 from core.flows.service import Flows, WorkItem
@@ -102,5 +104,32 @@ async def test_a_failed_turn_fails_its_node(tmp_path: Path) -> None:
         assert "turn failed" in flow["error"] and "nowhere" in flow["error"], flow["error"]
         [job] = await store.fetchall("SELECT status FROM turn_jobs")
         assert job["status"] == "failed"
+    finally:
+        await store.close()
+
+
+async def test_the_flow_executor_overrides_each_node_session(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        s = Sessions(store)
+        await s.set_spec("coder", AgentSpecConfig.model_validate(
+            {"defaults": {"acp": "zed", "model": "sim-strong"}}))
+        on_acp = await Flows(store).start("coder", "x", executor="acp:other")
+        on_loop = await Flows(store).start("coder", "y", executor="builtin")
+        spec_own = await Flows(store).start("coder", "z")
+        got = {}
+        for fid in (on_acp, on_loop, spec_own):
+            item = WorkItem(flow_id=fid, task_id=f"{fid}/root", kind="task", agent="coder",
+                            instruction="do")
+            sid = await store.execute(
+                lambda tx, i=item: queue_node_turn(tx, i, node_job_id(i.task_id)))
+            row = await store.fetchone("SELECT provider_override AS p, model_override AS m"
+                                       " FROM sessions WHERE id=?", (sid,))
+            assert row is not None
+            got[fid] = (row["p"], row["m"])
+        assert got == {on_acp: ("acp", "other"), on_loop: ("simulator", "sim-strong"),
+                       spec_own: (None, None)}
+        with pytest.raises(ValidationError, match="not builtin or acp:NAME"):
+            await Flows(store).start("coder", "w", executor="claude")
     finally:
         await store.close()

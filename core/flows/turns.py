@@ -25,10 +25,12 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from ..agents.config import SIMULATOR
 from ..errors import ClawError
 from ..events import NewEvent
 from ..sessions import events as sev
 from ..sessions.service import INTERNAL_CHANNEL, _next_session_id, new_id, spec_by_ref
+from ..sessions.specs import AgentSpec
 from ..store.interface import Store, WriteTx
 from .brains import AgentFailed, Answer, Brain, Decision
 from .service import WorkItem
@@ -59,8 +61,11 @@ def queue_node_turn(tx: WriteTx, item: WorkItem, job_id: str) -> str:
     spec = spec_by_ref(tx, item.agent)
     sid = _next_session_id(tx)
     by = owner_of(item.flow_id)
+    flow = tx.one("SELECT executor FROM flows WHERE id=?", (item.flow_id,))
+    provider, model = overrides(flow["executor"] if flow else "", spec)
     tx.emit(NewEvent(entity_id=sid, actor=by, role="agent", payload=sev.SessionCreated(
         title=f"{item.flow_id} {spec.name} {item.local_id}", agent_id=spec.agent_id,
+        provider_override=provider, model_override=model,
         deliver=False, channel=INTERNAL_CHANNEL, trace_id=item.flow_id,
         task={"label": item.local_id, "prompt": item.instruction, "flow_task": item.task_id},
         created_by=by)))
@@ -70,6 +75,20 @@ def queue_node_turn(tx: WriteTx, item: WorkItem, job_id: str) -> str:
     tx.emit(NewEvent(entity_id=job_id, actor=by, role="system",
                      payload=sev.TurnJobQueued(session_id=sid, reason="flow")))
     return sid
+
+
+def overrides(executor: str, spec: AgentSpec) -> tuple[str | None, str | None]:
+    """The node session's (provider, model) override for the flow's executor: a harness
+    (`acp:NAME`: the session machinery runs the turn as an ACP prompt of NAME), the
+    built-in turn loop on the spec's own model even when the spec names a harness
+    (`builtin`), or none (the spec decides)."""
+    if executor.startswith("acp:"):
+        from ..acp.session import ACP_PROVIDER  # the ACP client only when a flow names it
+
+        return ACP_PROVIDER, executor[4:]
+    if executor == "builtin" and spec.config.defaults.acp is not None:
+        return spec.config.defaults.provider or SIMULATOR, spec.config.defaults.model
+    return None, None
 
 
 def node_text(item: WorkItem) -> str:

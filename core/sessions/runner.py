@@ -712,7 +712,7 @@ class SessionRunner:
         records = TurnRecords(self.store)
         box: SessionToolBox | None = None
         try:
-            if claim.provider == ACP_PROVIDER and claim.spec.config.defaults.acp is not None:
+            if claim.provider == ACP_PROVIDER:  # the spec's harness, or the one named
                 result = await self._acp_turn(claim)
             else:
                 box = SessionToolBox(self, claim)
@@ -742,8 +742,8 @@ class SessionRunner:
 
     async def _acp_turn(self, claim: Claim) -> TurnResult:
         """The turn as an ACP `session/prompt` of the spec's harness (core.acp)."""
-        acp = claim.spec.config.defaults.acp
-        assert acp is not None
+        own = claim.spec.config.defaults.acp  # a session override names another by its name
+        acp = own if own is not None and harness_name(own) == claim.model else claim.model
         sink = self.on_text
 
         def on_text(text: str) -> None:

@@ -422,6 +422,11 @@ PROJECTION_TABLES: dict[str, str] = {
     "trigger_cursor": "name",
 }
 
+# v13: who runs a flow's executed nodes when `flow run --executor` named it (issue 21)
+FLOWS_EXECUTOR_SCHEMA = """
+ALTER TABLE flows ADD COLUMN executor TEXT NOT NULL DEFAULT '';
+"""
+
 # (version, script). Version 1 creates everything; later versions append here.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, LOG_SCHEMA + PROJECTION_SCHEMA_V1),
@@ -433,12 +438,13 @@ MIGRATIONS: list[tuple[int, str]] = [
     (9, ACP_SCHEMA),
     (7, FLOWS_SCHEMA),
     (8, TRIGGERS_SCHEMA),
+    (13, FLOWS_EXECUTOR_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 
 # Every projection table as the latest version has it (replays build into a fresh database).
 PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA
                      + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + FLOWS_SCHEMA + TRIGGERS_SCHEMA
-                     + ACP_SCHEMA)
+                     + ACP_SCHEMA + FLOWS_EXECUTOR_SCHEMA)
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)

@@ -150,3 +150,15 @@ def test_a_flow_session_refuses_outside_sends(run: Run, db: Path) -> None:
     assert len(after["messages"]) == before and after["pending"] == []
     refusals = run("events", "--json", "--db", db)
     assert refusals.code == 0 and "belongs to flow F-1" in refusals.out
+
+
+def test_executor_bad_input_is_one_line_exit_2(run: Run, db: Path) -> None:
+    agents(run, db)
+    r = run("flow", "run", "lead", "x", "--executor", "acp:nope", "--db", db)
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+    assert "--executor: acp agent 'nope': no such agent" in r.err
+    r = run("flow", "run", "lead", "x", "--executor", "claude", "--db", db)
+    assert r.code == 2 and "is not builtin or acp:NAME" in r.err
+    assert run("flow", "list", "--json", "--db", db).json() == []  # nothing written
+    ok = run("flow", "run", "lead", "x", "--executor", "builtin", "--wait", "--db", db)
+    assert ok.code == 0, ok.err
