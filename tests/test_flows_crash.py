@@ -25,6 +25,7 @@ from procs import HELPERS, child_env
 from core.flows.service import Flows
 from core.sessions.service import Sessions
 from core.sessions.specs import AgentSpecConfig
+from core.sessions.takeover import REUSED
 from core.store import open_store
 
 WORKER = str(HELPERS / "flow_worker.py")
@@ -39,12 +40,15 @@ def worker(db: Path, seed: int, *, max_ms: float = 150, turns: bool = False
 
 
 async def tool_effects(store: Any, flow_id: str) -> dict[str, int]:
-    """Per executed node (its session): tool calls that ran, from the log."""
+    """Per executed node (its session): tool calls that ran, from the log (a result a
+    taken-over turn reused, or a call it reported as interrupted, did not run)."""
     rows = await store.fetchall(
         "SELECT s.id, (SELECT count(*) FROM turns t JOIN events e ON e.entity='turn' AND"
-        " e.entity_id=t.id AND e.type='turn.tool_result' WHERE t.subject=s.id) AS n"
+        " e.entity_id=t.id AND e.type='turn.tool_result' WHERE t.subject=s.id AND"
+        " json_extract(e.payload, '$.content') NOT LIKE ? AND"
+        " coalesce(json_extract(e.payload, '$.error_kind'), '') != 'interrupted') AS n"
         " FROM sessions s WHERE s.created_by=? AND EXISTS (SELECT 1 FROM turn_jobs j WHERE"
-        " j.session_id=s.id)", (f"flow:{flow_id}",))
+        " j.session_id=s.id)", (REUSED + "%", f"flow:{flow_id}"))
     return {r["id"]: int(r["n"]) for r in rows}
 
 

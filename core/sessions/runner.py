@@ -70,6 +70,7 @@ from .service import (
 )
 from .skills import SkillSet, load_skills
 from .specs import SIM_MODELS, AgentSpec
+from .takeover import TakeOverToolBox
 from .toolbox import SPAWN_MANY_TOOL, SPAWN_TOOL, SessionToolBox
 
 STEER_NOTE = ("[Steer] The user sent a new message while you were working. Answer it now;"
@@ -715,7 +716,8 @@ class SessionRunner:
             if claim.provider == ACP_PROVIDER:  # the spec's harness, or the one named
                 result = await self._acp_turn(claim)
             else:
-                box = SessionToolBox(self, claim)
+                # a job taken over does not make its earlier attempts' calls again
+                box = (TakeOverToolBox if claim.attempt > 1 else SessionToolBox)(self, claim)
                 result = await self._model_turn(claim, records, box)
         except asyncio.CancelledError:
             if claim.lost:
