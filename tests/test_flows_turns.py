@@ -133,3 +133,29 @@ async def test_the_flow_executor_overrides_each_node_session(tmp_path: Path) -> 
             await Flows(store).start("coder", "w", executor="claude")
     finally:
         await store.close()
+
+
+async def test_a_failed_flow_stops_the_turns_of_its_nodes_in_flight(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        await Sessions(store).set_spec("broken", AgentSpecConfig.model_validate(
+            {"defaults": {"provider": "nowhere"}}))
+        await Sessions(store).set_spec("lead", AgentSpecConfig.model_validate(
+            {"policy": {"subagents": ["worker", "broken"]}}))
+        plan = [{"id": "slow", "agent": "worker", "instruction": "#work 40", "depends_on": []},
+                {"id": "bad", "agent": "broken", "instruction": "x", "depends_on": []}]
+        fid = await Flows(store).start("lead", "two nodes")
+        brain = TurnBrain(store, PlanBrain({"root": plan}), config=config_from_data(
+            {"speed": 1, "delay_ms": [50, 50]}, "t"), lease_ttl_s=2)
+        flow = await FlowEngine(store, brain).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "failed" and "bad" in flow["error"], flow
+        slow = await store.fetchone("SELECT s.status, j.status AS job, j.stop_reason FROM"
+                                    " sessions s JOIN turn_jobs j ON j.session_id=s.id WHERE"
+                                    " s.title LIKE '% slow'")
+        assert slow is not None and slow["status"] == "stopped", slow
+        assert slow["job"] in ("cancelled", "running"), slow  # its worker stops it
+        turns = await event_types(store, "turn.tool_result")
+        assert len(turns) < 40  # it did not run to the end
+    finally:
+        await store.close()

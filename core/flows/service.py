@@ -18,7 +18,13 @@ from ..agents.config import EXECUTOR_PATTERN
 from ..errors import Conflict, NotFound, ValidationError
 from ..events import NewEvent, Payload
 from ..sessions import events as sev
-from ..sessions.service import INTERNAL_CHANNEL, _next_session_id, _spec_of, spec_by_ref
+from ..sessions.service import (
+    INTERNAL_CHANNEL,
+    _next_session_id,
+    _spec_of,
+    _stop,
+    spec_by_ref,
+)
 from ..sessions.specs import AgentSpec
 from ..store.interface import Store, WriteTx
 from . import events as fev
@@ -284,11 +290,18 @@ def _finish(tx: WriteTx, flow_id: str, status: str, result: str, error: str, by:
             ) -> None:
     tx.emit(_ev(flow_id, by, fev.FlowFinished(status=status, result=result, error=error,
                                               by=by)))
+    linked = set()
     for r in tx.all("SELECT session_id FROM flow_sessions WHERE flow_id=?", (flow_id,)):
+        linked.add(r["session_id"])
         tx.emit(NewEvent(entity_id=r["session_id"], actor=by or OPERATOR, role="agent",
                          payload=sev.SessionFinished(status="ok" if status == "done" else
                                                      "error" if status == "failed" else
                                                      "stopped")))
+    if status != "done":  # the turns of nodes still in flight stop with their flow
+        for r in tx.all("SELECT id FROM sessions WHERE status IN ('idle', 'queued',"
+                        " 'running', 'waiting') AND created_by=?", (f"flow:{flow_id}",)):
+            if r["id"] not in linked:
+                _stop(tx, r["id"], by or OPERATOR, f"flow {flow_id} {status}")
 
 
 def cancel(tx: WriteTx, flow_id: str, by: str, reason: str) -> None:

@@ -12,8 +12,9 @@ finds the same job (queued, running, waiting for an approval, or finished) and t
 reply instead of queueing another, so a node's turn runs once per flow (a job whose worker
 died is taken over by the session machinery, as any TurnJob).
 
-The engine waits for the job on the store's change channel (one watcher per brain, each
-waiting node re-reads its job's row when anything committed), never a loop of its own.
+The engine waits for the job on the store's change channel: one watcher per brain reads,
+after each commit, which of the awaited jobs ended (one query for all of them), and hands
+each its row; no polling loop of its own.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ..sessions.runner import SessionRunner
 
 ENDED = ("done", "failed", "cancelled")
+JOB_COLUMNS = "id, status, reply_msg_id, error, stop_reason, prompt_tokens, completion_tokens"
 
 
 def node_job_id(task_id: str) -> str:
@@ -123,7 +125,7 @@ class TurnBrain:
         self.sessions: set[str] = set()  # the sessions our own worker runs
         self.lease_ttl_s = lease_ttl_s
         self.max_concurrent = max_concurrent
-        self._tick = asyncio.Event()
+        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}  # job id -> its end
         self._watcher: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -155,11 +157,22 @@ class TurnBrain:
                     await own
 
     async def _watch(self) -> None:
+        """After every commit, ONE read of the awaited jobs that have ended (not a read per
+        waiting node): each ended job's waiter gets its row."""
         seq = await self.store.last_seq()
         while True:
             seq = await self.store.wait_for_change(seq, 1.0)
-            tick, self._tick = self._tick, asyncio.Event()
-            tick.set()
+            if not self._waiting:
+                continue
+            ids = list(self._waiting)
+            rows = await self.store.fetchall(
+                f"SELECT {JOB_COLUMNS} FROM turn_jobs WHERE id IN (SELECT value FROM"
+                " json_each(?)) AND status IN ('done', 'failed', 'cancelled')",
+                (json.dumps(ids),))
+            for r in rows:
+                fut = self._waiting.pop(r["id"], None)
+                if fut is not None and not fut.done():
+                    fut.set_result(r)
 
     # ------------------------------------------------------------------ the brain
 
@@ -187,17 +200,22 @@ class TurnBrain:
         return Answer(text=(row["text"] if row else "").strip(), tokens=tokens)
 
     async def _ended(self, jid: str) -> dict[str, Any]:
-        """The job's row once it has ended (woken by the store's change channel)."""
+        """The job's row once it has ended (the watcher reads it after a commit; a job that
+        ended before we started waiting is read here)."""
         if self._watcher is None:
             raise ClawError("flow turns: the brain is not serving (run it in an engine)")
-        while True:
-            tick = self._tick
+        fut = self._waiting.get(jid)
+        if fut is None:  # registered before the read: no end can fall between the two
+            fut = self._waiting[jid] = asyncio.get_running_loop().create_future()
+        try:
             row = await self.store.fetchone(
-                "SELECT status, reply_msg_id, error, stop_reason, prompt_tokens,"
-                " completion_tokens FROM turn_jobs WHERE id=?", (jid,))
+                f"SELECT {JOB_COLUMNS} FROM turn_jobs WHERE id=?", (jid,))
             if row is not None and row["status"] in ENDED:
                 return row
-            await tick.wait()
+            return await fut
+        finally:
+            if self._waiting.get(jid) is fut:
+                del self._waiting[jid]
 
 
 __all__ = ["TurnBrain", "node_job_id", "owner_of", "queue_node_turn"]
