@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from core.agents.config import config_from_data
-from core.errors import ValidationError
+from core.errors import Conflict, ValidationError
 from core.flows.brains import PlanBrain
 from core.flows.engine import FlowEngine
 from core.flows.service import Flows, WorkItem
@@ -157,5 +157,32 @@ async def test_a_failed_flow_stops_the_turns_of_its_nodes_in_flight(tmp_path: Pa
         assert slow["job"] in ("cancelled", "running"), slow  # its worker stops it
         turns = await event_types(store, "turn.tool_result")
         assert len(turns) < 40  # it did not run to the end
+    finally:
+        await store.close()
+
+
+async def test_a_flow_session_takes_sends_only_from_its_flow(tmp_path: Path) -> None:
+    """Issue 22 item 6, below the CLI: send and spawn from anyone else are refused (and
+    recorded); the flow itself sends to it (the node's TASK)."""
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        fid = await Flows(store).start("worker", "one node")
+        item = WorkItem(flow_id=fid, task_id=f"{fid}/root", kind="task", agent="worker",
+                        instruction="x")
+        sid = await store.execute(lambda tx: queue_node_turn(tx, item, node_job_id(
+            item.task_id)))
+        s = Sessions(store)
+        with pytest.raises(Conflict, match=f"^{sid} belongs to flow {fid}; use clawtower flow"):
+            await s.send(sid, "hello", sender="operator")
+        with pytest.raises(Conflict, match="belongs to flow"):
+            await s.spawn(sid, "do more", by="operator")
+        with pytest.raises(Conflict, match="belongs to flow"):
+            await s.send("S-1", "hello")  # the agent's flow session too
+        refusals = await event_types(store, "permission.refused")
+        assert [r["payload"]["action"] for r in refusals] == ["session.send", "session.spawn",
+                                                             "session.send"]
+        inbox = await store.fetchall("SELECT * FROM session_inbox WHERE session_id=?", (sid,))
+        assert len(inbox) == 1  # only the flow's TASK
     finally:
         await store.close()
