@@ -6,7 +6,8 @@ side effect, like any other): the n-th identical call (same tool, same arguments
 attempt gets the n-th recorded one's result, from the turn's own records in the log
 (`turn.tool_called` is committed before a call runs, `turn.tool_result` after it); a call
 recorded as made but without a result is reported to the model as interrupted and not run
-again (it may have taken effect). A call no earlier attempt made runs as usual. Only the
+again (it may have taken effect). A call no earlier attempt made runs as usual, and so do
+spawns (their job-scoped keys already find the children an earlier attempt made). Only the
 attempts since the job last resumed from an approval count (a resumed turn continues from
 its checkpoint and does not repeat the calls before it).
 """
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..agents.turns import _clip
 from ..tools.types import ToolResult
-from .toolbox import SessionToolBox
+from .toolbox import SPAWN_MANY_TOOL, SPAWN_TOOL, SessionToolBox
 
 if TYPE_CHECKING:
     from .runner import Claim, SessionRunner
@@ -89,6 +90,8 @@ class TakeOverToolBox(SessionToolBox):
         return [out[t] for t in turns]
 
     async def call(self, name: str, arguments: str) -> ToolResult:
+        if name in (SPAWN_TOOL, SPAWN_MANY_TOOL):  # idempotent by their job-scoped keys:
+            return await super().call(name, arguments)  # made again, they find their children
         if self._earlier is None:
             self._earlier = await self._load()
         key = (name, _clip(arguments))  # as the log has it
