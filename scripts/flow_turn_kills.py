@@ -1,7 +1,8 @@
 """kill -9 of a flow engine whose executed nodes are TurnJobs (its session worker in the
 same process), again and again, then a last engine finishes the flow; per trial and in
 total: kills that landed mid-flow, duplicate dispatches and replies, lost tasks, tool calls
-that ran more than once per node, nodes whose call ran never, turns taken over, and whether
+that ran more than once per node, nodes whose call ran never, turns taken over, results a
+taken-over turn reused instead of calling again, and whether
 the projections equal a replay. The README's "with nodes as TurnJobs" figures come from it.
 
     .venv/bin/python scripts/flow_turn_kills.py [--trials N] [--kills K] [--seed S]
@@ -24,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "helpers")]
 
 KEYS = ("kills_mid_flow", "duplicate_dispatches", "duplicate_replies", "lost",
-        "duplicate_tool_effects", "nodes_without_effect", "turns_taken_over", "node_turns")
+        "duplicate_tool_effects", "nodes_without_effect", "turns_taken_over", "results_reused",
+        "node_turns")
 
 
 async def main(trials: int, kills: int, seed: int) -> int:

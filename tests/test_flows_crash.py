@@ -98,7 +98,11 @@ async def trial(db: Path, seed: int, kills: int, rng: random.Random, turns: bool
                         "duplicate_tool_effects": sum(max(n - 1, 0) for n in effects.values()),
                         "nodes_without_effect": sum(1 for n in effects.values() if n == 0),
                         "turns_taken_over": (await store.fetchone(
-                            "SELECT count(*) AS n FROM turn_jobs WHERE attempt > 1"))["n"]}
+                            "SELECT count(*) AS n FROM turn_jobs WHERE attempt > 1"))["n"],
+                        "results_reused": (await store.fetchone(
+                            "SELECT count(*) AS n FROM events WHERE type='turn.tool_result'"
+                            " AND json_extract(payload, '$.content') LIKE ?",
+                            (REUSED + "%",)))["n"]}
         return figures
     finally:
         await store.close()
