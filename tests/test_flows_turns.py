@@ -186,3 +186,20 @@ async def test_a_flow_session_takes_sends_only_from_its_flow(tmp_path: Path) -> 
         assert len(inbox) == 1  # only the flow's TASK
     finally:
         await store.close()
+
+
+async def test_a_node_with_a_queued_turn_is_not_decided_again(tmp_path: Path) -> None:
+    """After a crash the engine re-runs the node: its turn exists, so it executes, even if
+    the decider would now split it."""
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        fid = await Flows(store).start("lead", "one node")
+        item = WorkItem(flow_id=fid, task_id=f"{fid}/root", kind="task", agent="lead",
+                        instruction=CALL)
+        await store.execute(lambda tx: queue_node_turn(tx, item, node_job_id(item.task_id)))
+        split = [{"id": "n0", "agent": "worker", "instruction": "x", "depends_on": []}]
+        flow = await engine(store, {"root": split}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "done" and flow["nodes"] == 1, flow  # not decomposed
+    finally:
+        await store.close()

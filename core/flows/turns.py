@@ -177,6 +177,11 @@ class TurnBrain:
     # ------------------------------------------------------------------ the brain
 
     async def decide(self, item: WorkItem, delegates: list[str]) -> Decision:
+        """A node whose turn was queued before a crash was decided already: it executes
+        (a model asked again might decide otherwise while its turn runs on)."""
+        if await self.store.fetchone("SELECT 1 FROM turn_jobs WHERE id=?",
+                                     (node_job_id(item.task_id),)) is not None:
+            return Decision("execute")
         return await self.decider.decide(item, delegates)
 
     async def synthesize(self, item: WorkItem, replies: list[dict[str, Any]]) -> Answer:
