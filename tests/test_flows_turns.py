@@ -4,12 +4,15 @@ engine re-running a node after a crash takes the job already queued for it."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_peers import FAKE, calls_received
 
 from core.agents.config import config_from_data
+from core.approvals import Approvals
 from core.errors import Conflict, ValidationError
 from core.flows.brains import PlanBrain
 from core.flows.engine import FlowEngine
@@ -18,6 +21,7 @@ from core.flows.turns import TurnBrain, node_job_id, queue_node_turn
 from core.sessions.service import Sessions
 from core.sessions.specs import AgentSpecConfig
 from core.store import open_store
+from core.tools.registry import ToolRegistry
 from tests.helpers.session_helpers import event_types
 
 CALL = '#call text.count {"text": "alpha beta gamma"}'
@@ -201,5 +205,31 @@ async def test_a_node_with_a_queued_turn_is_not_decided_again(tmp_path: Path) ->
         split = [{"id": "n0", "agent": "worker", "instruction": "x", "depends_on": []}]
         flow = await engine(store, {"root": split}).run_flow(fid, timeout_s=60)
         assert flow["status"] == "done" and flow["nodes"] == 1, flow  # not decomposed
+    finally:
+        await store.close()
+
+
+async def test_a_node_calls_an_mcp_tool_once(tmp_path: Path) -> None:
+    """The node's agent reaches a real (stdio, fake) MCP server of clawtower.yaml through
+    the session worker's registry: the server receives the call exactly once."""
+    cfg = config_from_data({"speed": 0, "mcp_servers": {"fake": {
+        "command": sys.executable, "args": [str(FAKE)],
+        "env": {"FAKE_MCP_CALLS_FILE": str(tmp_path / "calls.txt")}}}},
+        tmp_path / "clawtower.yaml")
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await Sessions(store).set_spec("worker", AgentSpecConfig.model_validate(
+            {"policy": {"tools": ["fake.echo"]}}))
+        async with ToolRegistry.from_project(store, cfg) as registry:  # pin it first
+            await registry.list_tools()  # first sight: a pin approval is requested
+        [pin] = [a for a in await Approvals(store).pending()
+                 if a["subject"] == "tool:fake.echo"]
+        await Approvals(store).approve(pin["id"], by="alice")
+        fid = await Flows(store).start("worker", '#call fake.echo {"text": "from a node"}')
+        flow = await FlowEngine(store, TurnBrain(store, PlanBrain(), config=cfg)).run_flow(
+            fid, timeout_s=60)
+        assert flow["status"] == "done", flow
+        assert flow["result"] == "fake.echo answered: from a node", flow["result"]
+        assert calls_received(tmp_path) == ["echo"]
     finally:
         await store.close()
