@@ -158,16 +158,16 @@ class AgentConfig(BaseModel):
     provider: str = SIMULATOR
     model: str = ""
     escalation_model: str | None = None
+    # who runs this agent's work: "builtin" (the turn loop on `provider`) or "acp:<name>" (a
+    # harness of `acp_agents:`). The executor agent's choice runs tasks' implementation
+    # steps; a session/flow agent's (through `agents spec import`) runs its turns.
+    executor: str | None = Field(default=None, pattern=EXECUTOR_PATTERN)
     system: str = ""
     tools: list[str] = Field(default_factory=list)
     budgets: Budgets = Field(default_factory=Budgets)
     price: PriceConfig | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
-    # who runs this agent's work: "builtin" (the turn loop on `provider`) or "acp:<name>" (a
-    # harness of `acp_agents:`). The executor agent's choice runs tasks' implementation
-    # steps; a session/flow agent's (through `agents spec import`) runs its turns.
-    executor: str | None = Field(default=None, pattern=EXECUTOR_PATTERN)
 
     @field_validator("role")
     @classmethod
