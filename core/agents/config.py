@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..config import config_path, home
 from ..errors import ValidationError
+from ..executors import EXECUTOR_PATTERN
 from ..safe_yaml import load_file
 from .provider import Provider, Usage
 from .registry import AgentSet
@@ -145,9 +146,6 @@ class PriceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prompt: float = Field(default=0.0, ge=0)
     completion: float = Field(default=0.0, ge=0)
-
-
-EXECUTOR_PATTERN = r"^(builtin|acp:[A-Za-z0-9._-]{1,64})$"
 
 
 class AgentConfig(BaseModel):

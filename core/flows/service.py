@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
-from ..agents.config import EXECUTOR_PATTERN
 from ..errors import Conflict, NotFound, ValidationError
 from ..events import NewEvent, Payload
+from ..executors import EXECUTOR_PATTERN
 from ..sessions import events as sev
 from ..sessions.service import (
     INTERNAL_CHANNEL,

@@ -9,8 +9,8 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..agents.config import EXECUTOR_PATTERN
 from ..errors import ValidationError
+from ..executors import EXECUTOR_PATTERN
 from ..safe_yaml import load_file
 
 
