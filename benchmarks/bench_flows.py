@@ -18,7 +18,12 @@ all its dependencies ran), a synthesis node after the sinks, a dict-merge reduce
 results, SqliteSaver on a WAL connection with the same synchronous mode, `invoke(...,
 durability="sync")`; compiling the graph is not timed. Target: ours <= 0.5x its wall time.
 
-    .venv/bin/python benchmarks/bench_flows.py [--quick] [--sizes 1000,10000,100000]
+With `--turns`, every size also runs with each executed node a TurnJob in a session of
+its agent (`TurnBrain` over `PlanBrain`, the session worker in the same process, the
+simulator at speed 0): the node's session, TASK message and job in one commit, the claim,
+the turn's records, the reply and the job's end, then the REPLY. Target: <= 1x LangGraph.
+
+    .venv/bin/python benchmarks/bench_flows.py [--quick] [--sizes 1000,10000,100000] [--turns]
     .venv-bench/bin/python benchmarks/bench_flows.py         # with the LangGraph column
 """
 
@@ -36,15 +41,19 @@ from typing import Annotated, Any, TypedDict
 
 import _common as cm
 
+from core.agents.config import config_from_data
 from core.flows.brains import PlanBrain
 from core.flows.engine import FlowEngine
 from core.flows.plan import FlowLimits
 from core.flows.service import Flows
+from core.flows.turns import TurnBrain
+from core.sessions import runner as _runner  # noqa: F401  (imported before any timing)
 from core.sessions.service import Sessions
 from core.sessions.specs import AgentSpecConfig
 from core.store import open_store
 
 TARGET_RATIO = 0.5
+TARGET_TURNS = 1.0  # nodes as TurnJobs (issue 21): at most LangGraph's wall time
 TARGET_GROWTH = 11.0
 
 
@@ -66,8 +75,8 @@ def db_bytes(path: Path) -> int:
                if os.path.exists(f"{path}{s}"))
 
 
-async def ours(path: Path, dag: list[dict[str, Any]], sync: str, concurrency: int
-               ) -> dict[str, float]:
+async def ours(path: Path, dag: list[dict[str, Any]], sync: str, concurrency: int,
+               turns: bool = False) -> dict[str, float]:
     cm.remove_db(path)
     store = await open_store(path, synchronous=sync)
     n = len(dag)
@@ -78,7 +87,11 @@ async def ours(path: Path, dag: list[dict[str, Any]], sync: str, concurrency: in
         await s.set_spec("worker", AgentSpecConfig.model_validate({"policy": {"subagents": []}}))
         flows = Flows(store, FlowLimits(max_width=n, max_nodes=n + 1))
         before = await store.last_seq()
-        engine = FlowEngine(store, PlanBrain({"root": dag}), concurrency=concurrency)
+        brain: Any = PlanBrain({"root": dag})
+        if turns:  # every executed node a TurnJob on the zero-latency simulator
+            brain = TurnBrain(store, brain, config=config_from_data({"speed": 0}, "bench"),
+                              max_concurrent=concurrency)
+        engine = FlowEngine(store, brain, concurrency=concurrency)
         t0, c0 = time.perf_counter(), time.process_time()
         fid = await flows.start("lead", f"a DAG of {n} subtasks")
         flow = await engine.run_flow(fid)
@@ -173,6 +186,9 @@ def main() -> None:
     p.add_argument("--sync", default="FULL", choices=["FULL", "NORMAL"])
     p.add_argument("--concurrency", type=int, default=None,
                    help="agent turns in flight (default: the width)")
+    p.add_argument("--turns", action="store_true",
+                   help="also run every size with nodes as TurnJobs (session turns on the"
+                        " zero-latency simulator) beside PlanBrain")
     p.add_argument("--peer-size", type=int, default=1000,
                    help="the size also run in LangGraph (default 1000)")
     args = p.parse_args()
@@ -191,10 +207,14 @@ def main() -> None:
         if peer is None:
             print(why)
         ours_runs: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
+        turn_runs: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
         theirs: list[dict[str, float]] = []
         for _ in range(reps):
             for n in sizes:
                 ours_runs[n].append(asyncio.run(ours(d / "ours.db", dags[n], args.sync, conc)))
+                if args.turns:
+                    turn_runs[n].append(asyncio.run(ours(d / "turns.db", dags[n], args.sync,
+                                                         conc, turns=True)))
                 if peer is not None and n == args.peer_size:
                     theirs.append(peer())
         rows = []
@@ -207,7 +227,17 @@ def main() -> None:
                          f"{n / med[n]:,.0f}",
                          f"{cm.median([r['bytes_per_subtask'] for r in ours_runs[n]]):,.0f}",
                          f"{cm.median([r['events_per_subtask'] for r in ours_runs[n]]):.2f}"])
+            if args.turns:
+                tw = [r["wall_s"] for r in turn_runs[n]]
+                rows.append([f"clawtower flows, nodes as TurnJobs, {n:,}",
+                             cm.fmt_num(cm.median(tw)), cm.spread(tw),
+                             cm.fmt_num(cm.median([r["cpu_s"] for r in turn_runs[n]])),
+                             f"{n / cm.median(tw):,.0f}",
+                             f"{cm.median([r['bytes_per_subtask'] for r in turn_runs[n]]):,.0f}",
+                             f"{cm.median([r['events_per_subtask'] for r in turn_runs[n]]):.2f}"])
         results["ours"] = {str(n): v for n, v in ours_runs.items()}
+        if args.turns:
+            results["turns"] = {str(n): v for n, v in turn_runs.items()}
         if theirs:
             tw = [r["wall_s"] for r in theirs]
             ow = [r["wall_s"] for r in ours_runs[args.peer_size]]
@@ -221,6 +251,12 @@ def main() -> None:
                          cm.spread(ratios), "", "", "", f"target <= {TARGET_RATIO}"])
             results["langgraph"] = theirs
             results["ratio_median"] = cm.median(ratios)
+            if args.turns:
+                tr = [a["wall_s"] / b for a, b in zip(turn_runs[args.peer_size], tw,
+                                                      strict=True)]
+                rows.append(["ratio TurnJobs/LangGraph (paired)", cm.fmt_num(cm.median(tr)),
+                             cm.spread(tr), "", "", "", f"target <= {TARGET_TURNS}"])
+                results["turns_ratio_median"] = cm.median(tr)
         cm.print_table(f"Random DAG, width {args.width} ({args.sync}, {reps} reps, {conc} in"
                        " flight), seconds", ["workload", "median wall", "range", "median CPU",
                                              "subtasks/s", "bytes/subtask", "events/subtask"],

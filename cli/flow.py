@@ -54,6 +54,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     r.add_argument("--timeout", type=float, default=3600.0, metavar="S",
                    help="with --wait: give up after S seconds (exit 1)")
     r.add_argument("--json", action="store_true", help="with --wait: print the flow as JSON")
+    r.add_argument("--executor", default="", metavar="EXECUTOR",
+                   help="who runs every executed node: builtin (the turn loop) or acp:NAME (a"
+                        " harness of clawtower.yaml's acp_agents); default: each agent's spec")
     ls = sub.add_parser("list", help="flows, newest first", parents=[c])
     ls.add_argument("--status", metavar="S", help="only running|done|failed|cancelled")
     ls.add_argument("--json", action="store_true", help="print a JSON list")
@@ -103,6 +106,21 @@ def _limits(args: argparse.Namespace) -> Any:
                       max_nodes=args.max_nodes)
 
 
+def _executor(args: argparse.Namespace) -> str:
+    """--executor, checked before anything is written (a harness must be configured)."""
+    value: str = args.executor
+    if value.startswith("acp:"):
+        from core.acp.config import harness
+
+        try:
+            harness(value[4:], getattr(args, "config", None))
+        except ValidationError as exc:
+            raise ValidationError(f"flow run: --executor: {exc}") from None
+    elif value not in ("", "builtin"):
+        raise ValidationError(f"flow run: --executor: {value!r} is not builtin or acp:NAME")
+    return value
+
+
 def _context(args: argparse.Namespace) -> dict[str, Any] | None:
     if not args.args_json:
         return None
@@ -123,7 +141,8 @@ async def cmd_flow(args: argparse.Namespace) -> int:
         text: str = sys.stdin.read() if args.task == "-" else args.task
         if not text.strip():
             raise ValidationError("flow run: TASK is empty")
-        extra = {"text": text, "limits": _limits(args), "context": _context(args)}
+        extra = {"text": text, "limits": _limits(args), "context": _context(args),
+                 "executor": _executor(args)}
     if fc == "export":
         from .boundary import confined_dir
 
@@ -140,7 +159,8 @@ async def cmd_flow(args: argparse.Namespace) -> int:
 
             fid = await flows.start(args.agent, extra["text"], context=extra["context"],
                                     split=args.split, by=operator_name(),
-                                    limits=extra["limits"], root_id=args.name)
+                                    limits=extra["limits"], root_id=args.name,
+                                    executor=extra["executor"])
             if not args.wait:
                 print(fid)
                 return 0

@@ -74,7 +74,9 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
     triggers_stop = asyncio.Event()
     from core.flows.engine import model_engine  # flows (core/flows): stop with the sessions
 
-    flows = model_engine(store, sessions.config) if sessions is not None else None
+    # the flow's executed nodes are TurnJobs: the session worker above runs them
+    flows = model_engine(store, sessions.config, runner=sessions) if sessions is not None \
+        else None
 
     def stop() -> None:
         engine.stop()

@@ -23,6 +23,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tc = tsub.add_parser("create", help="create a task from a spec file")
     tc.add_argument("spec", metavar="SPEC.yaml", help="the spec (YAML or JSON)")
     tc.add_argument("--json", action="store_true", help="print the new task as JSON")
+    tc.add_argument("--executor", metavar="EXECUTOR", default=None,
+                    help="who runs the implementation step: builtin, or acp:NAME (a harness"
+                         " of clawtower.yaml's acp_agents); overrides the spec's executor")
     tu = tsub.add_parser("update-spec", help="replace a draft task's spec")
     tu.add_argument("id", metavar="ID", help="the task, e.g. T-5")
     tu.add_argument("spec", metavar="SPEC.yaml", help="the revised spec")
@@ -81,6 +84,11 @@ async def cmd_task(args: argparse.Namespace) -> int:
 
     tc = args.task_cmd
     spec = load_spec(args.spec) if tc in ("create", "update-spec") else None
+    if spec is not None and getattr(args, "executor", None) is not None:
+        from core.tasks.spec import parse_spec
+
+        spec = parse_spec({**spec.model_dump(exclude_none=True), "executor": args.executor},
+                          "--executor")
     phase: Phase | None = None
     if tc == "list" and args.phase:
         phase = parse_phase(args.phase, "--phase")

@@ -598,8 +598,21 @@ class Orchestrator:
     async def _execute(self, task: dict[str, Any], attempt: dict[str, Any]) -> None:
         """The executor worker: calls the executor agent and records its work as executor."""
         tid, n = task["id"], attempt["n"]
-        name, _ = self.agents.for_role("executor")
-        if self.executor is not None:
+        name, agent = self.agents.for_role("executor")
+        # the task's own choice wins; else the executor agent's in clawtower.yaml
+        chosen = task["spec"].get("executor") or agent.executor
+        if chosen and chosen.startswith("acp:"):
+            from .acp.config import harness
+            from .acp.task import AcpExecutor
+
+            try:
+                runner: Executor = AcpExecutor(self.store, harness(chosen[4:]))
+            except ClawError as exc:  # an unknown harness fails the attempt: retry rules
+                await self.tasks.finish_attempt(tid, n, ok=False, reason=str(exc), actor=name)
+                return
+            await runner(task, attempt, name)
+            return
+        if self.executor is not None and chosen != "builtin":
             await self.executor(task, attempt, name)
             return
         t = self.tasks

@@ -6,14 +6,17 @@ harness that cannot run fails the attempt with its reason and the task's retry r
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from acp_peers import zed_harness
 from protocol import good_spec
 
 from core.acp.config import HarnessConfig
 from core.acp.task import AcpExecutor
+from core.agents.config import load_agents
 from core.agents.registry import AgentSet
 from core.approvals import Approvals
 from core.orchestrator import Orchestrator
@@ -86,3 +89,31 @@ async def test_a_harness_that_cannot_run_fails_the_attempt(store: Store, clock: 
     assert att["status"] == "failed" and "cannot start" in att["reason"], att
     assert task["retries"] and "cannot start" in task["retries"][0]["reason"], task["retries"]
     assert task["phase"] != "circuit_open"  # attempt 1 of the stored policy: a retry
+
+
+async def test_clawtower_yaml_alone_puts_the_step_on_the_harness(
+        store: Store, clock: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21 item 3: no Python wiring; the executor agent of clawtower.yaml names the
+    harness of its `acp_agents`, the orchestrator runs the step there."""
+    h = zed_harness()
+    cfg = tmp_path / "clawtower.yaml"
+    cfg.write_text(json.dumps({
+        "acp_agents": {"zed": {"command": h.command, "args": h.args, "cwd": str(tmp_path)}},
+        "speed": 0, "agents": {"builder": {"role": "executor", "executor": "acp:zed"},
+                               "checker": {"role": "spec_reviewer"},
+                               "critic": {"role": "quality_reviewer"}}}))
+    monkeypatch.setenv("CLAWTOWER_CONFIG", str(cfg))
+    tid = await Tasks(store).create(good_spec())
+    o = Orchestrator(store, load_agents(cfg), clock=clock)
+    stop = asyncio.Event()
+    approver = asyncio.create_task(approve_acp(store, stop))
+    try:
+        task = await first_attempt(store, tid, clock, o)
+    finally:
+        stop.set()
+        await approver
+        await o.cancel_inflight()
+    att = task["attempt_records"][0]
+    assert att["status"] == "succeeded", att
+    run = await store.fetchone("SELECT * FROM acp_runs WHERE subject=?", (tid,))
+    assert run is not None and run["status"] == "done" and run["id"] in str(att["output"])

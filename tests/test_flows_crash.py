@@ -23,26 +23,48 @@ from flow_helpers import KILL_SPECS, counts, specs
 from procs import HELPERS, child_env
 
 from core.flows.service import Flows
+from core.sessions.rerun import REUSED
+from core.sessions.service import Sessions
+from core.sessions.specs import AgentSpecConfig
 from core.store import open_store
 
 WORKER = str(HELPERS / "flow_worker.py")
 
 
-def worker(db: Path, seed: int, *, max_ms: float = 150) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, WORKER, str(db), str(seed), str(max_ms)],
+def worker(db: Path, seed: int, *, max_ms: float = 150, turns: bool = False
+           ) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, WORKER, str(db), str(seed), str(max_ms),
+                             *(["--turns"] if turns else [])],
                             env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
 
-async def trial(db: Path, seed: int, kills: int, rng: random.Random) -> dict[str, Any]:
+async def tool_effects(store: Any, flow_id: str) -> dict[str, int]:
+    """Per executed node (its session): tool calls that ran, from the log (a result a
+    taken-over turn reused, or a call it reported as interrupted, did not run)."""
+    rows = await store.fetchall(
+        "SELECT s.id, (SELECT count(*) FROM turns t JOIN events e ON e.entity='turn' AND"
+        " e.entity_id=t.id AND e.type='turn.tool_result' WHERE t.subject=s.id AND"
+        " json_extract(e.payload, '$.content') NOT LIKE ? AND"
+        " coalesce(json_extract(e.payload, '$.error_kind'), '') != 'interrupted') AS n"
+        " FROM sessions s WHERE s.created_by=? AND EXISTS (SELECT 1 FROM turn_jobs j WHERE"
+        " j.session_id=s.id)", (REUSED + "%", f"flow:{flow_id}"))
+    return {r["id"]: int(r["n"]) for r in rows}
+
+
+async def trial(db: Path, seed: int, kills: int, rng: random.Random, turns: bool = False
+                ) -> dict[str, Any]:
     store = await open_store(db)
     try:
         await specs(store, KILL_SPECS)
+        if turns:  # W executes with a tool
+            await Sessions(store).set_spec("W", AgentSpecConfig.model_validate(
+                {"policy": {"subagents": [], "tools": ["text.count"]}}))
         flows = Flows(store)
         fid = await flows.start("A", f"trial {seed}")
         landed = 0
         for _ in range(kills):
-            proc = worker(db, seed)
+            proc = worker(db, seed, turns=turns)
             assert proc.stdout is not None
             line = proc.stdout.readline().strip()
             if line != "READY":  # nothing left to do: the flow finished before this one
@@ -54,7 +76,7 @@ async def trial(db: Path, seed: int, kills: int, rng: random.Random) -> dict[str
                 proc.wait(timeout=30)
                 row = await flows.get(fid)
                 landed += row["flow"]["status"] == "running"
-        last = worker(db, seed)
+        last = worker(db, seed, turns=turns)
         _out, err = last.communicate(timeout=240)
         assert last.returncode == 0, err
         got = await flows.get(fid)
@@ -69,6 +91,18 @@ async def trial(db: Path, seed: int, kills: int, rng: random.Random) -> dict[str
             "ignored": got["flow"]["ignored"],
             "verify": await store.verify_projections(),
         }
+        if turns:
+            effects = await tool_effects(store, fid)
+            executed = [t for t in got["tasks"] if t["mode"] == "execute"]
+            figures |= {"node_turns": len(effects), "executed": len(executed),
+                        "duplicate_tool_effects": sum(max(n - 1, 0) for n in effects.values()),
+                        "nodes_without_effect": sum(1 for n in effects.values() if n == 0),
+                        "turns_taken_over": (await store.fetchone(
+                            "SELECT count(*) AS n FROM turn_jobs WHERE attempt > 1"))["n"],
+                        "results_reused": (await store.fetchone(
+                            "SELECT count(*) AS n FROM events WHERE type='turn.tool_result'"
+                            " AND json_extract(payload, '$.content') LIKE ?",
+                            (REUSED + "%",)))["n"]}
         return figures
     finally:
         await store.close()
@@ -86,6 +120,17 @@ async def test_kill_9_mid_flow_then_resume(tmp_path: Path) -> None:
     print("kill -9 figures:", f)
     check(f)
     assert f["kills_mid_flow"] >= 1 and f["tasks"] >= 15
+
+
+async def test_kill_9_mid_flow_with_nodes_as_turn_jobs(tmp_path: Path) -> None:
+    """The same with every executed node a TurnJob (its session worker in the killed
+    process) whose agent calls a tool: each tool effect happens once."""
+    rng = random.Random(5)
+    f = await trial(tmp_path / "t.db", 3, kills=4, rng=rng, turns=True)
+    print("kill -9 figures (turns):", f)
+    check(f)
+    assert f["kills_mid_flow"] >= 1 and f["node_turns"] == f["executed"] >= 8
+    assert f["duplicate_tool_effects"] == 0 and f["nodes_without_effect"] == 0, f
 
 
 @pytest.mark.slow

@@ -229,6 +229,7 @@ class ClawtowerApp(App[int]):
 
         try:
             runner = SessionRunner(self.store, load_config(), on_text=self._session_text)
+            self._session_runner = runner  # the flow engine's nodes run on it too
             await runner.run(self._sessions_stop)
         except asyncio.CancelledError:
             raise
@@ -245,8 +246,13 @@ class ClawtowerApp(App[int]):
         from core.flows.engine import model_engine
 
         try:
-            await model_engine(self.store, load_config(self.agents_file)).run(
-                self._sessions_stop)
+            await asyncio.sleep(0)  # the session worker first: the flow's nodes run on it
+            # (unless the console runs flows on another agents file: then the engine runs
+            # its own worker for its nodes' sessions, on that file's config)
+            shared = getattr(self, "_session_runner", None) if self.agents_file is None \
+                else None
+            await model_engine(self.store, load_config(self.agents_file),
+                               runner=shared).run(self._sessions_stop)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the console stays up; the store keeps the truth

@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..config import config_path, home
 from ..errors import ValidationError
+from ..executors import EXECUTOR_PATTERN
 from ..safe_yaml import load_file
 from ..tools.approval import ToolApprovalPolicy
 from .provider import Provider, Usage
@@ -156,6 +157,10 @@ class AgentConfig(BaseModel):
     provider: str = SIMULATOR
     model: str = ""
     escalation_model: str | None = None
+    # who runs this agent's work: "builtin" (the turn loop on `provider`) or "acp:<name>" (a
+    # harness of `acp_agents:`). The executor agent's choice runs tasks' implementation
+    # steps; a session/flow agent's (through `agents spec import`) runs its turns.
+    executor: str | None = Field(default=None, pattern=EXECUTOR_PATTERN)
     system: str = ""
     tools: list[str] = Field(default_factory=list)
     budgets: Budgets = Field(default_factory=Budgets)
@@ -197,7 +202,7 @@ class AgentConfig(BaseModel):
     def agent_def(self) -> AgentDef:
         return AgentDef.model_validate({"role": self.role, "model": self.model,
                                         "escalation_model": self.escalation_model,
-                                        "provider": self.provider})
+                                        "provider": self.provider, "executor": self.executor})
 
 
 def build_provider(name: str, config: ProviderConfig) -> Provider:

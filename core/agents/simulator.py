@@ -96,6 +96,7 @@ class AgentDef(BaseModel):
     model: str = "sim-standard"
     escalation_model: str | None = None
     provider: str = "simulator"
+    executor: str | None = None  # see core.agents.config.AgentConfig.executor
 
 
 class SimToolCall(BaseModel):

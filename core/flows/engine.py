@@ -22,7 +22,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import leases
 from ..agents.config import ClawtowerConfig
@@ -35,6 +35,9 @@ from ..store.writer import first_line
 from .brains import Brain, ModelBrain
 from .plan import delegates
 from .service import Flows, Outcome, WorkItem, complete, decompose, item_of, take
+
+if TYPE_CHECKING:
+    from ..sessions.runner import SessionRunner
 
 LEASE = "flows"
 
@@ -130,6 +133,11 @@ class FlowEngine:
         """Drive flows until `stop` is set (or, with `until_idle`, until no flow has work
         left). False when the time ran out or the lease was lost."""
         stop = stop or asyncio.Event()
+        serving = getattr(self.brain, "serving", None)  # a TurnBrain: its session worker
+        async with serving() if serving is not None else contextlib.nullcontext():
+            return await self._run(stop, until_idle, timeout_s)
+
+    async def _run(self, stop: asyncio.Event, until_idle: bool, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while not await self.store.execute(self._lease):
             if until_idle and not await self._any_work():
@@ -265,11 +273,17 @@ class FlowEngine:
                 lambda tx: complete(tx, tid, False, reason, "failed"))
 
 
-def model_engine(store: Store, config: ClawtowerConfig, **kw: Any) -> FlowEngine:
-    """An engine whose agents run their own models (`ModelBrain`), as the CLI, `serve` and
-    the console use it."""
+def model_engine(store: Store, config: ClawtowerConfig, *,
+                 runner: SessionRunner | None = None, **kw: Any) -> FlowEngine:
+    """The engine the CLI, `serve`, the console and the demo run: decisions and syntheses
+    by the agents' own models (`ModelBrain`), every executed node a TurnJob in a session of
+    its agent (`TurnBrain`). `runner`: the session worker already running in this process
+    (`serve`, the console); without one the engine runs its own for its nodes' sessions."""
+    from .turns import TurnBrain
+
     specs: dict[str, AgentSpec] = {}
-    return FlowEngine(store, ModelBrain(store, config, specs), specs=specs, **kw)
+    brain = TurnBrain(store, ModelBrain(store, config, specs), config=config, runner=runner)
+    return FlowEngine(store, brain, specs=specs, **kw)
 
 
 __all__ = ["LEASE", "FlowEngine", "holder_gone", "model_engine"]

@@ -30,6 +30,7 @@ class FlowStarted(Payload):
     limits: dict[str, int]
     split: bool = False  # the operator asked the root to decompose
     by: str = ""
+    executor: str = ""  # builtin | acp:NAME: runs every executed node (default: its spec's)
 
 
 class FlowTaskSent(Payload):

@@ -37,10 +37,10 @@ def _started(db: sqlite3.Connection, e: StoredEvent) -> None:
     num = int(e.entity_id.split("-", 1)[1])
     db.execute(
         "INSERT INTO flows (id, num, agent, instruction, status, root_task, limits, split,"
-        " created_by, created_at, updated_at, last_seq)"
-        " VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+        " created_by, created_at, updated_at, last_seq, executor)"
+        " VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
         (e.entity_id, num, p.agent, p.instruction, p.root_task, _j(p.limits), int(p.split),
-         p.by, e.ts, e.ts, e.seq))
+         p.by, e.ts, e.ts, e.seq, p.executor))
     db.execute(
         "INSERT INTO flow_tasks (task_id, flow_id, parent_id, local_id, depth, ord, agent,"
         " instruction, context, depends_on, dependents, waiting, status, last_seq)"

@@ -9,14 +9,22 @@ so a crash leaves either all of it or none of it, and the work is O(out-degree).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
 from ..errors import Conflict, NotFound, ValidationError
 from ..events import NewEvent, Payload
+from ..executors import EXECUTOR_PATTERN
 from ..sessions import events as sev
-from ..sessions.service import INTERNAL_CHANNEL, _next_session_id, _spec_of, spec_by_ref
+from ..sessions.service import (
+    INTERNAL_CHANNEL,
+    _next_session_id,
+    _spec_of,
+    _stop,
+    spec_by_ref,
+)
 from ..sessions.specs import AgentSpec
 from ..store.interface import Store, WriteTx
 from . import events as fev
@@ -110,8 +118,8 @@ def _task(tx: WriteTx, task_id: str) -> dict[str, Any]:
 
 
 def start(tx: WriteTx, agent: str, instruction: str, *, context: dict[str, Any] | None,
-          split: bool, by: str, limits: FlowLimits, root_id: str = "root"
-          ) -> tuple[str, WorkItem]:
+          split: bool, by: str, limits: FlowLimits, root_id: str = "root",
+          executor: str = "") -> tuple[str, WorkItem]:
     if not instruction.strip():
         raise ValidationError("flow: the task is empty")
     if not ID_RE.match(root_id):
@@ -123,7 +131,8 @@ def start(tx: WriteTx, agent: str, instruction: str, *, context: dict[str, Any] 
     root = f"{flow_id}/{root_id}"
     tx.emit(_ev(flow_id, by, fev.FlowStarted(agent=spec.name, instruction=instruction,
                                              context=context or {}, root_task=root,
-                                             limits=limits.as_dict(), split=split, by=by)))
+                                             limits=limits.as_dict(), split=split, by=by,
+                                             executor=executor)))
     msg = task_msg_id(root)
     ctx: dict[str, Any] = {"from_operator": context} if context else {}
     tx.emit(_ev(flow_id, by, fev.FlowTaskSent(msg_id=msg, task_id=root, from_agent=OPERATOR,
@@ -281,11 +290,18 @@ def _finish(tx: WriteTx, flow_id: str, status: str, result: str, error: str, by:
             ) -> None:
     tx.emit(_ev(flow_id, by, fev.FlowFinished(status=status, result=result, error=error,
                                               by=by)))
+    linked = set()
     for r in tx.all("SELECT session_id FROM flow_sessions WHERE flow_id=?", (flow_id,)):
+        linked.add(r["session_id"])
         tx.emit(NewEvent(entity_id=r["session_id"], actor=by or OPERATOR, role="agent",
                          payload=sev.SessionFinished(status="ok" if status == "done" else
                                                      "error" if status == "failed" else
                                                      "stopped")))
+    if status != "done":  # the turns of nodes still in flight stop with their flow
+        for r in tx.all("SELECT id FROM sessions WHERE status IN ('idle', 'queued',"
+                        " 'running', 'waiting') AND created_by=?", (f"flow:{flow_id}",)):
+            if r["id"] not in linked:
+                _stop(tx, r["id"], by or OPERATOR, f"flow {flow_id} {status}")
 
 
 def cancel(tx: WriteTx, flow_id: str, by: str, reason: str) -> None:
@@ -335,13 +351,16 @@ class Flows:
     async def start(self, agent: str, instruction: str, *,
                     context: dict[str, Any] | None = None, split: bool = False,
                     by: str = OPERATOR, limits: FlowLimits | None = None,
-                    root_id: str = "root") -> str:
+                    root_id: str = "root", executor: str = "") -> str:
         """Start a flow: the TASK goes to `agent`; `root_id` names the root task (and so the
-        simulator script of its decision)."""
+        simulator script of its decision); `executor` (builtin | acp:NAME) runs every
+        executed node instead of what each agent's spec names."""
+        if executor and not re.match(EXECUTOR_PATTERN, executor):
+            raise ValidationError(f"--executor: {executor!r} is not builtin or acp:NAME")
         lim = limits or self.limits
         flow_id, _ = await self.store.execute(
             lambda tx: start(tx, agent, instruction, context=context, split=split, by=by,
-                             limits=lim, root_id=root_id))
+                             limits=lim, root_id=root_id, executor=executor))
         return flow_id
 
     async def cancel(self, flow_id: str, by: str = OPERATOR, reason: str = "") -> None:

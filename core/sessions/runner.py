@@ -58,6 +58,7 @@ from ..tools.approval import TierGate
 from ..tools.registry import ToolRegistry
 from . import events as sev
 from . import gate, takeover
+from .rerun import TakeOverToolBox
 from .service import (
     INTERNAL_CHANNEL,
     SessionLimits,
@@ -123,6 +124,7 @@ class Claim:
     lost: bool = False
     resume: gate.Resume | None = None  # a job queued again after its tool call was decided
     requester: str = "operator"  # who sent what this job answers (an approval names them)
+    label: str = ""  # the session's task label (a flow node's id): a simulator script key
 
 
 # --------------------------------------------------------------------------- commands
@@ -225,7 +227,8 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     return Claim(job_id=job["id"], session_id=sid, attempt=attempt, turn_id=turn_id,
                  spec=spec, provider=provider, model=model, history=history,
                  announces=announces, focus=focus, started_at=tx.now, resume=resume,
-                 requester=requester)
+                 requester=requester,
+                 label=str(json.loads(session["task"] or "{}").get("label") or ""))
 
 
 def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
@@ -720,10 +723,11 @@ class SessionRunner:
         records = TurnRecords(self.store)
         box: SessionToolBox | None = None
         try:
-            if claim.provider == ACP_PROVIDER and claim.spec.config.defaults.acp is not None:
+            if claim.provider == ACP_PROVIDER:  # the spec's harness, or the one named
                 result = await self._acp_turn(claim)
             else:
-                box = SessionToolBox(self, claim)
+                # a job taken over does not make its earlier attempts' calls again
+                box = (TakeOverToolBox if claim.attempt > 1 else SessionToolBox)(self, claim)
                 result = await self._model_turn(claim, records, box)
         except asyncio.CancelledError:
             if claim.lost:
@@ -750,8 +754,8 @@ class SessionRunner:
 
     async def _acp_turn(self, claim: Claim) -> TurnResult:
         """The turn as an ACP `session/prompt` of the spec's harness (core.acp)."""
-        acp = claim.spec.config.defaults.acp
-        assert acp is not None
+        own = claim.spec.config.defaults.acp  # a session override names another by its name
+        acp = own if own is not None and harness_name(own) == claim.model else claim.model
         sink = self.on_text
 
         def on_text(text: str) -> None:
@@ -830,7 +834,7 @@ class SessionRunner:
             max_tokens_per_call=d.max_output_tokens,
             first_tool_choice=d.first_tool_choice,
             metadata={"purpose": "session", "session": sid, "job": claim.job_id,
-                      "labels": [spec.name]},
+                      "labels": [x for x in (claim.label, spec.name) if x]},
             turn_id=claim.turn_id)
 
 

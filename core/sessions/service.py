@@ -143,6 +143,30 @@ def _open_for(tx: WriteTx, sid: str, action: str, by: str) -> dict[str, Any] | N
     return row
 
 
+#: what may own a session (its `created_by` is `<kind>:<id>`): only the owner sends to it
+OWNER_KINDS = ("flow", "meeting", "expert-run", "acp-task")
+
+
+def owned_by(session: dict[str, Any]) -> tuple[str, str] | None:
+    """(kind, id) of the protocol run that created the session and drives it, or None for
+    a session that takes messages from anybody (the CLI's, the console's, a chat's)."""
+    kind, sep, ref = str(session.get("created_by") or "").partition(":")
+    return (kind, ref) if sep and kind in OWNER_KINDS and ref else None
+
+
+def _foreign(tx: WriteTx, session: dict[str, Any], action: str, by: str) -> bool:
+    """True (after recording a refusal) when `by` is neither the session's owner nor the
+    session itself (its own turn may use its tools, spawns included)."""
+    owner = owned_by(session)
+    sid = session["id"]
+    if owner is None or by in (f"{owner[0]}:{owner[1]}", sid):
+        return False
+    kind, ref = owner
+    refuse(tx, sid, action, f"the session belongs to {kind} {ref}", by,
+           Conflict(f"{sid} belongs to {kind} {ref}; use clawtower {kind} ..."))
+    return True
+
+
 def queue_job(tx: WriteTx, sid: str, reason: str, by: str) -> str:
     jid = new_id("J")
     tx.emit(_ev(jid, by, sev.TurnJobQueued(session_id=sid, reason=reason), role="system"))
@@ -153,6 +177,8 @@ def _send(tx: WriteTx, sid: str, text: str, sender: str, limits: SessionLimits
           ) -> dict[str, Any]:
     if not text.strip():
         raise ValidationError(f"session {sid}: the message is empty")
+    if _foreign(tx, _session(tx, sid), "session.send", sender):
+        return {}
     row = _open_for(tx, sid, "session.send", sender)
     if row is None:
         return {}
@@ -281,6 +307,8 @@ def _children(tx: WriteTx, parent_id: str) -> int:
 def _spawn(tx: WriteTx, parent_id: str, task: str, agent: str | None, label: str, by: str,
            limits: SessionLimits, caller: str = "operator", key: str | None = None
            ) -> dict[str, Any]:
+    if _foreign(tx, _session(tx, parent_id), "session.spawn", by):
+        return {}
     parent = _open_for(tx, parent_id, "session.spawn", by)
     if parent is None:
         return {}
@@ -298,6 +326,8 @@ def _spawn_many(tx: WriteTx, parent_id: str, items: list[dict[str, Any]], by: st
                 limits: SessionLimits, caller: str, key: str | None) -> list[dict[str, Any]]:
     """Several children in ONE commit; each item is accepted or refused on its own (every
     refusal recorded), as that many single spawns would be."""
+    if _foreign(tx, _session(tx, parent_id), "session.spawn", by):
+        return []
     parent = _open_for(tx, parent_id, "session.spawn", by)
     if parent is None:
         return []
@@ -643,5 +673,5 @@ def _job_json(r: dict[str, Any]) -> dict[str, Any]:
             "ended_at": r["ended_at"]}
 
 
-__all__ = ["ANNOUNCE_TEXT", "INTERNAL_CHANNEL", "SessionLimits", "Sessions", "announce",
-           "new_id", "queue_job", "refuse", "spec_by_ref", "wake_parent"]
+__all__ = ["ANNOUNCE_TEXT", "INTERNAL_CHANNEL", "OWNER_KINDS", "SessionLimits", "Sessions",
+           "announce", "new_id", "owned_by", "queue_job", "refuse", "spec_by_ref", "wake_parent"]

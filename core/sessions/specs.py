@@ -157,7 +157,7 @@ def from_agent_config(cfg: ClawtowerConfig, name: str) -> AgentSpecConfig:
     a = cfg.agent(name)
     price = SpecPrice(prompt=a.price.prompt, completion=a.price.completion) \
         if a.price is not None else None
-    return AgentSpecConfig(
+    spec = AgentSpecConfig(
         defaults=SpecDefaults(provider=a.provider, model=a.model, temperature=a.temperature,
                               system_prompt=a.system or None,
                               max_output_tokens=a.max_output_tokens, price=price),
@@ -165,6 +165,9 @@ def from_agent_config(cfg: ClawtowerConfig, name: str) -> AgentSpecConfig:
         context_policy=ContextPolicy(budgets=SpecBudgets(
             max_tool_rounds=a.budgets.max_tool_rounds, max_tokens=a.budgets.max_tokens,
             max_wall_s=a.budgets.max_wall_s)))
+    if a.executor and a.executor.startswith("acp:"):  # a harness runs its turns
+        spec.defaults = spec.defaults.model_copy(update={"acp": a.executor[4:]})
+    return spec
 
 
 def known_models(cfg: ClawtowerConfig | None) -> dict[str, list[str]]:

@@ -448,6 +448,11 @@ CREATE TABLE schema_migrations (
 """
 LEDGER_VERSION = 11
 
+# v13: who runs a flow's executed nodes when `flow run --executor` named it (issue 21)
+FLOWS_EXECUTOR_SCHEMA = """
+ALTER TABLE flows ADD COLUMN executor TEXT NOT NULL DEFAULT '';
+"""
+
 # (version, script). Version 1 creates everything; later versions append here.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, LOG_SCHEMA + PROJECTION_SCHEMA_V1),
@@ -461,11 +466,13 @@ MIGRATIONS: list[tuple[int, str]] = [
     (8, TRIGGERS_SCHEMA),
     (LEDGER_VERSION, MIGRATION_LEDGER_SCHEMA),
     (12, HOOK_AUTH_SCHEMA),
+    (13, FLOWS_EXECUTOR_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 MIGRATION_NAMES = {1: "log and tasks", 2: "meetings", 3: "workflows", 4: "tool pins",
                    5: "turns", 6: "sessions", 7: "flows", 8: "triggers", 9: "acp",
-                   LEDGER_VERSION: "migration ledger", 12: "webhook auth failures"}
+                   LEDGER_VERSION: "migration ledger", 12: "webhook auth failures",
+                   13: "flow executors"}
 
 
 def migration_name(version: int) -> str:
@@ -498,9 +505,10 @@ def migration_checksum(script: str) -> str:
 
     return hashlib.sha256(script.encode("utf-8")).hexdigest()
 
+
 # Every projection table as the latest version has it (replays build into a fresh database).
 PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA
                      + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + FLOWS_SCHEMA + TRIGGERS_SCHEMA
-                     + ACP_SCHEMA + HOOK_AUTH_SCHEMA)
+                     + ACP_SCHEMA + HOOK_AUTH_SCHEMA + FLOWS_EXECUTOR_SCHEMA)
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)

@@ -10,6 +10,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import ValidationError
+from ..executors import EXECUTOR_PATTERN
 from ..safe_yaml import load_file
 
 
@@ -39,6 +40,9 @@ class TaskSpec(BaseModel):
     required_approver: str | None = Field(default=None, min_length=1, max_length=100)
     require_different_approver: bool = False
     labels: list[str] = Field(default_factory=list)
+    # who runs the implementation step: "builtin" (the executor agent), "acp:<name>" (a
+    # harness of clawtower.yaml's acp_agents); unset: the engine's default
+    executor: str | None = Field(default=None, pattern=EXECUTOR_PATTERN)
 
     @field_validator("scope_in", "scope_out", "inputs", "outputs", "risks", "labels",
                      "acceptance_criteria", mode="before")

@@ -132,3 +132,33 @@ def test_serve_drives_a_flow_started_without_wait(run: Run, db: Path) -> None:
     assert r.code == 0, r.err
     got = run("flow", "show", "F-1", "--json", "--db", db).json()
     assert got["flow"]["status"] == "done" and got["flow"]["done"] == 6
+
+
+def test_a_flow_session_refuses_outside_sends(run: Run, db: Path) -> None:
+    """Issue 22 item 6: the flow's sessions belong to it."""
+    agents(run, db)
+    assert run("flow", "run", "lead", "briefing", "--db", db).code == 0  # left running
+    sessions = run("session", "list", "--json", "--db", db).json()
+    owned = [s for s in sessions if s["created_by"] == "flow:F-1"]
+    assert owned and all(s["channel"] == "agent" for s in owned)
+    sid = owned[0]["id"]
+    before = len(run("session", "show", sid, "--json", "--db", db).json()["messages"])
+    r = run("session", "send", sid, "hello", "--no-wait", "--db", db)
+    assert r.code != 0 and r.err.strip().splitlines() == [
+        f"clawtower: error: {sid} belongs to flow F-1; use clawtower flow ..."], r.err
+    after = run("session", "show", sid, "--json", "--db", db).json()
+    assert len(after["messages"]) == before and after["pending"] == []
+    refusals = run("events", "--json", "--db", db)
+    assert refusals.code == 0 and "belongs to flow F-1" in refusals.out
+
+
+def test_executor_bad_input_is_one_line_exit_2(run: Run, db: Path) -> None:
+    agents(run, db)
+    r = run("flow", "run", "lead", "x", "--executor", "acp:nope", "--db", db)
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+    assert "--executor: acp agent 'nope': no such agent" in r.err
+    r = run("flow", "run", "lead", "x", "--executor", "claude", "--db", db)
+    assert r.code == 2 and "is not builtin or acp:NAME" in r.err
+    assert run("flow", "list", "--json", "--db", db).json() == []  # nothing written
+    ok = run("flow", "run", "lead", "x", "--executor", "builtin", "--wait", "--db", db)
+    assert ok.code == 0, ok.err

@@ -1,6 +1,8 @@
 """A flow engine in its own process, for the kill -9 tests: drives every running flow of
 DB with a scripted brain (random_plans(SEED)) whose answers take 0-MAX_MS ms, prints READY
-once it holds the engine lease, and exits 0 when no flow has work left."""
+once it holds the engine lease, and exits 0 when no flow has work left. With --turns the
+executed subtasks run as session turns (TurnBrain, its session worker in this process),
+each calling the tool text.count once."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from typing import Any
 
 from flow_helpers import GatedBrain, random_plans
 
+from core.agents.config import config_from_data
 from core.flows.engine import LEASE, FlowEngine
+from core.flows.turns import TurnBrain
 from core.store import open_store
 
 
@@ -25,10 +29,20 @@ class SlowBrain(GatedBrain):
         await asyncio.sleep(self.rng.uniform(0, self.max_ms) / 1000)
 
 
-async def main(db: str, seed: int, max_ms: float) -> int:
+def tool_plans(seed: int) -> dict[str, list[dict[str, Any]]]:
+    """random_plans(seed) whose executed subtasks each call a tool once (`#call`)."""
+    return {k: [{**s, "instruction": f'#call text.count {{"text": "{s["id"]} done"}}'}
+                for s in subs] for k, subs in random_plans(seed).items()}
+
+
+async def main(db: str, seed: int, max_ms: float, turns: bool) -> int:
     store = await open_store(db)
     try:
-        eng = FlowEngine(store, SlowBrain(random_plans(seed), max_ms), concurrency=8)
+        brain: Any = SlowBrain(tool_plans(seed) if turns else random_plans(seed), max_ms)
+        if turns:  # executed nodes are TurnJobs on the simulator, each model call 0-MAX_MS
+            brain = TurnBrain(store, brain, config=config_from_data(
+                {"speed": 1, "delay_ms": [0, max_ms]}, "flow-worker"), lease_ttl_s=1.0)
+        eng = FlowEngine(store, brain, concurrency=8)
 
         async def ready() -> None:
             while True:
@@ -50,4 +64,5 @@ async def main(db: str, seed: int, max_ms: float) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]))))
+    sys.exit(asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]),
+                              "--turns" in sys.argv)))

@@ -224,3 +224,34 @@ async def test_a_waiting_tool_call_shows_in_the_transcript_and_a_approves_it(
         assert await decided()
         await until(pilot, lambda: screen.detail is not None
                     and not screen.detail.get("approvals"))
+
+
+async def test_the_input_line_refuses_a_flow_session(tmp_path: Path) -> None:
+    """Issue 22 item 6: the console's input refuses a session a flow owns, saying so."""
+    from core.flows.service import Flows
+    from core.sessions.specs import AgentSpecConfig
+
+    path = tmp_path / "store.db"
+    store = await open_store(path)
+    try:
+        await Sessions(store).set_spec("lead", AgentSpecConfig())
+        fid = await Flows(store).start("lead", "a flow's task")
+    finally:
+        await store.close()
+    app = make_app(str(path))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        await until(pilot, lambda: screen.detail is not None and screen.detail["id"] == "S-1")
+        await pilot.press("i")
+        line = screen.query_one("#ses-input", Input)
+        line.value = "hello from outside"
+        await pilot.press("enter")
+        await until(pilot, lambda: any(f"S-1 belongs to flow {fid}" in n.message
+                                       for n in app._notifications))
+    store = await open_store(path)
+    try:
+        assert (await Sessions(store).get("S-1"))["pending"] == []
+    finally:
+        await store.close()

@@ -1,0 +1,235 @@
+"""Flow nodes run as session turns (issue 21 item 2): an executed node is one TurnJob in a
+session of its agent, so the agent's tools work inside a flow and each call runs once; an
+engine re-running a node after a crash takes the job already queued for it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_peers import FAKE, calls_received
+
+from core.agents.config import config_from_data
+from core.approvals import Approvals
+from core.errors import Conflict, ValidationError
+from core.flows.brains import PlanBrain
+from core.flows.engine import FlowEngine
+from core.flows.service import Flows, WorkItem
+from core.flows.turns import TurnBrain, node_job_id, queue_node_turn
+from core.sessions.service import Sessions
+from core.sessions.specs import AgentSpecConfig
+from core.store import open_store
+from core.tools.registry import ToolRegistry
+from tests.helpers.session_helpers import event_types
+
+CALL = '#call text.count {"text": "alpha beta gamma"}'
+
+
+async def setup(store: Any) -> None:
+    s = Sessions(store)
+    await s.set_spec("lead", AgentSpecConfig.model_validate(
+        {"policy": {"subagents": ["worker"]}}))
+    await s.set_spec("worker", AgentSpecConfig.model_validate(
+        {"policy": {"subagents": [], "tools": ["text.count"]}}))
+
+
+def engine(store: Any, plans: dict[str, list[dict[str, Any]]]) -> FlowEngine:
+    brain = TurnBrain(store, PlanBrain(plans), config=config_from_data({"speed": 0}, "t"),
+                      lease_ttl_s=2)
+    return FlowEngine(store, brain)
+
+
+async def test_a_node_calls_a_tool_once_in_its_own_session(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        plan = [{"id": f"n{i}", "agent": "worker", "instruction": CALL, "depends_on": []}
+                for i in range(3)]
+        fid = await Flows(store).start("lead", "count words")
+        flow = await engine(store, {"root": plan}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "done", flow
+        got = await Flows(store).get(fid)
+        nodes = [t for t in got["tasks"] if t["parent_id"]]
+        assert len(nodes) == 3
+        for t in nodes:  # the reply is the turn's: it quotes the tool's result
+            assert t["result"].startswith("text.count answered:"), t["result"]
+            assert '"words": 3' in t["result"]
+        results = [e for e in await event_types(store, "turn.tool_result")
+                   if e["payload"]["name"] == "text.count"]
+        assert len(results) == 3  # each node's call ran exactly once
+        jobs = await store.fetchall("SELECT * FROM turn_jobs ORDER BY queued_seq")
+        assert sorted(j["id"] for j in jobs) == sorted(node_job_id(t["task_id"])
+                                                       for t in nodes)
+        assert {j["status"] for j in jobs} == {"done"}
+        # each node's session belongs to the flow, ran one turn, and is finished
+        sessions = {r["id"]: r for r in await Sessions(store).list()}
+        for j in jobs:
+            s = sessions[j["session_id"]]
+            assert s["created_by"] == f"flow:{fid}" and s["status"] == "finished"
+            assert s["turns"] == 1 and s["channel"] == "agent"
+    finally:
+        await store.close()
+
+
+async def test_queueing_a_node_twice_finds_the_same_job(tmp_path: Path) -> None:
+    """What a restarted engine does for a node whose turn was queued before the crash."""
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        fid = await Flows(store).start("worker", "one node")
+        item = WorkItem(flow_id=fid, task_id=f"{fid}/root", kind="task", agent="worker",
+                        instruction=CALL)
+        jid = node_job_id(item.task_id)
+        first = await store.execute(lambda tx: queue_node_turn(tx, item, jid))
+        second = await store.execute(lambda tx: queue_node_turn(tx, item, jid))
+        assert first == second
+        rows = await store.fetchall("SELECT id FROM turn_jobs")
+        assert [r["id"] for r in rows] == [jid]
+        inbox = await store.fetchall("SELECT * FROM session_inbox WHERE session_id=?",
+                                     (first,))
+        assert len(inbox) == 1 and inbox[0]["sender"] == f"flow:{fid}"
+        flow = await engine(store, {}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "done" and "text.count answered" in flow["result"]
+        assert len(await store.fetchall("SELECT id FROM turn_jobs")) == 1
+    finally:
+        await store.close()
+
+
+async def test_a_failed_turn_fails_its_node(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await Sessions(store).set_spec("broken", AgentSpecConfig.model_validate(
+            {"defaults": {"provider": "nowhere"}}))
+        fid = await Flows(store).start("broken", "anything")
+        flow = await engine(store, {}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "failed", flow
+        assert "turn failed" in flow["error"] and "nowhere" in flow["error"], flow["error"]
+        [job] = await store.fetchall("SELECT status FROM turn_jobs")
+        assert job["status"] == "failed"
+    finally:
+        await store.close()
+
+
+async def test_the_flow_executor_overrides_each_node_session(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        s = Sessions(store)
+        await s.set_spec("coder", AgentSpecConfig.model_validate(
+            {"defaults": {"acp": "zed", "model": "sim-strong"}}))
+        on_acp = await Flows(store).start("coder", "x", executor="acp:other")
+        on_loop = await Flows(store).start("coder", "y", executor="builtin")
+        spec_own = await Flows(store).start("coder", "z")
+        got = {}
+        for fid in (on_acp, on_loop, spec_own):
+            item = WorkItem(flow_id=fid, task_id=f"{fid}/root", kind="task", agent="coder",
+                            instruction="do")
+            sid = await store.execute(
+                lambda tx, i=item: queue_node_turn(tx, i, node_job_id(i.task_id)))
+            row = await store.fetchone("SELECT provider_override AS p, model_override AS m"
+                                       " FROM sessions WHERE id=?", (sid,))
+            assert row is not None
+            got[fid] = (row["p"], row["m"])
+        assert got == {on_acp: ("acp", "other"), on_loop: ("simulator", "sim-strong"),
+                       spec_own: (None, None)}
+        with pytest.raises(ValidationError, match="not builtin or acp:NAME"):
+            await Flows(store).start("coder", "w", executor="claude")
+    finally:
+        await store.close()
+
+
+async def test_a_failed_flow_stops_the_turns_of_its_nodes_in_flight(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        await Sessions(store).set_spec("broken", AgentSpecConfig.model_validate(
+            {"defaults": {"provider": "nowhere"}}))
+        await Sessions(store).set_spec("lead", AgentSpecConfig.model_validate(
+            {"policy": {"subagents": ["worker", "broken"]}}))
+        plan = [{"id": "slow", "agent": "worker", "instruction": "#work 40", "depends_on": []},
+                {"id": "bad", "agent": "broken", "instruction": "x", "depends_on": []}]
+        fid = await Flows(store).start("lead", "two nodes")
+        brain = TurnBrain(store, PlanBrain({"root": plan}), config=config_from_data(
+            {"speed": 1, "delay_ms": [50, 50]}, "t"), lease_ttl_s=2)
+        flow = await FlowEngine(store, brain).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "failed" and "bad" in flow["error"], flow
+        slow = await store.fetchone("SELECT s.status, j.status AS job, j.stop_reason FROM"
+                                    " sessions s JOIN turn_jobs j ON j.session_id=s.id WHERE"
+                                    " s.title LIKE '% slow'")
+        assert slow is not None and slow["status"] == "stopped", slow
+        assert slow["job"] in ("cancelled", "running"), slow  # its worker stops it
+        turns = await event_types(store, "turn.tool_result")
+        assert len(turns) < 40  # it did not run to the end
+    finally:
+        await store.close()
+
+
+async def test_a_flow_session_takes_sends_only_from_its_flow(tmp_path: Path) -> None:
+    """Issue 22 item 6, below the CLI: send and spawn from anyone else are refused (and
+    recorded); the flow itself sends to it (the node's TASK)."""
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        fid = await Flows(store).start("worker", "one node")
+        item = WorkItem(flow_id=fid, task_id=f"{fid}/root", kind="task", agent="worker",
+                        instruction="x")
+        sid = await store.execute(lambda tx: queue_node_turn(tx, item, node_job_id(
+            item.task_id)))
+        s = Sessions(store)
+        with pytest.raises(Conflict, match=f"^{sid} belongs to flow {fid}; use clawtower flow"):
+            await s.send(sid, "hello", sender="operator")
+        with pytest.raises(Conflict, match="belongs to flow"):
+            await s.spawn(sid, "do more", by="operator")
+        with pytest.raises(Conflict, match="belongs to flow"):
+            await s.send("S-1", "hello")  # the agent's flow session too
+        refusals = await event_types(store, "permission.refused")
+        assert [r["payload"]["action"] for r in refusals] == ["session.send", "session.spawn",
+                                                             "session.send"]
+        inbox = await store.fetchall("SELECT * FROM session_inbox WHERE session_id=?", (sid,))
+        assert len(inbox) == 1  # only the flow's TASK
+    finally:
+        await store.close()
+
+
+async def test_a_node_with_a_queued_turn_is_not_decided_again(tmp_path: Path) -> None:
+    """After a crash the engine re-runs the node: its turn exists, so it executes, even if
+    the decider would now split it."""
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        fid = await Flows(store).start("lead", "one node")
+        item = WorkItem(flow_id=fid, task_id=f"{fid}/root", kind="task", agent="lead",
+                        instruction=CALL)
+        await store.execute(lambda tx: queue_node_turn(tx, item, node_job_id(item.task_id)))
+        split = [{"id": "n0", "agent": "worker", "instruction": "x", "depends_on": []}]
+        flow = await engine(store, {"root": split}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "done" and flow["nodes"] == 1, flow  # not decomposed
+    finally:
+        await store.close()
+
+
+async def test_a_node_calls_an_mcp_tool_once(tmp_path: Path) -> None:
+    """The node's agent reaches a real (stdio, fake) MCP server of clawtower.yaml through
+    the session worker's registry: the server receives the call exactly once."""
+    cfg = config_from_data({"speed": 0, "mcp_servers": {"fake": {
+        "command": sys.executable, "args": [str(FAKE)],
+        "env": {"FAKE_MCP_CALLS_FILE": str(tmp_path / "calls.txt")}}}},
+        tmp_path / "clawtower.yaml")
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await Sessions(store).set_spec("worker", AgentSpecConfig.model_validate(
+            {"policy": {"tools": ["fake.echo"]}}))
+        async with ToolRegistry.from_project(store, cfg) as registry:  # pin it first
+            await registry.list_tools()  # first sight: a pin approval is requested
+        [pin] = [a for a in await Approvals(store).pending()
+                 if a["subject"] == "tool:fake.echo"]
+        await Approvals(store).approve(pin["id"], by="alice")
+        fid = await Flows(store).start("worker", '#call fake.echo {"text": "from a node"}')
+        flow = await FlowEngine(store, TurnBrain(store, PlanBrain(), config=cfg)).run_flow(
+            fid, timeout_s=60)
+        assert flow["status"] == "done", flow
+        assert flow["result"] == "fake.echo answered: from a node", flow["result"]
+        assert calls_received(tmp_path) == ["echo"]
+    finally:
+        await store.close()
