@@ -20,7 +20,7 @@ from core.sessions import gate
 from core.sessions.service import Sessions
 from core.store import open_store
 from core.tools.types import ToolResult
-from tests.helpers.session_helpers import event_types, runner, spec
+from tests.helpers.session_helpers import event_types, run_idle, runner, spec
 
 CONFIRM = {"policy": {"tools": ["clock.now"], "approval": {"default": "confirm"}}}
 
@@ -69,11 +69,7 @@ async def paused(tmp_path: Path) -> tuple[Any, Sessions, str, dict[str, Any]]:
     await spec(sessions, "clerk", **CONFIRM)
     sid = await sessions.create(agent="clerk")
     await sessions.send(sid, "#call clock.now {}")
-    r, _ = runner(store)
-    try:
-        assert await r.run_until_idle(30, {sid})
-    finally:
-        await r.aclose()
+    await run_idle(store, sid)
     [a] = await Approvals(store).pending()
     await Approvals(store).approve(a["id"], by="bob")
     return store, sessions, sid, a
@@ -109,11 +105,7 @@ async def test_a_recorded_result_is_reused(tmp_path: Path) -> None:
             gate.intent_event(ctx["job"], sid, a["id"], call, "dead-worker"),
             gate.done_event(ctx["job"], sid, a["id"], call,
                             ToolResult(content='{"iso": "recorded"}'), "dead-worker")])
-        r, _ = runner(store)
-        try:
-            assert await r.run_until_idle(30, {sid})
-        finally:
-            await r.aclose()
+        await run_idle(store, sid)
         [res] = await results(store)
         assert res["content"] == '{"iso": "recorded"}'
         assert len(await event_types(store, "toolcall.intent")) == 1

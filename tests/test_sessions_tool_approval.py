@@ -21,7 +21,7 @@ from core.sessions.service import SessionLimits, Sessions
 from core.sessions.specs import parse_config
 from core.store import open_store
 from core.tools.approval import ToolApprovalPolicy
-from tests.helpers.session_helpers import event_types, runner, spec
+from tests.helpers.session_helpers import event_types, run_idle, runner, spec
 
 CONFIRM = {"policy": {"tools": ["clock.now", "text.count"],
                       "approval": {"default": "auto", "tools": {"clock.*": "confirm"}}}}
@@ -44,11 +44,7 @@ async def test_confirm_waits_then_runs_once_when_approved(tmp_path: Path) -> Non
     store, sessions, sid = await setup(tmp_path)
     try:
         await sessions.send(sid, '#call clock.now {"timezone": "UTC"}', sender="alice")
-        r, _ = runner(store)
-        try:
-            assert await r.run_until_idle(30, {sid})
-        finally:
-            await r.aclose()
+        await run_idle(store, sid)
         s = await sessions.get(sid)
         assert s["status"] == "waiting"
         pending = await Approvals(store).pending()
@@ -68,11 +64,7 @@ async def test_confirm_waits_then_runs_once_when_approved(tmp_path: Path) -> Non
         assert out["decision"] == "approved" and out["session"] == sid
         with pytest.raises(AlreadyDecided):
             await Approvals(store).reject(a["id"], by="carol")
-        r, _ = runner(store)
-        try:
-            assert await r.run_until_idle(30, {sid})
-        finally:
-            await r.aclose()
+        await run_idle(store, sid)
         results = await tool_results(store, "clock.now")
         assert len(results) == 1 and not results[0]["payload"]["is_error"]
         assert len(await event_types(store, "toolcall.intent")) == 1
@@ -120,11 +112,7 @@ async def test_manual_is_a_draft_never_run(tmp_path: Path) -> None:
     store, sessions, sid = await setup(tmp_path, config)
     try:
         await sessions.send(sid, "#call clock.now {}")
-        r, _ = runner(store)
-        try:
-            assert await r.run_until_idle(30, {sid})
-        finally:
-            await r.aclose()
+        await run_idle(store, sid)
         assert await Approvals(store).pending() == []
         [draft] = await event_types(store, "turn.tool_drafted")
         assert draft["payload"]["name"] == "clock.now"
@@ -142,11 +130,7 @@ async def test_stop_while_waiting_withdraws_and_refuses_a_late_decision(tmp_path
     store, sessions, sid = await setup(tmp_path)
     try:
         await sessions.send(sid, "#call clock.now {}")
-        r, _ = runner(store)
-        try:
-            assert await r.run_until_idle(30, {sid})
-        finally:
-            await r.aclose()
+        await run_idle(store, sid)
         [a] = await Approvals(store).pending()
         await sessions.stop(sid, by="alice")
         assert await Approvals(store).pending() == []
@@ -165,11 +149,7 @@ async def test_required_and_different_approver(tmp_path: Path) -> None:
     store, sessions, sid = await setup(tmp_path, config)
     try:
         await sessions.send(sid, "#call clock.now {}", sender="alice")
-        r, _ = runner(store)
-        try:
-            assert await r.run_until_idle(30, {sid})
-        finally:
-            await r.aclose()
+        await run_idle(store, sid)
         [a] = await Approvals(store).pending()
         with pytest.raises(PermissionDenied, match="only bob"):
             await Approvals(store).approve(a["id"], by="alice")
@@ -207,11 +187,7 @@ async def test_timeout_rejects_or_escalates(tmp_path: Path) -> None:
     store, sessions, sid = await setup(tmp_path / "esc", config)
     try:
         await sessions.send(sid, "#call clock.now {}")
-        r, _ = runner(store)
-        try:
-            assert await r.run_until_idle(30, {sid})
-        finally:
-            await r.aclose()
+        await run_idle(store, sid)
         [a] = await Approvals(store).pending()
         for _ in range(2):
             await gate.sweep(store, now=a["requested_at"] + 61)
@@ -240,11 +216,7 @@ async def test_oversized_arguments_are_refused_before_any_tier(tmp_path: Path) -
         big = json.dumps({"timezone": "x" * (300 * 1024)})
         roomy = Sessions(store, SessionLimits(max_message_chars=400_000))
         await roomy.send(sid, f"#call clock.now {big}")
-        r, _ = runner(store)
-        try:
-            assert await r.run_until_idle(30, {sid})
-        finally:
-            await r.aclose()
+        await run_idle(store, sid)
         assert await Approvals(store).pending() == []
         [res] = await tool_results(store, "clock.now")
         assert res["payload"]["error_kind"] == "arguments"

@@ -100,6 +100,16 @@ def runner(store: Any, cfg: ClawtowerConfig | None = None, *, registry: Any = No
     return r, rec
 
 
+async def run_idle(store: Any, sid: str, timeout: float = 30.0, **kw: Any) -> None:
+    """A fresh simulator worker runs `sid` (and its children) until it is quiet, then
+    closes (a worker of its own each time, as another process would be)."""
+    r, _ = runner(store, **kw)
+    try:
+        assert await r.run_until_idle(timeout, {sid}), r.errors
+    finally:
+        await r.aclose()
+
+
 async def spec(sessions: Sessions, name: str, **config: Any) -> str:
     return await sessions.set_spec(name, AgentSpecConfig.model_validate(config))
 

@@ -179,7 +179,7 @@ async def test_a_waiting_tool_call_shows_in_the_transcript_and_a_approves_it(
     its arguments, and `a` (then `y`) approves it from there (the job is queued again)."""
     from core.approvals import Approvals
     from core.sessions.specs import AgentSpecConfig
-    from tests.helpers.session_helpers import runner
+    from tests.helpers.session_helpers import run_idle
 
     path = tmp_path / "gate.db"
     store = await open_store(path)
@@ -189,11 +189,7 @@ async def test_a_waiting_tool_call_shows_in_the_transcript_and_a_approves_it(
             "tools": ["clock.now"], "approval": {"default": "confirm"}}}))
         sid = await sessions.create(agent="clerk")
         await sessions.send(sid, '#call clock.now {"timezone": "Europe/Paris"}')
-        r, _ = runner(store)
-        try:
-            assert await r.run_until_idle(30, {sid})
-        finally:
-            await r.aclose()
+        await run_idle(store, sid)
         [a] = await Approvals(store).pending()
     finally:
         await store.close()
