@@ -84,6 +84,14 @@ async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
                 f"a running session worker resumes the turn ({what})" if live is not None else
                 f"no session worker runs now: `clawtower serve`, `clawtower session run` or"
                 f" the console resumes the turn ({what})"))
+        if r.get("kind") == "task_side_effect":  # the engine performs it: is one running?
+            live = await store.fetchone(
+                "SELECT 1 FROM leases WHERE name LIKE 'engine:%' AND released=0 AND"
+                " expires_at > ? LIMIT 1", (time.time(),))
+            print(f"{r['subject']}: " + ("a running engine resumes it" if live is not None
+                                         else "no engine runs now: `clawtower serve` (or"
+                                         " `clawtower serve --until-idle`) or the console"
+                                         " resumes it"))
         if r.get("run_status"):  # a workflow gate: the run went on in this process
             env = r.get("envelope") or {}
             waiting = {"needs_approval": "waits at another approval",

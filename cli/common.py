@@ -61,11 +61,36 @@ class CommandParser(argparse.ArgumentParser):
         if kwargs.get("add_help", True) and "--db" not in self._option_string_actions:
             self.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH", help=DB_HELP)
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         from .boundary import one_line  # argv may hold anything; the message stays one line
 
+        if message.startswith("unrecognized arguments:"):
+            message += self._suggest(message.partition(":")[2].split())
         sys.stderr.write(f"{self.prog}: error: {one_line(message)}\n")
         raise SystemExit(2)
+
+    def _suggest(self, unknown: list[str]) -> str:
+        """' (did you mean --phase?); see `clawtower task list --help`': the command the
+        words before the unknown option name, and its options closest to it."""
+        import difflib
+
+        parser: argparse.ArgumentParser = self
+        for word in getattr(self, "_argv", []):
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            if not subs or word not in subs[0].choices:
+                if word.startswith("-"):
+                    break
+                continue
+            parser = subs[0].choices[word]
+        options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+        near = [m for u in unknown if u.startswith("-")
+                for m in difflib.get_close_matches(u.partition("=")[0], options, n=1)]
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        return f"{hint}; see `{parser.prog} --help`"
 
 
 def operator_name() -> str:

@@ -140,6 +140,8 @@ def _list(args: argparse.Namespace) -> int:
              "errors": len(p.errors), "warnings": len(p.warnings)} for p in home.installed()]
     if args.json:
         print(json.dumps(rows, indent=2))
+    elif not rows:
+        print("no experts installed yet (clawtower expert install DIR)")
     else:
         for r in rows:
             status = "ok" if not r["errors"] else f"{r['errors']} errors"

@@ -160,7 +160,7 @@ async def cmd_flow(args: argparse.Namespace) -> int:
             fid = await flows.start(args.agent, extra["text"], context=extra["context"],
                                     split=args.split, by=operator_name(),
                                     limits=extra["limits"], root_id=args.name,
-                                    executor=extra["executor"])
+                                    executor=extra["executor"], cfg=cfg)
             if not args.wait:
                 print(fid)
                 return 0

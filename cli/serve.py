@@ -37,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     s.add_argument("--port", type=int, default=None,
                    help="webhook server port (default 8787, a warning if it is taken;"
                    " 0 picks a free one)")
+    s.add_argument("--verbose", action="store_true",
+                   help="also print machinery: every lease taken (take-overs always show)")
     s.add_argument("--no-http", action="store_true",
                    help="no webhook server (cron, channel triggers and queues still run)")
     s.add_argument("--no-triggers", action="store_true",
@@ -54,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
                                 until_idle: bool, quiet: bool = False,
-                                triggers: Runtime | None = None) -> int:
+                                triggers: Runtime | None = None, verbose: bool = False) -> int:
     import asyncio
 
     from core.agents.config import load_config
@@ -85,7 +87,8 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
 
     stop_on_signals(stop)
     done = asyncio.Event()
-    follower = asyncio.create_task(print_progress(store, await store.last_seq(), quiet, done))
+    follower = asyncio.create_task(print_progress(store, await store.last_seq(), quiet, done,
+                                                  verbose))
     runner = asyncio.create_task(engine.run())
     session_task = asyncio.create_task(sessions.run(sessions_stop)) if sessions else None
     flow_task = asyncio.create_task(flows.run(sessions_stop)) if flows else None
@@ -141,14 +144,18 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
 
 
 async def print_progress(store: Store, seq: int, quiet: bool,
-                          done: asyncio.Event) -> None:
-    """Progress for long work: one line per phase change and approval request."""
+                          done: asyncio.Event, verbose: bool = False) -> None:
+    """Progress for long work: one line per phase change and approval request, and a lease
+    only when it was taken over from a dead holder (every lease with `verbose`)."""
     while True:
         finished = done.is_set()  # one last drain after the engine stopped
         for e in await store.events_after(seq, 1000):
             seq = e.seq
-            if not quiet and e.type in ("task.transitioned", "approval.requested",
-                                        "approval.decided", "lease.acquired"):
+            if quiet:
+                continue
+            if e.type in ("task.transitioned", "approval.requested", "approval.decided") or (
+                    e.type == "lease.acquired" and (
+                        verbose or getattr(e.payload, "took_over_from", None))):
                 print(output.event_line(e), flush=True)
         if finished:
             return
@@ -179,7 +186,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
                                    trigger_limit=args.auth_trigger_failures))
         try:
             return await engine_until_stopped(store, agents, args.db, args.until_idle,
-                                              triggers=triggers)
+                                              triggers=triggers, verbose=args.verbose)
         except OSError as exc:
             sys.stderr.write(f"clawtower: {exc}\n")
             return 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..errors import Conflict, NotFound, ValidationError
@@ -24,12 +24,16 @@ from ..sessions.service import (
     _spec_of,
     _stop,
     spec_by_ref,
+    spec_for,
 )
 from ..sessions.specs import AgentSpec
 from ..store.interface import Store, WriteTx
 from . import events as fev
 from .plan import ID_RE, FlowLimits, PlanRefused, validate
 from .projections import OPEN
+
+if TYPE_CHECKING:
+    from ..agents.config import ClawtowerConfig
 
 OPERATOR = "operator"  # the root's parent: where the flow's TASK comes from and its REPLY goes
 RUNNABLE = ("dispatched", "running", "synthesizing")  # an engine has work to do on these
@@ -119,13 +123,13 @@ def _task(tx: WriteTx, task_id: str) -> dict[str, Any]:
 
 def start(tx: WriteTx, agent: str, instruction: str, *, context: dict[str, Any] | None,
           split: bool, by: str, limits: FlowLimits, root_id: str = "root",
-          executor: str = "") -> tuple[str, WorkItem]:
+          executor: str = "", cfg: ClawtowerConfig | None = None) -> tuple[str, WorkItem]:
     if not instruction.strip():
         raise ValidationError("flow: the task is empty")
     if not ID_RE.match(root_id):
         raise ValidationError(f"flow: root id {root_id!r} must be 1-64 letters, digits, '_',"
                               " '-' or '.'")
-    spec = spec_by_ref(tx, agent)
+    spec = spec_for(tx, agent, cfg, by)
     row = tx.one("SELECT coalesce(max(num), 0) + 1 AS n FROM flows")
     flow_id = f"F-{int(row['n']) if row else 1}"
     root = f"{flow_id}/{root_id}"
@@ -351,7 +355,8 @@ class Flows:
     async def start(self, agent: str, instruction: str, *,
                     context: dict[str, Any] | None = None, split: bool = False,
                     by: str = OPERATOR, limits: FlowLimits | None = None,
-                    root_id: str = "root", executor: str = "") -> str:
+                    root_id: str = "root", executor: str = "",
+                    cfg: ClawtowerConfig | None = None) -> str:
         """Start a flow: the TASK goes to `agent`; `root_id` names the root task (and so the
         simulator script of its decision); `executor` (builtin | acp:NAME) runs every
         executed node instead of what each agent's spec names."""
@@ -360,7 +365,7 @@ class Flows:
         lim = limits or self.limits
         flow_id, _ = await self.store.execute(
             lambda tx: start(tx, agent, instruction, context=context, split=split, by=by,
-                             limits=lim, root_id=root_id, executor=executor))
+                             limits=lim, root_id=root_id, executor=executor, cfg=cfg))
         return flow_id
 
     async def cancel(self, flow_id: str, by: str = OPERATOR, reason: str = "") -> None:

@@ -100,6 +100,25 @@ def spec_by_ref(tx_or_rows: WriteTx | list[dict[str, Any]], ref: str) -> AgentSp
     raise NotFound(f"agent {ref!r}: no such agent spec ({close_matches(ref, names)})")
 
 
+def spec_for(tx: WriteTx, ref: str, cfg: ClawtowerConfig | None, by: str) -> AgentSpec:
+    """One agent registry: a spec by id or name, or an agent of clawtower.yaml that has no
+    spec yet, made one on first use (an `agentspec.set` event, source `config:<file>`, shown
+    by `agents spec show`; `agents spec set` overrides it). So every command takes the
+    names `agents list` shows."""
+    try:
+        return spec_by_ref(tx, ref)
+    except NotFound as exc:
+        if cfg is None or ref not in cfg.agents:
+            hint = f"; clawtower.yaml has {', '.join(sorted(cfg.agents))}" if cfg is not None \
+                and cfg.agents else ""
+            raise NotFound(f"{exc}{hint}") from None
+    config = from_agent_config(cfg, check_name(ref, f"{cfg.source}: agent"))
+    source = f"config:{cfg.source}"
+    agent_id = _set_spec(tx, ref, config, source, by)
+    return AgentSpec(agent_id=agent_id, name=ref, config=config, source=source,
+                     updated_at=tx.now)
+
+
 def _set_spec(tx: WriteTx, name: str, config: AgentSpecConfig, source: str, by: str) -> str:
     row = tx.one("SELECT agent_id FROM agent_specs WHERE name=?", (name,))
     agent_id = row["agent_id"] if row else new_id("ag")
@@ -483,7 +502,7 @@ class Sessions:
             provider, model_name = check_model(model, cfg)
 
         def command(tx: WriteTx) -> str:
-            spec = spec_by_ref(tx, agent) if agent else _default_spec(tx, by)
+            spec = spec_for(tx, agent, cfg, by) if agent else _default_spec(tx, by)
             sid = _next_session_id(tx)
             tx.emit(_ev(sid, by, sev.SessionCreated(
                 title=title, agent_id=spec.agent_id, provider_override=provider,
@@ -674,4 +693,5 @@ def _job_json(r: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["ANNOUNCE_TEXT", "INTERNAL_CHANNEL", "OWNER_KINDS", "SessionLimits", "Sessions",
-           "announce", "new_id", "owned_by", "queue_job", "refuse", "spec_by_ref", "wake_parent"]
+           "announce", "new_id", "owned_by", "queue_job", "refuse", "spec_by_ref", "spec_for",
+           "wake_parent"]

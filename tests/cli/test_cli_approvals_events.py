@@ -35,7 +35,9 @@ def test_approve_by_a_named_operator(run: Run, awaiting: tuple[Path, str]) -> No
     db, approval = awaiting
     r = run("approve", approval, "--by", "alice", "--reason", "looks right", "--db", db)
     assert (r.code, r.err) == (0, "")
-    assert r.out == f"{approval}: approved by alice (task_side_effect T-1)\n"
+    assert r.out == (f"{approval}: approved by alice (task_side_effect T-1)\n"
+                     "T-1: no engine runs now: `clawtower serve` (or `clawtower serve"
+                     " --until-idle`) or the console resumes it\n")  # says what moves it
     assert run("approvals", "--json", "--db", db).json() == []
     assert run("approvals", "--db", db).out == "no pending approvals\n"
     (a,) = run("approvals", "--all", "--json", "--db", db).json()
@@ -58,7 +60,7 @@ def test_reject_with_a_reason(run: Run, awaiting: tuple[Path, str]) -> None:
     db, approval = awaiting
     r = run("reject", approval, "--reason", "not before the launch", "--db", db)
     assert (r.code, r.err) == (0, "")
-    assert r.out == f"{approval}: rejected by {OPERATOR} (task_side_effect T-1)\n"
+    assert r.out.startswith(f"{approval}: rejected by {OPERATOR} (task_side_effect T-1)\n")
     t = run("task", "show", "T-1", "--json", "--db", db).json()
     (a,) = t["approvals"]
     assert (a["status"], a["decided_by"], a["reason"]) == (

@@ -157,10 +157,13 @@ def test_approve_then_serve_completes_the_task_once(demo_copy: Demo) -> None:
 
     r = run_cli(["approve", d.approval, "--db", db], d.home)
     assert (r.returncode, r.stderr) == (0, "")
-    assert r.stdout == f"{d.approval}: approved by {OPERATOR} (task_side_effect {subject})\n"
+    assert r.stdout == (f"{d.approval}: approved by {OPERATOR} (task_side_effect {subject})\n"
+                        f"{subject}: no engine runs now: `clawtower serve` (or `clawtower"
+                        " serve --until-idle`) or the console resumes it\n")
 
     r = run_cli(["serve", "--until-idle", "--db", db], d.home, timeout=60)
     assert r.returncode == 0, r.stderr
+    assert "lease.acquired" not in r.stdout  # machinery only with --verbose (issue 27)
     moves = [ln.split(None, 6)[3:] for ln in r.stdout.splitlines() if "task.transitioned" in ln]
     assert [(m[1], m[3].split(":")[0]) for m in moves] == [
         (subject, "awaiting_approval -> ready_to_resume"),

@@ -64,7 +64,8 @@ def test_non_utf8_arguments_from_a_real_process(store: Path, home: Path,
 def test_events_after_is_capped(run: Run, store: Path, after: str) -> None:
     r = run("events", "--after", after, "--db", store)
     assert r.code == 2
-    one_line(r.err, "--after: must be between 0 and 9223372036854775807")
+    one_line(r.err, "--after: must be at least 0")  # one range helper: no int64 limits
+    assert "9223372036854775807" not in r.err
 
 
 def test_task_create_from_dev_zero_reads_at_most_the_cap(run: Run, db: Path) -> None:

@@ -40,6 +40,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def test_install_bind_validate_compile_registry_remove(
         expert_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "expert", "list")  # nothing installed: says so (issue 27)
+    assert code == 0 and out == "no experts installed yet (clawtower expert install DIR)\n"
     code, out, err = run(capsys, "expert", "install", str(ACME))
     assert code == 0 and "installed acme-support-expert 0.1.0" in out
     assert "warning" not in err

@@ -242,6 +242,13 @@ async def test_modes_help_and_quit(demo_db: str) -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         assert not app.screen.query(HelpPanel)
+        # esc closes the key panel too (issue 27, item 6), and only the panel
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen.query(HelpPanel)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not app.screen.query(HelpPanel) and app.current_mode == "tasks"
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0

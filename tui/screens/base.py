@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, HelpPanel, Input, Static
 
 from core import ClawError
 
@@ -176,7 +176,16 @@ class ConsoleScreen(Screen[None]):
         else:
             target.border_subtitle = ""
 
+    def close_help(self) -> bool:
+        """esc closes the key panel first, when it is open (True if it was)."""
+        if not self.query(HelpPanel):
+            return False
+        self.app.action_hide_help_panel()
+        return True
+
     def action_escape(self) -> None:
+        if self.close_help():
+            return
         bar = self.query_one(FilterBar)
         if bar.display:
             self._close_filter(clear=True)

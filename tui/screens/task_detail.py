@@ -122,7 +122,8 @@ class TaskDetailScreen(ConsoleScreen):
         return None
 
     def action_escape(self) -> None:
-        self.back()
+        if not self.close_help():
+            self.back()
 
     def back(self) -> None:
         self.dismiss()
