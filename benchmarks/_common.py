@@ -118,6 +118,23 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]
                         for i, (c, w) in enumerate(zip(r, widths, strict=True))))
 
 
+def latency_report(title: str, results: dict[str, list[float]], key: str, what: str,
+                   target_ms: float, floor_name: str, json_path: str | None) -> None:
+    """A p50/p90/p99 table of `results` (ms), the line that compares `key`'s p50 with its
+    target and with the floor's p50, and the JSON file when asked for."""
+    rows = [[k, len(v), fmt_num(percentile(v, 50)), fmt_num(percentile(v, 90)),
+             fmt_num(percentile(v, 99))] for k, v in results.items()]
+    print_table(title, ["", "n", "p50", "p90", "p99"], rows)
+    p50 = percentile(results[key], 50)
+    fl = percentile(results["floor"], 50)
+    print(f"\n{what} p50 {fmt_num(p50)} ms (target <= {target_ms:g} ms:"
+          f" {'met' if p50 <= target_ms else 'NOT met'}); {floor_name} p50 {fmt_num(fl)} ms;"
+          f" ratio {fmt_num(p50 / fl) if fl else '-'}x")
+    write_json(json_path, {"results": {k: {"p50": percentile(v, 50), "p99": percentile(v, 99),
+                                           "n": len(v)} for k, v in results.items()},
+                           "machine": machine_info()})
+
+
 def write_json(path: str | None, data: dict[str, Any]) -> None:
     if not path:
         return

@@ -131,19 +131,8 @@ async def main(args: argparse.Namespace) -> None:
             for k, v in got.items():
                 results[k].extend(v[2:])  # the first requests warm up connections
             results["floor"].extend((await floor(work, n, rep))[2:])
-    rows = [[k, len(v), cm.fmt_num(cm.percentile(v, 50)), cm.fmt_num(cm.percentile(v, 90)),
-             cm.fmt_num(cm.percentile(v, 99))] for k, v in results.items()]
-    cm.print_table(f"ACP permission round trip, ms ({reps} reps x {n} requests)",
-                   ["", "n", "p50", "p90", "p99"], rows)
-    e2e = cm.percentile(results["end_to_end"], 50)
-    fl = cm.percentile(results["floor"], 50)
-    print(f"\nend to end p50 {cm.fmt_num(e2e)} ms (target <= {TARGET_P50_MS:g} ms:"
-          f" {'met' if e2e <= TARGET_P50_MS else 'NOT met'}); floor p50 {cm.fmt_num(fl)} ms;"
-          f" ratio {cm.fmt_num(e2e / fl) if fl else '-'}x")
-    cm.write_json(args.json, {"results": {k: {"p50": cm.percentile(v, 50),
-                                              "p99": cm.percentile(v, 99), "n": len(v)}
-                                          for k, v in results.items()},
-                              "machine": cm.machine_info()})
+    cm.latency_report(f"ACP permission round trip, ms ({reps} reps x {n} requests)", results,
+                      "end_to_end", "end to end", TARGET_P50_MS, "floor", args.json)
 
 
 if __name__ == "__main__":

@@ -159,19 +159,9 @@ async def main(args: argparse.Namespace) -> None:
             r = await one_rep(work, n, rep)
             for k, v in r.items():
                 results[k].extend(v)
-    rows = [[k, len(v), cm.fmt_num(cm.percentile(v, 50)), cm.fmt_num(cm.percentile(v, 90)),
-             cm.fmt_num(cm.percentile(v, 99))] for k, v in results.items()]
-    cm.print_table(f"tool-call gate, ms ({reps} reps x {n} approvals)",
-                   ["path", "n", "p50", "p90", "p99"], rows)
-    p50 = cm.percentile(results["to_call"], 50)
-    fl = cm.percentile(results["floor"], 50)
-    print(f"\ndecision -> call started p50 {cm.fmt_num(p50)} ms (target <= {TARGET_P50_MS:g}"
-          f" ms: {'met' if p50 <= TARGET_P50_MS else 'NOT met'}); wake-up floor p50"
-          f" {cm.fmt_num(fl)} ms; ratio {cm.fmt_num(p50 / fl) if fl else '-'}x")
-    cm.write_json(args.json, {"results": {k: {"p50": cm.percentile(v, 50),
-                                              "p99": cm.percentile(v, 99), "n": len(v)}
-                                          for k, v in results.items()},
-                              "machine": cm.machine_info()})
+    cm.latency_report(f"tool-call gate, ms ({reps} reps x {n} approvals)", results,
+                      "to_call", "decision -> call started", TARGET_P50_MS, "wake-up floor",
+                      args.json)
 
 
 if __name__ == "__main__":
