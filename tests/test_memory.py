@@ -178,3 +178,19 @@ def test_fts5_is_checked_with_a_clear_message() -> None:
     require_fts5()  # this Python has it
     with pytest.raises(StoreError, match="built without FTS5, which agent memory needs"):
         _migrate_statement(_NoFts5(), "CREATE VIRTUAL TABLE memory_fts USING fts5(x)")  # type: ignore[arg-type]
+
+
+async def test_postgres_recalls_the_same_way_from_its_replica(pg_url: str) -> None:
+    """The PostgreSQL store answers reads from its local SQLite replica, built by the same
+    migrations and projection handlers: the FTS5 index is there too."""
+    store = await open_store(pg_url)
+    try:
+        mem = Memories(store)
+        await mem.put("agent:a", "db", "the staging database runs on port 5433", by="t")
+        await mem.put("agent:a", "other", "lunch is at noon", by="t")
+        assert [r["key"] for r in await mem.search(["agent:a"], 'port "NEAR(')] == ["db"]
+        await mem.forget("agent:a", "db", by="t", reason="moved")
+        assert await mem.search(["agent:a"], "port") == []
+        assert await store.verify_projections() == []
+    finally:
+        await store.close()
