@@ -269,8 +269,9 @@ def to_markdown(namespace: str, rows: list[dict[str, Any]]) -> str:
     for r in rows:
         out += [f"## {r['key']}", "",
                 f"- category: {r['category'] or '-'}",
-                f"- updated by {r['updated_by']} (source {r['source_session'] or '-'}"
-                f" {r['source_turn'] or ''})".rstrip(),
+                f"- updated by {r['updated_by']} (source: "
+                + (" ".join(x for x in (r["source_session"], r["source_turn"]) if x) or "-")
+                + ")",
                 "", r["content"], ""]
     return "\n".join(out)
 
