@@ -22,6 +22,7 @@ MAX_CONTENT = 8_000  # characters of one memory
 MAX_KEY = 200
 MAX_CATEGORY = 64
 MAX_QUERY_TERMS = 32
+COMMON_DF = 2_000  # a query term in more memories than this is dropped when rarer ones exist
 KINDS = ("agent", "session", "expert", "shared")
 _NAMESPACE = re.compile(r"(agent|session|expert|shared):[A-Za-z0-9_.\-]{1,128}")
 _TERM = re.compile(r"\w+", re.UNICODE)
@@ -74,15 +75,36 @@ def check_category(category: Any) -> str:
     return category
 
 
-def fts_query(text: str) -> str | None:
+def query_terms(text: str) -> list[str]:
+    """The words of a recall query (lower-cased, each once, at most MAX_QUERY_TERMS)."""
+    return list(dict.fromkeys(t.lower() for t in _TERM.findall(text or "")))[:MAX_QUERY_TERMS]
+
+
+def fts_query(text: str | list[str]) -> str | None:
     """A recall query as an FTS5 expression of plain terms: every word quoted, joined with
     OR (BM25 ranks the matches), so FTS5 syntax in the query (`NEAR(`, `"`, `*`, `AND`,
     `col:`) is only ever searched for as words. None when there is no word to search."""
-    terms = list(dict.fromkeys(t.lower() for t in _TERM.findall(text or "")))
-    terms = terms[:MAX_QUERY_TERMS]
+    terms = query_terms(text) if isinstance(text, str) else text
     if not terms:
         return None
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def vocab_sql(terms: list[str]) -> tuple[str, list[Any]]:
+    return (f"SELECT term, doc FROM memory_vocab WHERE term IN"
+            f" ({', '.join('?' for _ in terms)})", list(terms))
+
+
+def informative(terms: list[str], df: dict[str, int]) -> list[str]:
+    """The query's terms without those in more than COMMON_DF memories, when it has rarer
+    ones: such a term has almost no BM25 weight (idf ~ log(N/df)) but makes FTS5 score every
+    memory holding it (at 100,000 memories a query with one cost ~20 ms, without ~4 ms;
+    BENCHMARKS.md). A word the index holds only stemmed (df unknown here) is kept. Below
+    COMMON_DF memories nothing is ever dropped."""
+    rare = [t for t in terms if df.get(t, 0) <= COMMON_DF]
+    if rare or not terms:
+        return rare
+    return [min(terms, key=lambda t: df.get(t, 0))]  # all common: the least common one
 
 
 def estimate_tokens(text: str) -> int:
@@ -120,8 +142,12 @@ def recall_sync(all_rows: Callable[[str, Sequence[Any]], list[dict[str, Any]]],
                 min_score: float = 0.0, token_budget: int | None = None
                 ) -> list[dict[str, Any]]:
     """BM25 recall with a synchronous reader (a write transaction's `tx.all`)."""
-    match = fts_query(query)
-    if match is None or not namespaces or k <= 0:
+    terms = query_terms(query)
+    if not terms or not namespaces or k <= 0:
+        return []
+    df = {r["term"]: r["doc"] for r in all_rows(*vocab_sql(terms))}
+    match = fts_query(informative(terms, df))
+    if match is None:
         return []
     sql, params = _search_sql(namespaces, match, k, now)
     return _select(all_rows(sql, params), min_score, token_budget)
@@ -208,8 +234,12 @@ class Memories:
             check_namespace(ns)
         if k < 1:
             raise ValidationError(f"-k {k}: must be at least 1")
-        match = fts_query(query)
-        if match is None or not namespaces:
+        terms = query_terms(query)
+        if not terms or not namespaces:
+            return []
+        df = {r["term"]: r["doc"] for r in await self.store.fetchall(*vocab_sql(terms))}
+        match = fts_query(informative(terms, df))
+        if match is None:
             return []
         sql, params = _search_sql(namespaces, match, k, self.store.clock.now())
         return _select(await self.store.fetchall(sql, params), min_score, token_budget)

@@ -456,7 +456,8 @@ ALTER TABLE flows ADD COLUMN executor TEXT NOT NULL DEFAULT '';
 """
 
 # v14: agent memory (core/memory, issue 25). `memory_fts` is an FTS5 index over the live
-# memories' content and key (BM25 recall), kept by the projection handlers like any table.
+# memories' content and key (BM25 recall), kept by the projection handlers like any table;
+# `memory_vocab` is a read-only view of its terms' document counts (no rows of its own).
 MEMORY_SCHEMA = """
 CREATE TABLE memories (
     id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, key TEXT NOT NULL, content TEXT NOT NULL,
@@ -468,6 +469,7 @@ CREATE TABLE memories (
 );
 CREATE VIRTUAL TABLE memory_fts USING fts5(content, key, mid UNINDEXED,
     tokenize='porter unicode61');
+CREATE VIRTUAL TABLE memory_vocab USING fts5vocab(memory_fts, row);
 """
 MEMORY_VERSION = 14
 
