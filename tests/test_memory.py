@@ -194,3 +194,26 @@ async def test_postgres_recalls_the_same_way_from_its_replica(pg_url: str) -> No
         assert await store.verify_projections() == []
     finally:
         await store.close()
+
+
+async def test_terms_in_too_many_memories_are_dropped_when_rarer_ones_exist(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import core.memory.service as service
+
+    monkeypatch.setattr(service, "COMMON_DF", 2)
+    store, mem = await _open(tmp_path)
+    try:
+        for i in range(4):
+            await mem.put("agent:a", f"common{i}", f"project status update {i}", by="t")
+        await mem.put("agent:a", "rare", "the project codename is heron", by="t")
+        # "project" is in 5 memories (> 2): searched for "heron" only
+        assert [r["key"] for r in await mem.search(["agent:a"], "project heron", k=5)] \
+            == ["rare"]
+        # every term common: the least common one ("status", in 4) is kept
+        keys = {r["key"] for r in await mem.search(["agent:a"], "project status", k=10)}
+        assert keys == {f"common{i}" for i in range(4)}
+        # a word the index holds only stemmed ("codenames" -> "codenam") is kept
+        assert [r["key"] for r in await mem.search(["agent:a"], "project codenames")] \
+            == ["rare"]
+    finally:
+        await store.close()
