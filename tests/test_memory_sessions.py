@@ -138,3 +138,50 @@ async def test_recall_policy_top_k_and_disabled(tmp_path: Path) -> None:
         assert BLOCK not in (await _turn(store, sid)).requests[-1].messages[0].content
     finally:
         await store.close()
+
+
+async def test_an_approved_confirm_tier_store_runs_once(tmp_path: Path) -> None:
+    from core.approvals import Approvals
+
+    store = await open_store(str(tmp_path / "db.sqlite"))
+    try:
+        sessions = Sessions(store)
+        await spec(sessions, "careful", policy={
+            "tools": MEM_TOOLS, "approval": {"default": "confirm"}})
+        sid = await sessions.create(agent="careful")
+        await sessions.send(sid, f"#call memory_store {json.dumps(FACT)}")
+        await _turn(store, sid)
+        assert await event_types(store, "memory.stored") == []  # waits for a human
+        [a] = await Approvals(store).pending()
+        assert a["context"]["tool"] == "memory_store"
+        await Approvals(store).approve(a["id"], by="bob", reason="fine")
+        await _turn(store, sid)
+        [stored] = await event_types(store, "memory.stored")
+        assert stored["actor"] == "careful" and stored["payload"]["source_session"] == sid
+        assert len(await event_types(store, "toolcall.done")) == 1
+    finally:
+        await store.close()
+
+
+async def test_a_subagent_inherits_no_memories(tmp_path: Path) -> None:
+    store = await open_store(str(tmp_path / "db.sqlite"))
+    try:
+        sessions = Sessions(store)
+        await Memories(store).put("agent:parent", "secret", "the launch code is 0000",
+                                  by="t")
+        await spec(sessions, "parent", policy={"tools": ["spawn_subagent"]})
+        await spec(sessions, "child")
+        sid = await sessions.create(agent="parent")
+        await sessions.send(sid, "#spawn 1 child about the launch code")
+        r, rec = runner(store)
+        try:
+            assert await r.run_until_idle(30)
+        finally:
+            await r.aclose()
+        systems: dict[str, list[str]] = {}
+        for q in rec.requests:
+            systems.setdefault(str(q.metadata.get("agent")), []).append(q.messages[0].content)
+        assert "the launch code is 0000" in systems["parent"][0]
+        assert systems["child"] and not any(BLOCK in s for s in systems["child"])
+    finally:
+        await store.close()
