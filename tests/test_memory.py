@@ -31,7 +31,9 @@ async def _open(tmp_path: Path) -> tuple[Any, Memories]:
 
 
 async def _events(store: Any, type_: str) -> list[dict[str, Any]]:
-    return await store.fetchall("SELECT * FROM events WHERE type=? ORDER BY seq", (type_,))
+    rows: list[dict[str, Any]] = await store.fetchall(
+        "SELECT * FROM events WHERE type=? ORDER BY seq", (type_,))
+    return rows
 
 
 async def test_a_write_is_one_event_and_verify_covers_the_fts_index(tmp_path: Path) -> None:
@@ -54,7 +56,7 @@ async def test_a_write_is_one_event_and_verify_covers_the_fts_index(tmp_path: Pa
         assert await mem.search(["agent:a"], "teal") == []  # the old content left the index
         assert await store.verify_projections() == []
         # the index drifting from the log is found by verify, and rebuild repairs it
-        await store.execute(lambda tx: tx.conn.execute(  # type: ignore[attr-defined]
+        await store.execute(lambda tx: tx.conn.execute(
             "INSERT INTO memory_fts (rowid, content, key, mid) VALUES (999, 'x', 'y', 999)"))
         assert any(p.startswith("memory_fts:") for p in await store.verify_projections())
         await store.rebuild_projections()
