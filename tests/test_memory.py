@@ -219,3 +219,18 @@ async def test_terms_in_too_many_memories_are_dropped_when_rarer_ones_exist(
             == ["rare"]
     finally:
         await store.close()
+
+
+async def test_events_read_as_one_line(tmp_path: Path) -> None:
+    from core.describe import event_summary
+
+    store, mem = await _open(tmp_path)
+    try:
+        await mem.put("agent:a", "k", "line one\nline two", by="ann", session="S-3")
+        await mem.forget("agent:a", "k", by="bob", reason="stale")
+        events = await store.events_after(0)
+        lines = [event_summary(e) for e in events if e.type.startswith("memory.")]
+        assert lines == ["memory agent:a k stored (from S-3): line one line two",
+                         "memory agent:a k forgotten: stale"]
+    finally:
+        await store.close()
