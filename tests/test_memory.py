@@ -234,3 +234,16 @@ async def test_events_read_as_one_line(tmp_path: Path) -> None:
                          "memory agent:a k forgotten: stale"]
     finally:
         await store.close()
+
+
+async def test_an_expired_memory_is_not_recalled(tmp_path: Path) -> None:
+    store, mem = await _open(tmp_path)
+    try:
+        now = store.clock.now()
+        await mem.put("agent:a", "old", "the office wifi password", by="t",
+                      expires_at=now - 1)
+        await mem.put("agent:a", "new", "the office printer name", by="t",
+                      expires_at=now + 3600)
+        assert [r["key"] for r in await mem.search(["agent:a"], "office", k=5)] == ["new"]
+    finally:
+        await store.close()
