@@ -15,6 +15,7 @@ from cli.main import main
 from core.store import open_store
 from core.store.schema import (
     LATEST_VERSION,
+    LEDGER_VERSION,
     MIGRATIONS,
     ledger_problems,
     migration_checksum,
@@ -33,8 +34,10 @@ async def test_an_older_store_gets_its_ledger_when_migrated(tmp_path: Path) -> N
     db = tmp_path / "old.db"
     s = await open_store(db)
     await s.close()
-    conn = sqlite3.connect(db)  # the file as a build before the ledger left it
+    conn = sqlite3.connect(db)  # the file as a build before the ledger left it (v9)
     conn.execute("DROP TABLE schema_migrations")
+    conn.execute("DROP TABLE trigger_auth_failures")  # v12
+    conn.execute("ALTER TABLE flows DROP COLUMN executor")  # v13
     conn.execute("PRAGMA user_version=9")
     conn.commit()
     conn.close()
@@ -73,7 +76,7 @@ def test_store_info_prints_the_ledger(tmp_path: Path,
     capsys.readouterr()
     assert main(["store", "info", "--db", db]) == 0
     out = capsys.readouterr().out
-    assert "migrations:" in out and f"v{LATEST_VERSION} migration ledger" in out
+    assert "migrations:" in out and f"v{LEDGER_VERSION} migration ledger" in out
     assert "problem:" not in out
 
 
