@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from core.memory.service import Memories
 from core.sessions.service import Sessions
 from core.store import open_store
@@ -28,9 +30,10 @@ async def _turn(store: Any, sid: str) -> Any:
     return rec
 
 
+@pytest.mark.both_backends  # SQLite, and PostgreSQL (recall reads its local replica)
 async def test_a_fact_told_in_one_session_is_recalled_in_another_and_not_by_b(
-        tmp_path: Path) -> None:
-    store = await open_store(str(tmp_path / "db.sqlite"))
+        store_target: str) -> None:
+    store = await open_store(store_target)
     try:
         sessions = Sessions(store)
         await spec(sessions, "alpha", policy={"tools": MEM_TOOLS})
