@@ -59,7 +59,9 @@ def check_key(key: Any) -> str:
 
 
 def check_content(content: Any, where: str = "memory content") -> str:
-    if not isinstance(content, str) or not content.strip():
+    if not isinstance(content, str):
+        raise ValidationError(f"{where}: not a string")
+    if not content.strip():
         raise ValidationError(f"{where}: empty")
     if len(content) > MAX_CONTENT:
         raise ValidationError(f"{where}: {len(content)} characters, over the limit of"
