@@ -33,6 +33,7 @@ from . import (
     expert,
     flow,
     meeting,
+    memory,
     serve,
     session,
     store_admin,
@@ -46,7 +47,7 @@ from .common import CommandParser, add_config_option, default_agents_file, opera
 # The command groups, in the order `clawtower --help` lists them.
 COMMAND_GROUPS: tuple[ModuleType, ...] = (
     demo, serve, events, task, approvals, meeting, store_admin, workflow, agents, tools,
-    session, expert, flow, acp, triggers, deadletter,
+    session, expert, flow, acp, triggers, deadletter, memory,
 )
 
 

@@ -97,6 +97,11 @@ def _summary(e: StoredEvent, arrow: str) -> str:
         return f"tool {e.entity_id} pinned at {p['sha256'][:12]} ({p.get('how', 'auto')})"
     if t == "note.added":
         return str(p.get("text", ""))
+    if t == "memory.stored":
+        src = f" (from {p['source_session']})" if p.get("source_session") else ""
+        return f"memory {p['namespace']} {p['key']} stored{src}: {one_line(p['content'], 120)}"
+    if t == "memory.forgotten":
+        return f"memory {p['namespace']} {p['key']} forgotten: {one_line(p['reason'], 120)}"
     return one_line(p, 200)
 
 

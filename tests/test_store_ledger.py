@@ -40,6 +40,8 @@ async def test_an_older_store_gets_its_ledger_when_migrated(tmp_path: Path) -> N
     conn.execute("ALTER TABLE flows DROP COLUMN executor")  # v13
     conn.execute("PRAGMA user_version=9")
     conn.commit()
+    for table in ("memory_vocab", "memory_fts", "memories"):  # v14
+        conn.execute(f"DROP TABLE {table}")
     conn.close()
     s = await open_store(db)
     try:

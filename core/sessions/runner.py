@@ -53,6 +53,8 @@ from ..agents.turns import (
 from ..agents.usage import Price
 from ..errors import ClawError
 from ..events import NewEvent, StoredEvent
+from ..memory.policy import recall_namespaces
+from ..memory.service import memory_context, recall_sync
 from ..store.interface import Command, Store, WriteTx
 from ..tools.approval import TierGate
 from ..tools.registry import ToolRegistry
@@ -125,6 +127,7 @@ class Claim:
     resume: gate.Resume | None = None  # a job queued again after its tool call was decided
     requester: str = "operator"  # who sent what this job answers (an approval names them)
     label: str = ""  # the session's task label (a flow node's id): a simulator script key
+    memories: list[dict[str, Any]] = field(default_factory=list)  # recalled for this turn
 
 
 # --------------------------------------------------------------------------- commands
@@ -221,13 +224,18 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     focus_msgs = steered[-1:] if steered else mine
     focus = "\n".join(h["text"] for h in focus_msgs) or (history[-1]["text"] if history
                                                           else "")
+    memories = recall_sync(tx.all, recall_namespaces(
+        spec.config.context_policy.recall, spec.config.policy.memory, spec.name), focus,
+        k=spec.config.context_policy.recall.top_k, now=tx.now,
+        min_score=spec.config.context_policy.recall.min_score,
+        token_budget=spec.config.context_policy.recall.token_budget)
     if not requester:
         requester = next((h["meta"].get("sender") or "operator" for h in reversed(mine)),
                          "operator")
     return Claim(job_id=job["id"], session_id=sid, attempt=attempt, turn_id=turn_id,
                  spec=spec, provider=provider, model=model, history=history,
                  announces=announces, focus=focus, started_at=tx.now, resume=resume,
-                 requester=requester,
+                 requester=requester, memories=memories,
                  label=str(json.loads(session["task"] or "{}").get("label") or ""))
 
 
@@ -714,6 +722,8 @@ class SessionRunner:
             system += "\n\n" + choice.prompt()
         if claim.announces:
             system += "\n\n" + announce_context(claim.announces)
+        if claim.memories:  # ephemeral, like announces: never stored as a message
+            system += "\n\n" + memory_context(claim.memories)
         return [ChatMessage(role="system", content=system),
                 *(_render(m) for m in claim.history)]
 

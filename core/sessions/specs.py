@@ -4,9 +4,11 @@ policy), stored as `agentspec.set` events and read from the `agent_specs` projec
     defaults:       {provider, model, temperature, system_prompt, max_output_tokens, price,
                      first_tool_choice}
     policy:         {tools: [names/globs], skills: [names], subagents: [spec names],
-                     approval: {default, tools: {glob: tier}, timeout_s, on_timeout, ...}}
+                     approval: {default, tools: {glob: tier}, timeout_s, on_timeout, ...},
+                     memory: [namespaces/globs] (core/memory/policy.py)}
     context_policy: {history_messages, announces, budgets: {max_tool_rounds, max_tokens,
-                     max_wall_s}}
+                     max_wall_s}, recall: {enabled, namespaces, top_k, token_budget,
+                     min_score}}
 
 `policy.tools` / `policy.skills` absent (null) means no filtering (every tool / skill), as
 the seed says; `[]` means none. `policy.subagents` absent means any other spec may be
@@ -25,6 +27,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import ValidationError
+from ..memory.policy import RecallPolicy
 from ..tools.approval import ToolApprovalPolicy
 
 if TYPE_CHECKING:
@@ -72,8 +75,10 @@ class SpecPolicy(BaseModel):
     subagents: list[str] | None = None
     # tool-call tiers (auto | confirm | manual): see core/tools/approval.py
     approval: ToolApprovalPolicy | None = None
+    # memory namespaces (globs) the spec may read and write; absent: its own agent:<name>
+    memory: list[str] | None = None
 
-    @field_validator("tools", "skills", "subagents")
+    @field_validator("tools", "skills", "subagents", "memory")
     @classmethod
     def _names(cls, v: list[str] | None) -> list[str] | None:
         if v is not None and any(not x.strip() for x in v):
@@ -99,6 +104,7 @@ class ContextPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
     history_messages: int = Field(default=40, ge=0, le=10_000)  # transcript messages sent
     announces: bool = True  # child announces as ephemeral context on the next turn
+    recall: RecallPolicy = Field(default_factory=RecallPolicy)  # memories before a turn
     budgets: SpecBudgets = Field(default_factory=SpecBudgets)
 
 

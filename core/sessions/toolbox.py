@@ -1,8 +1,8 @@
-"""The tools one session turn sees: the registry's, filtered by the spec's allow-list, and
-the spawn tools. Tiers (auto | confirm | manual) are not applied here: the turn loop asks
-the spec's gate before any call reaches `call` (core/agents/turns.py); an approved call is
-run through `call_approved`, which records its intent and result around it
-(core/sessions/gate.py), so it runs once even across a crash.
+"""The tools one session turn sees: the registry's, filtered by the spec's allow-list, the
+spawn tools and the memory tools (core/memory/tools.py). Tiers (auto | confirm | manual)
+are not applied here: the turn loop asks the spec's gate before any call reaches `call`
+(core/agents/turns.py); an approved call is run through `call_approved`, which records its
+intent and result around it (core/sessions/gate.py), so it runs once even across a crash.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from .. import events as ev
 from ..agents.provider import ToolCall, ToolSpec
 from ..errors import ClawError
 from ..events import NewEvent
+from ..memory import tools as memory_tools
 from ..tools.registry import allowed
 from ..tools.types import ToolBox, ToolResult
 from . import gate
@@ -65,7 +66,8 @@ class SessionToolBox:
 
     async def specs(self) -> list[ToolSpec]:
         specs = await self.inner.specs() if self.inner is not None else []
-        specs.extend(s for s in (SPAWN_SPEC, SPAWN_MANY_SPEC) if allowed(s.name, self.allow))
+        specs.extend(s for s in (SPAWN_SPEC, SPAWN_MANY_SPEC, *memory_tools.SPECS)
+                     if allowed(s.name, self.allow))
         return specs
 
     def redact(self, name: str, text: str) -> str:
@@ -109,7 +111,12 @@ class SessionToolBox:
         return f"{self.claim.job_id}:{same}:{self.spawns[same]}"
 
     async def call(self, name: str, arguments: str) -> ToolResult:
-        if name not in (SPAWN_TOOL, SPAWN_MANY_TOOL):
+        if name in memory_tools.NAMES and allowed(name, self.allow):
+            c = self.claim
+            return await memory_tools.MemoryTools(
+                self.runner.store, c.spec.name, c.spec.config.policy.memory, c.session_id,
+                c.turn_id).call(name, arguments)
+        if name not in (SPAWN_TOOL, SPAWN_MANY_TOOL, *memory_tools.NAMES):
             if self.inner is None:
                 return ToolResult(content=f"{name}: no such tool", is_error=True,
                                   error_kind="unknown")

@@ -13,5 +13,6 @@ from ..acp import projections as _acp_projections  # noqa: F401
 from ..experts import events as _expert_events  # noqa: F401
 from ..flows import projections as _flow_projections  # noqa: F401
 from ..meetings import projections as _meeting_projections  # noqa: F401
+from ..memory import projections as _memory_projections  # noqa: F401
 from ..sessions import projections as _session_projections  # noqa: F401
 from ..triggers import projections as _trigger_projections  # noqa: F401

@@ -434,6 +434,8 @@ PROJECTION_TABLES: dict[str, str] = {
     "trigger_cron": "expert, trigger",
     "trigger_cursor": "name",
     "trigger_auth_failures": "seq",
+    "memories": "id",
+    "memory_fts": "mid",  # the FTS5 index: its rows compared like any table's
 }
 
 # Version 11: the migration ledger. One row per migration applied to this file: its name, the
@@ -453,6 +455,24 @@ FLOWS_EXECUTOR_SCHEMA = """
 ALTER TABLE flows ADD COLUMN executor TEXT NOT NULL DEFAULT '';
 """
 
+# v14: agent memory (core/memory, issue 25). `memory_fts` is an FTS5 index over the live
+# memories' content and key (BM25 recall), kept by the projection handlers like any table;
+# `memory_vocab` is a read-only view of its terms' document counts (no rows of its own).
+MEMORY_SCHEMA = """
+CREATE TABLE memories (
+    id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, key TEXT NOT NULL, content TEXT NOT NULL,
+    category TEXT NOT NULL, source_session TEXT NOT NULL, source_turn TEXT NOT NULL,
+    reason TEXT NOT NULL, created_by TEXT NOT NULL, updated_by TEXT NOT NULL,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL, expires_at REAL,
+    forgotten INTEGER NOT NULL, forgotten_reason TEXT NOT NULL, last_seq INTEGER NOT NULL,
+    UNIQUE (namespace, key)
+);
+CREATE VIRTUAL TABLE memory_fts USING fts5(content, key, mid UNINDEXED,
+    tokenize='porter unicode61');
+CREATE VIRTUAL TABLE memory_vocab USING fts5vocab(memory_fts, row);
+"""
+MEMORY_VERSION = 14
+
 # (version, script). Version 1 creates everything; later versions append here.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, LOG_SCHEMA + PROJECTION_SCHEMA_V1),
@@ -467,12 +487,13 @@ MIGRATIONS: list[tuple[int, str]] = [
     (LEDGER_VERSION, MIGRATION_LEDGER_SCHEMA),
     (12, HOOK_AUTH_SCHEMA),
     (13, FLOWS_EXECUTOR_SCHEMA),
+    (MEMORY_VERSION, MEMORY_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 MIGRATION_NAMES = {1: "log and tasks", 2: "meetings", 3: "workflows", 4: "tool pins",
                    5: "turns", 6: "sessions", 7: "flows", 8: "triggers", 9: "acp",
                    LEDGER_VERSION: "migration ledger", 12: "webhook auth failures",
-                   13: "flow executors"}
+                   13: "flow executors", MEMORY_VERSION: "agent memory"}
 
 
 def migration_name(version: int) -> str:
@@ -509,6 +530,7 @@ def migration_checksum(script: str) -> str:
 # Every projection table as the latest version has it (replays build into a fresh database).
 PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA
                      + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + FLOWS_SCHEMA + TRIGGERS_SCHEMA
-                     + ACP_SCHEMA + HOOK_AUTH_SCHEMA + FLOWS_EXECUTOR_SCHEMA)
+                     + ACP_SCHEMA + HOOK_AUTH_SCHEMA + FLOWS_EXECUTOR_SCHEMA
+                     + MEMORY_SCHEMA)
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)

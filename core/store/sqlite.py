@@ -84,7 +84,7 @@ def check_and_migrate(conn: sqlite3.Connection, path: str) -> int:
             if target <= version:
                 continue
             for statement in _split(script):
-                conn.execute(statement)
+                _migrate_statement(conn, statement)
             conn.execute(f"PRAGMA user_version={target}")
             version = target
         if version >= LEDGER_VERSION:  # what was applied (before the ledger: recorded now)
@@ -99,6 +99,19 @@ def check_and_migrate(conn: sqlite3.Connection, path: str) -> int:
         conn.execute("ROLLBACK")
         raise
     return int(version)
+
+
+def _migrate_statement(conn: sqlite3.Connection, statement: str) -> None:
+    """One migration statement; a Python whose SQLite lacks FTS5 (agent memory needs it) is
+    told so in one line rather than with SQLite's bare "no such module"."""
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if "no such module: fts5" in str(exc):
+            raise StoreError(f"this Python's SQLite ({sqlite3.sqlite_version}) is built without"
+                             " FTS5, which agent memory needs; use a Python whose sqlite3"
+                             " has FTS5 (python.org and distribution builds do)") from None
+        raise
 
 
 def _enable_wal(conn: sqlite3.Connection) -> str:

@@ -65,6 +65,10 @@ LISTINGS = [
     ("workflow", "list", "--json"),
     ("store", "verify"),
     ("store", "rebuild"),
+    ("memory", "list"),
+    ("memory", "list", "--json"),
+    ("memory", "search", "agent:a", "cat"),
+    ("memory", "export", "agent:a", "--format", "md"),
 ]
 
 
@@ -76,7 +80,8 @@ def refusal(db: Path) -> str:
 
 SHOWS = [("task", "show", "T-1"), ("task", "show", "T-1", "--json"), ("meeting", "show", "M-1"),
          ("meeting", "show", "M-1", "--json"), ("workflow", "show", "W-1"),
-         ("workflow", "show", "W-1", "--json"), ("store", "info")]
+         ("workflow", "show", "W-1", "--json"), ("store", "info"),
+         ("memory", "show", "agent:a", "k")]
 
 
 @pytest.mark.parametrize("argv", LISTINGS + SHOWS, ids=" ".join)

@@ -1,0 +1,56 @@
+"""Projections of the memory events (tables created by schema migration 14): the
+`memories` rows and their FTS5 index `memory_fts`, kept by the same handlers live and in a
+replay, so `store verify` / `store rebuild` cover the index too.
+
+A memory's id (the FTS rowid) is the seq of the event that first stored its key: a replay
+gives every row the same id."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..events import StoredEvent
+from ..store.projections import projects
+from .events import MemoryForgotten, MemoryStored
+
+
+@projects(MemoryStored)
+def _stored(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, MemoryStored)
+    row = db.execute("SELECT id, forgotten FROM memories WHERE namespace=? AND key=?",
+                     (p.namespace, p.key)).fetchone()
+    if row is None:
+        mid = e.seq
+        db.execute(
+            "INSERT INTO memories (id, namespace, key, content, category, source_session,"
+            " source_turn, reason, created_by, updated_by, created_at, updated_at, expires_at,"
+            " forgotten, forgotten_reason, last_seq)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', ?)",
+            (mid, p.namespace, p.key, p.content, p.category, p.source_session, p.source_turn,
+             p.reason, e.actor, e.actor, e.ts, e.ts, p.expires_at, e.seq))
+    else:
+        mid = int(row[0])
+        db.execute(
+            "UPDATE memories SET content=?, category=?, source_session=?, source_turn=?,"
+            " reason=?, updated_by=?, updated_at=?, expires_at=?, forgotten=0,"
+            " forgotten_reason='', last_seq=? WHERE id=?",
+            (p.content, p.category, p.source_session, p.source_turn, p.reason, e.actor, e.ts,
+             p.expires_at, e.seq, mid))
+        db.execute("DELETE FROM memory_fts WHERE rowid=?", (mid,))
+    db.execute("INSERT INTO memory_fts (rowid, content, key, mid) VALUES (?, ?, ?, ?)",
+               (mid, p.content, p.key, mid))
+
+
+@projects(MemoryForgotten)
+def _forgotten(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, MemoryForgotten)
+    row = db.execute("SELECT id FROM memories WHERE namespace=? AND key=?",
+                     (p.namespace, p.key)).fetchone()
+    if row is None:
+        return
+    db.execute("UPDATE memories SET forgotten=1, forgotten_reason=?, updated_by=?,"
+               " updated_at=?, last_seq=? WHERE id=?",
+               (p.reason, e.actor, e.ts, e.seq, row[0]))
+    db.execute("DELETE FROM memory_fts WHERE rowid=?", (row[0],))

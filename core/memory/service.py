@@ -1,0 +1,312 @@
+"""Memory writes (typed commands: one event per write) and reads (listing, BM25 recall).
+
+Reads are plain SQL on the projection, so both backends answer them the same way: the
+SQLite file, or the PostgreSQL store's local SQLite replica (core/store/postgres.py), which
+is built by the same migrations and projection handlers, FTS5 index included.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import NotFound, ValidationError
+from ..events import NewEvent
+from ..store.interface import Store, WriteTx
+from .events import MemoryForgotten, MemoryStored
+
+MAX_CONTENT = 8_000  # characters of one memory
+MAX_KEY = 200
+MAX_CATEGORY = 64
+MAX_QUERY_TERMS = 32
+COMMON_DF = 2_000  # a query term in more memories than this is dropped when rarer ones exist
+KINDS = ("agent", "session", "expert", "shared")
+_NAMESPACE = re.compile(r"(agent|session|expert|shared):[A-Za-z0-9_.\-]{1,128}")
+_TERM = re.compile(r"\w+", re.UNICODE)
+COLUMNS = ("namespace, key, content, category, source_session, source_turn, reason,"
+           " created_by, updated_by, created_at, updated_at, expires_at")
+
+
+def require_fts5() -> None:
+    """Fail with one clear line when this Python's sqlite3 has no FTS5."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+    except sqlite3.OperationalError:
+        raise ValidationError(f"this Python's SQLite ({sqlite3.sqlite_version}) is built"
+                              " without FTS5, which agent memory needs") from None
+    finally:
+        conn.close()
+
+
+def check_namespace(ns: Any) -> str:
+    if not isinstance(ns, str) or not _NAMESPACE.fullmatch(ns):
+        raise ValidationError(f"memory namespace {ns!r}: expected <kind>:<name> with kind one"
+                              f" of {', '.join(KINDS)} and a name of letters, digits, '_',"
+                              " '-' or '.' (e.g. agent:coder)")
+    return ns
+
+
+def check_key(key: Any) -> str:
+    if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY \
+            or any(ord(c) < 32 for c in key):
+        raise ValidationError(f"memory key {str(key)[:40]!r}: 1-{MAX_KEY} printable"
+                              " characters")
+    return key
+
+
+def check_content(content: Any, where: str = "memory content") -> str:
+    if not isinstance(content, str):
+        raise ValidationError(f"{where}: not a string")
+    if not content.strip():
+        raise ValidationError(f"{where}: empty")
+    if len(content) > MAX_CONTENT:
+        raise ValidationError(f"{where}: {len(content)} characters, over the limit of"
+                              f" {MAX_CONTENT}; store a shorter summary")
+    return content
+
+
+def check_category(category: Any) -> str:
+    if not isinstance(category, str) or len(category) > MAX_CATEGORY \
+            or any(ord(c) < 32 for c in category):
+        raise ValidationError(f"memory category {str(category)[:40]!r}: at most"
+                              f" {MAX_CATEGORY} printable characters")
+    return category
+
+
+def query_terms(text: str) -> list[str]:
+    """The words of a recall query (lower-cased, each once, at most MAX_QUERY_TERMS)."""
+    return list(dict.fromkeys(t.lower() for t in _TERM.findall(text or "")))[:MAX_QUERY_TERMS]
+
+
+def fts_query(text: str | list[str]) -> str | None:
+    """A recall query as an FTS5 expression of plain terms: every word quoted, joined with
+    OR (BM25 ranks the matches), so FTS5 syntax in the query (`NEAR(`, `"`, `*`, `AND`,
+    `col:`) is only ever searched for as words. None when there is no word to search."""
+    terms = query_terms(text) if isinstance(text, str) else text
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def vocab_sql(terms: list[str]) -> tuple[str, list[Any]]:
+    return (f"SELECT term, doc FROM memory_vocab WHERE term IN"
+            f" ({', '.join('?' for _ in terms)})", list(terms))
+
+
+def informative(terms: list[str], df: dict[str, int]) -> list[str]:
+    """The query's terms without those in more than COMMON_DF memories, when it has rarer
+    ones: such a term has almost no BM25 weight (idf ~ log(N/df)) but makes FTS5 score every
+    memory holding it (at 100,000 memories a query with one cost ~20 ms, without ~4 ms;
+    BENCHMARKS.md). A word the index holds only stemmed (df unknown here) is kept. Below
+    COMMON_DF memories nothing is ever dropped."""
+    rare = [t for t in terms if df.get(t, 0) <= COMMON_DF]
+    if rare or not terms:
+        return rare
+    return [min(terms, key=lambda t: df.get(t, 0))]  # all common: the least common one
+
+
+def estimate_tokens(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+def _search_sql(namespaces: Sequence[str], match: str, k: int, now: float
+                ) -> tuple[str, list[Any]]:
+    marks = ", ".join("?" for _ in namespaces)
+    sql = (f"SELECT {', '.join('m.' + c.strip() for c in COLUMNS.split(','))},"
+           " -bm25(memory_fts) AS score FROM memory_fts JOIN memories m"
+           " ON m.id = memory_fts.rowid WHERE memory_fts MATCH ?"
+           f" AND m.namespace IN ({marks}) AND (m.expires_at IS NULL OR m.expires_at > ?)"
+           " ORDER BY bm25(memory_fts) LIMIT ?")
+    return sql, [match, *namespaces, now, k]
+
+
+def _select(rows: list[dict[str, Any]], min_score: float, token_budget: int | None
+            ) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    used = 0
+    for r in rows:
+        if r["score"] < min_score:
+            continue
+        cost = estimate_tokens(r["content"])
+        if token_budget is not None and used + cost > token_budget:
+            continue  # a shorter memory further down may still fit
+        used += cost
+        out.append(r)
+    return out
+
+
+def recall_sync(all_rows: Callable[[str, Sequence[Any]], list[dict[str, Any]]],
+                namespaces: Sequence[str], query: str, *, k: int, now: float,
+                min_score: float = 0.0, token_budget: int | None = None
+                ) -> list[dict[str, Any]]:
+    """BM25 recall with a synchronous reader (a write transaction's `tx.all`)."""
+    terms = query_terms(query)
+    if not terms or not namespaces or k <= 0:
+        return []
+    df = {r["term"]: r["doc"] for r in all_rows(*vocab_sql(terms))}
+    match = fts_query(informative(terms, df))
+    if match is None:
+        return []
+    sql, params = _search_sql(namespaces, match, k, now)
+    return _select(all_rows(sql, params), min_score, token_budget)
+
+
+def memory_context(memories: list[dict[str, Any]]) -> str:
+    """The ephemeral block recalled memories add to a turn's system prompt (rendered per
+    turn; never stored as a message)."""
+    lines = ["# Recalled memories (context for this turn only)"]
+    for m in memories:
+        cat = f" [{m['category']}]" if m.get("category") else ""
+        lines.append(f"- ({m['namespace']}) {m['key']}{cat}: {m['content']}")
+    return "\n".join(lines)
+
+
+class Memories:
+    """The memory API over a store (CLI, tools, console)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def put(self, namespace: str, key: str, content: str, *, category: str = "",
+                  by: str, role: str = "operator", session: str = "", turn: str = "",
+                  reason: str = "", expires_at: float | None = None) -> dict[str, Any]:
+        """Store (or replace) one memory: one event, none when nothing changed."""
+        payload = MemoryStored(
+            namespace=check_namespace(namespace), key=check_key(key),
+            content=check_content(content), category=check_category(category),
+            source_session=session, source_turn=turn, reason=reason, expires_at=expires_at)
+        results = await self.store.execute(lambda tx: _put_all(tx, [payload], by, role))
+        return results[0]
+
+    async def import_many(self, payloads: list[MemoryStored], *, by: str
+                          ) -> list[dict[str, Any]]:
+        """Store many memories in ONE commit (all or nothing); unchanged ones emit nothing."""
+        return await self.store.execute(lambda tx: _put_all(tx, payloads, by, "operator"))
+
+    async def forget(self, namespace: str, key: str, *, by: str, reason: str,
+                     role: str = "operator", session: str = "", turn: str = ""
+                     ) -> dict[str, Any]:
+        check_namespace(namespace)
+        check_key(key)
+        if not reason.strip():
+            raise ValidationError("forget: give a reason (recorded with who forgot it)")
+
+        def command(tx: WriteTx) -> dict[str, Any]:
+            row = tx.one("SELECT forgotten FROM memories WHERE namespace=? AND key=?",
+                         (namespace, key))
+            if row is None or row["forgotten"]:
+                raise NotFound(f"memory {namespace} {key!r}: no such memory")
+            tx.emit(NewEvent(entity_id=f"{namespace}/{key}", actor=by, role=role,
+                             payload=MemoryForgotten(namespace=namespace, key=key,
+                                                     reason=reason, source_session=session,
+                                                     source_turn=turn)))
+            return {"namespace": namespace, "key": key, "status": "forgotten"}
+
+        return await self.store.execute(command)
+
+    async def get(self, namespace: str, key: str) -> dict[str, Any]:
+        row = await self.store.fetchone(
+            f"SELECT {COLUMNS}, forgotten, forgotten_reason FROM memories"
+            " WHERE namespace=? AND key=?", (check_namespace(namespace), key))
+        if row is None:
+            raise NotFound(f"memory {namespace} {key!r}: no such memory")
+        return row
+
+    async def listing(self, namespace: str | None = None, *, include_forgotten: bool = False
+                   ) -> list[dict[str, Any]]:
+        where, params = [], []
+        if namespace is not None:
+            where.append("namespace=?")
+            params.append(check_namespace(namespace))
+        if not include_forgotten:
+            where.append("forgotten=0")
+        sql = (f"SELECT {COLUMNS}, forgotten FROM memories"
+               + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY namespace, key")
+        return await self.store.fetchall(sql, params)
+
+    async def search(self, namespaces: Sequence[str], query: str, *, k: int = 5,
+                     min_score: float = 0.0, token_budget: int | None = None
+                     ) -> list[dict[str, Any]]:
+        for ns in namespaces:
+            check_namespace(ns)
+        if k < 1:
+            raise ValidationError(f"-k {k}: must be at least 1")
+        terms = query_terms(query)
+        if not terms or not namespaces:
+            return []
+        df = {r["term"]: r["doc"] for r in await self.store.fetchall(*vocab_sql(terms))}
+        match = fts_query(informative(terms, df))
+        if match is None:
+            return []
+        sql, params = _search_sql(namespaces, match, k, self.store.clock.now())
+        return _select(await self.store.fetchall(sql, params), min_score, token_budget)
+
+
+def _put_all(tx: WriteTx, payloads: list[MemoryStored], by: str, role: str
+             ) -> list[dict[str, Any]]:
+    out = []
+    for p in payloads:
+        row = tx.one("SELECT content, category, expires_at, forgotten FROM memories"
+                     " WHERE namespace=? AND key=?", (p.namespace, p.key))
+        same = row is not None and not row["forgotten"] and row["content"] == p.content \
+            and row["category"] == p.category and row["expires_at"] == p.expires_at
+        if not same:
+            tx.emit(NewEvent(entity_id=f"{p.namespace}/{p.key}", actor=by, role=role,
+                             payload=p))
+        out.append({"namespace": p.namespace, "key": p.key,
+                    "status": "unchanged" if same else
+                    ("updated" if row is not None and not row["forgotten"] else "stored")})
+    return out
+
+
+def parse_jsonl(text: str, where: str) -> list[MemoryStored]:
+    """Memories from an export (JSONL): every line checked before anything is written; a
+    bad line is one error naming it."""
+    out: list[MemoryStored] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            if not isinstance(d, dict):
+                raise ValidationError("not a JSON object")
+            expires = d.get("expires_at")
+            if expires is not None and not isinstance(expires, (int, float)):
+                raise ValidationError("expires_at: not a number")
+            out.append(MemoryStored(
+                namespace=check_namespace(d.get("namespace")), key=check_key(d.get("key")),
+                content=check_content(d.get("content")),
+                category=check_category(d.get("category") or ""),
+                reason=f"import:{where}", expires_at=expires))
+        except (ValueError, ValidationError) as exc:
+            msg = str(exc).splitlines()[0]
+            raise ValidationError(f"{where}: line {n}: {msg}; nothing imported") from None
+    return out
+
+
+def to_jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps({"namespace": r["namespace"], "key": r["key"],
+                               "content": r["content"], "category": r["category"],
+                               "expires_at": r["expires_at"]}, sort_keys=True) + "\n"
+                   for r in rows)
+
+
+def to_markdown(namespace: str, rows: list[dict[str, Any]]) -> str:
+    out = [f"# Memories: {namespace}", ""]
+    for r in rows:
+        out += [f"## {r['key']}", "",
+                f"- category: {r['category'] or '-'}",
+                f"- updated by {r['updated_by']} (source: "
+                + (" ".join(x for x in (r["source_session"], r["source_turn"]) if x) or "-")
+                + ")",
+                "", r["content"], ""]
+    return "\n".join(out)
+
+
+__all__ = ["MAX_CONTENT", "Memories", "check_namespace", "fts_query", "memory_context",
+           "parse_jsonl", "recall_sync", "require_fts5", "to_jsonl", "to_markdown"]

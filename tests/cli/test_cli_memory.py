@@ -1,0 +1,72 @@
+"""`clawtower memory` (issue 25 item 4): put/search/show/list/forget/export/import through
+the real entry point; --json on reads; bad input is one line with exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_helpers import Run
+
+
+def test_memory_commands_round_trip(run: Run, tmp_path: Path) -> None:
+    db = str(tmp_path / "db.sqlite")
+    r = run("memory", "put", "agent:a", "pet", "The cat is called Miso", "--category",
+            "fact", "--db", db)
+    assert (r.code, r.out.strip()) == (0, "agent:a pet: stored")
+    assert run("memory", "put", "agent:a", "pet", "The cat is called Miso", "--category",
+               "fact", "--db", db).out.strip() == "agent:a pet: unchanged"
+    run("memory", "put", "agent:a", "lunch", "Lunch is at noon", "--db", db)
+    r = run("memory", "search", "agent:a", 'what is the cat "NEAR( called', "-k", "1",
+            "--json", "--db", db)
+    assert r.code == 0 and [m["key"] for m in r.json()] == ["pet"]
+    r = run("memory", "show", "agent:a", "pet", "--json", "--db", db)
+    assert r.json()["content"] == "The cat is called Miso" and r.json()["reason"] == "cli"
+    r = run("memory", "list", "agent:a", "--json", "--db", db)
+    assert [m["key"] for m in r.json()] == ["lunch", "pet"]
+
+    r = run("memory", "export", "agent:a", "--format", "md", "--db", db)
+    assert r.code == 0 and "# Memories: agent:a" in r.out and "## pet" in r.out
+    r = run("memory", "export", "agent:a", "--db", db)
+    lines = [json.loads(line) for line in r.out.splitlines()]
+    assert [x["key"] for x in lines] == ["lunch", "pet"]
+    dump = tmp_path / "a.jsonl"
+    dump.write_text(r.out)
+
+    other = str(tmp_path / "other.sqlite")
+    r = run("memory", "import", str(dump), "--json", "--db", other)
+    assert r.code == 0 and r.json()["stored"] == 2
+    r = run("memory", "import", str(dump), "--json", "--db", other)
+    assert (r.json()["stored"], r.json()["unchanged"]) == (0, 2)  # idempotent by key
+
+    r = run("memory", "forget", "agent:a", "pet", "--reason", "wrong cat", "--db", db)
+    assert r.code == 0
+    assert [m["key"] for m in run("memory", "list", "agent:a", "--json", "--db", db).json()] \
+        == ["lunch"]
+    r = run("memory", "search", "agent:a", "cat", "--json", "--db", db)
+    assert r.json() == []
+
+
+def test_memory_bad_input_is_one_line_exit_2(run: Run, tmp_path: Path) -> None:
+    db = str(tmp_path / "db.sqlite")
+    run("memory", "put", "agent:a", "k", "fine", "--db", db)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"namespace": "agent:a", "key": "new", "content": "x"})
+                   + "\nnot json\n")
+    cases = [
+        (("memory", "import", str(bad)), "bad.jsonl: line 2:"),
+        (("memory", "put", "robot:x", "k", "t"), "memory namespace 'robot:x'"),
+        (("memory", "put", "agent:a", "big", "x" * 9000), "over the limit"),
+        (("memory", "forget", "agent:a", "nope", "--reason", "r"), "no such memory"),
+        (("memory", "search", "agent:a", "x", "-k", "0"), "-k 0"),
+        (("memory", "show", "agent:a", "nope"), "no such memory"),
+    ]
+    for argv, needle in cases:
+        r = run(*argv, "--db", db)
+        assert r.code == 2, (argv, r.err)
+        assert needle in r.err and len(r.err.strip().splitlines()) == 1, r.err
+        assert "Traceback" not in r.err
+    keys = [m["key"] for m in run("memory", "list", "--json", "--db", db).json()]
+    assert keys == ["k"]  # the corrupt import wrote nothing, not even its good line 1
+    r = run("memory", "list", "--db", str(tmp_path / "missing.db"))
+    assert r.code == 2 and not (tmp_path / "missing.db").exists()
