@@ -281,3 +281,28 @@ async def test_a_configured_agent_s_tiers_hold_outside_sessions_too(tmp_path: Pa
         assert spec.policy.approval.tier("clock.now") == "confirm"
     finally:
         await store.close()
+
+
+async def test_the_checkpoint_keeps_no_system_prompt_the_resumed_turn_renders_it(
+        tmp_path: Path) -> None:
+    """The system prompt holds ephemeral blocks (announces, recalled memories) that are never
+    stored: a waiting turn's checkpoint leaves it out and the resumed turn renders it."""
+    store, sessions, sid = await setup(tmp_path)
+    try:
+        await sessions.send(sid, "#call clock.now {}")
+        await run_idle(store, sid)
+        [waiting] = await event_types(store, "turnjob.waiting")
+        roles = [m["role"] for m in waiting["payload"]["checkpoint"]["messages"]]
+        assert "system" not in roles and roles[0] == "user"
+        [a] = await Approvals(store).pending()
+        await Approvals(store).approve(a["id"], by="bob")
+        r, rec = runner(store)
+        try:
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        first = rec.requests[0].messages
+        assert first[0].role == "system" and "clerk" in first[0].content
+        assert [m.role for m in first[1:]] == ["user", "assistant", "tool"]
+    finally:
+        await store.close()

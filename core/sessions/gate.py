@@ -39,6 +39,10 @@ PREVIEW_CHARS = 4000
 
 def checkpoint(messages: list[ChatMessage], pending: list[ToolCall], rounds: int
                ) -> dict[str, Any]:
+    """What a resumed turn goes on from. Without the system prompt: it holds ephemeral
+    blocks (subagent announces, recalled memories) that are never stored; the resumed turn
+    renders it afresh."""
+    messages = [m for m in messages if m.role != "system"]
     return {"messages": [m.model_dump(mode="json") for m in messages],
             "pending": [p.model_dump(mode="json") for p in pending], "rounds": rounds}
 

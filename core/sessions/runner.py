@@ -835,7 +835,8 @@ class SessionRunner:
             if r is not None else None
         return await run_turn(
             provider, model=claim.model,
-            messages=list(r.messages) if r is not None else self._messages(claim),
+            messages=[self._messages(claim)[0], *r.messages] if r is not None
+            else self._messages(claim),
             tools=box, gate=TierGate(spec.config.policy.approval), resume=resume,
             budget=TurnBudget(max_tool_rounds=b.max_tool_rounds, max_tokens=b.max_tokens,
                               max_wall_s=b.max_wall_s),
