@@ -9,12 +9,14 @@ must equal a replay."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +33,11 @@ from core.store import open_store
 WORKER = str(HELPERS / "flow_worker.py")
 
 
-def worker(db: Path, seed: int, *, max_ms: float = 150, turns: bool = False
-           ) -> subprocess.Popen[str]:
+def worker(db: Path, seed: int, *, max_ms: float = 150, turns: bool = False,
+           mcp: Path | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, WORKER, str(db), str(seed), str(max_ms),
-                             *(["--turns"] if turns else [])],
+                             *(["--turns"] if turns else []),
+                             *(["--mcp", str(mcp)] if mcp is not None else [])],
                             env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
@@ -52,19 +55,21 @@ async def tool_effects(store: Any, flow_id: str) -> dict[str, int]:
     return {r["id"]: int(r["n"]) for r in rows}
 
 
-async def trial(db: Path, seed: int, kills: int, rng: random.Random, turns: bool = False
-                ) -> dict[str, Any]:
+async def trial(db: Path, seed: int, kills: int, rng: random.Random, turns: bool = False,
+                mcp: Path | None = None) -> dict[str, Any]:
     store = await open_store(db)
+    turns = turns or mcp is not None
     try:
         await specs(store, KILL_SPECS)
         if turns:  # W executes with a tool
+            tool = "sales.get_ticket" if mcp is not None else "text.count"
             await Sessions(store).set_spec("W", AgentSpecConfig.model_validate(
-                {"policy": {"subagents": [], "tools": ["text.count"]}}))
+                {"policy": {"subagents": [], "tools": [tool]}}))
         flows = Flows(store)
         fid = await flows.start("A", f"trial {seed}")
         landed = 0
         for _ in range(kills):
-            proc = worker(db, seed, turns=turns)
+            proc = worker(db, seed, turns=turns, mcp=mcp)
             assert proc.stdout is not None
             line = proc.stdout.readline().strip()
             if line != "READY":  # nothing left to do: the flow finished before this one
@@ -76,7 +81,7 @@ async def trial(db: Path, seed: int, kills: int, rng: random.Random, turns: bool
                 proc.wait(timeout=30)
                 row = await flows.get(fid)
                 landed += row["flow"]["status"] == "running"
-        last = worker(db, seed, turns=turns)
+        last = worker(db, seed, turns=turns, mcp=mcp)
         _out, err = last.communicate(timeout=240)
         assert last.returncode == 0, err
         got = await flows.get(fid)
@@ -103,6 +108,13 @@ async def trial(db: Path, seed: int, kills: int, rng: random.Random, turns: bool
                             "SELECT count(*) AS n FROM events WHERE type='turn.tool_result'"
                             " AND json_extract(payload, '$.content') LIKE ?",
                             (REUSED + "%",)))["n"]}
+        if mcp is not None:  # the effects as the MCP server saw them, outside the store
+            ran = Counter(json.loads(x)["args"]["ticket_id"]
+                          for x in mcp.read_text().splitlines()) if mcp.exists() else Counter()
+            nodes = [t["task_id"].rpartition("/")[2] for t in executed]
+            figures |= {"server_calls": sum(ran.values()),
+                        "server_duplicates": sum(n - 1 for n in ran.values() if n > 1),
+                        "server_unknown": sorted(set(ran) - set(nodes))}
         return figures
     finally:
         await store.close()
@@ -131,6 +143,20 @@ async def test_kill_9_mid_flow_with_nodes_as_turn_jobs(tmp_path: Path) -> None:
     check(f)
     assert f["kills_mid_flow"] >= 1 and f["node_turns"] == f["executed"] >= 8
     assert f["duplicate_tool_effects"] == 0 and f["nodes_without_effect"] == 0, f
+
+
+async def test_kill_9_mid_flow_nodes_call_a_real_mcp_server_once(tmp_path: Path) -> None:
+    """The same with the node's tool a real stdio MCP server that logs what it executes:
+    counted by the server, no call ran twice across the kills."""
+    rng = random.Random(7)
+    calls = tmp_path / "calls.jsonl"
+    f = await trial(tmp_path / "m.db", 3, kills=4, rng=rng, mcp=calls)
+    print("kill -9 figures (mcp):", f)
+    check(f)
+    assert f["kills_mid_flow"] >= 1 and f["node_turns"] == f["executed"] >= 8
+    assert f["duplicate_tool_effects"] == 0, f
+    assert f["server_duplicates"] == 0 and f["server_unknown"] == [], f
+    assert f["server_calls"] >= f["executed"] - f["nodes_without_effect"], f
 
 
 @pytest.mark.slow
