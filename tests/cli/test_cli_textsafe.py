@@ -121,7 +121,7 @@ def test_hostile_text_on_every_cli_path(run: Run, db: Path, tmp_path: Path,
     text("session", "show", f"S-{ESC}[31m", code=2)
     for o in outputs:
         assert_shown(o)
-    assert "<U+202E>" in out or "<U+202E>" in "".join(outputs)
+    assert "<U+202E>evil" in out  # the meeting's own stdout (topic, replies) escaped
     topic = json.loads(run("meeting", "show", mid, "--json", "--db", db).out)["topic"]
     assert topic == HOSTILE  # the store kept it verbatim
 
