@@ -77,18 +77,14 @@ async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
                   + (f"; remembered as rule {r['rule_id']}" if r.get("rule_id") else ""))
         if r.get("kind") == "tool_call":  # a session's turn waits: a session worker resumes it
             what = f"runs {r['tool']} once" if approve else "tells the agent no"
-            live = await store.fetchone(
-                "SELECT 1 FROM leases WHERE name LIKE 'worker:%' AND released=0 AND"
-                " expires_at > ? LIMIT 1", (time.time(),))
+            live = await _live(store, "worker:")
             print(f"{r['subject']}: queued again; " + (
-                f"a running session worker resumes the turn ({what})" if live is not None else
+                f"a running session worker resumes the turn ({what})" if live else
                 f"no session worker runs now: `clawtower serve`, `clawtower session run` or"
                 f" the console resumes the turn ({what})"))
         if r.get("kind") == "task_side_effect":  # the engine performs it: is one running?
-            live = await store.fetchone(
-                "SELECT 1 FROM leases WHERE name LIKE 'engine:%' AND released=0 AND"
-                " expires_at > ? LIMIT 1", (time.time(),))
-            print(f"{r['subject']}: " + ("a running engine resumes it" if live is not None
+            live = await _live(store, "engine:")
+            print(f"{r['subject']}: " + ("a running engine resumes it" if live
                                          else "no engine runs now: `clawtower serve` (or"
                                          " `clawtower serve --until-idle`) or the console"
                                          " resumes it"))
@@ -101,3 +97,10 @@ async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
         return 0
 
     return await with_store(args, run)
+
+
+async def _live(store: Store, prefix: str) -> bool:
+    """Whether a process holds a live lease named `<prefix>...` (an engine, a worker)."""
+    row = await store.fetchone("SELECT 1 FROM leases WHERE name LIKE ? AND released=0 AND"
+                               " expires_at > ? LIMIT 1", (prefix + "%", time.time()))
+    return row is not None

@@ -184,11 +184,12 @@ def rejected_result(name: str, by: str, reason: str) -> ToolResult:
                       error_kind="policy")
 
 
-def interrupted_result(name: str) -> ToolResult:
-    return ToolResult(content=f"{name}: approved, but the worker running it stopped before"
-                      " its result was recorded; it was NOT run again (it may have taken"
-                      " effect). Check before retrying.", is_error=True,
-                      error_kind="interrupted")
+def interrupted_result(name: str, what: str = "approved, but the worker running it") -> ToolResult:
+    """A call whose intent (or `turn.tool_called`) was recorded and its result never was:
+    not run again, and the model is told it may have taken effect."""
+    return ToolResult(content=f"{name}: {what} stopped before its result was recorded; it was"
+                      " NOT run again (it may have taken effect). Check before retrying.",
+                      is_error=True, error_kind="interrupted")
 
 
 def intent_event(job_id: str, session_id: str, approval_id: str, call: ToolCall,

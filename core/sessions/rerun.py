@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..agents.turns import _clip
 from ..tools.types import ToolResult
+from .gate import interrupted_result
 from .toolbox import SPAWN_MANY_TOOL, SPAWN_TOOL, SessionToolBox
 
 if TYPE_CHECKING:
@@ -32,9 +33,7 @@ Key = tuple[str, str]
 
 
 def interrupted(name: str) -> ToolResult:
-    return ToolResult(content=f"{name}: the worker running this call stopped before its"
-                      " result was recorded; it was NOT run again (it may have taken effect)."
-                      " Check before retrying.", is_error=True, error_kind="interrupted")
+    return interrupted_result(name, "the worker running this call")
 
 
 class TakeOverToolBox(SessionToolBox):
