@@ -23,6 +23,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
+from textual.widget import AwaitMount
 from textual.widgets import HelpPanel
 from textual.worker import Worker
 
@@ -347,6 +348,12 @@ class ClawtowerApp(DecisionActions):
                             partial(self.switch_mode, "flows"))
         yield SystemCommand("Triggers", "Mode 8: triggers, queues and the dead-letter queue",
                             partial(self.switch_mode, "triggers"))
+
+    def switch_mode(self, mode: str) -> AwaitMount:
+        """The key panel belongs to the mode it was opened in: leaving closes it (left open
+        it would squeeze the mode's list and its top bar when the operator comes back)."""
+        self.screen.query(HelpPanel).remove()
+        return super().switch_mode(mode)
 
     def action_toggle_help(self) -> None:
         if self.screen.query(HelpPanel):

@@ -4,9 +4,10 @@ as the operator reads it, agent usage."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 from textual.app import App
@@ -27,6 +28,27 @@ def show_section(section: Static, renderable: RenderableType | None, title: str 
         section.border_title = title
     section.update(renderable)
     section.display = True
+
+
+class Fitted:
+    """A renderable that picks its wide form when the section has `need` cells and its
+    compact form otherwise (a table whose cells would be cut to a few letters): the choice
+    is made at render time, so a resize or a narrow terminal re-decides it."""
+
+    def __init__(self, need: int, wide: Callable[[], RenderableType],
+                 compact: Callable[[], RenderableType]) -> None:
+        self.need = need
+        self.wide = wide
+        self.compact = compact
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.wide() if options.max_width >= self.need else self.compact()
+
+
+def table_need(*cells: list[str], padding: int = 2) -> int:
+    """Cells a no-wrap table needs: the widest of each column plus the gaps between them."""
+    return sum(max((len(c) for c in col), default=0) for col in cells) + padding * (
+        len(cells) - 1)
 
 
 class Palette:

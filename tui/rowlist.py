@@ -5,7 +5,9 @@ A DataTable re-renders every visible cell and rebuilds table-sized lists on any 
 - rows by key, each with a version (the store's seq of its last change);
 - per-group sorted lists (bisect), so a phase change moves one row, not a resort;
 - a line cache keyed by (key, version, cursor, focus, width, filter), so a frame renders only
-  rows whose version changed, and a changed row off screen costs nothing until scrolled to.
+  rows whose version changed, and a changed row off screen costs nothing until scrolled to;
+- for columns sized by content (`Column(fit=N)`), the widest cell seen, measured once per
+  changed row, so the flexible column (a title) gets every cell the others do not need.
 
 Subclasses say how a row looks (`row_cells`), where it sorts (`row_sort_key`) and, for a
 grouped list, which group it belongs to (`row_group`). Group headers collapse with enter.
@@ -18,6 +20,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -40,10 +43,12 @@ TONES = ("waiting", "active", "done", "failed", "idle", "dim", "key")
 @dataclass(frozen=True)
 class Column:
     label: str
-    width: int = 0  # fixed width; 0 = flexible
+    width: int = 0  # fixed width; 0 = flexible (or sized by content, with `fit`)
     ratio: int = 1  # share of the leftover width among flexible columns
-    min_width: int = 6
+    min_width: int = 6  # a flexible column's floor; how far a fitted one shrinks when short
     justify: Literal["left", "right"] = "left"
+    fit: int = 0  # > 0: as wide as its widest cell or label, at most `fit` cells
+    hide_below: int = 0  # the list is narrower than this: the column is left out
 
 
 class RowList(ScrollView, can_focus=True):
@@ -110,6 +115,9 @@ class RowList(ScrollView, can_focus=True):
         self._match: dict[Hashable, bool] = {}
         self._cache: LRUCache[tuple[Any, ...], Strip] = LRUCache(2048)
         self._widths: tuple[int, list[int]] = (-1, [])
+        self._fit_index = [i for i, c in enumerate(self.columns) if c.fit]
+        self._fit: dict[int, int] = {}  # column index -> widest cell seen
+        self._fit_stale = False  # rows left: the widest may have gone; measure all again
         self.cursor = 0
         self._cursor_entry: Entry | None = None
         self._structure_dirty = False
@@ -224,6 +232,8 @@ class RowList(ScrollView, can_focus=True):
                 continue
             self._data[key] = data
             self._version[key] = version
+            if self._fit_index and self._measure(key, data):
+                self._relayout()
             group = self.row_group(key, data) if self.grouped else ""
             sort_key = self.row_sort_key(key, data)
             placed = self._placed.get(key)
@@ -269,6 +279,26 @@ class RowList(ScrollView, can_focus=True):
             self._version.pop(key, None)
             self._match.pop(key, None)
             self._structure_dirty = True
+            self._fit_stale = bool(self._fit_index)
+
+    def _measure(self, key: Hashable, data: Any) -> bool:
+        """Widen a fitted column when this row has its widest cell so far (True then). It
+        never narrows here: a removal re-measures every row once, on the next layout."""
+        cells = self.row_cells(key, data)
+        grew = False
+        for i in self._fit_index:
+            if i < len(cells):
+                cell = cells[i]
+                n = cell_len(cell if isinstance(cell, str) else cell[0])
+                if n > self._fit.get(i, 0):
+                    self._fit[i] = n
+                    grew = True
+        return grew
+
+    def _relayout(self) -> None:
+        self._widths = (-1, [])
+        self._cache.clear()
+        self.refresh()
 
     def _matches(self, key: Hashable, data: Any) -> bool:
         ok = self._filter.casefold() in self.row_search_text(key, data).casefold()
@@ -418,27 +448,41 @@ class RowList(ScrollView, can_focus=True):
     # ------------------------------------------------------------------ rendering
 
     def _column_widths(self, width: int) -> list[int]:
+        """Fixed columns keep their width, fitted ones take their widest cell (shrinking toward
+        `min_width` when the row is short of room), flexible ones share the rest by ratio."""
+        if self._fit_stale:
+            self._fit_stale = False
+            self._fit = {}
+            for key, data in self._data.items():
+                self._measure(key, data)
+            self._widths = (-1, [])
+            self._cache.clear()
         if self._widths[0] == width:
             return self._widths[1]
         cols = self.columns or [Column("")]
-        gaps = len(cols) - 1
-        fixed = sum(c.width for c in cols if c.width)
-        flex = [c for c in cols if not c.width]
-        spare = max(0, width - fixed - gaps)
-        total = sum(c.ratio for c in flex) or 1
-        widths: list[int] = []
+        shown = [width >= c.hide_below for c in cols]
+        gaps = sum(shown) - 1
+        widths = [0 if not shown[i] else c.width or (
+            min(c.fit, max(cell_len(c.label), self._fit.get(i, 0))) if c.fit else 0)
+            for i, c in enumerate(cols)]
+        flex = [i for i, c in enumerate(cols) if shown[i] and not c.width and not c.fit]
+        short = sum(cols[i].min_width for i in flex) - (width - gaps - sum(widths))
+        while short > 0:
+            wide = [i for i in self._fit_index if shown[i] and widths[i] > cols[i].min_width]
+            if not wide:
+                break
+            widths[max(wide, key=lambda i: widths[i])] -= 1
+            short -= 1
+        spare = max(0, width - gaps - sum(widths))
+        total = sum(cols[i].ratio for i in flex) or 1
         given = 0
-        for c in cols:
-            if c.width:
-                widths.append(c.width)
-            else:
-                share = spare * c.ratio // total
-                widths.append(max(0, share))
-                given += share
-        # hand the rounding remainder to the last flexible column
-        if flex:
-            last = max(i for i, c in enumerate(cols) if not c.width)
-            widths[last] += spare - given
+        for i in flex:
+            share = spare * cols[i].ratio // total
+            widths[i] = share
+            given += share
+        if flex:  # the rounding remainder goes to the last flexible column
+            widths[flex[-1]] += spare - given
+        widths = [w if shown[i] else -1 for i, w in enumerate(widths)]  # -1: left out
         self._widths = (width, widths)
         return widths
 
@@ -451,7 +495,10 @@ class RowList(ScrollView, can_focus=True):
         cols = self.columns or [Column("")]
         needle = self._filter.casefold() if highlight and self._filter else ""
         match_style = self._style("match") if needle else None
+        last = max((i for i, w in enumerate(widths) if w >= 0), default=0)
         for i, (col, w) in enumerate(zip(cols, widths, strict=False)):
+            if w < 0:
+                continue
             cell = cells[i] if i < len(cells) else ""
             value, tone = (cell, None) if isinstance(cell, str) else cell
             piece = Text(safe_line(value.replace("\n", " ")), no_wrap=True, end="")
@@ -472,7 +519,7 @@ class RowList(ScrollView, can_focus=True):
                 else:
                     piece.append(" " * pad)
             text.append_text(piece)
-            if i < len(cols) - 1:
+            if i < last:
                 text.append(" ")
         return text
 

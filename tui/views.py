@@ -77,8 +77,9 @@ class ApprovalList(RowList):
     ]
 
     columns: ClassVar[Sequence[Column]] = (
-        Column("ID", width=8), Column("Kind", width=16), Column("Subject", width=8),
-        Column("Title", ratio=1), Column("Asked", width=8),
+        Column("ID", width=8), Column("Kind", fit=20, min_width=10),
+        Column("Subject", fit=12, hide_below=60),  # a title starts with its subject
+        Column("Title", ratio=1, min_width=12), Column("Asked", width=8, hide_below=50),
     )
     empty_text = "nothing waits for a decision"
 
@@ -252,9 +253,9 @@ class MeetingList(ItemList):
     ]
 
     columns: ClassVar[Sequence[Column]] = (
-        Column("ID", width=17), Column("Topic", ratio=1), Column("Round", width=5,
-                                                                  justify="right"),
-        Column("Outcome", width=11), Column("Started", width=8),
+        Column("ID", fit=20, min_width=12), Column("Topic", ratio=1, min_width=12),
+        Column("Round", width=5, justify="right"), Column("Outcome", fit=11, min_width=8),
+        Column("Started", width=8, hide_below=56),
     )
     empty_text = "no meetings yet — start one with `:meeting ada,ben,cyd TOPIC`"
 
@@ -307,9 +308,9 @@ class WorkflowList(ItemList):
     ]
 
     columns: ClassVar[Sequence[Column]] = (
-        Column("Run", width=8), Column("Workflow", ratio=1), Column("Steps", width=7,
-                                                                   justify="right"),
-        Column("Status", width=16), Column("Started", width=8),
+        Column("Run", fit=10), Column("Workflow", ratio=1, min_width=12),
+        Column("Steps", width=7, justify="right"), Column("Status", fit=18, min_width=8),
+        Column("Started", width=8, hide_below=56),
     )
     empty_text = "no workflow runs yet — `clawtower workflow run --file F` or `:workflow F`"
 

@@ -249,6 +249,13 @@ async def test_modes_help_and_quit(demo_db: str) -> None:
         await pilot.press("escape")
         await pilot.pause()
         assert not app.screen.query(HelpPanel) and app.current_mode == "tasks"
+        # the panel belongs to its mode: leaving closes it, coming back finds the list whole
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen.query(HelpPanel)
+        await pilot.press("2", "1")
+        await pilot.pause()
+        assert app.current_mode == "tasks" and not app.screen.query(HelpPanel)
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0

@@ -58,7 +58,10 @@ async def test_tree_transcript_announces_and_backlog(db: str) -> None:
         await until(pilot, lambda: screen.detail is not None and screen.detail["id"] == "S-1")
         transcript = shown(screen.query_one("#ses-transcript"))
         assert "Synthesis of 3 subagent result(s)" in transcript
-        assert transcript.count("[@agent:worker#") == 3
+        # an announce shows what the child said, not the wire marker (issue 27, item 9)
+        assert "[@agent:worker#" not in transcript
+        for child, part in (("S-2", 1), ("S-3", 2), ("S-4", 3)):
+            assert f'{child} worker ok: worker: got it: "part {part} of 3' in transcript
         announces = shown(screen.query_one("#ses-announces"))
         assert announces.count(" ok ") >= 3 and "S-2" in announces
         screen.query_one(SessionList).move_cursor_to_key("S-5")

@@ -60,9 +60,10 @@ class FlowTree(ItemList):
     ]
 
     columns: ClassVar[Sequence[Column]] = (
-        Column("Node", width=24), Column("Status", width=12), Column("Agent", width=10),
-        Column("Time", width=7, justify="right"), Column("Tokens", width=7, justify="right"),
-        Column("Task", ratio=1),
+        Column("Node", fit=28, min_width=10), Column("Status", fit=12, min_width=8),
+        Column("Agent", fit=12), Column("Time", width=7, justify="right", hide_below=56),
+        Column("Tokens", fit=8, justify="right", hide_below=64),
+        Column("Task", ratio=1, min_width=12),
     )
     empty_text = "no flows yet — `clawtower flow run AGENT TASK`, or `clawtower demo`"
 

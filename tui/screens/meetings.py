@@ -13,7 +13,7 @@ from core.textsafe import safe, safe_line
 from ..commands import mode_help
 from ..meetingdata import get_meeting, reply_state, rounds_of
 from ..model import Delta, fmt_datetime, fmt_time
-from ..render import Palette, columns_table, usage_line
+from ..render import Fitted, Palette, columns_table, table_need, usage_line
 from ..rowlist import RowList
 from ..views import ItemList, MeetingList, meeting_outcome, meeting_tone
 from .base import ListDetailScreen
@@ -115,8 +115,7 @@ class MeetingsScreen(ListDetailScreen):
             self._set("current", Text("waiting for round 1", style=pal.tone("idle")),
                       "Current round")
         self._set("stances", stance_table(pal, m) if rounds else None)
-        summary = str(m.get("summary") or "")
-        self._set("summary", Text(summary) if summary else None)
+        self._set("summary", summary_renderable(pal, m))
         usage = m.get("usage")
         self._set("tokens", tokens_table(pal, rounds) if rounds else None,
                   f"Tokens per round · {usage_line(usage)}" if rounds and usage else None)
@@ -152,48 +151,79 @@ def meeting_head_renderable(pal: Palette, m: dict[str, Any]) -> RenderableType:
     return Group(*rows)
 
 
+STANCE_GLYPH = {"AGREE": "✓", "DISAGREE": "✗", "NEUTRAL": "○", "UNKNOWN": "?"}
+STATE_GLYPH = {"thinking": "…", "timed out": "*", "error": "!", "absent": " "}
+GLYPH_LEGEND = "✓ agree  ✗ disagree  ○ neutral  * timed out  … thinking"
+WHY_MIN = 16  # below this the Why column wraps a word per line: go compact instead
+
+
 def current_round_renderable(pal: Palette, m: dict[str, Any],
                              rnd: dict[str, Any]) -> RenderableType:
+    """Agent, state, stance, tokens and why; where that leaves Why too narrow to read, one
+    glyph for state and stance and the rest of the row for why."""
     running = m.get("status") == "running" and rnd.get("consensus") is None
     replies = {r["agent"]: r for r in rnd.get("replies") or []}
-    table = columns_table(pal, ("Agent", {"no_wrap": True}), ("State", {"no_wrap": True}),
-                   ("Stance", {"no_wrap": True}), ("Tokens", {"justify": "right"}),
-                   ("Why", {"ratio": 1}))
     agents = list(m.get("participants") or [])
     agents += [a for a in replies if a not in agents]
+    rows = []
     for agent in agents:
         r = replies.get(agent)
         state = reply_state(r, running)
-        tone = {"thinking": "active", "replied": "done", "timed out": "waiting",
-                "absent": "idle"}.get(state, "failed")
-        if r is None:
-            table.add_row(agent, Text(state, style=pal.tone(tone, "italic")), "", "", "")
-            continue
-        stance = str(r.get("stance") or "UNKNOWN")
-        tokens = f"{r.get('prompt_tokens') or 0}+{r.get('completion_tokens') or 0}"
-        table.add_row(agent, Text(state, style=pal.tone(tone)),
-                      Text(STANCE_LABEL.get(stance, stance.lower()),
-                           style=stance_style(pal, stance, "bold")),
-                      Text(tokens, style=pal.tone("idle")), one_line(str(r.get("why") or ""),
-                                                                     200))
-    return table
+        stance = str(r.get("stance") or "UNKNOWN") if r is not None else ""
+        rows.append((agent, r, state, stance))
+
+    def wide() -> RenderableType:
+        table = columns_table(pal, ("Agent", {"no_wrap": True}), ("State", {"no_wrap": True}),
+                              ("Stance", {"no_wrap": True}), ("Tokens", {"justify": "right"}),
+                              ("Why", {"ratio": 1}))
+        for agent, r, state, stance in rows:
+            tone = {"thinking": "active", "replied": "done", "timed out": "waiting",
+                    "absent": "idle"}.get(state, "failed")
+            if r is None:
+                table.add_row(agent, Text(state, style=pal.tone(tone, "italic")), "", "", "")
+                continue
+            tokens = f"{r.get('prompt_tokens') or 0}+{r.get('completion_tokens') or 0}"
+            table.add_row(agent, Text(state, style=pal.tone(tone)),
+                          Text(STANCE_LABEL.get(stance, stance.lower()),
+                               style=stance_style(pal, stance, "bold")),
+                          Text(tokens, style=pal.tone("idle")),
+                          one_line(str(r.get("why") or ""), 200))
+        return table
+
+    def compact() -> RenderableType:
+        table = columns_table(pal, ("Agent", {"no_wrap": True}), ("", {"no_wrap": True}),
+                              ("Why", {"ratio": 1}))
+        for agent, r, state, stance in rows:
+            if r is None:
+                table.add_row(agent, Text(STATE_GLYPH.get(state, " "),
+                                          style=pal.tone("active")),
+                              Text(state, style=pal.tone("idle", "italic")))
+                continue
+            glyph = STANCE_GLYPH.get(stance, "?") + STATE_GLYPH.get(state, "")
+            table.add_row(agent, Text(glyph, style=stance_style(pal, stance, "bold")),
+                          one_line(str(r.get("why") or ""), 200))
+        return Group(table, Text(GLYPH_LEGEND, style=pal.tone("idle")))
+
+    need = table_need([a for a, *_ in rows] + ["Agent"], ["timed out"], ["disagree"],
+                      ["Tokens", "0000+000"], ["x" * WHY_MIN])
+    return Fitted(need, wide, compact)
 
 
 def stance_table(pal: Palette, m: dict[str, Any]) -> RenderableType:
-    """Rows agents, columns rounds; the running round shows who is still thinking."""
+    """Rows agents, columns rounds; the running round shows who is still thinking. Where
+    the words would be cut, one glyph per cell and a legend."""
     rounds = rounds_of(m)
     running = m.get("status") == "running"
-    table = columns_table(pal, ("Agent", {"no_wrap": True}),
-                   *[(f"R{r['round']}", {"no_wrap": True}) for r in rounds])
     agents = list(m.get("participants") or [])
+    grid: list[list[tuple[str, str, str]]] = []  # per agent, per round: (stance, state, label)
     for agent in agents:
-        cells: list[Any] = [agent]
+        cells: list[tuple[str, str, str]] = []
         for i, rnd in enumerate(rounds):
             reply = next((x for x in rnd.get("replies") or [] if x["agent"] == agent), None)
             live = running and i == len(rounds) - 1 and rnd.get("consensus") is None
             state = reply_state(reply, live)
             if reply is None:
-                cells.append(Text("…" if state == "thinking" else "", style=pal.tone("active")))
+                cells.append(("", state, "…" if state == "thinking" else ""))
                 continue
             stance = str(reply.get("stance") or "UNKNOWN")
             label = STANCE_LABEL.get(stance, stance.lower())
@@ -201,15 +231,54 @@ def stance_table(pal: Palette, m: dict[str, Any]) -> RenderableType:
                 label += " (timeout)"
             elif state == "error":
                 label += " (error)"
-            cells.append(Text(label, style=stance_style(pal, stance)))
-        table.add_row(*cells)
-    verdict: list[Any] = [Text("consensus", style=pal.tone("idle", "bold"))]
-    for rnd in rounds:
-        c = rnd.get("consensus")
-        verdict.append(Text(str(c or "…"), style=pal.tone(
-            "done" if c in ("FULL", "MAJORITY") else "idle", "bold")))
-    table.add_row(*verdict)
-    return table
+            cells.append((stance, state, label))
+        grid.append(cells)
+    verdicts = [str(rnd.get("consensus") or "…") for rnd in rounds]
+
+    def table(compact: bool) -> RenderableType:
+        t = columns_table(pal, ("Agent", {"no_wrap": True}),
+                          *[(f"R{r['round']}", {"no_wrap": True}) for r in rounds])
+        for agent, cells in zip(agents, grid, strict=True):
+            row: list[Any] = [agent]
+            for stance, state, label in cells:
+                if not stance:
+                    row.append(Text(label, style=pal.tone("active")))
+                elif compact:
+                    row.append(Text(STANCE_GLYPH.get(stance, "?") + STATE_GLYPH.get(state, ""),
+                                    style=stance_style(pal, stance)))
+                else:
+                    row.append(Text(label, style=stance_style(pal, stance)))
+            t.add_row(*row)
+        verdict: list[Any] = [Text("consensus", style=pal.tone("idle", "bold"))]
+        for c in verdicts:
+            shown = c[:3] if compact and c not in ("NO", "…") else c
+            verdict.append(Text(shown, style=pal.tone(
+                "done" if c in ("FULL", "MAJORITY") else "idle", "bold")))
+        t.add_row(*verdict)
+        return Group(t, Text(GLYPH_LEGEND, style=pal.tone("idle"))) if compact else t
+
+    need = table_need([*agents, "consensus"], *[
+        [f"R{r['round']}", verdicts[i], *(cells[i][2] for cells in grid)]
+        for i, r in enumerate(rounds)])
+    return Fitted(need, lambda: table(False), lambda: table(True))
+
+
+def summary_renderable(pal: Palette, m: dict[str, Any]) -> RenderableType | None:
+    """The rolling summary as a short list, one entry per round (the newest in full). A
+    summarizer that failed kept the round's tally with the previous summary nested after
+    "Earlier:"; the earlier rounds have their own entries, so only the tally is shown."""
+    entries = [(r["round"], str(r["summary"]).split(" Earlier: ", 1)[0].strip())
+               for r in rounds_of(m) if r.get("summary")]
+    if not entries:
+        summary = str(m.get("summary") or "")
+        return Text(safe(summary)) if summary else None
+    rows: list[RenderableType] = []
+    for i, (n, text) in enumerate(entries):
+        line = Text()
+        line.append(f"R{n}  ", style=pal.tone("idle", "bold"))
+        line.append(safe(text) if i == len(entries) - 1 else one_line(text, 160))
+        rows.append(line)
+    return Group(*rows)
 
 
 def tokens_table(pal: Palette, rounds: list[dict[str, Any]]) -> RenderableType:

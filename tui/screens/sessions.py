@@ -58,9 +58,10 @@ class SessionList(ItemList):
     ]
 
     columns: ClassVar[Sequence[Column]] = (
-        Column("Session", width=14), Column("Status", width=9), Column("Agent", width=10),
-        Column("Tokens", width=7, justify="right"), Column("Cost", width=8, justify="right"),
-        Column("Title", ratio=1),
+        Column("Session", fit=16, min_width=8), Column("Status", fit=12, min_width=8),
+        Column("Agent", fit=12), Column("Tokens", fit=8, justify="right", hide_below=56),
+        Column("Cost", fit=9, justify="right", hide_below=64),
+        Column("Title", ratio=1, min_width=12),
     )
     empty_text = "no sessions yet — `clawtower session new`, then type a message below"
 
@@ -482,9 +483,21 @@ def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]],
         line.append(f"{tag:>10}  ", style=pal.tone(
             {"user": "waiting", "assistant": "done", "announce": "active"}.get(role, "idle"),
             "bold"))
-        line.append(safe(str(m["text"])))
+        line.append(safe(announce_text(m) if role == "announce" else str(m["text"])))
         rows.append(line)
     return Group(*rows, *gates)
+
+
+def announce_text(m: dict[str, Any]) -> str:
+    """What the child said, not the wire marker (`[@agent:worker#ag-…] finish`, kept in
+    the store for OpenClaw's format): `S-2 worker ok: <its reply>`."""
+    meta = m.get("meta") or {}
+    result, source = meta.get("result") or {}, meta.get("source") or {}
+    if not result:
+        return str(m["text"])
+    who = " ".join(str(x) for x in (source.get("session_id"), source.get("agent_name")) if x)
+    summary = one_line(str(result.get("summary") or ""), 300) or "(no reply)"
+    return f"{who} {result.get('status', '')}: {summary}".strip()
 
 
 STREAM_TAIL = 240  # characters of a streaming reply shown (the pane has a fixed height, so
