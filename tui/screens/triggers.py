@@ -200,8 +200,12 @@ class TriggersScreen(ConsoleScreen):
             t = columns_table(pal, "Trigger", "Type", "Last fire", "Next fire", "Mode",
                               ("Queue per key", {"ratio": 1}), "Auth fails 1h", "Last result")
             for r in self.triggers:
-                queue = ", ".join(f"{lane} {sum(c.values())}"
-                                  for lane, c in sorted(r["queue"].items())[:6]) or "-"
+                # per key: "k-1 queued 2"; one serial or parallel lane: the Mode column
+                # names it already, so just "paused 1"
+                queue = ", ".join(
+                    ("" if lane.startswith("(") else f"{lane} ")
+                    + " ".join(f"{st} {n}" for st, n in sorted(c.items()))
+                    for lane, c in sorted(r["queue"].items())[:6]) or "-"
                 if len(r["queue"]) > 6:
                     queue += f", +{len(r['queue']) - 6} keys"
                 last = r["last"]
