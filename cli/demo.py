@@ -2,7 +2,9 @@
 
 The story (scripted in examples/demo/agents.yaml): tasks move through every phase, a spec
 reviewer requests changes once, a flaky task retries, one task opens its circuit, one weak
-spec stays in draft, and one task waits in Approvals for the operator.
+spec stays in draft, and one task waits in Approvals for the operator. The console demo also
+installs the example expert (examples/experts/incident-desk) and fires its webhook once, so
+modes 6 and 8 show it and its confirm gate waits in Approvals after T-4's.
 """
 
 from __future__ import annotations
