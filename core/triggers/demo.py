@@ -53,6 +53,8 @@ def install(source: Path | None = None) -> str | None:
     """Install (or refresh) the example expert and bind its tool; None when done, else why
     it was left alone (an expert of that name installed from elsewhere is never touched)."""
     src = (source or examples_dir() / EXPERT).resolve()
+    if not (src / "expert.yaml").is_file():  # an installed wheel has no examples/
+        return f"no example package at {src}"
     if (home.experts_dir() / EXPERT / "expert.yaml").is_file():
         if not _ours(src):
             return (f"an expert named {EXPERT!r} is already installed from elsewhere; the demo"

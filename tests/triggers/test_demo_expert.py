@@ -70,6 +70,7 @@ async def test_alert_to_gate_then_approved_notice(demo_home: Path, wall_store: S
 
 
 def test_the_demo_replaces_only_its_own_copy(demo_home: Path, tmp_path: Path) -> None:
+    assert demo.install(tmp_path / "nowhere") == f"no example package at {tmp_path}/nowhere"
     assert demo.install() is None
     assert demo.install() is None  # its own earlier copy: replaced
     assert home.package_dir(demo.EXPERT).is_dir()
