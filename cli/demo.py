@@ -2,7 +2,9 @@
 
 The story (scripted in examples/demo/agents.yaml): tasks move through every phase, a spec
 reviewer requests changes once, a flaky task retries, one task opens its circuit, one weak
-spec stays in draft, and one task waits in Approvals for the operator.
+spec stays in draft, and one task waits in Approvals for the operator. The console demo also
+installs the example expert (examples/experts/incident-desk) and fires its webhook once, so
+modes 6 and 8 show it and its confirm gate waits in Approvals after T-4's.
 """
 
 from __future__ import annotations
@@ -116,22 +118,42 @@ def db_flag(db: Path | str) -> str:
     return "" if Path(db) == default_db() else f" --db {db}"
 
 
-async def seed(db: str, specs_dir: Path, *, live_sessions: bool = True) -> list[str]:
-    from core import Tasks, load_spec, open_store
+async def seed(db: str, specs_dir: Path, *, live_sessions: bool = True,
+               console: bool = False) -> list[str]:
+    """Seed the demo's store. For the console (`console`), the tasks whose side effects need
+    an operator are first brought to their approval gate, so the oldest approval, the first
+    row of mode 2, is T-4's (the README's walk-through approves it); then the example expert
+    is installed and its webhook fired once, up to its confirm gate (modes 6, 8 and 2)."""
+    from core import AgentSet, Orchestrator, Tasks, load_script, load_spec, open_store
     from core.sessions.demo import seed_sessions
 
     store = await open_store(db)
     try:
         tasks = Tasks(store)
-        ids = []
+        ids, gated = [], []
         for f in sorted(specs_dir.glob("*.yaml")):
-            ids.append(await tasks.create(load_spec(f), actor=DEMO_ACTOR, source=f.name))
+            spec = load_spec(f)
+            ids.append(await tasks.create(spec, actor=DEMO_ACTOR, source=f.name))
+            if spec.side_effects:
+                gated.append(ids[-1])
+        if console and gated:
+            script = load_script(specs_dir.parent / "agents.yaml").model_copy(
+                update={"speed": 0.0})
+            orch = Orchestrator(store, AgentSet.simulated(script))
+            for tid in gated:  # through both gates to awaiting_approval, at once
+                await orch.drive(tid)
         # mode 4: a parent that fanned out to subagents, a steered loop, a live fan-out
         await seed_sessions(store, live=live_sessions)
         # mode 7: a finished and a failed flow, and one the console's flow engine drives
         from core.flows.demo import seed_flows
 
         await seed_flows(store, specs_dir.parent / "agents.yaml", live=live_sessions)
+        if console:  # modes 6 and 8: an installed expert whose webhook fired once
+            from core.triggers.demo import seed_expert
+
+            out = await seed_expert(store, by=DEMO_ACTOR)
+            if "skipped" in out:
+                print(f"clawtower demo: no example expert: {out['skipped']}", flush=True)
         return ids
     finally:
         await store.close()
@@ -202,6 +224,19 @@ def live_acts(demo: Path) -> list[Callable[[ConsoleApp], None]]:
     return [meeting, workflow]
 
 
+def console_setup(demo: Path, speed: float) -> tuple[str, Callable[[ConsoleApp], None]]:
+    """The console demo's agents file (at `speed`; a temporary copy unless 1.0, the caller
+    removes it) and its `on_loaded`, which starts the live acts."""
+    agents = agents_with_speed(demo / "agents.yaml", speed)
+    acts = live_acts(demo)
+
+    def on_loaded(app: ConsoleApp) -> None:
+        for act in acts:
+            act(app)
+
+    return agents, on_loaded
+
+
 def run_demo(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -218,18 +253,13 @@ def run_demo(args: argparse.Namespace) -> int:
     replaced = claim_store(db)
     if replaced:
         print(replaced, flush=True)
-    ids = asyncio.run(seed(str(db), d / "specs", live_sessions=not args.headless))
+    ids = asyncio.run(seed(str(db), d / "specs", live_sessions=not args.headless,
+                           console=not args.headless))
     print(f"clawtower demo: seeded {len(ids)} tasks into {db}", flush=True)
     if not args.headless:
         from tui.app import run_console
 
-        agents = agents_with_speed(d / "agents.yaml", args.speed)
-        acts = live_acts(d)
-
-        def on_loaded(app: ConsoleApp) -> None:
-            for act in acts:
-                act(app)
-
+        agents, on_loaded = console_setup(d, args.speed)
         try:
             return run_console(str(db), run_engine=True, agents_file=agents, operator=None,
                                on_loaded=on_loaded)

@@ -430,7 +430,8 @@ class Orchestrator:
             _, agent = self.agents.for_role("executor")
             model, escalation = agent.model, agent.escalation_model
         await self.tasks.transition(task["id"], to, reason, actor=ORCH, role=Role.ORCHESTRATOR,
-                                    model=model, escalation_model=escalation)
+                                    model=model, escalation_model=escalation,
+                                    backoff_scale=self.agents.time_scale())
 
     async def _step(self, task: dict[str, Any], phase: Phase) -> bool:
         if phase == Phase.SPEC_DRAFT:

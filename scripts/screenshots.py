@@ -4,7 +4,8 @@
 
 Seeds a temporary store deterministically (examples/demo specs and agents, speed 0, a
 stepping fake clock, seeded approval ids), opens the console headless without an engine,
-adds seeded meetings for mode 3 and workflow runs for mode 5, and saves one picture per
+adds seeded meetings for mode 3, workflow runs for mode 5 and the example expert (its
+webhook fired once) for modes 6 and 8, and saves one picture per
 mode plus a drill-down, a confirmation, an input gate's JSON editor and the light theme.
 PNGs need `rsvg-convert` (Debian: librsvg2-bin) and Fira Code (fonts-firacode).
 """
@@ -156,6 +157,33 @@ async def seed_flow_store(db: str) -> None:
         await store.close()
 
 
+async def seed_expert_store(db: str) -> None:
+    """The example expert installed in the home, its webhook fired once: the run waits at
+    its confirm gate (modes 6 and 8, and a row in mode 2). On the real clock: mode 8 puts
+    the webhook's last fire beside the cron trigger's next fire, which is computed from now."""
+    from core import open_store
+    from core.triggers.demo import seed_expert
+
+    store = await open_store(db)
+    try:
+        await seed_expert(store, by="demo")
+    finally:
+        await store.close()
+
+
+def mode(key: str) -> Step:
+    """Mode `key` (6 experts, 8 triggers) once it has read what it lists."""
+    async def step(pilot: Pilot[None], app: ClawtowerApp) -> None:
+        await pilot.press(key)
+        for _ in range(300):
+            await pilot.pause(0.02)
+            if getattr(app.screen, "experts", None) or getattr(app.screen, "triggers", None):
+                break
+        await _settle(pilot)
+
+    return step
+
+
 async def acp_permission(pilot: Pilot[None], app: ClawtowerApp) -> None:
     """Mode 2 with a coding harness's permission request (ACP) selected."""
     from core.acp.demo import APPROVAL_ID
@@ -265,6 +293,10 @@ async def main(out: Path, size: tuple[int, int], only: list[str] | None = None) 
             ("1-tasks-80x24", tasks, None, small),
             ("2-approvals-acp-permission", acp_permission, None),
             ("4-sessions-acp", sessions("S-1"), None),
+            ("6-experts", mode("6"), None, (120, 40)),
+            ("8-triggers", mode("8"), None, (120, 40)),
+            ("4-sessions-80x24", sessions("S-1"), None, small),
+            ("7-flows-80x24", flows("F-1/q3-brief/q3-figures"), None, small),
         ]
         paths = []
         for name, step, theme, *rest in shots:
@@ -285,6 +317,8 @@ async def main(out: Path, size: tuple[int, int], only: list[str] | None = None) 
                 await seed_flow_store(copy)
             if name.startswith(("5-workflows", "workflow-")):  # one done, two at gates
                 await seed_workflows(copy)
+            if name.startswith(("6-experts", "8-triggers")):  # an expert at its gate
+                await seed_expert_store(copy)
             paths.append(await shoot(copy, out, name, step, rest[0] if rest else size, theme))
     return paths
 

@@ -131,6 +131,9 @@ class SimScript(BaseModel):
     model_config = ConfigDict(extra="forbid")
     seed: int = 0
     speed: float = Field(default=1.0, ge=0)
+    # retry backoffs scale with `speed` too (the demo's agents: `--speed 0` waits for
+    # nothing); off, a simulated task keeps the real policy's backoff (tests of it)
+    backoff_follows_speed: bool = False
     delay_ms: tuple[int, int] = (150, 600)
     agents: dict[str, AgentDef] = Field(default_factory=dict)
     scripts: dict[str, dict[str, list[Step]]] = Field(default_factory=dict)

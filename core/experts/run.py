@@ -24,12 +24,13 @@ def load_process(name: str, process: str) -> Package:
 
 async def run_process(store: Store, name: str, process: str, inputs: Mapping[str, Any], *,
                       by: str, env: Mapping[str, str] | None = None,
-                      on_start: Callable[[WriteTx, str], None] | None = None
-                      ) -> dict[str, Any]:
+                      on_start: Callable[[WriteTx, str], None] | None = None,
+                      actor: str = "operator") -> dict[str, Any]:
     """Compile and run `process` as a new isolated session; returns the run's envelope.
 
     `on_start(tx, run_id)` runs inside the transaction that starts the workflow run (a
-    trigger links its invocation to the run atomically); `env` adds to what steps see."""
+    trigger links its invocation to the run atomically); `env` adds to what steps see;
+    `actor` starts the run (the demo's own runs are started by the demo)."""
     from ..workflows.service import Workflows
 
     pkg = load_process(name, process)
@@ -55,7 +56,7 @@ async def run_process(store: Store, name: str, process: str, inputs: Mapping[str
         import os
 
         wf_env = {**os.environ, **env}
-    envelope = await Workflows(store, env=wf_env).run(str(path), dict(inputs),
+    envelope = await Workflows(store, env=wf_env, actor=actor).run(str(path), dict(inputs),
                                                       on_start=started)
     await state.sync(store, pkg, home.workspace(pkg.name), by=by)
     return envelope

@@ -204,8 +204,11 @@ def guard(tx: WriteTx, task: dict[str, Any], dst: Phase) -> str | None:
 
 def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, role: Role,
                *, model: str = "default", escalation_model: str | None = None,
-               failure_summary: str | None = None) -> dict[str, Any]:
-    """task_transition: the only way a phase moves. Orchestrator role only."""
+               failure_summary: str | None = None, backoff_scale: float = 1.0
+               ) -> dict[str, Any]:
+    """task_transition: the only way a phase moves. Orchestrator role only.
+    `backoff_scale` multiplies a retry's backoff (a simulated world running faster than real
+    time: the demo at `--speed 0` waits for nothing)."""
     if not check_permission(tx, actor, role, Action.TASK_TRANSITION, task_id):
         return {}
     if dst == Phase.EXECUTING and not check_permission(tx, actor, role, Action.ATTEMPT_START,
@@ -241,7 +244,7 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
         failed_reason = (att or {}).get("reason") or reason
         tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.RetryScheduled(
             attempt=attempt, next_attempt=attempt + 1, reason=failed_reason,
-            not_before=tx.now + backoff_seconds(attempt - base),
+            not_before=tx.now + backoff_seconds(attempt - base) * max(0.0, backoff_scale),
             escalate=attempt + 1 - base >= ESCALATE_AT_ATTEMPT)))
     elif dst == Phase.CIRCUIT_OPEN:
         last_good = tx.one(

@@ -46,11 +46,11 @@ class Tasks:
     async def transition(self, task_id: str, to: Phase | str, reason: str, *,
                          actor: str = "orchestrator", role: Role = Role.ORCHESTRATOR,
                          model: str = "default", escalation_model: str | None = None,
-                         ) -> dict[str, Any]:
+                         backoff_scale: float = 1.0) -> dict[str, Any]:
         dst = Phase(to)
         return await self.store.execute(lambda tx: c.transition(
             tx, task_id, dst, reason, actor, role, model=model,
-            escalation_model=escalation_model))
+            escalation_model=escalation_model, backoff_scale=backoff_scale))
 
     async def command(self, task_id: str, command: op.Command | str, *, by: str,
                       choice: Phase | str | None = None, reason: str = "") -> dict[str, Any]:

@@ -32,6 +32,9 @@ async def overview(store: Store, catalog: Catalog | None = None,
     cron = {(r["expert"], r["trigger"]): float(r["last_fire"]) for r in await store.fetchall(
         "SELECT expert, trigger, last_fire FROM trigger_cron")}
     lasts = {(r["expert"], r["trigger"]): r for r in last}
+    fired = {(r["expert"], r["trigger"]): float(r["at"]) for r in await store.fetchall(
+        "SELECT expert, trigger, max(received_at) AS at FROM trigger_items"
+        " GROUP BY expert, trigger")}
     auth = {(r["expert"], r["trigger"]): r for r in await store.fetchall(
         "SELECT expert, trigger, sum(kind='failed') AS failed, sum(kind='throttled') AS"
         " throttled, count(DISTINCT address) AS addresses FROM trigger_auth_failures"
@@ -60,6 +63,8 @@ async def overview(store: Store, catalog: Catalog | None = None,
                     "dedupe_key": s.dedupe_key, "expr": s.expr, "tz": s.tz,
                     "inactive": s.inactive,
                     "next_fire": nxt, "last_fire": cron.get(k),
+                    # the latest event of any source (webhook, cron, channel, by hand)
+                    "last_fired": fired.get(k, cron.get(k)),
                     "queue": lanes, "depth": sum(sum(v.values()) for v in lanes.values()),
                     "auth_failures_1h": int(af["failed"]) if af else 0,
                     "auth_throttled_1h": int(af["throttled"]) if af else 0,

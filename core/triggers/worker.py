@@ -39,8 +39,9 @@ class Executor(Protocol):
                  env: dict[str, str]) -> Awaitable[dict[str, Any]]: ...
 
 
-def expert_executor(store: Store, by: str = q.ACTOR) -> Executor:
-    """The real executor: the process runs exactly as `clawtower expert run` runs it."""
+def expert_executor(store: Store, by: str = q.ACTOR, actor: str = "operator") -> Executor:
+    """The real executor: the process runs exactly as `clawtower expert run` runs it (its
+    workflow run started by `actor`)."""
     from ..experts.run import run_process
 
     async def run(item: dict[str, Any], spec: TriggerSpec,
@@ -52,7 +53,7 @@ def expert_executor(store: Store, by: str = q.ACTOR) -> Executor:
             return await enqueue(store, spec, item, by)
         inputs = item["inputs"] if isinstance(item["inputs"], dict) else {}
         return await run_process(store, spec.expert, spec.process, inputs, by=by,
-                                 env=env, on_start=on_start)
+                                 env=env, on_start=on_start, actor=actor)
 
     return run
 

@@ -1,7 +1,7 @@
 """`clawtower demo --headless --speed 0`, then the operator's part: approve, serve, verify.
 
-The demo runs once per module (it waits out real retry backoffs, a few seconds); tests that
-change its store work on a copy.
+The demo runs once per module (a few seconds: at speed 0 it waits out no retry backoff);
+tests that change its store work on a copy.
 """
 
 from __future__ import annotations
@@ -229,3 +229,12 @@ def test_show_circuit_and_retry_from_the_demo(demo: Demo, run: Run) -> None:
     assert [a["status"] for a in t["attempt_records"]] == ["failed", "succeeded"]
     assert [r["attempt"] for r in t["retries"]] == [1]
     assert t["usage"], "simulated agents record their token usage"
+
+
+def test_demo_at_speed_zero_retries_at_once(demo: Demo) -> None:
+    """`--speed 0`: the flaky and doomed tasks retry without waiting out the real backoff
+    (issue 27: T-3 waited ~3 s of backoffs); the retries are still recorded."""
+    rows = query(demo.db, "SELECT entity_id, ts, json_extract(payload, '$.not_before')"
+                 " FROM events WHERE type='retry.scheduled' ORDER BY seq")
+    assert len(rows) == 3, rows  # T-2 once, T-3 twice
+    assert all(not_before == ts for _, ts, not_before in rows), rows

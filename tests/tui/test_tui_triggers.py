@@ -58,7 +58,7 @@ async def test_triggers_mode_shows_queues_and_acts_on_dead_letters(
         await until(pilot, lambda: isinstance(app.screen, TriggersScreen) and dead in body())
         text = body()
         assert "hook-expert/inbound" in text and "hook-expert/tick" in text
-        assert "k-0 2" in text and "k-1 1" in text  # queue depth per key
+        assert "k-0 queued 2" in text and "k-1 queued 1" in text  # depth per key and status
         assert escalated in text and "the CRM said no" in text
         await pilot.press("a")  # the selection is the dead letter: nothing to acknowledge
         await pilot.press("t")

@@ -1,4 +1,4 @@
-"""Mode 8: expert triggers (next fire, queue depth per key, last result, refused webhook
+"""Mode 8: expert triggers (last and next fire, queue depth per key, last result, refused webhook
 credentials in the last hour), the dead-letter queue and escalated invocations, with the
 operator's actions on them, and the latest refused webhook requests (error id -> why).
 
@@ -197,16 +197,21 @@ class TriggersScreen(ConsoleScreen):
         if not self.triggers:
             parts.append(Text("none: install an expert package that declares triggers"))
         else:
-            t = columns_table(pal, "Trigger", "Type", "Next fire", "Mode",
+            t = columns_table(pal, "Trigger", "Type", "Last fire", "Next fire", "Mode",
                               ("Queue per key", {"ratio": 1}), "Auth fails 1h", "Last result")
             for r in self.triggers:
-                queue = ", ".join(f"{lane} {sum(c.values())}"
-                                  for lane, c in sorted(r["queue"].items())[:6]) or "-"
+                # per key: "k-1 queued 2"; one serial or parallel lane: the Mode column
+                # names it already, so just "paused 1"
+                queue = ", ".join(
+                    ("" if lane.startswith("(") else f"{lane} ")
+                    + " ".join(f"{st} {n}" for st, n in sorted(c.items()))
+                    for lane, c in sorted(r["queue"].items())[:6]) or "-"
                 if len(r["queue"]) > 6:
                     queue += f", +{len(r['queue']) - 6} keys"
                 last = r["last"]
                 t.add_row(Text(f"{r['expert']}/{r['trigger']}", style="bold"),
                           r["type"] + (" (inactive)" if r["inactive"] else ""),
+                          _when(r.get("last_fired")),
                           _when(r["next_fire"]) if r["type"] == "cron" else "-", r["mode"],
                           queue, _auth(pal, r),
                           Text(f"{last['status']} {last['id']}", style=pal.tone(

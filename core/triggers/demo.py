@@ -1,0 +1,122 @@
+"""The experts and triggers part of `clawtower demo` (modes 6, 8 and 2): install the example
+expert `examples/experts/incident-desk` into the demo's home, bind its `statuspage` tool to
+the example MCP server, give its webhook a token, and fire the webhook once through the
+webhook endpoint `clawtower serve` runs (in process, over ASGI: authentication, body
+parsing and the one durable append), then run the queue worker until the invocation's run
+waits at its confirm gate, in Approvals.
+
+Nothing here is faked: the run is the expert's compiled process, driven as any trigger
+invocation is; after an approval an engine (the console's, `serve`) resumes it and the
+notice is posted to the example status page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import config
+from ..errors import ClawError, ValidationError
+from ..experts import home
+from ..experts.bindings import write_binding
+from ..store.interface import Store
+from . import hookauth
+from .catalog import Catalog
+from .worker import Worker, expert_executor
+
+EXPERT = "incident-desk"
+WEBHOOK = "alert_fired"
+ALERT: dict[str, Any] = {"alert": {
+    "id": "alert-2041", "service": "invoices-api",
+    "summary": "Invoice PDFs fail to render for some customers (error rate 12%)"}}
+
+
+def examples_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / "examples" / "experts"
+
+
+def _ours(source: Path) -> bool:
+    """Whether the installed `incident-desk` came from `source` (the demo's own copy)."""
+    try:
+        recorded = json.loads((config.home() / "expert-config" / EXPERT /
+                               "source.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(recorded, dict) and recorded.get("source") == str(source.resolve())
+
+
+def install(source: Path | None = None) -> str | None:
+    """Install (or refresh) the example expert and bind its tool; None when done, else why
+    it was left alone (an expert of that name installed from elsewhere is never touched)."""
+    src = (source or examples_dir() / EXPERT).resolve()
+    if not (src / "expert.yaml").is_file():  # an installed wheel has no examples/
+        return f"no example package at {src}"
+    if (home.experts_dir() / EXPERT / "expert.yaml").is_file():
+        if not _ours(src):
+            return (f"an expert named {EXPERT!r} is already installed from elsewhere; the demo"
+                    " leaves it alone")
+        home.remove(EXPERT)  # the demo's own earlier copy: state and bindings are kept
+    home.install(str(src))
+    server = examples_dir() / "statuspage_server.py"
+    write_binding(EXPERT, "statuspage", {
+        "type": "mcp", "command": sys.executable,
+        "args": [str(server), "--data", str(config.home() / "statuspage.json")]})
+    return None
+
+
+async def fire_webhook(store: Store, payload: dict[str, Any] | None = None) -> str:
+    """POST the alert to `/hooks/incident-desk/alert_fired` as a monitoring system would
+    (a Bearer token written with the trigger's credentials); returns the invocation id."""
+    import httpx
+
+    from .webhook import build_app
+
+    token = hookauth.write(EXPERT, WEBHOOK, token="").token
+    app = build_app(store, Catalog())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://demo") as client:
+        r = await client.post(f"/hooks/{EXPERT}/{WEBHOOK}", json=payload or ALERT,
+                              headers={"Authorization": f"Bearer {token}"})
+    if r.status_code != 202:
+        raise ValidationError(f"demo: the {EXPERT} webhook answered {r.status_code}: {r.text}")
+    return str(r.json()["id"])
+
+
+async def run_until_gate(store: Store, item_id: str, *, by: str,
+                         timeout_s: float = 60.0) -> str:
+    """Run the queue worker until invocation `item_id` leaves the queue (its run waits at
+    the confirm gate: `paused`); returns its status. Runs are started as `by`."""
+    stop = asyncio.Event()
+    worker = Worker(store, executor=expert_executor(store, by=by, actor=by),
+                    approval_sweep_s=3600.0, drain_s=5.0)
+    task = asyncio.create_task(worker.run(stop))
+    status = "queued"
+    try:
+        async with asyncio.timeout(timeout_s):
+            while status in ("queued", "running", "retry") and not task.done():
+                row = await store.fetchone("SELECT status FROM trigger_items WHERE id=?",
+                                           (item_id,))
+                status = str(row["status"]) if row else "missing"
+                if status in ("queued", "running", "retry"):
+                    await store.wait_for_change(await store.last_seq(), 0.2)
+    finally:
+        stop.set()
+        with contextlib.suppress(ClawError, asyncio.CancelledError):
+            await task
+    if worker.errors:
+        raise ValidationError(f"demo: the {EXPERT} run: {worker.errors[-1]}")
+    return status
+
+
+async def seed_expert(store: Store, *, by: str) -> dict[str, Any]:
+    """Install the example expert and fire its webhook once, up to its confirm gate.
+    Returns {"skipped": why} or {"item": id, "status": ...}."""
+    why = await asyncio.to_thread(install)
+    if why is not None:
+        return {"skipped": why}
+    item = await fire_webhook(store)
+    return {"item": item, "status": await run_until_gate(store, item, by=by)}
