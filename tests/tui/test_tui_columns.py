@@ -138,3 +138,20 @@ def test_announce_line_is_what_the_child_said() -> None:
                     "source": {"session_id": "S-2", "agent_name": "worker"}}}
     assert announce_text(msg) == "S-2 worker ok: found 3 flaky tests"
     assert announce_text({"role": "announce", "text": "plain", "meta": {}}) == "plain"
+
+
+def test_triggers_table_drops_columns_at_80_not_the_names() -> None:
+    from tui.screens.triggers import triggers_table
+
+    rows = [{"expert": "incident-desk", "trigger": "alert_fired", "type": "webhook",
+             "inactive": False, "last_fired": None, "next_fire": None, "mode": "serial",
+             "queue": {"(serial)": {"paused": 1}}, "last": None, "auth_failures_1h": 0,
+             "auth_throttled_1h": 0},
+            {"expert": "incident-desk", "trigger": "morning_review", "type": "cron",
+             "inactive": False, "last_fired": None, "next_fire": None, "mode": "serial",
+             "queue": {}, "last": None}]
+    wide = render(triggers_table(Pal(), rows), 140)  # type: ignore[arg-type]
+    assert "incident-desk/morning_review" in wide and "Auth fails 1h" in wide
+    narrow = render(triggers_table(Pal(), rows), 60)  # type: ignore[arg-type]
+    assert "Auth fails" not in narrow and "…" not in narrow
+    assert "incident-desk/" in narrow and "morning_review" in narrow and "paused 1" in narrow

@@ -25,7 +25,7 @@ from core import ClawError
 from core.textsafe import safe_line
 
 from ..model import Delta
-from ..render import Palette, columns_table
+from ..render import Fitted, Palette, columns_table, table_need
 from ..views import ModeBar
 from .base import ConsoleScreen, explained
 
@@ -197,26 +197,7 @@ class TriggersScreen(ConsoleScreen):
         if not self.triggers:
             parts.append(Text("none: install an expert package that declares triggers"))
         else:
-            t = columns_table(pal, "Trigger", "Type", "Last fire", "Next fire", "Mode",
-                              ("Queue per key", {"ratio": 1}), "Auth fails 1h", "Last result")
-            for r in self.triggers:
-                # per key: "k-1 queued 2"; one serial or parallel lane: the Mode column
-                # names it already, so just "paused 1"
-                queue = ", ".join(
-                    ("" if lane.startswith("(") else f"{lane} ")
-                    + " ".join(f"{st} {n}" for st, n in sorted(c.items()))
-                    for lane, c in sorted(r["queue"].items())[:6]) or "-"
-                if len(r["queue"]) > 6:
-                    queue += f", +{len(r['queue']) - 6} keys"
-                last = r["last"]
-                t.add_row(Text(f"{r['expert']}/{r['trigger']}", style="bold"),
-                          r["type"] + (" (inactive)" if r["inactive"] else ""),
-                          _when(r.get("last_fired")),
-                          _when(r["next_fire"]) if r["type"] == "cron" else "-", r["mode"],
-                          queue, _auth(pal, r),
-                          Text(f"{last['status']} {last['id']}", style=pal.tone(
-                              STATUS_TONE.get(last["status"], "idle"))) if last else "-")
-            parts.append(t)
+            parts.append(triggers_table(pal, self.triggers))
         items = self.actionable()
         for title, rows in (("Dead-letter queue (t retry, d drop)", self.dead),
                             ("Escalated (a acknowledge)", self.escalated)):
@@ -241,3 +222,51 @@ class TriggersScreen(ConsoleScreen):
                                "failed" if r["kind"] == "throttled" else "blocked")))
             parts.append(ta)
         return Group(*parts)
+
+
+def triggers_table(pal: Palette, triggers: list[dict[str, Any]]) -> RenderableType:
+    """Every column where the row has room; at 80 columns the trigger, its type, when it
+    fired and fires next, and its queue (mode, auth failures and the last result are in
+    `clawtower triggers list`)."""
+    rows = []
+    for r in triggers:
+        # per key: "k-1 queued 2"; one serial or parallel lane: the Mode column names it
+        # already, so just "paused 1"
+        queue = ", ".join(
+            ("" if lane.startswith("(") else f"{lane} ")
+            + " ".join(f"{st} {n}" for st, n in sorted(c.items()))
+            for lane, c in sorted(r["queue"].items())[:6]) or "-"
+        if len(r["queue"]) > 6:
+            queue += f", +{len(r['queue']) - 6} keys"
+        rows.append((r, f"{r['expert']}/{r['trigger']}",
+                     r["type"] + (" (inactive)" if r["inactive"] else ""),
+                     _when(r.get("last_fired")),
+                     _when(r["next_fire"]) if r["type"] == "cron" else "-", queue))
+
+    def result(r: dict[str, Any]) -> RenderableType:
+        last = r["last"]
+        return Text(f"{last['status']} {last['id']}", style=pal.tone(
+            STATUS_TONE.get(last["status"], "idle"))) if last else "-"
+
+    def wide() -> RenderableType:
+        t = columns_table(pal, "Trigger", "Type", "Last fire", "Next fire", "Mode",
+                          ("Queue per key", {"ratio": 1}), "Auth fails 1h", "Last result")
+        for r, name, kind, fired, nxt, queue in rows:
+            t.add_row(Text(name, style="bold"), kind, fired, nxt, r["mode"], queue,
+                      _auth(pal, r), result(r))
+        return t
+
+    def compact() -> RenderableType:
+        t = columns_table(pal, "Trigger", "Type", "Fired / next", ("Queue", {"ratio": 1}))
+        for r, _name, kind, fired, nxt, queue in rows:
+            t.add_row(Text(f"{r['expert']}/\n{r['trigger']}", style="bold"), kind,
+                      f"{fired}\n{nxt}", queue)
+        return t
+
+    need = table_need(["Trigger"] + [x[1] for x in rows], ["Type"] + [x[2] for x in rows],
+                      ["Last fire"] + [x[3] for x in rows], ["Next fire"] + [x[4] for x in rows],
+                      ["Mode"] + [str(x[0]["mode"]) for x in rows],
+                      ["Queue per key"] + [x[5] for x in rows], ["Auth fails 1h"],
+                      ["Last result"] + [f"{x[0]['last']['status']} {x[0]['last']['id']}"
+                                         for x in rows if x[0]["last"]])
+    return Fitted(need, wide, compact)
