@@ -240,3 +240,15 @@ def test_the_command_table_names_what_each_group_registers():
     assert cli_main._groups_for(["task", "list"]) == ("task",)
     for argv in (None, [], ["--help"], ["-h", "task"], ["nosuch"], ["--db", "x"]):
         assert cli_main._groups_for(argv) == cli_main.GROUPS, argv
+
+
+def test_the_engine_and_the_session_worker_load_no_acp_or_mcp_sdk():
+    """`serve`, the console's engine and the demo's seeding run the session worker: the ACP
+    SDK loads with the first ACP turn (or a run to recover), the MCP SDK when an MCP server
+    is configured (~1 s of imports together on a busy machine)."""
+    out = _child("import sys\nimport core.sessions.runner, core.engine, core.flows.engine\n"
+                 "import core.triggers.service, core.sessions.demo, core.tools.registry\n"
+                 + _loaded(("acp", "mcp", "mcp_types", "core.tools.mcp", "core.acp.bridge",
+                            "core.acp.client")))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
