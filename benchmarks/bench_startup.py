@@ -6,6 +6,9 @@ order, against the same small store (the headless demo's: tasks, approvals, sess
 `python -c pass` in the same loop: the floor is CPython's own start-up on this machine at
 this moment, so the ratio holds on a noisy shared machine where the absolute figures do not.
 
+`--serve` also times `clawtower serve --port 0` until it says its webhook server is up
+(`webhooks on ...`), then stops it with SIGTERM (its exit code must be 0).
+
 `--before DIR` runs every command a second time with DIR (a checkout of an older commit,
 e.g. `git worktree add /tmp/before main`) first on PYTHONPATH, in the same loop: before and
 after side by side.
@@ -16,6 +19,7 @@ after side by side.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -54,10 +58,31 @@ def run(argv: list[str], env: dict[str, str]) -> float:
     return ms
 
 
+def serve_until_up(db: Path, env: dict[str, str]) -> float:
+    """ms from the spawn of `serve` to its `webhooks on` line; stopped with SIGTERM."""
+    t = time.perf_counter()
+    proc = subprocess.Popen([clawtower(), "serve", "--port", "0", "--db", str(db)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "webhooks on" in line:
+            ms = (time.perf_counter() - t) * 1000
+            break
+    else:
+        raise SystemExit(f"serve ended without its webhook line: {proc.stderr.read()}")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode != 0:
+        raise SystemExit(f"serve: exit {proc.returncode} on SIGTERM: {err[-500:]}")
+    return ms
+
+
 def main() -> int:
     p = parser(__doc__.splitlines()[0], reps=20)
     p.add_argument("--before", metavar="DIR",
                    help="a checkout of an older tree, run first on PYTHONPATH beside this one")
+    p.add_argument("--serve", action="store_true",
+                   help="also time `serve` until its webhook server is up")
     args = p.parse_args()
     reps = reps_of(args)
     with work_dir(args) as d:
@@ -88,13 +113,17 @@ def main() -> int:
             order = names[i % len(names):] + names[:i % len(names)]
             for name in order:
                 times[name].append(run(jobs[name], envs[name]))
+            if args.serve:
+                for side, side_env in sides.items():
+                    name = f"serve until up ({side})" if args.before else "serve until up"
+                    times.setdefault(name, []).append(serve_until_up(db, side_env))
     floor = median(times["python -c pass"])
     rows = [[name, len(v), fmt_num(median(v)), spread(v), fmt_num(median(v) / floor)]
             for name, v in times.items()]
     print_table(f"whole-process wall clock, ms, {reps} repetitions (median, range, ÷ floor)",
                 ["command", "n", "median", "range", "÷ python -c pass"], rows)
     worst = max(median(v) for k, v in times.items()
-                if k != "python -c pass" and "(before)" not in k)
+                if k != "python -c pass" and "(before)" not in k and not k.startswith("serve"))
     print(f"\nslowest read command median {fmt_num(worst)} ms (target <= {TARGET_MS:g} ms:"
           f" {'met' if worst <= TARGET_MS else 'NOT met'}); python -c pass {fmt_num(floor)} ms")
     write_json(args.json, {"results": {k: {"median": median(v), "min": min(v), "max": max(v),
