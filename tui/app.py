@@ -197,6 +197,10 @@ class ClawtowerApp(DecisionActions):
         except ClawError as exc:
             self.exit(return_code=exc.exit_code, message=str(exc))
             return
+        except Exception as exc:  # a bug: said and exit 1, never a console left "loading"
+            self.exit(return_code=1, message=f"cannot load the store: {type(exc).__name__}:"
+                                             f" {exc}")
+            return
         self.loaded.set()  # first: the views it updates no longer say "loading"
         self._deliver(delta)
         if self.on_loaded is not None:

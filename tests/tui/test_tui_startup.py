@@ -63,3 +63,23 @@ async def test_the_frame_and_the_modes_paint_before_the_store_loads(
                                                   width=SIZE[0])
 
     await asyncio.wait_for(scenario(), 30)
+
+
+async def test_a_store_that_fails_to_load_ends_the_console_not_leaves_it_loading(
+        demo_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken_open(path: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(tui.app, "open_store", broken_open)
+    app = ClawtowerApp(demo_db, run_engine=False, operator="alice")
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            for _ in range(500):
+                if app.return_code is not None:
+                    break
+                await pilot.pause(0.01)
+
+    await asyncio.wait_for(scenario(), 30)
+    assert app.return_code == 1
+    assert not app.loaded.is_set()
