@@ -178,6 +178,7 @@ READ_NEEDLESS = (
     "pydantic", "core.events", "yaml", "textual", "tui", "httpx", "mcp", "jsonschema",
     "core.tasks.commands", "core.tasks.spec", "core.sessions.service", "core.sessions.events",
     "core.engine", "core.orchestrator", "core.agents", "core.tools", "core.workflows",
+    "core.meetings.coordinator", "core.leases",
     "cli.demo", "cli.serve", "cli.workflow", "cli.expert", "cli.acp",
 )
 
@@ -212,7 +213,7 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("argv, shows", [
     (["approvals"], "a1"), (["task", "list"], "T-1"), (["task", "show", "T-1"], "T-1"),
-    (["session", "show", "S-1"], "S-1: t"),
+    (["session", "show", "S-1"], "S-1: t"), (["meeting", "list"], "no meetings"),
 ])
 def test_a_read_command_loads_no_model_and_no_other_command(small_store, argv, shows):
     code = ("import contextlib, io, sys\nfrom cli.main import main\n"
