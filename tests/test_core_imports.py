@@ -214,6 +214,7 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("argv, shows", [
     (["approvals"], "a1"), (["task", "list"], "T-1"), (["task", "show", "T-1"], "T-1"),
     (["session", "show", "S-1"], "S-1: t"), (["meeting", "list"], "no meetings"),
+    (["memory", "list"], "no memories"),
 ])
 def test_a_read_command_loads_no_model_and_no_other_command(small_store, argv, shows):
     code = ("import contextlib, io, sys\nfrom cli.main import main\n"
