@@ -53,10 +53,17 @@ def _groups_for(argv: Sequence[str] | None) -> tuple[str, ...]:
     """The one group a command line needs, or every group (no argv, help, no command)."""
     if argv is None:
         return GROUPS
-    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
-    if at is None or argv[at] not in COMMANDS or {"-h", "--help"} & set(argv[:at]):
-        return GROUPS
-    return (COMMANDS[argv[at]],)
+    value_next = False  # the top level's options (--db, --config) take a value
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            return GROUPS
+        if arg.startswith("-"):
+            value_next = "=" not in arg
+        elif value_next:
+            value_next = False
+        else:
+            return (COMMANDS[arg],) if arg in COMMANDS else GROUPS
+    return GROUPS
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

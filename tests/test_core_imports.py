@@ -241,7 +241,11 @@ def test_the_command_table_names_what_each_group_registers():
         registered.update({command: name for command in sub.choices})
     assert registered == cli_main.COMMANDS
     assert cli_main._groups_for(["task", "list"]) == ("task",)
-    for argv in (None, [], ["--help"], ["-h", "task"], ["nosuch"], ["--db", "x"]):
+    # a top-level option's value is not the command, even when it is spelled like one
+    assert cli_main._groups_for(["--db", "task", "approvals"]) == ("approvals",)
+    assert cli_main._groups_for(["--db=serve", "session", "list"]) == ("session",)
+    for argv in (None, [], ["--help"], ["-h", "task"], ["nosuch"], ["--db", "x"],
+                 ["--db", "task"]):
         assert cli_main._groups_for(argv) == cli_main.GROUPS, argv
 
 
