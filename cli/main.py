@@ -11,8 +11,10 @@ module imports this one.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -22,42 +24,56 @@ from core.config import default_db
 from core.errors import ClawError
 from core.tasks.phases import Phase
 
-from . import (
-    acp,
-    agents,
-    approvals,
-    boundary,
-    deadletter,
-    demo,
-    events,
-    expert,
-    flow,
-    meeting,
-    memory,
-    serve,
-    session,
-    store_admin,
-    task,
-    tools,
-    triggers,
-    workflow,
-)
+from . import boundary
 from .common import CommandParser, add_config_option, default_agents_file, operator_name
 
-# The command groups, in the order `clawtower --help` lists them.
-COMMAND_GROUPS: tuple[ModuleType, ...] = (
-    demo, serve, events, task, approvals, meeting, store_admin, workflow, agents, tools,
-    session, expert, flow, acp, triggers, deadletter, memory,
+# The command groups (modules of cli/), in the order `clawtower --help` lists them.
+GROUPS: tuple[str, ...] = (
+    "demo", "serve", "events", "task", "approvals", "meeting", "store_admin", "workflow",
+    "agents", "tools", "session", "expert", "flow", "acp", "triggers", "deadletter", "memory",
 )
+# Each top-level command and the group that registers it: a command's process imports and
+# builds only its own group's parser (help, no command or an unknown one: every group).
+# tests/test_core_imports.py checks this table against what each group registers.
+COMMANDS: dict[str, str] = {
+    "demo": "demo", "serve": "serve", "events": "events", "task": "task",
+    "approvals": "approvals", "approve": "approvals", "reject": "approvals",
+    "meeting": "meeting", "store": "store_admin", "workflow": "workflow", "agents": "agents",
+    "llm": "agents", "tools": "tools", "session": "session", "expert": "expert",
+    "flow": "flow", "acp": "acp", "triggers": "triggers", "deadletter": "deadletter",
+    "memory": "memory",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def group(name: str) -> ModuleType:
+    return importlib.import_module(f"{__package__}.{name}")
+
+
+def _groups_for(argv: Sequence[str] | None) -> tuple[str, ...]:
+    """The one group a command line needs, or every group (no argv, help, no command)."""
+    if argv is None:
+        return GROUPS
+    value_next = False  # the top level's options (--db, --config) take a value
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            return GROUPS
+        if arg.startswith("-"):
+            value_next = "=" not in arg
+        elif value_next:
+            value_next = False
+        else:
+            return (COMMANDS[arg],) if arg in COMMANDS else GROUPS
+    return GROUPS
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given the command line, only the parser of its command."""
     p = CommandParser(prog="clawtower",
                       description="Multi-agent orchestration engine with an operator console.")
     add_config_option(p, "--agents")  # for the console (no COMMAND)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for group in COMMAND_GROUPS:
-        group.register(sub)
+    for name in _groups_for(argv):
+        group(name).register(sub)
     return p
 
 
@@ -115,7 +131,7 @@ def store_check(db: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.db_given = hasattr(args, "db")
     if not args.db_given:

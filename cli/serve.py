@@ -4,7 +4,11 @@ shares."""
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+from collections.abc import Awaitable, Callable
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from core.config import effects_journal
@@ -85,7 +89,16 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
         sessions_stop.set()
         triggers_stop.set()
 
-    stop_on_signals(stop)
+    up = False
+
+    def stop_by_signal() -> None:
+        if not up and not sessions_stop.is_set():
+            print("clawtower: stopped during start-up", flush=True)
+        stop()
+
+    # from here on a signal stops the engine (before: StartupSignals cancels the start-up)
+    stop_on_signals(stop_by_signal)
+    await startup_hold("engine", sessions_stop)
     done = asyncio.Event()
     follower = asyncio.create_task(print_progress(store, await store.last_seq(), quiet, done,
                                                   verbose))
@@ -111,9 +124,10 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
             trigger_task.result()  # raises why the trigger runtime could not start
         for err in triggers.errors:
             sys.stderr.write(f"clawtower: warning: {err}\n")
-        if triggers.http:
+        if triggers.http and not triggers_stop.is_set():
             print(f"clawtower: webhooks on http://{triggers.host}:{triggers.bound_port}"
                   "/hooks/<expert>/<trigger>", flush=True)
+    up = True
     try:
         if until_idle:
             while not engine.holding and not runner.done():
@@ -162,7 +176,31 @@ async def print_progress(store: Store, seq: int, quiet: bool,
         await store.wait_for_change(seq, 0.2)
 
 
-async def cmd_serve(args: argparse.Namespace) -> int:
+def cmd_serve(args: argparse.Namespace) -> Awaitable[int]:
+    """Not a coroutine: SIGTERM and ctrl+c are caught from here, before anything is imported
+    or opened (StartupSignals), then the start-up runs in the event loop."""
+    return _serve(args, StartupSignals())
+
+
+async def _serve(args: argparse.Namespace, signals: StartupSignals) -> int:
+    import asyncio
+
+    signals.attach()
+    try:
+        await startup_hold("parsed")
+        return await _start(args)
+    except asyncio.CancelledError:
+        if signals.signum is None:
+            raise
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        print(f"clawtower: stopped by {signal.Signals(signals.signum).name} during start-up",
+              flush=True)
+        return 0
+
+
+async def _start(args: argparse.Namespace) -> int:
     path = args.config or default_agents_file()
     # a bad agents file or config fails before the store is opened
     agents = load_agents(path)
@@ -174,6 +212,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     check_float(args.auth_window, "--auth-window", 1, 86_400)
 
     async def run(store: Store) -> int:
+        await startup_hold("store")
         from core.triggers.ratelimit import FailureLimiter
         from core.triggers.service import Runtime
 
@@ -192,3 +231,60 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             return 1
 
     return await with_store(args, run)
+
+
+class StartupSignals:
+    """SIGTERM and ctrl+c during `serve`'s start-up (imports, opening the store, building the
+    engine, loading experts) stop it with exit 0, like a stop once it runs, not the default
+    death (exit 143) half-way. Until the loop runs a signal is only recorded; in the loop it
+    cancels the start-up at its next await; `stop_on_signals` then takes the signals over
+    (both are loop callbacks, so a signal is handled by exactly one of them)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._record)
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+
+    def attach(self) -> None:
+        """In the loop: a signal from now on cancels the start-up task; one already
+        recorded cancels it at once."""
+        import asyncio
+        import contextlib
+
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on(sig: int) -> Callable[[], None]:
+            def cancel() -> None:
+                self.signum = sig
+                task.cancel()
+            return cancel
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):  # loops without signal support
+                loop.add_signal_handler(sig, on(sig))
+        if self.signum is not None:
+            task.cancel()
+
+
+# Start-up points a test can stop at (CLAWTOWER_SERVE_HOLD=parsed,store,engine): `serve`
+# says `clawtower: start-up hold <point>` on stderr there and waits up to 30 s for a signal
+# (a cancel, or `stopped` set), so a test sends SIGTERM at a known moment of the start-up
+# instead of after a sleep.
+HOLD_ENV = "CLAWTOWER_SERVE_HOLD"
+
+
+async def startup_hold(point: str, stopped: asyncio.Event | None = None) -> None:
+    if point not in os.environ.get(HOLD_ENV, "").split(","):
+        return
+    import asyncio
+    import contextlib
+
+    sys.stderr.write(f"clawtower: start-up hold {point}\n")
+    sys.stderr.flush()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for((stopped or asyncio.Event()).wait(), 30)

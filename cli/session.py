@@ -28,6 +28,7 @@ from .stores import cli_store
 
 if TYPE_CHECKING:
     from core.agents.config import ClawtowerConfig
+    from core.sessions.reads import SessionReads
     from core.sessions.runner import SessionRunner
     from core.sessions.specs import AgentSpecConfig
     from core.store import Store
@@ -152,6 +153,10 @@ async def cmd_session(args: argparse.Namespace) -> int:
     text = _text(args) if sc in ("send", "steer") else ""
 
     async def run(store: Store) -> int:
+        if read_only:  # the read API alone: no payload, spec or gate models (start-up)
+            from core.sessions.reads import SessionReads
+
+            return await _read(SessionReads(store), sc, args)
         from core.sessions.service import Sessions
 
         sessions = Sessions(store)
@@ -164,29 +169,6 @@ async def cmd_session(args: argparse.Namespace) -> int:
                 output.emit_json(await sessions.get(sid))
             else:
                 print(sid)
-            return 0
-        if sc == "list":
-            rows = await sessions.list()
-            if args.json:
-                output.emit_json(rows)
-            elif not rows:
-                print("no sessions")
-            else:
-                print(output.table([_row(r) for r in rows], HEAD))
-            return 0
-        if sc == "tree":
-            forest = await sessions.tree(args.id)
-            if args.json:
-                output.emit_json(forest)
-            else:
-                print("\n".join(_tree_lines(forest)) or "no sessions")
-            return 0
-        if sc == "show":
-            s = await sessions.get(args.id)
-            if args.json:
-                output.emit_json(s)
-            else:
-                print(_detail(s))
             return 0
         if sc == "resume":
             from core.sessions.commands import run_command
@@ -235,6 +217,34 @@ async def cmd_session(args: argparse.Namespace) -> int:
 
     async with cli_store(args.db, read_only=read_only) as store:
         return await run(store)
+
+
+async def _read(sessions: SessionReads, sc: str, args: argparse.Namespace) -> int:
+    """`session list|tree|show`."""
+    if sc == "list":
+        rows = await sessions.list()
+        if args.json:
+            output.emit_json(rows)
+        elif not rows:
+            print("no sessions")
+        else:
+            print(output.table([_row(r) for r in rows], HEAD))
+        return 0
+    if sc == "tree":
+        forest = await sessions.tree(args.id)
+        if args.json:
+            output.emit_json(forest)
+        else:
+            print("\n".join(_tree_lines(forest)) or "no sessions")
+        return 0
+    if sc == "show":
+        s = await sessions.get(args.id)
+        if args.json:
+            output.emit_json(s)
+        else:
+            print(_detail(s))
+        return 0
+    raise ValidationError(f"session: unknown action {sc!r}")
 
 
 def _runner(store: Store, cfg: ClawtowerConfig, *, only: set[str] | None = None,

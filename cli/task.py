@@ -77,13 +77,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 async def cmd_task(args: argparse.Namespace) -> int:
     # Every input is checked before the store is opened: a bad spec file, phase or role
     # must not leave a store behind (nor the WAL files of a fresh one).
-    from core.tasks.commands import parse_finding
-    from core.tasks.operator import parse_choice
     from core.tasks.service import Tasks
-    from core.tasks.spec import load_spec
 
     tc = args.task_cmd
-    spec = load_spec(args.spec) if tc in ("create", "update-spec") else None
+    spec = None
+    if tc in ("create", "update-spec"):  # a read never loads the spec models (start-up)
+        from core.tasks.spec import load_spec
+
+        spec = load_spec(args.spec)
     if spec is not None and getattr(args, "executor", None) is not None:
         from core.tasks.spec import parse_spec
 
@@ -95,8 +96,16 @@ async def cmd_task(args: argparse.Namespace) -> int:
     elif tc == "transition":
         phase = parse_phase(args.phase, "PHASE")
     role = parse_role(args.role) if tc in ("transition", "review") else None
-    choice = parse_choice(args.choice) if tc == "unblock" else None
-    findings = [parse_finding(f) for f in args.finding] if tc == "review" else []
+    choice = None
+    if tc == "unblock":
+        from core.tasks.operator import parse_choice
+
+        choice = parse_choice(args.choice)
+    findings = []
+    if tc == "review":
+        from core.tasks.commands import parse_finding
+
+        findings = [parse_finding(f) for f in args.finding]
 
     async def run(store: Store) -> int:
         tasks = Tasks(store)

@@ -16,8 +16,6 @@ from .errors import NotFound, ValidationError
 if TYPE_CHECKING:
     from .workflows.service import Workflows
 from .store.interface import Store
-from .tasks import commands as c
-from .tasks.permissions import Role
 
 
 def decode_approval(row: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +63,8 @@ class Approvals:
         from .acp.permissions import decide as acp_decide
         from .sessions.gate import KIND as TOOL_CALL_KIND
         from .sessions.gate import decide as decide_tool_call
+        from .tasks import commands as c
+        from .tasks.permissions import Role
         from .workflows.service import GATE_KINDS
 
         row = await self.store.fetchone("SELECT kind FROM approvals WHERE id=?", (approval_id,))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .events import StoredEvent
 from .textsafe import safe_line
+
+if TYPE_CHECKING:  # `task show` labels verdicts without the event models
+    from .events import StoredEvent
 
 
 def one_line(text: Any, limit: int = 400) -> str:

@@ -7,6 +7,7 @@ replays work on typed data. Later features register their own payloads the same 
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +15,24 @@ from pydantic import BaseModel, ConfigDict, Field
 from .errors import ValidationError
 
 _REGISTRY: dict[str, type[Payload]] = {}
+
+# The other modules that define payloads. A type not registered yet loads them all (first
+# decode of a stored event), so a process needs no import list of its own to read any event,
+# and one that never decodes an event never builds their models (start-up: BENCHMARKS.md).
+# tests/test_core_imports.py checks the list against every Payload subclass in core.
+PAYLOAD_MODULES = (
+    "core.acp.events", "core.experts.events", "core.flows.events", "core.meetings.events",
+    "core.memory.events", "core.sessions.events", "core.triggers.events",
+)
+_all_loaded = False
+
+
+def _load_all() -> None:
+    global _all_loaded
+    if not _all_loaded:
+        for name in PAYLOAD_MODULES:
+            importlib.import_module(name)
+        _all_loaded = True
 
 P = TypeVar("P", bound="Payload")
 
@@ -39,13 +58,18 @@ class Payload(BaseModel):
 
 
 def payload_class(type_name: str) -> type[Payload]:
-    try:
-        return _REGISTRY[type_name]
-    except KeyError:
-        raise ValidationError(f"unknown event type {type_name!r}") from None
+    cls = _REGISTRY.get(type_name)
+    if cls is None and not _all_loaded:
+        _load_all()
+        cls = _REGISTRY.get(type_name)
+    if cls is None:
+        raise ValidationError(f"unknown event type {type_name!r}")
+    return cls
 
 
 def registered_types() -> list[str]:
+    """Every event type (loading every payload module)."""
+    _load_all()
     return sorted(_REGISTRY)
 
 

@@ -139,18 +139,123 @@ def test_every_lazy_name_of_core_is_its_module_s_object():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_opening_the_store_registers_every_event_type():
-    """Stored events decode whatever command runs: the store module loads every payload
-    class (core.events, and the meeting events through core.store's meeting projections)."""
+def test_every_event_type_and_projection_loads_on_first_use():
+    """Stored events decode and replay whatever command runs, though opening a store loads
+    no payload model: the first decode loads every payload module (core.events.
+    PAYLOAD_MODULES), the first applied event every projection (PROJECTION_MODULES). Both
+    lists must name every module that defines one: checked against all of core."""
     code = (
-        "import core.store, core.events\n"
-        "types = set(core.events.registered_types())\n"
+        "import sys, core.store\n"
+        "assert 'core.events' not in sys.modules and 'pydantic' not in sys.modules\n"
+        "import core.events as ev, core.store.projections as pr\n"
+        "assert ev.payload_class('meeting.started').TYPE == 'meeting.started'\n"
+        "types = set(ev.registered_types())\n"
+        "pr.load_all()\n"
+        "handlers = {k: len(v) for k, v in pr._HANDLERS.items()}\n"
         "import pkgutil, importlib, core\n"
         "for m in pkgutil.walk_packages(core.__path__, 'core.'):\n"
         "    importlib.import_module(m.name)\n"
-        "missing = set(core.events.registered_types()) - types\n"
-        "assert not missing, missing\n"
+        "missing = set(ev.registered_types()) - types\n"
+        "assert not missing, ('add their modules to core.events.PAYLOAD_MODULES', missing)\n"
+        "after = {k: len(v) for k, v in pr._HANDLERS.items()}\n"
+        "assert after == handlers, ('add to projections.PROJECTION_MODULES',\n"
+        "    {k: v for k, v in after.items() if handlers.get(k) != v})\n"
         "assert any(t.startswith('meeting.') for t in types), types\n"
+        "try:\n    ev.decode('nope.nope', '{}')\n"
+        "except Exception as exc:\n    assert 'unknown event type' in str(exc), exc\n"
+        "else:\n    raise AssertionError('an unknown type decoded')\n"
     )
     out = _child(code)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+# ------------------------------------------------------------- cold start of read commands
+# A read command opens the store and reads projection tables: it builds no pydantic model
+# (no payload, spec or config model), loads no console, HTTP client, MCP SDK or YAML parser,
+# and imports no other command group's module. (Timings: benchmarks/bench_startup.py.)
+
+READ_NEEDLESS = (
+    "pydantic", "core.events", "yaml", "textual", "tui", "httpx", "mcp", "jsonschema",
+    "core.tasks.commands", "core.tasks.spec", "core.sessions.service", "core.sessions.events",
+    "core.engine", "core.orchestrator", "core.agents", "core.tools", "core.workflows",
+    "core.meetings.coordinator", "core.leases",
+    "cli.demo", "cli.serve", "cli.workflow", "cli.expert", "cli.acp",
+)
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One task, one session (S-1) and one pending approval, written through the CLI."""
+    d = tmp_path_factory.mktemp("cold")
+    db = d / "s.db"
+    spec = next((ROOT / "examples" / "demo" / "specs").glob("01-*.yaml"))
+    code = (
+        "import contextlib, io, sys\nfrom cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['task', 'create', {str(spec)!r}, '--db', {str(db)!r}]) == 0\n"
+        f"    assert main(['session', 'new', '--title', 't', '--db', {str(db)!r}]) == 0\n"
+        "import asyncio, core.store, core.events as ev\n"
+        "from core.events import NewEvent\n"
+        "async def ask():\n"
+        f"    s = await core.store.open_store({str(db)!r})\n"
+        "    await s.append([NewEvent(entity_id='a1', actor='t', role='operator',\n"
+        "        payload=ev.ApprovalRequested(kind='task_side_effect', subject='T-1',\n"
+        "                                     title='x', prompt='y'))])\n"
+        "    await s.close()\n"
+        "asyncio.run(ask())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**child_env(), "CLAWTOWER_HOME": str(d / "home")}, cwd=ROOT,
+                         timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return db
+
+
+@pytest.mark.parametrize("argv, shows", [
+    (["approvals"], "a1"), (["task", "list"], "T-1"), (["task", "show", "T-1"], "T-1"),
+    (["session", "show", "S-1"], "S-1: t"), (["meeting", "list"], "no meetings"),
+    (["memory", "list"], "no memories"),
+])
+def test_a_read_command_loads_no_model_and_no_other_command(small_store, argv, shows):
+    code = ("import contextlib, io, sys\nfrom cli.main import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as buf:\n"
+            f"    rc = main({[*argv, '--db', str(small_store)]!r})\n"
+            f"assert rc == 0 and {shows!r} in buf.getvalue(), (rc, buf.getvalue())\n"
+            + _loaded(READ_NEEDLESS))
+    out = _child(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_command_table_names_what_each_group_registers():
+    """cli.main builds only the parser of the command it runs (COMMANDS): the table must
+    name every command of every group, and help still lists them all."""
+    import argparse
+
+    from cli import main as cli_main
+
+    registered = {}
+    for name in cli_main.GROUPS:
+        sub = argparse.ArgumentParser().add_subparsers()
+        cli_main.group(name).register(sub)
+        registered.update({command: name for command in sub.choices})
+    assert registered == cli_main.COMMANDS
+    assert cli_main._groups_for(["task", "list"]) == ("task",)
+    # a top-level option's value is not the command, even when it is spelled like one
+    assert cli_main._groups_for(["--db", "task", "approvals"]) == ("approvals",)
+    assert cli_main._groups_for(["--db=serve", "session", "list"]) == ("session",)
+    for argv in (None, [], ["--help"], ["-h", "task"], ["nosuch"], ["--db", "x"],
+                 ["--db", "task"]):
+        assert cli_main._groups_for(argv) == cli_main.GROUPS, argv
+
+
+def test_the_engine_and_the_session_worker_load_no_acp_or_mcp_sdk():
+    """`serve`, the console's engine and the demo's seeding run the session worker: the ACP
+    SDK loads with the first ACP turn (or a run to recover), the MCP SDK when an MCP server
+    is configured (~1 s of imports together on a busy machine)."""
+    out = _child("import sys\nimport core.sessions.runner, core.engine, core.flows.engine\n"
+                 "import core.triggers.service, core.sessions.demo, core.tools.registry\n"
+                 + _loaded(("acp", "mcp", "mcp_types", "core.tools.mcp", "core.acp.bridge",
+                            "core.acp.client")))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import importlib
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -182,29 +183,46 @@ class ClawtowerApp(DecisionActions):
         for problem in self.theme_load.problems:
             self.log.warning(problem)
             self.notify(problem, title="Theme skipped", severity="warning", timeout=10)
+        # Textual paints nothing until on_mount returns (it runs inside the first batch
+        # update): the frame and the first mode paint now, empty and "loading", and the store
+        # opens and loads behind them (start-up: BENCHMARKS.md).
+        self.call_after_refresh(lambda: self.run_worker(self._load_store(), group="load",
+                                                        exit_on_error=False))
+
+    async def _load_store(self) -> None:
+        """Open and load the store, then start the engine and follow the store."""
         try:
             self.store = await open_store(self.db_path)
-        except ClawError as exc:
-            self.exit(return_code=exc.exit_code, message=str(exc))
-            return
-        self._follower = StoreFollower(self.store, self.model)
-        try:
+            self._follower = StoreFollower(self.store, self.model)
             delta = await self._follower.load()
         except ClawError as exc:
             self.exit(return_code=exc.exit_code, message=str(exc))
             return
+        except Exception as exc:  # a bug: said and exit 1, never a console left "loading"
+            self.exit(return_code=1, message=f"cannot load the store: {type(exc).__name__}:"
+                                             f" {exc}")
+            return
+        self.loaded.set()  # first: the views it updates no longer say "loading"
         self._deliver(delta)
-        self.loaded.set()
         if self.on_loaded is not None:
             self.on_loaded(self)
-        if self.run_engine:
-            self.engine = Engine(self.store, self.agents,
-                                 effects=JournalSink(effects_journal(self.db_path)))
-            self._engine_task = asyncio.create_task(self._run_engine(), name="console-engine")
-            self._sessions_task = asyncio.create_task(self._run_sessions(),
-                                                      name="console-sessions")
-            self._flows_task = asyncio.create_task(self._run_flows(), name="console-flows")
+        if self.run_engine:  # once the loaded rows have painted
+            self.call_after_refresh(lambda: self.run_worker(
+                self._start_engine(), group="engine", exit_on_error=False))
         self.run_worker(self._follow(), group="follow", exclusive=True, exit_on_error=False)
+
+    async def _start_engine(self) -> None:
+        assert self.store is not None
+        # the session worker's and the flow engine's modules (ACP and MCP clients: ~1 s on a
+        # busy machine) import in a thread: in the loop they would freeze the console that
+        # has just painted
+        for module in ("core.sessions.runner", "core.flows.engine"):
+            await asyncio.to_thread(importlib.import_module, module)
+        self.engine = Engine(self.store, self.agents,
+                             effects=JournalSink(effects_journal(self.db_path)))
+        self._engine_task = asyncio.create_task(self._run_engine(), name="console-engine")
+        self._sessions_task = asyncio.create_task(self._run_sessions(), name="console-sessions")
+        self._flows_task = asyncio.create_task(self._run_flows(), name="console-flows")
 
     async def _run_engine(self) -> None:
         assert self.engine is not None
@@ -321,6 +339,8 @@ class ClawtowerApp(DecisionActions):
         await asyncio.wait_for(self.loaded.wait(), timeout)
 
     def engine_status(self) -> str:
+        if not self.loaded.is_set():
+            return "loading"
         if self.engine is not None:
             return "driving" if self.engine.holding else "standby"
         lease = self.model.lease

@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..agents.turns import CancelHandle, StopReason, TurnResult
 from ..errors import ValidationError
 from ..events import NewEvent
 from ..store.interface import Store
-from .bridge import AcpTurn, RunOutcome
-from .client import TextSink
 from .config import HarnessConfig, harness, harness_from_data
+
+if TYPE_CHECKING:  # the ACP SDK loads with the first ACP turn (start-up: BENCHMARKS.md)
+    from .bridge import RunOutcome
+    from .client import TextSink
 
 ACP_PROVIDER = "acp"  # a turn job's provider when a harness runs it (model: its name)
 HISTORY_CHARS = 8000
@@ -65,6 +67,8 @@ async def run_acp_turn(store: Store, ref: str | dict[str, Any], config_path: Pat
                        session_id: str, turn_id: str, agent: str,
                        history: list[dict[str, Any]], focus: str, cancel: CancelHandle,
                        on_text: TextSink | None = None) -> TurnResult:
+    from .bridge import AcpTurn
+
     h = resolve(ref, config_path)
     turn = AcpTurn(store, h, prompt_of(history, focus), subject=session_id,
                    actor=f"acp:{h.name}", on_text=on_text)

@@ -17,19 +17,19 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import leases
-from ..agents.registry import AgentSet
 from ..errors import Conflict, NotFound, ValidationError
-from ..events import NewEvent
 from ..limits import MAX_MEETING_ROUNDS
 from ..liveness import holder_gone, unheld
 from ..store.interface import Store, WriteTx
 from ..tasks.permissions import Role
-from . import events as mev
-from .consensus import Consensus
-from .coordinator import ACTOR, Coordinator, MeetingConfig, MeetingOutcome, lease_name, validate
+
+# The coordinator, the leases and the meeting events (their models) load with the first
+# write: `meeting list` and `show` read tables only (start-up: BENCHMARKS.md).
+if TYPE_CHECKING:
+    from ..agents.registry import AgentSet
+    from .coordinator import MeetingConfig, MeetingOutcome
 
 _STATUS = {"timed_out": "timeout"}
 # a meeting row with its lease's holder (no row: a meeting from before meetings had leases)
@@ -132,6 +132,11 @@ class Meetings:
     async def request_stop(self, meeting_id: str, *, by: str, reason: str = "") -> bool:
         """Ask the meeting to stop after its current round. An orphaned meeting has nobody
         to finish that round: it ends now (stopped). Returns True when it ended now."""
+        from .. import leases
+        from ..events import NewEvent
+        from . import events as mev
+        from .consensus import Consensus
+        from .coordinator import ACTOR, lease_name
 
         def command(tx: WriteTx) -> bool:
             row = _open_meeting(tx, meeting_id, "stop")
@@ -161,9 +166,14 @@ class Meetings:
     async def adopt(self, agents: AgentSet, meeting_id: str, *,
                     minutes_dir: str | Path | None = None) -> MeetingOutcome:
         """Continue an orphaned meeting in this process (see Coordinator.adopt)."""
+        from .coordinator import Coordinator
+
         return await Coordinator(self.store, agents).adopt(meeting_id, minutes_dir=minutes_dir)
 
     async def grant_rounds(self, meeting_id: str, n: int, *, by: str) -> int:
+        from ..events import NewEvent
+        from . import events as mev
+
         if n < 1:
             raise ValidationError(f"meeting {meeting_id}: grant at least 1 round, got {n}")
         if n > MAX_MEETING_ROUNDS:
@@ -199,6 +209,8 @@ async def start_meeting(
     meeting_id: str | None = None,
 ) -> tuple[str, asyncio.Task[MeetingOutcome]]:
     """Validate, record meeting.started, and run the rounds in a task; return (id, task)."""
+    from .coordinator import Coordinator, validate
+
     validate(config, agents)
     coordinator = Coordinator(store, agents)
     mid = await coordinator.open(config, meeting_id=meeting_id)

@@ -11,12 +11,15 @@ import json
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, ValidationError
-from ..events import NewEvent
 from ..store.interface import Store, WriteTx
-from .events import MemoryForgotten, MemoryStored
+
+# The memory events (their models) load with the first write or import: `memory list`,
+# `show` and `search` read tables only (start-up: BENCHMARKS.md).
+if TYPE_CHECKING:
+    from .events import MemoryStored
 
 MAX_CONTENT = 8_000  # characters of one memory
 MAX_KEY = 200
@@ -175,6 +178,8 @@ class Memories:
                   by: str, role: str = "operator", session: str = "", turn: str = "",
                   reason: str = "", expires_at: float | None = None) -> dict[str, Any]:
         """Store (or replace) one memory: one event, none when nothing changed."""
+        from .events import MemoryStored
+
         payload = MemoryStored(
             namespace=check_namespace(namespace), key=check_key(key),
             content=check_content(content), category=check_category(category),
@@ -194,6 +199,8 @@ class Memories:
         check_key(key)
         if not reason.strip():
             raise ValidationError("forget: give a reason (recorded with who forgot it)")
+        from ..events import NewEvent
+        from .events import MemoryForgotten
 
         def command(tx: WriteTx) -> dict[str, Any]:
             row = tx.one("SELECT forgotten FROM memories WHERE namespace=? AND key=?",
@@ -249,6 +256,8 @@ class Memories:
 
 def _put_all(tx: WriteTx, payloads: list[MemoryStored], by: str, role: str
              ) -> list[dict[str, Any]]:
+    from ..events import NewEvent
+
     out = []
     for p in payloads:
         row = tx.one("SELECT content, category, expires_at, forgotten FROM memories"
@@ -267,6 +276,8 @@ def _put_all(tx: WriteTx, payloads: list[MemoryStored], by: str, role: str
 def parse_jsonl(text: str, where: str) -> list[MemoryStored]:
     """Memories from an export (JSONL): every line checked before anything is written; a
     bad line is one error naming it."""
+    from .events import MemoryStored
+
     out: list[MemoryStored] = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import leases
-from ..acp.bridge import recover as acp_recover
 from ..acp.session import ACP_PROVIDER, harness_name, run_acp_turn
 from ..agents.config import BUILTIN, SIMULATOR, ClawtowerConfig, config_from_data
 from ..agents.provider import ChatMessage
@@ -575,8 +574,14 @@ class SessionRunner:
 
     async def _recover_acp(self) -> None:
         """ACP runs whose driving process died (kill -9): their harness groups killed, the
-        runs settled, before their turn jobs are claimed again."""
+        runs settled, before their turn jobs are claimed again. The ACP SDK loads only when a
+        run is left running (start-up: BENCHMARKS.md)."""
         try:
+            if await self.store.fetchone(
+                    "SELECT 1 FROM acp_runs WHERE status='running' LIMIT 1") is None:
+                return
+            from ..acp.bridge import recover as acp_recover
+
             await acp_recover(self.store, actor=self.owner)
         except ClawError as exc:
             self.errors.append(f"acp recovery: {exc}")

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..clock import Clock
-from ..events import NewEvent, StoredEvent
+
+if TYPE_CHECKING:  # a reader that never decodes an event never builds the payload models
+    from ..events import NewEvent, StoredEvent
 
 T = TypeVar("T")
 

@@ -6,6 +6,7 @@ so the two cannot drift. Handlers use only values carried by the event: never th
 
 from __future__ import annotations
 
+import importlib
 import json
 import sqlite3
 from collections.abc import Callable
@@ -16,6 +17,24 @@ from ..events import StoredEvent
 
 Handler = Callable[[sqlite3.Connection, StoredEvent], None]
 _HANDLERS: dict[str, list[Handler]] = {}
+
+# The other modules that register projections. They load with the first event applied (live
+# or in a replay), not with the store: a command that only reads tables never builds their
+# payload models (start-up: BENCHMARKS.md). tests/test_core_imports.py checks the list.
+PROJECTION_MODULES = (
+    "core.acp.projections", "core.flows.projections", "core.meetings.projections",
+    "core.memory.projections", "core.sessions.projections", "core.triggers.projections",
+)
+_all_loaded = False
+
+
+def load_all() -> None:
+    """Register every projection handler (idempotent; cheap after the first call)."""
+    global _all_loaded
+    if not _all_loaded:
+        for name in PROJECTION_MODULES:
+            importlib.import_module(name)
+        _all_loaded = True
 
 
 def projects(*types: type[ev.Payload]) -> Callable[[Handler], Handler]:
@@ -30,6 +49,8 @@ def projects(*types: type[ev.Payload]) -> Callable[[Handler], Handler]:
 
 
 def apply(conn: sqlite3.Connection, event: StoredEvent) -> None:
+    if not _all_loaded:
+        load_all()
     for handler in _HANDLERS.get(event.type, ()):
         handler(conn, event)
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..events import StoredEvent, decode
+if TYPE_CHECKING:  # payload models load on the first event read, not with the store
+    from ..events import StoredEvent
 
 
 def row_to_event(r: dict[str, Any]) -> StoredEvent:
+    from ..events import StoredEvent, decode
+
     return StoredEvent(
         seq=r["seq"], ts=r["ts"], entity=r["entity"], entity_id=r["entity_id"], type=r["type"],
         actor=r["actor"], role=r["role"], payload=decode(r["type"], r["payload"]),

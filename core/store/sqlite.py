@@ -19,15 +19,13 @@ import time
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
 from ..aio import wait_event
 from ..clock import Clock, SystemClock
 from ..errors import StoreClosed, StoreError
-from ..events import StoredEvent, decode
-from . import projections
 from .notify import WakeChannel
 from .reads import LogReads
 from .schema import (
@@ -42,6 +40,9 @@ from .schema import (
 )
 from .writer import BatchResult, BatchWriter, Job, run_commands
 from .writer import dict_factory as _dict_factory
+
+if TYPE_CHECKING:  # the payload models and projections load on first use (start-up)
+    from ..events import StoredEvent
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -343,6 +344,8 @@ class SQLiteStore(BatchWriter, LogReads):
         """Throw the projections away and rebuild them from the log, in one write transaction."""
 
         def command(tx: Any) -> int:
+            from . import projections
+
             conn: sqlite3.Connection = tx.conn
             for table in PROJECTION_TABLES:
                 conn.execute(f"DELETE FROM {table}")
@@ -356,6 +359,8 @@ class SQLiteStore(BatchWriter, LogReads):
 
 
 def _tuple_to_event(r: Sequence[Any]) -> StoredEvent:
+    from ..events import StoredEvent, decode
+
     seq, ts, entity, entity_id, type_, actor, role, payload, idem = r
     return StoredEvent(
         seq=seq, ts=ts, entity=entity, entity_id=entity_id, type=type_, actor=actor, role=role,
@@ -376,6 +381,8 @@ def verify_file(path: str) -> list[str]:
 def verify_connection(live: sqlite3.Connection) -> list[str]:
     """Replay `live`'s log into a fresh in-memory database and list every projection table
     that differs (the PostgreSQL store runs this on its local replica)."""
+    from . import projections
+
     fresh = sqlite3.connect(":memory:", isolation_level=None)
     try:
         for statement in _split(PROJECTION_SCHEMA):

@@ -18,12 +18,13 @@ import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ClawError, StoreClosed, StoreError
-from ..events import NewEvent, StoredEvent
-from . import projections
 from .interface import Command
+
+if TYPE_CHECKING:  # the models and projections load with the first write (start-up)
+    from ..events import NewEvent, StoredEvent
 
 T = TypeVar("T")
 
@@ -47,6 +48,8 @@ class Tx:
     def import_event(self, event: StoredEvent, payload_json: str) -> None:
         """Log `event` verbatim (its seq, time and payload text) and project it: `store
         copy` moves a log between stores without re-dating or re-encoding anything."""
+        from . import projections
+
         self.conn.execute(
             "INSERT INTO events (seq, ts, entity, entity_id, type, actor, role, payload,"
             " idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -58,6 +61,9 @@ class Tx:
         self.payload_json.append(payload_json)
 
     def emit(self, event: NewEvent) -> StoredEvent:
+        from ..events import StoredEvent
+        from . import projections
+
         payload_json = event.payload.model_dump_json()
         cur = self.conn.execute(
             "INSERT INTO events (ts, entity, entity_id, type, actor, role, payload, idem_key)"

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TextIO, cast
@@ -25,8 +25,9 @@ import mcp_types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 
-from ..errors import ClawError, ValidationError
+from ..errors import ValidationError
 from .config import McpServerConfig
+from .mcpfaults import McpServerError, ProgressFn, ToolProgress
 
 log = logging.getLogger(__name__)
 
@@ -36,29 +37,6 @@ INVALID_PARAMS = -32602
 STDERR_TAIL = 300  # characters of the server's stderr quoted in a crash error
 PROBE_TIMEOUT_S = 5.0  # after a timed-out call: does the server still answer anything?
 STOP_TIMEOUT_S = 10.0  # the SDK's own shutdown is bounded at ~6 s (close stdin, TERM, KILL)
-
-
-class McpServerError(ClawError):
-    """A server-level fault (cannot start, crashed, timed out). The message names the server.
-    `kind` is one of: start, crashed, timeout, unknown, protocol."""
-
-    def __init__(self, server: str, kind: str, message: str) -> None:
-        super().__init__(f"mcp server {server!r}: {message}")
-        self.server = server
-        self.kind = kind
-
-
-@dataclass(frozen=True)
-class ToolProgress:
-    """A progress notification from a running tool call."""
-
-    tool: str  # <server>.<tool>
-    progress: float
-    total: float | None
-    message: str | None
-
-
-ProgressFn = Callable[[ToolProgress], Awaitable[None] | None]
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-import mcp_types
-
 from .. import events as ev
 from ..agents.provider import ToolSpec
 from ..clock import Clock
@@ -46,11 +43,14 @@ from ..tasks.permissions import Role
 from . import pins
 from .builtin import BuiltinTool, builtin_tools
 from .config import McpServerConfig, load_mcp_servers, mcp_servers_from_data
-from .mcp import McpServer, McpServerError, ProgressFn, ToolProgress
+from .mcpfaults import McpServerError, ProgressFn, ToolProgress
 from .types import ToolResult
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the MCP SDK (and jsonschema) load only when a server is configured
+    import mcp_types
+
     from ..agents.config import ClawtowerConfig
+    from .mcp import McpServer
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,8 @@ def parse_arguments(name: str, arguments: str | dict[str, Any] | None
 def schema_errors(name: str, schema: dict[str, Any], args: dict[str, Any]) -> ToolResult | None:
     if not schema:
         return None
+    import jsonschema
+
     try:
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         cls.check_schema(schema)
@@ -168,9 +170,12 @@ class ToolRegistry:
                  builtins: bool = True) -> None:
         self.store = store
         self.builtins: dict[str, BuiltinTool] = builtin_tools(clock) if builtins else {}
-        self.servers: dict[str, McpServer] = {
-            name: McpServer(cfg.model_copy(update={"name": name}))
-            for name, cfg in (servers or {}).items()}
+        self.servers: dict[str, McpServer] = {}
+        if servers:
+            from .mcp import McpServer
+
+            self.servers = {name: McpServer(cfg.model_copy(update={"name": name}))
+                            for name, cfg in servers.items()}
         self.on_progress = on_progress
         self._mcp: dict[str, dict[str, ToolInfo]] = {}  # server -> full name -> info
         self._listed_start: dict[str, int] = {}  # server -> the process its listing came from
