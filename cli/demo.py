@@ -119,7 +119,7 @@ def db_flag(db: Path | str) -> str:
 
 
 async def seed(db: str, specs_dir: Path, *, live_sessions: bool = True,
-               console: bool = False) -> list[str]:
+               console: bool = False, notes: list[str] | None = None) -> list[str]:
     """Seed the demo's store. For the console (`console`), the tasks whose side effects need
     an operator are first brought to their approval gate, so the oldest approval, the first
     row of mode 2, is T-4's (the README's walk-through approves it); then the example expert
@@ -153,7 +153,11 @@ async def seed(db: str, specs_dir: Path, *, live_sessions: bool = True,
 
             out = await seed_expert(store, by=DEMO_ACTOR)
             if "skipped" in out:
-                print(f"clawtower demo: no example expert: {out['skipped']}", flush=True)
+                note = f"clawtower demo: no example expert: {out['skipped']}"
+                if notes is not None:  # the console shows it (stdout is its screen)
+                    notes.append(note)
+                else:
+                    print(note, flush=True)
         return ids
     finally:
         await store.close()
@@ -253,19 +257,27 @@ def run_demo(args: argparse.Namespace) -> int:
     replaced = claim_store(db)
     if replaced:
         print(replaced, flush=True)
-    ids = asyncio.run(seed(str(db), d / "specs", live_sessions=not args.headless,
-                           console=not args.headless))
-    print(f"clawtower demo: seeded {len(ids)} tasks into {db}", flush=True)
-    if not args.headless:
+    if not args.headless:  # the console paints first and seeds behind its frame
         from tui.app import run_console
 
         agents, on_loaded = console_setup(d, args.speed)
+        seeded: list[str] = []
+
+        async def prepare() -> list[str]:
+            notes: list[str] = []
+            seeded.extend(await seed(str(db), d / "specs", console=True, notes=notes))
+            return notes
+
         try:
             return run_console(str(db), run_engine=True, agents_file=agents, operator=None,
-                               on_loaded=on_loaded)
+                               on_loaded=on_loaded, prepare=prepare)
         finally:
             if agents != str(d / "agents.yaml"):
                 Path(agents).unlink(missing_ok=True)
+            if seeded:
+                print(f"clawtower demo: seeded {len(seeded)} tasks into {db}", flush=True)
+    ids = asyncio.run(seed(str(db), d / "specs", live_sessions=False))
+    print(f"clawtower demo: seeded {len(ids)} tasks into {db}", flush=True)
 
     async def headless() -> int:
         store = await open_store(db)

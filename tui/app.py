@@ -14,7 +14,7 @@ import getpass
 import importlib
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -131,7 +131,8 @@ class ClawtowerApp(DecisionActions):
     def __init__(self, db_path: str, *, run_engine: bool = True,
                  agents_file: str | None = None, operator: str | None = None,
                  poll_interval: float = 0.25,
-                 on_loaded: Callable[[ConsoleApp], None] | None = None) -> None:
+                 on_loaded: Callable[[ConsoleApp], None] | None = None,
+                 prepare: Callable[[], Awaitable[list[str]]] | None = None) -> None:
         # Script errors surface here, before the screen is taken over.
         # The agents file (a clawtower.yaml or a simulator script: one loader, the CLI's
         # --config); its errors surface here, before the screen is taken over.
@@ -144,6 +145,9 @@ class ClawtowerApp(DecisionActions):
         self.operator = operator or default_operator()
         self.poll_interval = poll_interval
         self.on_loaded = on_loaded  # e.g. the demo's live acts (cli/demo.py)
+        # e.g. the demo's seeding: run behind the painted frame, before the store loads;
+        # what it returns is shown as notifications
+        self.prepare = prepare
         self.model = ConsoleModel()
         self.store: Store | None = None
         self.engine: Engine | None = None
@@ -192,6 +196,9 @@ class ClawtowerApp(DecisionActions):
     async def _load_store(self) -> None:
         """Open and load the store, then start the engine and follow the store."""
         try:
+            if self.prepare is not None:
+                for note in await self.prepare():
+                    self.notify(note, severity="warning", timeout=10)
             self.store = await open_store(self.db_path)
             self._follower = StoreFollower(self.store, self.model)
             delta = await self._follower.load()
@@ -649,12 +656,14 @@ class ClawtowerApp(DecisionActions):
 
 def run_console(db_path: str, *, run_engine: bool = True, agents_file: str | None = None,
                 operator: str | None = None,
-                on_loaded: Callable[[ConsoleApp], None] | None = None) -> int:
-    """Open the console on `db_path`; returns the process exit code. `on_loaded` runs once
+                on_loaded: Callable[[ConsoleApp], None] | None = None,
+                prepare: Callable[[], Awaitable[list[str]]] | None = None) -> int:
+    """Open the console on `db_path`; returns the process exit code. `prepare` runs behind
+    the first paint, before the store loads (the demo seeds there); `on_loaded` runs once
     the store is loaded (the demo starts its live meeting and workflow there)."""
     target = db_path if is_postgres_url(db_path) else str(Path(db_path).expanduser())
-    app = ClawtowerApp(target, run_engine=run_engine,
-                       agents_file=agents_file, operator=operator, on_loaded=on_loaded)
+    app = ClawtowerApp(target, run_engine=run_engine, agents_file=agents_file,
+                       operator=operator, on_loaded=on_loaded, prepare=prepare)
     app.run()
     return int(app.return_code or 0)
 

@@ -83,3 +83,36 @@ async def test_a_store_that_fails_to_load_ends_the_console_not_leaves_it_loading
     await asyncio.wait_for(scenario(), 30)
     assert app.return_code == 1
     assert not app.loaded.is_set()
+
+
+async def test_the_demo_seeds_behind_the_painted_frame(tmp_path: Any) -> None:
+    """`clawtower demo` hands its seeding to the console as `prepare`: the frame paints
+    first (the demo was blank for its ~1.4 s of seeding), the seeded rows follow, and what
+    the seeding has to say is a notification, not a print under the console's screen."""
+    release = asyncio.Event()
+    started = asyncio.Event()
+    db = str(tmp_path / "demo.db")
+
+    async def prepare() -> list[str]:
+        from cli.demo import demo_dir, seed
+
+        started.set()
+        await release.wait()
+        await seed(db, demo_dir() / "specs", live_sessions=False)
+        return ["clawtower demo: no example expert: a test said so"]
+
+    app = ClawtowerApp(db, run_engine=False, operator="alice", prepare=prepare)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await asyncio.wait_for(started.wait(), 10)
+            await pilot.pause()
+            assert isinstance(app.screen, TasksScreen) and not app.loaded.is_set()
+            assert "Tasks" in shown(app.screen.query_one(ModeBar), width=SIZE[0])
+            release.set()
+            await app.wait_loaded(20)
+            await pilot.pause()
+            assert len(app.screen.query_one(TaskList)) > 0
+            assert any("a test said so" in str(n.message) for n in app._notifications)
+
+    await asyncio.wait_for(scenario(), 40)
