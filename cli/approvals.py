@@ -8,7 +8,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from . import output
-from .common import operator_name, with_store
+from .common import nothing_yet, operator_name, with_store
 
 if TYPE_CHECKING:
     from core.store import Store
@@ -50,8 +50,7 @@ async def cmd_approvals(args: argparse.Namespace) -> int:
             output.emit_json(rows)
             return 0
         if not rows:
-            print("no pending approvals")
-            return 0
+            return nothing_yet("approvals" if args.all else "pending approvals")
         print(output.table(
             [[r["id"], r["kind"], r["status"], r["subject"], r["requested_by"],
               output.ts(r["requested_at"]), r["title"]] for r in rows],

@@ -15,7 +15,7 @@ from typing import Any
 from core.errors import ValidationError
 
 from . import boundary
-from .common import add_config_option, db_parent
+from .common import add_config_option, db_parent, nothing_yet
 from .stores import cli_store
 
 
@@ -141,7 +141,7 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
-        print("no experts installed yet (clawtower expert install DIR)")
+        nothing_yet("experts installed", "clawtower expert install DIR")
     else:
         for r in rows:
             status = "ok" if not r["errors"] else f"{r['errors']} errors"

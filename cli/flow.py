@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ClawError, NotFound, ValidationError
 
 from . import output
-from .common import add_config_option, db_parent, stop_on_signals
+from .common import add_config_option, db_parent, nothing_yet, stop_on_signals
 from .stores import cli_store
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ async def cmd_flow(args: argparse.Namespace) -> int:
             if args.json:
                 output.emit_json(rows)
             elif not rows:
-                print("no flows")
+                nothing_yet("flows", "`clawtower flow run AGENT TEXT` starts one")
             else:
                 print(output.table([_row(r) for r in rows], HEAD))
             return 0

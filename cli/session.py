@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ClawError, ValidationError
 
 from . import output
-from .common import add_config_option, db_parent, stop_on_signals
+from .common import add_config_option, db_parent, nothing_yet, stop_on_signals
 from .stores import cli_store
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ async def cmd_session(args: argparse.Namespace) -> int:
             if args.json:
                 output.emit_json(rows)
             elif not rows:
-                print("no sessions")
+                nothing_yet("sessions", "`clawtower session new --agent NAME` starts one")
             else:
                 print(output.table([_row(r) for r in rows], HEAD))
             return 0
@@ -179,7 +179,7 @@ async def cmd_session(args: argparse.Namespace) -> int:
             if args.json:
                 output.emit_json(forest)
             else:
-                print("\n".join(_tree_lines(forest)) or "no sessions")
+                print("\n".join(_tree_lines(forest)) or "no sessions yet")
             return 0
         if sc == "show":
             s = await sessions.get(args.id)
@@ -407,7 +407,7 @@ async def cmd_spec(args: argparse.Namespace) -> int:
             if args.json:
                 output.emit_json([s.as_json() for s in specs])
             elif not specs:
-                print("no agent specs (`clawtower agents spec import` or `... set NAME`)")
+                nothing_yet("agent specs", "`clawtower agents spec import` or `... set NAME`")
             else:
                 print(output.table([_spec_row(s.as_json()) for s in specs],
                                    ["ID", "NAME", "MODEL", "TOOLS", "SKILLS", "SOURCE"]))

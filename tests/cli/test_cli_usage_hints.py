@@ -1,5 +1,5 @@
-"""An unknown option names the closest ones of the command it was given to and where its
-usage is (issue 27, item 9), still in one line, exit 2."""
+"""A usage error names the closest options of the command it was given to and prints that
+command's usage (issue 27, item 9), still in one line, exit 2."""
 
 from __future__ import annotations
 
@@ -9,10 +9,18 @@ from cli.main import main
 
 
 @pytest.mark.parametrize(("argv", "hint"), [
-    (["task", "list", "--phaze", "x"], "(did you mean --phase?); see `clawtower task list --help`"),
-    (["approvals", "--jsn"], "(did you mean --json?); see `clawtower approvals --help`"),
-    (["session", "show", "S-1", "--jason"], "see `clawtower session show --help`"),
-    (["approvals", "--zzzzzz"], "unrecognized arguments: --zzzzzz; see `clawtower approvals"),
+    (["task", "list", "--phaze", "x"], "clawtower: error: unrecognized arguments: --phaze x"
+     " (did you mean --phase?); usage: clawtower task list [-h] [--db PATH] [--phase P]"
+     " [--json]\n"),
+    (["approvals", "--jsn"], "(did you mean --json?); usage: clawtower approvals [-h]"),
+    (["session", "show", "S-1", "--jason"], "; usage: clawtower session show [-h]"),
+    (["approvals", "--zzzzzz"], "unrecognized arguments: --zzzzzz; usage: clawtower approvals"),
+    (["meeting", "show", "M-1", "--jsno"], "(did you mean --json?); usage: clawtower meeting show"),
+    (["flow", "run", "--max-dpth", "3", "a", "b"], "(did you mean --max-depth?); usage:"
+     " clawtower flow run [-h]"),
+    (["task", "show"], "clawtower task show: error: the following arguments are required: ID;"
+     " usage: clawtower task show [-h]"),
+    (["workflow", "nope"], "invalid choice: 'nope' (choose from"),
 ])
 def test_unknown_option_hints(argv: list[str], hint: str,
                               capsys: pytest.CaptureFixture[str]) -> None:
