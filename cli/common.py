@@ -25,7 +25,6 @@ from .stores import cli_store
 
 if TYPE_CHECKING:
     from core.agents.registry import AgentSet
-    from core.errors import NotFound
     from core.store import Store
 
 Handler = Callable[[argparse.Namespace], "int | Awaitable[int]"]
@@ -166,9 +165,3 @@ def nothing_yet(what: str, hint: str = "") -> int:
     print(f"no {what} yet" + (f" ({hint})" if hint else ""))
     return 0
 
-
-def not_found(kind: str, ident: str, detail: str = "") -> NotFound:
-    """The one error of an id that names nothing: `task 'T-99': no such task`, exit 2."""
-    from core.errors import NotFound
-
-    return NotFound(f"{kind} {ident!r}: {detail or 'no such ' + kind}")

@@ -546,5 +546,5 @@ async def _chat_turn(store: Any, cfg: Any, sid: str, text: str,
         "cost_usd": s["cost_usd"], "error": error or None,
         "waiting_approvals": [w["id"] for w in waits]}), flush=True)
     if error:
-        raise ClawError(f"session {sid}: {error}")
+        raise ClawError(f"session {sid!r}: {error}")
     return 0

@@ -299,9 +299,9 @@ async def _wait_reply(store: Store, cfg: ClawtowerConfig, sid: str,
     if note:
         sys.stderr.write(note + "\n")
     if not ok:
-        raise ClawError(f"session {sid}: still busy after {timeout:g} s (--timeout)")
+        raise ClawError(f"session {sid!r}: still busy after {timeout:g} s (--timeout)")
     if failed and failed[-1]["ended_at"] and not replies:
-        raise ClawError(f"session {sid}: the turn failed: {failed[-1]['error']}")
+        raise ClawError(f"session {sid!r}: the turn failed: {failed[-1]['error']}")
     return 0
 
 

@@ -74,7 +74,7 @@ def test_session_send_spawn_tree_show(run: Run, db: Path) -> None:
 def test_session_errors_are_one_line_with_the_right_code(run: Run, db: Path) -> None:
     sid = run("session", "new", "--db", db).out.strip()
     for argv, code, needle in [
-        (["session", "send", "S-9", "hi"], 2, "session S-9: no such session"),
+        (["session", "send", "S-9", "hi"], 2, "session 'S-9': no such session"),
         (["session", "new", "--agent", "ghost"], 2, "agent 'ghost'"),
         (["session", "new", "--model", "simulator/gpt"], 2, "no model 'gpt'"),
         (["session", "send", sid, "   "], 2, "TEXT is empty"),

@@ -154,7 +154,7 @@ def test_agent_allow_list(run: Run, db: Path, home: Path) -> None:
     assert r.err == ("clawtower: error: json.query: not allowed for ada (not in its tool"
                      " allow-list); the call was not made\n")
     r = run("tools", "list", "--agent", "nobody", "--db", db)
-    assert r.code == 2 and "no agent 'nobody'" in r.err
+    assert r.code == 2 and "agent 'nobody': no such agent" in r.err
 
 
 def test_progress_goes_to_stderr(run: Run, db: Path, home: Path) -> None:
