@@ -167,9 +167,29 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        for k, v in out.items():
-            print(f"{k}: {json.dumps(v) if not isinstance(v, str) else v}")
+        print(_show_text(out))
     return 0
+
+
+def _show_text(out: dict[str, Any]) -> str:
+    """`expert show` for a reader: a heading, then one indented line per process, function,
+    tool binding, approval tier and problem (`--json` has the same fields as data)."""
+    lines = [f"{out['name']} {out['version']}  {out['description']}",
+             f"  root: {out['root']}", f"  workspace: {out['workspace']}"]
+
+    def section(title: str, rows: list[str], none: str = "none") -> None:
+        lines.append(f"{title}:")
+        lines.extend(f"  {r}" for r in rows) if rows else lines.append(f"  ({none})")
+
+    section("processes", [f"{n}: {d}" for n, d in out["processes"].items()])
+    section("functions", [f"{n}: {d}" for n, d in out["functions"].items()])
+    bind = f"not bound (clawtower expert bind {out['name']}"
+    section("tools", [f"{t}: {b or f'{bind} {t} ...)'}" for t, b in out["tools"].items()],
+            "none required")
+    section("approval", [f"{tier}: {', '.join(names)}"
+                         for tier, names in out["approval"].items() if names])
+    section("problems", list(out["problems"]))
+    return "\n".join(lines)
 
 
 def _bound(b: Any) -> str | None:
