@@ -204,7 +204,8 @@ def test_loose_matching() -> None:
 
 
 def test_a_mark_must_sit_on_a_sh_fence() -> None:
-    with pytest.raises(ValueError, match="README.md:1: <!-- doctest --> must be right before"):
+    mislaid = re.escape("README.md:1: <!-- doctest --> must be right before")
+    with pytest.raises(ValueError, match=mislaid):
         runnable_steps("<!-- doctest -->\n\n```sh\nls\n```\n")
     with pytest.raises(ValueError, match="never closed"):
         runnable_steps("<!-- doctest -->\n```sh\nls\n")
