@@ -354,9 +354,12 @@ def _detail(s: dict[str, Any]) -> str:
              f" {s['hop']}" + (f" · parent {s['parent_id']}" if s["parent_id"] else ""),
              f"  usage: {s['turns']} turn(s), {s['tokens']} tokens, ${s['cost_usd']:.6f}",
              "transcript:"]
+    from core.sessions.service import announce_said
+
     for m in s["messages"]:
         mark = " [steer]" if m["meta"].get("steered") else ""
-        lines.append(f"  {m['role']}{mark}: {m['text']}")
+        said = announce_said(m["meta"]) if m["role"] == "announce" else None
+        lines.append(f"  {m['role']}{mark}: {said or m['text']}")
     waiting = [b for b in s["backlog"] if b["status"] == "waiting"]
     if waiting:
         lines.append("backlog:")

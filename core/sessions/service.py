@@ -41,6 +41,18 @@ ACTIVE = ("idle", "queued", "running", "waiting")  # waiting: a tool call awaits
 ANNOUNCE_TEXT = "[@agent:{name}#{agent_id}] finish"
 
 
+def announce_said(meta: dict[str, Any]) -> str | None:
+    """What an announce message is for a reader: `S-2 @worker ok: <the child's summary>`,
+    from its meta (the transcript text is the seed's protocol line, the same for every
+    child). None when the meta lacks the result (an older or foreign message)."""
+    result, source = meta.get("result"), meta.get("source")
+    if not isinstance(result, dict) or not isinstance(source, dict):
+        return None
+    who = " ".join(str(p) for p in (source.get("session_id"),
+                                      f"@{source.get('agent_name')}") if p)
+    return f"{who} {result.get('status', '?')}: {result.get('summary') or '(no summary)'}"
+
+
 @dataclass(frozen=True)
 class SessionLimits:
     """Loop prevention and input bounds (OpenClaw's maxSpawnDepth, maxChildrenPerAgent)."""
@@ -693,5 +705,5 @@ def _job_json(r: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["ANNOUNCE_TEXT", "INTERNAL_CHANNEL", "OWNER_KINDS", "SessionLimits", "Sessions",
-           "announce", "new_id", "owned_by", "queue_job", "refuse", "spec_by_ref", "spec_for",
-           "wake_parent"]
+           "announce", "announce_said", "new_id", "owned_by", "queue_job", "refuse",
+           "spec_by_ref", "spec_for", "wake_parent"]

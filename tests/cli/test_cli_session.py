@@ -65,6 +65,11 @@ def test_session_send_spawn_tree_show(run: Run, db: Path) -> None:
     assert [m["role"] for m in show["messages"]].count("announce") == 2
     text = run("session", "show", sid, "--db", db).out
     assert "announces:" in text and "S-2 @worker ok" in text
+    # the transcript's announce lines say what each child said, not the protocol line
+    said = [ln for ln in text.splitlines() if ln.startswith("  announce: ")]
+    assert [ln.split(" ok: ")[0] for ln in said] == ["  announce: S-2 @worker",
+                                                     "  announce: S-3 @worker"]
+    assert all("got it" in ln and "finish" not in ln for ln in said), said
     kid = run("session", "spawn", sid, "one more", "--agent", "worker", "--db", db)
     assert kid.code == 0 and kid.out.startswith("S-4: spawned (worker")
     assert run("agents", "spec", "list", "--db", db).code == 0
