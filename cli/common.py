@@ -73,6 +73,7 @@ class CommandParser(argparse.ArgumentParser):
         parser = self._command()
         if message.startswith("unrecognized arguments:"):
             message += self._suggest(parser, message.partition(":")[2].split())
+        message = _near_choice(message)
         usage = " ".join(parser.format_usage().split())
         sys.stderr.write(f"{self.prog}: error: {one_line(message)}; {usage}\n")
         raise SystemExit(2)
@@ -99,6 +100,23 @@ class CommandParser(argparse.ArgumentParser):
         near = [m for u in unknown if u.startswith("-")
                 for m in difflib.get_close_matches(u.partition("=")[0], options, n=1)]
         return f" (did you mean {', '.join(near)}?)" if near else ""
+
+
+def _near_choice(message: str) -> str:
+    """argparse's "invalid choice: 'lst' (choose from 'create', 'list', ...)" with the closest
+    choice first: "invalid choice: 'lst' (did you mean 'list'?; choose from ...)"."""
+    import difflib
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if not m:
+        return message
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    near = difflib.get_close_matches(m.group(1), choices, n=1)
+    if not near:
+        return message
+    at = message.index("(choose from", m.start()) + 1
+    return message[:at] + f"did you mean '{near[0]}'?; " + message[at:]
 
 
 def operator_name() -> str:
