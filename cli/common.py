@@ -177,6 +177,16 @@ async def with_store(args: argparse.Namespace,
         return await fn(store)
 
 
+async def live_lease(store: Store, prefix: str) -> bool:
+    """Whether a process holds a live lease named `<prefix>...` (an engine, a session
+    worker): what decides whether a command says "it resumes" or names what to run."""
+    import time
+
+    row = await store.fetchone("SELECT 1 FROM leases WHERE name LIKE ? AND released=0 AND"
+                               " expires_at > ? LIMIT 1", (prefix + "%", time.time()))
+    return row is not None
+
+
 def nothing_yet(what: str, hint: str = "") -> int:
     """The text answer of a listing with nothing in it: `no tasks yet` (with a hint saying
     what makes one), exit 0. Every list says it the same way, on an empty or missing store."""

@@ -227,7 +227,9 @@ async def cmd_session(args: argparse.Namespace) -> int:
             if args.no_wait:
                 return 0
             assert cfg is not None
-            return await _wait_reply(store, cfg, child["session"], None, args.timeout)
+            code = await _wait_reply(store, cfg, child["session"], None, args.timeout)
+            await _say_who_takes_the_announce(store, args.id, child["session"])
+            return code
         if sc == "run":
             assert cfg is not None
             return await _worker(store, cfg, args)
@@ -235,6 +237,17 @@ async def cmd_session(args: argparse.Namespace) -> int:
 
     async with cli_store(args.db, read_only=read_only) as store:
         return await run(store)
+
+
+async def _say_who_takes_the_announce(store: Store, parent: str, child: str) -> None:
+    """A child's announce queues a turn of its parent; say what runs it if nothing does."""
+    from .common import live_lease
+
+    row = await store.fetchone("SELECT status FROM sessions WHERE id=?", (parent,))
+    if row and row["status"] == "queued" and not await live_lease(store, "worker:"):
+        sys.stderr.write(f"{parent}: queued to take {child}'s announce; no session worker runs"
+                         " now: `clawtower session run --until-idle`, `clawtower serve` or the"
+                         " console runs the turn\n")
 
 
 def _runner(store: Store, cfg: ClawtowerConfig, *, only: set[str] | None = None,

@@ -72,6 +72,8 @@ def test_session_send_spawn_tree_show(run: Run, db: Path) -> None:
     assert all("got it" in ln and "finish" not in ln for ln in said), said
     kid = run("session", "spawn", sid, "one more", "--agent", "worker", "--db", db)
     assert kid.code == 0 and kid.out.startswith("S-4: spawned (worker")
+    assert ("S-1: queued to take S-4's announce; no session worker runs now: `clawtower"
+            " session run --until-idle`") in kid.err  # says what runs the parent's turn
     assert run("agents", "spec", "list", "--db", db).code == 0
     assert run("session", "send", sid, "/agents", "--db", db).out.startswith("* lead")
 
