@@ -468,6 +468,8 @@ def _registry(args: argparse.Namespace) -> int:
     reg = home.registry()
     if args.json:
         print(json.dumps(reg, indent=2))
+    elif not reg:
+        nothing_yet("experts installed", "clawtower expert install DIR")
     else:
         for e in reg:
             print(f"{e['name']}: {e['description']} (outputs: {', '.join(e['outputs'])})")

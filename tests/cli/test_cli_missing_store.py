@@ -134,7 +134,9 @@ def test_empty_answers_say_no_yet(run: Run, missing: Path) -> None:
             (("flow", "list"), "no flows yet"),
             (("triggers", "list"), "no triggers yet"),
             (("deadletter", "list"), "no dead-lettered invocations yet"),
-            (("memory", "list"), "no memories yet")]:
+            (("memory", "list"), "no memories yet"),
+            (("expert", "list"), "no experts installed yet"),
+            (("expert", "registry"), "no experts installed yet")]:
         r = run(*argv, "--db", missing)
         assert r.code == 0 and r.out.startswith(line) and r.out.count("\n") == 1, (argv, r)
 
