@@ -78,6 +78,7 @@ LISTINGS = [
     ("memory", "list", "--json"),
     ("memory", "search", "agent:a", "cat"),
     ("memory", "export", "agent:a", "--format", "md"),
+    ("tools", "list"),  # built-ins only: a read (an MCP server's first listing writes pins)
 ]
 
 

@@ -28,7 +28,8 @@ def _config(home: Path, *, time: bool = True, everything: bool = False,
 
 def test_list_builtins_without_a_config(run: Run, db: Path) -> None:
     r = run("tools", "list", "--db", db)
-    assert (r.code, r.err) == (0, "")
+    assert (r.code, r.err) == (0, f"clawtower: no store at {db} yet (nothing has written to it)\n")
+    assert not db.exists()  # built-ins only: a read, which creates no store
     header, *rows = r.out.splitlines()
     assert header.split() == ["NAME", "SOURCE", "STATUS", "DESCRIPTION"]
     assert [row.split()[:3] for row in rows] == [["clock.now", "builtin", "pinned"],
