@@ -19,7 +19,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from . import output
-from .common import add_config_option, db_parent, operator_name, with_store
+from .common import add_config_option, db_parent, nothing_yet, operator_name, with_store
 
 if TYPE_CHECKING:
     from core.store import Store
@@ -172,7 +172,7 @@ async def cmd_runs(args: argparse.Namespace) -> int:
         if args.json:
             output.emit_json(rows)
         elif not rows:
-            print("no ACP runs")
+            nothing_yet("ACP runs", "`clawtower acp run AGENT TEXT` starts one")
         else:
             print(output.table([[r["id"], r["harness"], r["status"], r["stop_reason"] or "-",
                                  r["subject"] or "-", output.ts(r["started_at"]),
@@ -255,7 +255,7 @@ async def cmd_rules(args: argparse.Namespace) -> int:
         if args.json:
             output.emit_json(rows)
         elif not rows:
-            print("no rules")
+            nothing_yet("rules")
         else:
             print(output.table([[r["id"], r["decision"], r["harness"], r["tool_kind"],
                                  r["workspace"], r["created_by"], output.ts(r["created_at"]),

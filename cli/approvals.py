@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import time
 from functools import partial
 from typing import TYPE_CHECKING
 
 from . import output
-from .common import operator_name, with_store
+from .common import live_lease, nothing_yet, operator_name, with_store
 
 if TYPE_CHECKING:
     from core.store import Store
@@ -50,8 +49,7 @@ async def cmd_approvals(args: argparse.Namespace) -> int:
             output.emit_json(rows)
             return 0
         if not rows:
-            print("no pending approvals")
-            return 0
+            return nothing_yet("approvals" if args.all else "pending approvals")
         print(output.table(
             [[r["id"], r["kind"], r["status"], r["subject"], r["requested_by"],
               output.ts(r["requested_at"]), r["title"]] for r in rows],
@@ -77,13 +75,13 @@ async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
                   + (f"; remembered as rule {r['rule_id']}" if r.get("rule_id") else ""))
         if r.get("kind") == "tool_call":  # a session's turn waits: a session worker resumes it
             what = f"runs {r['tool']} once" if approve else "tells the agent no"
-            live = await _live(store, "worker:")
+            live = await live_lease(store, "worker:")
             print(f"{r['subject']}: queued again; " + (
                 f"a running session worker resumes the turn ({what})" if live else
                 f"no session worker runs now: `clawtower serve`, `clawtower session run` or"
                 f" the console resumes the turn ({what})"))
         if r.get("kind") == "task_side_effect":  # the engine performs it: is one running?
-            live = await _live(store, "engine:")
+            live = await live_lease(store, "engine:")
             print(f"{r['subject']}: " + ("a running engine resumes it" if live
                                          else "no engine runs now: `clawtower serve` (or"
                                          " `clawtower serve --until-idle`) or the console"
@@ -98,9 +96,3 @@ async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
 
     return await with_store(args, run)
 
-
-async def _live(store: Store, prefix: str) -> bool:
-    """Whether a process holds a live lease named `<prefix>...` (an engine, a worker)."""
-    row = await store.fetchone("SELECT 1 FROM leases WHERE name LIKE ? AND released=0 AND"
-                               " expires_at > ? LIMIT 1", (prefix + "%", time.time()))
-    return row is not None

@@ -66,18 +66,21 @@ class CommandParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        """One line: the error, the closest options of an unknown one, and the usage of the
+        command it was given to (`...; usage: clawtower task list [-h] [--phase P] ...`)."""
         from .boundary import one_line  # argv may hold anything; the message stays one line
 
+        parser = self._command()
         if message.startswith("unrecognized arguments:"):
-            message += self._suggest(message.partition(":")[2].split())
-        sys.stderr.write(f"{self.prog}: error: {one_line(message)}\n")
+            message += self._suggest(parser, message.partition(":")[2].split())
+        message = _near_choice(message)
+        usage = " ".join(parser.format_usage().split())
+        sys.stderr.write(f"{self.prog}: error: {one_line(message)}; {usage}\n")
         raise SystemExit(2)
 
-    def _suggest(self, unknown: list[str]) -> str:
-        """' (did you mean --phase?); see `clawtower task list --help`': the command the
-        words before the unknown option name, and its options closest to it."""
-        import difflib
-
+    def _command(self) -> argparse.ArgumentParser:
+        """The deepest (sub)command the words of argv name: for `task list --phaze`, the
+        parser of `task list` (argparse reports unknown options from the top one)."""
         parser: argparse.ArgumentParser = self
         for word in getattr(self, "_argv", []):
             subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -86,11 +89,34 @@ class CommandParser(argparse.ArgumentParser):
                     break
                 continue
             parser = subs[0].choices[word]
+        return parser
+
+    @staticmethod
+    def _suggest(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+        """' (did you mean --phase?)': the options of `parser` closest to the unknown ones."""
+        import difflib
+
         options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
         near = [m for u in unknown if u.startswith("-")
                 for m in difflib.get_close_matches(u.partition("=")[0], options, n=1)]
-        hint = f" (did you mean {', '.join(near)}?)" if near else ""
-        return f"{hint}; see `{parser.prog} --help`"
+        return f" (did you mean {', '.join(near)}?)" if near else ""
+
+
+def _near_choice(message: str) -> str:
+    """argparse's "invalid choice: 'lst' (choose from 'create', 'list', ...)" with the closest
+    choice first: "invalid choice: 'lst' (did you mean 'list'?; choose from ...)"."""
+    import difflib
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if not m:
+        return message
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    near = difflib.get_close_matches(m.group(1), choices, n=1)
+    if not near:
+        return message
+    at = message.index("(choose from", m.start()) + 1
+    return message[:at] + f"did you mean '{near[0]}'?; " + message[at:]
 
 
 def operator_name() -> str:
@@ -144,7 +170,26 @@ def load_agents(path: str | None) -> AgentSet:
 
 async def with_store(args: argparse.Namespace,
                      fn: Callable[[Store], Awaitable[int]],
-                     read_only: bool = False) -> int:
-    """Run `fn` on the store of --db. A `read_only` command never creates it (cli/stores.py)."""
-    async with cli_store(args.db, read_only=read_only) as store:
+                     read_only: bool = False, must_exist: bool = False) -> int:
+    """Run `fn` on the store of --db. A `read_only` command never creates it: a missing one
+    reads as empty; with `must_exist` it is an error (cli/stores.py)."""
+    async with cli_store(args.db, read_only=read_only, must_exist=must_exist) as store:
         return await fn(store)
+
+
+async def live_lease(store: Store, prefix: str) -> bool:
+    """Whether a process holds a live lease named `<prefix>...` (an engine, a session
+    worker): what decides whether a command says "it resumes" or names what to run."""
+    import time
+
+    row = await store.fetchone("SELECT 1 FROM leases WHERE name LIKE ? AND released=0 AND"
+                               " expires_at > ? LIMIT 1", (prefix + "%", time.time()))
+    return row is not None
+
+
+def nothing_yet(what: str, hint: str = "") -> int:
+    """The text answer of a listing with nothing in it: `no tasks yet` (with a hint saying
+    what makes one), exit 0. Every list says it the same way, on an empty or missing store."""
+    print(f"no {what} yet" + (f" ({hint})" if hint else ""))
+    return 0
+

@@ -34,7 +34,7 @@ async def _list_async(args: argparse.Namespace) -> int:
 
     async with cli_store(args.db, read_only=True) as store:
         rows = await dead_letters(store)
-    print_items(rows, args.json)
+    print_items(rows, args.json, "dead-lettered invocations")
     return 0
 
 

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from . import output
-from .common import with_store
+from .common import nothing_yet, with_store
 from .stores import wait_for_store
 
 if TYPE_CHECKING:
@@ -40,6 +40,9 @@ async def cmd_events(args: argparse.Namespace) -> int:
             if len(batch) == 1000:
                 continue
             if not args.follow:
+                if seq == args.after and not args.json:
+                    nothing_yet("events" + (f" of {args.entity}" if args.entity else "")
+                                + (f" after {args.after}" if args.after else ""))
                 return 0
             await store.wait_for_change(seq, 1.0)
 

@@ -15,7 +15,7 @@ from typing import Any
 from core.errors import ValidationError
 
 from . import boundary
-from .common import add_config_option, db_parent
+from .common import add_config_option, db_parent, nothing_yet
 from .stores import cli_store
 
 
@@ -141,7 +141,7 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
-        print("no experts installed yet (clawtower expert install DIR)")
+        nothing_yet("experts installed", "clawtower expert install DIR")
     else:
         for r in rows:
             status = "ok" if not r["errors"] else f"{r['errors']} errors"
@@ -167,9 +167,29 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        for k, v in out.items():
-            print(f"{k}: {json.dumps(v) if not isinstance(v, str) else v}")
+        print(_show_text(out))
     return 0
+
+
+def _show_text(out: dict[str, Any]) -> str:
+    """`expert show` for a reader: a heading, then one indented line per process, function,
+    tool binding, approval tier and problem (`--json` has the same fields as data)."""
+    lines = [f"{out['name']} {out['version']}  {out['description']}",
+             f"  root: {out['root']}", f"  workspace: {out['workspace']}"]
+
+    def section(title: str, rows: list[str], none: str = "none") -> None:
+        lines.append(f"{title}:")
+        lines.extend(f"  {r}" for r in rows) if rows else lines.append(f"  ({none})")
+
+    section("processes", [f"{n}: {d}" for n, d in out["processes"].items()])
+    section("functions", [f"{n}: {d}" for n, d in out["functions"].items()])
+    bind = f"not bound (clawtower expert bind {out['name']}"
+    section("tools", [f"{t}: {b or f'{bind} {t} ...)'}" for t, b in out["tools"].items()],
+            "none required")
+    section("approval", [f"{tier}: {', '.join(names)}"
+                         for tier, names in out["approval"].items() if names])
+    section("problems", list(out["problems"]))
+    return "\n".join(lines)
 
 
 def _bound(b: Any) -> str | None:
@@ -448,6 +468,8 @@ def _registry(args: argparse.Namespace) -> int:
     reg = home.registry()
     if args.json:
         print(json.dumps(reg, indent=2))
+    elif not reg:
+        nothing_yet("experts installed", "clawtower expert install DIR")
     else:
         for e in reg:
             print(f"{e['name']}: {e['description']} (outputs: {', '.join(e['outputs'])})")
@@ -546,5 +568,5 @@ async def _chat_turn(store: Any, cfg: Any, sid: str, text: str,
         "cost_usd": s["cost_usd"], "error": error or None,
         "waiting_approvals": [w["id"] for w in waits]}), flush=True)
     if error:
-        raise ClawError(f"session {sid}: {error}")
+        raise ClawError(f"session {sid!r}: {error}")
     return 0

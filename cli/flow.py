@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ClawError, NotFound, ValidationError
 
 from . import output
-from .common import add_config_option, db_parent, stop_on_signals
+from .common import add_config_option, db_parent, nothing_yet, stop_on_signals
 from .stores import cli_store
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ async def cmd_flow(args: argparse.Namespace) -> int:
             if args.json:
                 output.emit_json(rows)
             elif not rows:
-                print("no flows")
+                nothing_yet("flows", "`clawtower flow run AGENT TEXT` starts one")
             else:
                 print(output.table([_row(r) for r in rows], HEAD))
             return 0
@@ -234,9 +234,9 @@ async def _wait(store: Store, cfg: ClawtowerConfig, fid: str, args: argparse.Nam
     sys.stderr.write(f"{fid} · {flow['status']} · {flow['done']}/{flow['nodes']} tasks done ·"
                      f" {flow['tokens']} tokens\n")
     if flow["status"] == "running":
-        raise ClawError(f"flow {fid}: still running after {args.timeout:g} s (--timeout)")
+        raise ClawError(f"flow {fid!r}: still running after {args.timeout:g} s (--timeout)")
     if flow["status"] != "done":
-        raise ClawError(f"flow {fid}: {flow['status']}: {flow['error'] or '-'}")
+        raise ClawError(f"flow {fid!r}: {flow['status']}: {flow['error'] or '-'}")
     return 0
 
 
@@ -296,16 +296,16 @@ async def _show(flows: Any, args: argparse.Namespace) -> int:
         try:
             got = await flows.get(flow_id)
         except NotFound:
-            raise NotFound(f"flow show: {args.id}: no such flow {flow_id}") from None
+            raise NotFound(f"flow {args.id!r}: no such flow {flow_id!r}") from None
     else:
         got = await flows.get(flow_id)
     flow, tasks = got["flow"], got["tasks"]
     if slash and args.id not in {t["task_id"] for t in tasks}:
-        raise NotFound(f"flow show: no task {args.id} in {flow_id}")
+        raise NotFound(f"flow task {args.id!r}: no such task in flow {flow_id!r}")
     if args.markdown:
         task_id = args.id if "/" in args.id else flow["root_task"]
         if task_id not in {t["task_id"] for t in tasks}:
-            raise ValidationError(f"flow show: no task {task_id} in {flow_id}")
+            raise ValidationError(f"flow task {task_id!r}: no such task in flow {flow_id!r}")
         print(task_md(flow, tasks, task_id))
         return 0
     if args.json:

@@ -14,6 +14,7 @@ from .common import (
     add_config_option,
     default_agents_file,
     load_agents,
+    nothing_yet,
     operator_name,
     with_store,
 )
@@ -136,7 +137,8 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
             if args.json:
                 output.emit_json(rows)
             elif not rows:
-                print("no meetings")
+                nothing_yet("meetings",
+                            "`clawtower meeting run --topic TEXT --agents A,B` runs one")
             else:
                 print(output.table(
                     [[r["id"], "orphaned" if r["orphaned"] else r["status"],

@@ -91,7 +91,7 @@ async def _list(args: argparse.Namespace) -> int:
 
     async with cli_store(args.db, read_only=True) as store:
         rows = await Memories(store).listing(args.namespace, include_forgotten=args.all)
-    return _emit(args, rows, "\n".join(_line(r) for r in rows) or "no memories")
+    return _emit(args, rows, "\n".join(_line(r) for r in rows) or "no memories yet")
 
 
 async def _show(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ClawError, ValidationError
 
 from . import output
-from .common import add_config_option, db_parent, stop_on_signals
+from .common import add_config_option, db_parent, nothing_yet, stop_on_signals
 from .stores import cli_store
 
 if TYPE_CHECKING:
@@ -209,7 +209,9 @@ async def cmd_session(args: argparse.Namespace) -> int:
             if args.no_wait:
                 return 0
             assert cfg is not None
-            return await _wait_reply(store, cfg, child["session"], None, args.timeout)
+            code = await _wait_reply(store, cfg, child["session"], None, args.timeout)
+            await _say_who_takes_the_announce(store, args.id, child["session"])
+            return code
         if sc == "run":
             assert cfg is not None
             return await _worker(store, cfg, args)
@@ -226,7 +228,7 @@ async def _read(sessions: SessionReads, sc: str, args: argparse.Namespace) -> in
         if args.json:
             output.emit_json(rows)
         elif not rows:
-            print("no sessions")
+            nothing_yet("sessions", "`clawtower session new --agent NAME` starts one")
         else:
             print(output.table([_row(r) for r in rows], HEAD))
         return 0
@@ -235,7 +237,7 @@ async def _read(sessions: SessionReads, sc: str, args: argparse.Namespace) -> in
         if args.json:
             output.emit_json(forest)
         else:
-            print("\n".join(_tree_lines(forest)) or "no sessions")
+            print("\n".join(_tree_lines(forest)) or "no sessions yet")
         return 0
     if sc == "show":
         s = await sessions.get(args.id)
@@ -245,6 +247,17 @@ async def _read(sessions: SessionReads, sc: str, args: argparse.Namespace) -> in
             print(_detail(s))
         return 0
     raise ValidationError(f"session: unknown action {sc!r}")
+
+
+async def _say_who_takes_the_announce(store: Store, parent: str, child: str) -> None:
+    """A child's announce queues a turn of its parent; say what runs it if nothing does."""
+    from .common import live_lease
+
+    row = await store.fetchone("SELECT status FROM sessions WHERE id=?", (parent,))
+    if row and row["status"] == "queued" and not await live_lease(store, "worker:"):
+        sys.stderr.write(f"{parent}: queued to take {child}'s announce; no session worker runs"
+                         " now: `clawtower session run --until-idle`, `clawtower serve` or the"
+                         " console runs the turn\n")
 
 
 def _runner(store: Store, cfg: ClawtowerConfig, *, only: set[str] | None = None,
@@ -309,9 +322,9 @@ async def _wait_reply(store: Store, cfg: ClawtowerConfig, sid: str,
     if note:
         sys.stderr.write(note + "\n")
     if not ok:
-        raise ClawError(f"session {sid}: still busy after {timeout:g} s (--timeout)")
+        raise ClawError(f"session {sid!r}: still busy after {timeout:g} s (--timeout)")
     if failed and failed[-1]["ended_at"] and not replies:
-        raise ClawError(f"session {sid}: the turn failed: {failed[-1]['error']}")
+        raise ClawError(f"session {sid!r}: the turn failed: {failed[-1]['error']}")
     return 0
 
 
@@ -364,9 +377,12 @@ def _detail(s: dict[str, Any]) -> str:
              f" {s['hop']}" + (f" · parent {s['parent_id']}" if s["parent_id"] else ""),
              f"  usage: {s['turns']} turn(s), {s['tokens']} tokens, ${s['cost_usd']:.6f}",
              "transcript:"]
+    from core.sessions.reads import announce_said
+
     for m in s["messages"]:
         mark = " [steer]" if m["meta"].get("steered") else ""
-        lines.append(f"  {m['role']}{mark}: {m['text']}")
+        said = announce_said(m["meta"]) if m["role"] == "announce" else None
+        lines.append(f"  {m['role']}{mark}: {said or m['text']}")
     waiting = [b for b in s["backlog"] if b["status"] == "waiting"]
     if waiting:
         lines.append("backlog:")
@@ -417,7 +433,7 @@ async def cmd_spec(args: argparse.Namespace) -> int:
             if args.json:
                 output.emit_json([s.as_json() for s in specs])
             elif not specs:
-                print("no agent specs (`clawtower agents spec import` or `... set NAME`)")
+                nothing_yet("agent specs", "`clawtower agents spec import` or `... set NAME`")
             else:
                 print(output.table([_spec_row(s.as_json()) for s in specs],
                                    ["ID", "NAME", "MODEL", "TOOLS", "SKILLS", "SOURCE"]))

@@ -99,7 +99,7 @@ async def cmd_store(args: argparse.Namespace) -> int:
         return 0
 
     # even rebuild: a missing store has no projections to rebuild, and must not be created
-    return await with_store(args, run, read_only=True)
+    return await with_store(args, run, must_exist=True)
 
 
 async def _copy(source: str, target: str) -> int:
@@ -109,7 +109,7 @@ async def _copy(source: str, target: str) -> int:
 
     if source == target:
         raise ValidationError("store copy: --from and --to are the same store")
-    async with cli_store(source, read_only=True) as src:
+    async with cli_store(source, must_exist=True) as src:
         if await src.last_seq() == 0:
             raise NotFound(f"{source}: no events to copy")
         async with cli_store(target) as dst:

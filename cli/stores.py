@@ -1,10 +1,14 @@
 """Opening the store for a CLI command. Reading commands never create one.
 
 `open_store` creates (and migrates) a missing file, which is right for a command that writes
-but not for one that only looks: a mistyped `--db` would answer "nothing here" and leave a
-stray store behind. A reading command on a missing file fails instead (exit 2, one line
-naming the file), creating neither the file nor its folders: an empty answer with exit 0
-would pass for "nothing pending" in a script.
+but not for one that only looks: a mistyped `--db` would leave a stray store behind. A
+reading command on a missing file answers as on an empty store ("no tasks yet", `[]`, exit
+0; `show ID` is still "no such ..." with exit 2), creating neither the file nor its folders:
+it reads a throwaway empty store in a temporary folder, so every command's empty answer is
+the one it gives on a real empty store. When the path is not the home's default store, a
+one-line note on stderr names it after the answer, so a mistyped `--db` is seen. Store
+administration (`store verify|rebuild|info`, the source of `store copy`) is about the file
+itself and still refuses a missing one (exit 2).
 """
 
 from __future__ import annotations
@@ -27,11 +31,11 @@ def is_postgres_url(db: str) -> bool:
 
 
 def no_store(db: str) -> str:
-    return f"no store at {db} yet (nothing has run with this --db)"
+    return f"no store at {db} yet (nothing has written to it)"
 
 
 def missing_store(db: str) -> StoreError:
-    """The error of a reading command on a store that does not exist."""
+    """The error of store administration on a store that does not exist."""
     return StoreError(f"{no_store(db)}; `clawtower demo` or `clawtower task create SPEC`"
                       " makes one, --db PATH picks another")
 
@@ -53,18 +57,52 @@ def _missing(db: Path) -> bool:
 
 
 @asynccontextmanager
-async def cli_store(db: str, *, read_only: bool = False) -> AsyncIterator[Store]:
-    """The store at `db`. With `read_only` and no file at `db`, a StoreError naming `db`
-    (nothing is created)."""
+async def cli_store(db: str, *, read_only: bool = False,
+                    must_exist: bool = False) -> AsyncIterator[Store]:
+    """The store at `db`. With `read_only` and no file at `db`: a throwaway empty store
+    (nothing is created at `db`; a note names a `db` that is not the default), or with
+    `must_exist` a StoreError naming `db`."""
     from core.store import open_store  # here: `--help` and usage errors never load the store
 
-    if read_only and not is_postgres_url(db) and _missing(Path(db)):
-        raise missing_store(db)
+    if (read_only or must_exist) and not is_postgres_url(db) and _missing(Path(db)):
+        if must_exist:
+            raise missing_store(db)
+        async with _empty_store() as empty:
+            yield empty
+        if not _is_default(db):  # a --db named by hand may be a typo: say so (after the
+            note_no_store(db)    # answer, and never beside an error: that stays one line)
+        return
     store = await open_store(db)
     try:
         yield store
     finally:
         await store.close()
+
+
+def _is_default(db: str) -> bool:
+    from core.config import default_db
+
+    try:
+        return Path(db).resolve() == default_db().resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
+@asynccontextmanager
+async def _empty_store() -> AsyncIterator[Store]:
+    """A fresh store in a temporary folder, removed afterwards: what a read of a store that
+    does not exist yet sees (the same answers as a real empty store, from the same code)."""
+    import tempfile
+
+    from core.store import open_store
+
+    with tempfile.TemporaryDirectory(prefix="clawtower-empty-") as folder:
+        # thrown away at once: nothing to make durable, so no fsync on creating it
+        store = await open_store(Path(folder) / "clawtower.db", synchronous="OFF")
+        try:
+            yield store
+        finally:
+            await store.close()
 
 
 async def wait_for_store(db: str, poll_s: float = 0.2) -> None:

@@ -10,7 +10,7 @@ from core.tasks.permissions import Role, parse_role
 from core.tasks.phases import Phase, parse_phase
 
 from . import output
-from .common import operator_name, with_store
+from .common import nothing_yet, operator_name, with_store
 
 if TYPE_CHECKING:
     from core.store import Store
@@ -127,6 +127,9 @@ async def cmd_task(args: argparse.Namespace) -> int:
             rows = await tasks.list(phase)
             if args.json:
                 output.emit_json(rows)
+            elif not rows:
+                nothing_yet(f"tasks in {phase.value}" if phase else "tasks",
+                            "" if phase else "`clawtower task create SPEC.yaml` makes one")
             else:
                 print(output.table([[r["id"], r["phase"], str(r["attempts"]), r["title"]]
                                     for r in rows], ["ID", "PHASE", "ATT", "TITLE"]))

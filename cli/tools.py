@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the registry loads the MCP SDK (~0.8 s): only `tools` comma
 
 from . import output
 from .common import add_config_option, db_parent
+from .stores import cli_store
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -79,7 +80,6 @@ def _first_line(text: str, width: int = 72) -> str:
 
 
 async def cmd_tools(args: argparse.Namespace) -> int:
-    from core.store import open_store
     from core.tools.config import load_mcp_servers
     from core.tools.registry import ToolRegistry
 
@@ -89,17 +89,16 @@ async def cmd_tools(args: argparse.Namespace) -> int:
     call_args = _parse_args_json(args.args) if args.tools_cmd == "call" else None
     if args.tools_cmd == "pin" and allow is not None:
         raise ValidationError("tools pin: --agent does not apply (a pin is for every agent)")
-    store = await open_store(args.db)
-    try:
-        async with ToolRegistry(store, servers) as registry:
-            if args.tools_cmd == "list":
-                return await _list(args, registry, allow)
-            if args.tools_cmd == "pin":
-                return await _pin(args, registry)
-            assert call_args is not None
-            return await _call(args, registry, allow, call_args)
-    finally:
-        await store.close()
+    # listing only built-ins reads; an MCP server's first listing records its pins (writes)
+    read_only = args.tools_cmd == "list" and not servers
+    async with (cli_store(args.db, read_only=read_only) as store,
+                ToolRegistry(store, servers) as registry):
+        if args.tools_cmd == "list":
+            return await _list(args, registry, allow)
+        if args.tools_cmd == "pin":
+            return await _pin(args, registry)
+        assert call_args is not None
+        return await _call(args, registry, allow, call_args)
 
 
 async def _list(args: argparse.Namespace, registry: ToolRegistry,

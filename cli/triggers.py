@@ -10,7 +10,7 @@ from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any
 
-from .common import db_parent, operator_name
+from .common import db_parent, nothing_yet, operator_name
 from .stores import cli_store
 
 
@@ -66,7 +66,7 @@ async def _list_async(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print("no triggers (install an expert package that declares some)")
+        nothing_yet("triggers", "install an expert package that declares some")
     for r in rows:
         what = f"cron {r['expr']} {r['tz']}, next {_when(r['next_fire'])}" \
             if r["type"] == "cron" else r["type"]
@@ -111,10 +111,13 @@ def _fire(args: argparse.Namespace) -> Awaitable[int]:
     return _fire_async(args)
 
 
-def print_items(rows: list[dict[str, Any]], as_json: bool) -> None:
+def print_items(rows: list[dict[str, Any]], as_json: bool, none: str) -> None:
+    """Trigger invocations, one a line (`none`: what to call them when there are none)."""
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
         return
+    if not rows:
+        nothing_yet(none)
     for r in rows:
         extra = f" run {r['run_id']}" if r.get("run_id") else ""
         err = f": {r['error']}" if r.get("error") else ""
@@ -130,7 +133,7 @@ async def _history_async(args: argparse.Namespace) -> int:
     check_int(args.limit, "--limit", 1, 10_000)
     async with cli_store(args.db, read_only=True) as store:
         rows = await history(store, args.expert, args.trigger, args.limit)
-    print_items(rows, args.json)
+    print_items(rows, args.json, "trigger invocations")
     return 0
 
 

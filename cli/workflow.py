@@ -20,7 +20,7 @@ from core.errors import ClawError, ValidationError
 # The core.workflows modules are imported by the handlers, not here: building the parser
 # (every command, `--help` too) must not load the workflow engine.
 from . import output
-from .common import db_parent
+from .common import db_parent, nothing_yet
 from .stores import cli_store
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
@@ -190,7 +190,7 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
             if args.json:
                 output.emit_json(rows)
             elif not rows:
-                print("no workflow runs")
+                nothing_yet("workflow runs", "`clawtower workflow run FILE` starts one")
             else:
                 print(output.table(
                     [[r["id"], "orphaned" if r.get("driver") == "gone" else r["status"],

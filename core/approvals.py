@@ -75,7 +75,7 @@ class Approvals:
             return await self.store.execute(lambda tx: acp_decide(
                 tx, approval_id, by=by, allow=approve, always=always, reason=reason))
         if always:
-            raise ValidationError(f"approval {approval_id}: --always applies to ACP"
+            raise ValidationError(f"approval {approval_id!r}: --always applies to ACP"
                                   " permission requests only")
         if kind == TOOL_CALL_KIND:  # a session's turn waits for it: decided and resumed
             return await self.store.execute(lambda tx: decide_tool_call(

@@ -48,7 +48,7 @@ class AlreadyDecided(Conflict):
         self.approval_id, self.decision, self.by, self.at = approval_id, decision, by, at
         who = f" by {by}" if by else ""
         when = f" at {utc_stamp(at)}" if at is not None else ""
-        super().__init__(f"approval {approval_id}: already decided: {decision}{who}{when}")
+        super().__init__(f"approval {approval_id!r}: already decided: {decision}{who}{when}")
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> AlreadyDecided:

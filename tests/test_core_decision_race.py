@@ -53,7 +53,7 @@ async def _race(first: Any, second: Any, aid: str) -> tuple[str, AlreadyDecided]
     assert (loss.approval_id, loss.decision) == (aid, winner)
     assert loss.by == ("alice" if winner == "approved" else "bob")
     assert loss.at is not None
-    assert str(loss).startswith(f"approval {aid}: already decided: {winner} by {loss.by} at ")
+    assert str(loss).startswith(f"approval '{aid}': already decided: {winner} by {loss.by} at ")
     return winner, loss
 
 
@@ -96,7 +96,7 @@ async def test_a_late_decision_names_the_first(store: Any, tmp_path: Path) -> No
     """Not a race: the second caller, long after, hears the same answer."""
     aid = await _gate(store, tmp_path)
     await Approvals(store).reject(aid, by="bob", reason="no")
-    with pytest.raises(AlreadyDecided, match=rf"approval {aid}: already decided: rejected by"
+    with pytest.raises(AlreadyDecided, match=rf"approval '{aid}': already decided: rejected by"
                                              r" bob at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"):
         await Approvals(store).approve(aid, by="alice")
     with pytest.raises(AlreadyDecided):

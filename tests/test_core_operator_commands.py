@@ -83,7 +83,7 @@ async def test_a_command_that_no_longer_applies_writes_nothing(store, clock) -> 
     await d.tasks.command(tid, "unblock", by="alice", choice="retry")
     seq = await store.last_seq()
     # bob's console still showed the circuit: his unblock comes second and is refused
-    with pytest.raises(Conflict, match=f"task {tid}: nothing to unblock: it is in"
+    with pytest.raises(Conflict, match=f"task '{tid}': nothing to unblock: it is in"
                                        " execution_ready, not circuit_open"):
         await d.tasks.command(tid, "unblock", by="bob", choice="abandon")
     with pytest.raises(Conflict, match="nothing to retry"):

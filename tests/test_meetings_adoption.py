@@ -96,9 +96,9 @@ async def test_an_orphaned_meeting_is_adopted_from_its_unfinished_round(store, c
 
 async def test_a_live_meeting_cannot_be_adopted(store) -> None:
     await _die_in_round_two(store, ttl=60)  # its lease is still good for a minute
-    with pytest.raises(Conflict, match=r"m1: still run by .* it is not orphaned"):
+    with pytest.raises(Conflict, match=r"'m1': still run by .* it is not orphaned"):
         await Meetings(store).adopt(team(SCRIPTS), "m1")
-    with pytest.raises(NotFound, match="nope: no such meeting"):
+    with pytest.raises(NotFound, match="'nope': no such meeting"):
         await Meetings(store).adopt(team(SCRIPTS), "nope")
 
 

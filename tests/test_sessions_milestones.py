@@ -369,7 +369,7 @@ async def test_bad_input_is_one_clear_error_and_no_state_change(
     sessions = Sessions(store, SessionLimits(max_message_chars=100))
     sid = await sessions.create()
     before = await store.last_seq()
-    with pytest.raises(NotFound, match="session S-99: no such session"):
+    with pytest.raises(NotFound, match="session 'S-99': no such session"):
         await sessions.send("S-99", "hi")
     with pytest.raises(NotFound, match="agent 'ghost'"):
         await sessions.create(agent="ghost")

@@ -231,11 +231,11 @@ def test_a_run_with_a_live_driver_is_not_adopted(tmp_path: Path) -> None:
     try:
         _wait(lambda: d.inside("a"), what="step a")
         code, _, err = d.cli("workflow", "recover", "W-1")
-        assert code == 2 and "W-1: driven by" in err and "lease until" in err, err
+        assert code == 2 and "'W-1': driven by" in err and "lease until" in err, err
         code, _, err = d.cli("workflow", "recover", "W-1", "--retry")
         assert code == 2 and "no interrupted step waits" in err, err
         code, _, err = d.cli("workflow", "recover", "W-9")
-        assert code == 2 and "W-9: no such run" in err
+        assert code == 2 and "'W-9': no such run" in err
         d.release("a")
         out, _ = driver.communicate(timeout=120)
         assert json.loads(out)["status"] == "needs_approval"

@@ -129,6 +129,20 @@ steps:
     assert "Edges:" in render_graph(wf, "ascii")
 
 
+def test_ascii_graph_keeps_one_line_per_node_and_edge(tmp_path: Path) -> None:
+    """Issue 27 item 9: a command or condition holding line breaks is flattened (`\\n`)."""
+    wf = load_workflow(write(tmp_path, "steps:\n  - id: a\n    run: |\n      echo one\n"
+                                       "      echo two\n  - id: b\n    run: cat\n"
+                                       "    when: |\n      $a.stdout ==\n      'x'\n"))
+    assert render_graph(wf, "ascii").splitlines() == [
+        "Workflow Graph", "", "Nodes:",
+        "- a [run] (run: echo one\\necho two\\n)",
+        "- b [run] (run: cat)", "", "Edges:",
+        "- a -> b (next)",
+        "- a -> b (when: $a.stdout ==\\n'x')",
+    ]
+
+
 def test_yaml_is_read_as_yaml_1_2_like_lobster(tmp_path: Path) -> None:
     wf = load_workflow(write(tmp_path, "args:\n  a: {default: on}\n  b: {default: yes}\n"
                                        "  c: {default: 1e3}\n  d: {default: 2024-01-01}\n"

@@ -416,7 +416,7 @@ def request_cancel(tx: WriteTx, run_id: str, by: str) -> dict[str, Any]:
     if row is None:
         raise NotFound(f"acp run {run_id!r}: no such run")
     if row["status"] != "running":
-        raise ValidationError(f"acp run {run_id}: is {row['status']}, not running")
+        raise ValidationError(f"acp run {run_id!r}: is {row['status']}, not running")
     tx.emit(NewEvent(entity_id=run_id, actor=by, role="operator",
                      payload=aev.AcpCancelRequested(by=by)))
     return {"run": run_id, "cancel_requested_by": by}

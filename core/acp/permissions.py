@@ -65,13 +65,13 @@ def decide(tx: WriteTx, approval_id: str, *, by: str, allow: bool | None = None,
         chosen = next((o for o in options if o["option_id"] == option_id), None)
         if chosen is None:
             names = ", ".join(o["option_id"] for o in options)
-            raise ValidationError(f"approval {approval_id}: option {option_id!r} is not one"
+            raise ValidationError(f"approval {approval_id!r}: option {option_id!r} is not one"
                                   f" the harness offered ({names})")
         allow = chosen["kind"] in ALLOW_KINDS
         always = always or chosen["kind"].endswith("_always")
     else:
         if allow is None:
-            raise ValidationError(f"approval {approval_id}: allow or reject?")
+            raise ValidationError(f"approval {approval_id!r}: allow or reject?")
         chosen = pick_option(options, allow, always)
     out = c.decide_approval(tx, approval_id, bool(allow), by, reason, role)
     if not out:
@@ -110,7 +110,7 @@ def revoke_rule(tx: WriteTx, rule_id: str, by: str, reason: str = "") -> dict[st
     if row is None:
         raise NotFound(f"rule {rule_id!r}: no such rule (see `clawtower acp rules`)")
     if not row["active"]:
-        raise ValidationError(f"rule {rule_id}: already revoked")
+        raise ValidationError(f"rule {rule_id!r}: already revoked")
     tx.emit(NewEvent(entity_id=rule_id, actor=by, role="operator",
                      payload=aev.AcpRuleRevoked(reason=reason)))
     return {"rule": rule_id, "revoked_by": by}

@@ -240,7 +240,8 @@ class ClawtowerConfig:
             return self.agents[name]
         except KeyError:
             raise ValidationError(
-                f"{self.source}: no agent {name!r} (known: {', '.join(sorted(self.agents))})"
+                f"agent {name!r}: no such agent in {self.source}"
+                f" (known: {', '.join(sorted(self.agents))})"
             ) from None
 
     def provider(self, name: str) -> Provider:

@@ -107,14 +107,14 @@ def _specs(tx: WriteTx) -> dict[str, AgentSpec]:
 def _flow(tx: WriteTx, flow_id: str) -> dict[str, Any]:
     row = tx.one("SELECT * FROM flows WHERE id=?", (flow_id,))
     if row is None:
-        raise NotFound(f"flow {flow_id}: no such flow")
+        raise NotFound(f"flow {flow_id!r}: no such flow")
     return row
 
 
 def _task(tx: WriteTx, task_id: str) -> dict[str, Any]:
     row = tx.one("SELECT * FROM flow_tasks WHERE task_id=?", (task_id,))
     if row is None:
-        raise NotFound(f"task {task_id}: no such flow task")
+        raise NotFound(f"task {task_id!r}: no such flow task")
     return row
 
 
@@ -311,7 +311,7 @@ def _finish(tx: WriteTx, flow_id: str, status: str, result: str, error: str, by:
 def cancel(tx: WriteTx, flow_id: str, by: str, reason: str) -> None:
     flow = _flow(tx, flow_id)
     if flow["status"] != "running":
-        raise Conflict(f"flow {flow_id}: already {flow['status']}")
+        raise Conflict(f"flow {flow_id!r}: already {flow['status']}")
     _finish(tx, flow_id, "cancelled", "", reason or f"cancelled by {by}", by)
 
 
@@ -325,7 +325,7 @@ def deliver(tx: WriteTx, flow_id: str, kind: str, task_id: str, msg_id: str, bod
     _flow(tx, flow_id)
     t = _task(tx, task_id)
     if t["flow_id"] != flow_id:
-        raise NotFound(f"task {task_id}: not in flow {flow_id}")
+        raise NotFound(f"task {task_id!r}: not in flow {flow_id}")
     known = tx.one("SELECT 1 FROM flow_messages WHERE msg_id=?", (msg_id,)) is not None or \
         tx.one("SELECT 1 FROM flow_ignored WHERE msg_id=? LIMIT 1", (msg_id,)) is not None
     if known:
@@ -395,13 +395,13 @@ class Flows:
             ("SELECT * FROM flows WHERE id=?", (flow_id,)),
             (f"SELECT * FROM flow_tasks WHERE flow_id=?{cap}", (flow_id,))])
         if not flow:
-            raise NotFound(f"flow {flow_id}: no such flow")
+            raise NotFound(f"flow {flow_id!r}: no such flow")
         return {"flow": flow[0], "tasks": tree_order(tasks)}
 
     async def task(self, task_id: str) -> dict[str, Any]:
         row = await self.store.fetchone("SELECT * FROM flow_tasks WHERE task_id=?", (task_id,))
         if row is None:
-            raise NotFound(f"task {task_id}: no such flow task")
+            raise NotFound(f"task {task_id!r}: no such flow task")
         return row
 
     async def mailbox(self, agent: str, box: str = "inbox", flow_id: str | None = None,

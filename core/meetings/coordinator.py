@@ -219,14 +219,14 @@ class Coordinator:
         def claim(tx: WriteTx) -> tuple[dict[str, Any], float]:
             row = tx.one("SELECT * FROM meetings WHERE id=?", (mid,))
             if row is None:
-                raise NotFound(f"meeting {mid}: no such meeting")
+                raise NotFound(f"meeting {mid!r}: no such meeting")
             if row["status"] == "ended":
-                raise Conflict(f"meeting {mid}: already ended ({row['end_reason']})")
+                raise Conflict(f"meeting {mid!r}: already ended ({row['end_reason']})")
             held = leases.holder(tx, lease_name(mid))
             if not leases._acquire(tx, lease_name(mid), self.owner, self.lease_ttl_s,
                                    holder_gone=holder_gone):
                 owner = str(held["owner"]) if held else "another process"
-                raise Conflict(f"meeting {mid}: still run by {owner.partition('#')[0]};"
+                raise Conflict(f"meeting {mid!r}: still run by {owner.partition('#')[0]};"
                                " it is not orphaned (stop it with `meeting stop`)")
             return dict(row), tx.now
 

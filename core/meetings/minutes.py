@@ -48,7 +48,7 @@ async def load_meeting(store: Store, meeting_id: str) -> dict[str, Any]:
         ("SELECT * FROM meeting_summaries WHERE meeting_id=? ORDER BY round", (meeting_id,)),
     ])
     if not meeting:
-        raise NotFound(f"meeting {meeting_id}: no such meeting")
+        raise NotFound(f"meeting {meeting_id!r}: no such meeting")
     row = dict(meeting[0])
     row["participants"] = json.loads(row["participants"])
     row["round_rows"] = rounds

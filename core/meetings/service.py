@@ -89,7 +89,7 @@ class Meetings:
             ("SELECT * FROM meeting_summaries WHERE meeting_id=? ORDER BY round", (meeting_id,)),
         ])
         if not meeting:
-            raise NotFound(f"meeting {meeting_id}: no such meeting")
+            raise NotFound(f"meeting {meeting_id!r}: no such meeting")
         out = _meeting(meeting[0], self.store.clock.now())
         out["minutes_path"] = meeting[0]["minutes_path"]
         by_round: dict[int, list[dict[str, Any]]] = {}
@@ -175,9 +175,9 @@ class Meetings:
         from . import events as mev
 
         if n < 1:
-            raise ValidationError(f"meeting {meeting_id}: grant at least 1 round, got {n}")
+            raise ValidationError(f"meeting {meeting_id!r}: grant at least 1 round, got {n}")
         if n > MAX_MEETING_ROUNDS:
-            raise ValidationError(f"meeting {meeting_id}: grant at most {MAX_MEETING_ROUNDS}"
+            raise ValidationError(f"meeting {meeting_id!r}: grant at most {MAX_MEETING_ROUNDS}"
                                   f" rounds at once (MAX_MEETING_ROUNDS), got {n}")
 
         def command(tx: WriteTx) -> int:
@@ -193,9 +193,9 @@ class Meetings:
 def _open_meeting(tx: WriteTx, meeting_id: str, what: str) -> dict[str, Any]:
     row = tx.one("SELECT * FROM meetings WHERE id=?", (meeting_id,))
     if row is None:
-        raise NotFound(f"meeting {meeting_id}: no such meeting")
+        raise NotFound(f"meeting {meeting_id!r}: no such meeting")
     if row["status"] == "ended":
-        raise Conflict(f"meeting {meeting_id}: already ended ({row['end_reason']});"
+        raise Conflict(f"meeting {meeting_id!r}: already ended ({row['end_reason']});"
                        f" cannot {what} it")
     return row
 

@@ -206,7 +206,7 @@ class Memories:
             row = tx.one("SELECT forgotten FROM memories WHERE namespace=? AND key=?",
                          (namespace, key))
             if row is None or row["forgotten"]:
-                raise NotFound(f"memory {namespace} {key!r}: no such memory")
+                raise NotFound(f"memory {namespace + '/' + key!r}: no such memory")
             tx.emit(NewEvent(entity_id=f"{namespace}/{key}", actor=by, role=role,
                              payload=MemoryForgotten(namespace=namespace, key=key,
                                                      reason=reason, source_session=session,
@@ -220,7 +220,7 @@ class Memories:
             f"SELECT {COLUMNS}, forgotten, forgotten_reason FROM memories"
             " WHERE namespace=? AND key=?", (check_namespace(namespace), key))
         if row is None:
-            raise NotFound(f"memory {namespace} {key!r}: no such memory")
+            raise NotFound(f"memory {namespace + '/' + key!r}: no such memory")
         return row
 
     async def listing(self, namespace: str | None = None, *, include_forgotten: bool = False

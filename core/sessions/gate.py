@@ -118,7 +118,7 @@ def decide(tx: WriteTx, approval_id: str, approve: bool, by: str, reason: str,
                                                       target=approval_id,
                                                       reason=f"session {a['subject']}:"
                                                              f" {state}")))
-        tx.defer_error(Conflict(f"approval {approval_id}: session {a['subject']} is {state};"
+        tx.defer_error(Conflict(f"approval {approval_id!r}: session {a['subject']} is {state};"
                                 " the call will not run"))
         return {}
     out = c.decide_approval(tx, approval_id, approve, by, reason, role)

@@ -13,6 +13,19 @@ from ..errors import NotFound
 from ..store.interface import Store
 
 
+def announce_said(meta: dict[str, Any]) -> str | None:
+    """What an announce message is for a reader: `S-2 @worker ok: <the child's summary>`,
+    from its meta (the transcript text is the seed's protocol line, the same for every
+    child). None when the meta lacks the result (an older or foreign message). The CLI's
+    `session show` and the console's mode 4 both print it."""
+    result, source = meta.get("result"), meta.get("source")
+    if not isinstance(result, dict) or not isinstance(source, dict):
+        return None
+    who = " ".join(str(p) for p in (source.get("session_id"),
+                                      f"@{source.get('agent_name')}") if p)
+    return f"{who} {result.get('status', '?')}: {result.get('summary') or '(no summary)'}"
+
+
 def _session_json(r: dict[str, Any], spec_names: dict[str, str]) -> dict[str, Any]:
     return {
         "id": r["id"], "title": r["title"], "status": r["status"], "result": r["result"],
@@ -72,7 +85,7 @@ class SessionReads:
              " e.entity_id=t.id AND e.type='turn.tool_drafted' WHERE t.subject=?"
              " ORDER BY e.seq", (sid,))])
         if not rows:
-            raise NotFound(f"session {sid}: no such session")
+            raise NotFound(f"session {sid!r}: no such session")
         names = {r["agent_id"]: r["name"] for r in specs}
         out = _session_json(rows[0], names)
         out["messages"] = [_message_json(m) for m in msgs]
@@ -134,7 +147,7 @@ class SessionReads:
                 roots.append(node)
         if root is not None:
             if root not in nodes:
-                raise NotFound(f"session {root}: no such session")
+                raise NotFound(f"session {root!r}: no such session")
             return [nodes[root]]
         return roots
 

@@ -143,7 +143,7 @@ def _default_spec(tx: WriteTx, by: str) -> AgentSpec:
 def _session(tx: WriteTx, sid: str) -> dict[str, Any]:
     row = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
     if row is None:
-        raise NotFound(f"session {sid}: no such session")
+        raise NotFound(f"session {sid!r}: no such session")
     return row
 
 
@@ -157,7 +157,7 @@ def _open_for(tx: WriteTx, sid: str, action: str, by: str) -> dict[str, Any] | N
     row = _session(tx, sid)
     if row["status"] not in ACTIVE:
         refuse(tx, sid, action, f"the session is {row['status']}", by,
-               Conflict(f"session {sid}: {row['status']}; it takes no more messages"))
+               Conflict(f"session {sid!r}: {row['status']}; it takes no more messages"))
         return None
     return row
 
@@ -195,7 +195,7 @@ def queue_job(tx: WriteTx, sid: str, reason: str, by: str) -> str:
 def _send(tx: WriteTx, sid: str, text: str, sender: str, limits: SessionLimits
           ) -> dict[str, Any]:
     if not text.strip():
-        raise ValidationError(f"session {sid}: the message is empty")
+        raise ValidationError(f"session {sid!r}: the message is empty")
     if _foreign(tx, _session(tx, sid), "session.send", sender):
         return {}
     row = _open_for(tx, sid, "session.send", sender)
@@ -204,7 +204,7 @@ def _send(tx: WriteTx, sid: str, text: str, sender: str, limits: SessionLimits
     if len(text) > limits.max_message_chars:
         refuse(tx, sid, "session.send", f"message of {len(text)} characters is over the"
                f" limit of {limits.max_message_chars}", sender,
-               ValidationError(f"session {sid}: message too long ({len(text)} characters;"
+               ValidationError(f"session {sid!r}: message too long ({len(text)} characters;"
                                f" at most {limits.max_message_chars})"))
         return {}
     if sender == sid:
@@ -232,7 +232,7 @@ def _stop(tx: WriteTx, sid: str, by: str, reason: str) -> list[str]:
     parent, so no parent waits forever on it."""
     row = _session(tx, sid)
     if row["status"] not in ACTIVE:
-        raise Conflict(f"session {sid}: already {row['status']}")
+        raise Conflict(f"session {sid!r}: already {row['status']}")
     stopped: list[str] = []
     todo = [row]
     while todo:
@@ -269,7 +269,7 @@ def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None
     parent_id = parent["id"]
     if not task.strip():
         raise _Refused("empty task", ValidationError(
-            f"session {parent_id}: spawn: the task is empty"))
+            f"session {parent_id!r}: spawn: the task is empty"))
     if key is not None:  # the same spawn again (a turn re-run after a crash): the same child
         row = tx.one("SELECT * FROM sessions WHERE parent_id=? AND spawn_key=?",
                      (parent_id, key))
@@ -283,17 +283,17 @@ def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None
     if hop > limits.max_hop:
         raise _Refused(f"hop limit: a child of {parent_id} would be hop {hop}, over the limit"
                        f" of {limits.max_hop}", PermissionDenied(
-                           f"session {parent_id}: spawn refused: hop {hop} is over the"
+                           f"session {parent_id!r}: spawn refused: hop {hop} is over the"
                            f" limit of {limits.max_hop}"))
     if len(task) > limits.max_message_chars:
         raise _Refused(f"task of {len(task)} characters is over the limit of"
                        f" {limits.max_message_chars}", ValidationError(
-                           f"session {parent_id}: spawn: task too long ({len(task)}"
+                           f"session {parent_id!r}: spawn: task too long ({len(task)}"
                            f" characters; at most {limits.max_message_chars})"))
     if children >= limits.max_children:
         raise _Refused(f"child limit: {parent_id} already has {children} children (at most"
                        f" {limits.max_children})", PermissionDenied(
-                           f"session {parent_id}: spawn refused: at most"
+                           f"session {parent_id!r}: spawn refused: at most"
                            f" {limits.max_children} children"))
     own = spec_by_ref(tx, parent["agent_id"])
     spec = spec_by_ref(tx, agent) if agent else own
@@ -548,5 +548,5 @@ class Sessions(SessionReads):
 
 
 __all__ = ["ANNOUNCE_TEXT", "INTERNAL_CHANNEL", "OWNER_KINDS", "SessionLimits", "Sessions",
-           "announce", "new_id", "owned_by", "queue_job", "refuse", "spec_by_ref", "spec_for",
-           "wake_parent"]
+           "announce", "new_id", "owned_by", "queue_job", "refuse",
+           "spec_by_ref", "spec_for", "wake_parent"]

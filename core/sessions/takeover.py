@@ -111,15 +111,15 @@ def continue_in(tx: WriteTx, sid: str, by: str) -> dict[str, Any]:
     if session is None:
         from ..errors import NotFound
 
-        raise NotFound(f"session {sid}: no such session")
+        raise NotFound(f"session {sid!r}: no such session")
     job = tx.one("SELECT * FROM turn_jobs WHERE session_id=? AND status NOT IN ('queued',"
                  " 'running') ORDER BY queued_seq DESC LIMIT 1", (sid,))
     if job is None or job["status"] != "done" or job["stop_reason"] != "max_tool_rounds":
-        raise Conflict(f"session {sid}: its last turn did not stop at max_tool_rounds;"
+        raise Conflict(f"session {sid!r}: its last turn did not stop at max_tool_rounds;"
                        " nothing to continue")
     if tx.one("SELECT 1 FROM session_backlog WHERE session_id=? AND kind='resume' AND"
               " json_extract(data, '$.continues')=?", (sid, job["id"])) is not None:
-        raise Conflict(f"session {sid}: already continued (job {job['id']})")
+        raise Conflict(f"session {sid!r}: already continued (job {job['id']})")
     task, prior = job_task(tx, job)
     turn = tx.one("SELECT rounds FROM turns WHERE id=?", (job["turn_id"],))
     rounds = prior + (int(turn["rounds"]) if turn is not None else 0)

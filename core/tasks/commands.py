@@ -87,7 +87,7 @@ def update_spec(tx: WriteTx, task_id: str, spec: TaskSpec, actor: str, role: Rol
     task = load_task(tx, task_id)
     if task["phase"] != Phase.SPEC_DRAFT:
         raise IllegalTransition(
-            f"task {task_id}: the spec can only change in spec_draft (it is in {task['phase']})"
+            f"task {task_id!r}: the spec can only change in spec_draft (it is in {task['phase']})"
         )
     problems = spec_problems(spec)
     tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.TaskSpecUpdated(
@@ -221,12 +221,12 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
     if dst not in TRANSITIONS[src]:
         allowed_next = ", ".join(sorted(p.value for p in TRANSITIONS[src])) or "none (terminal)"
         raise IllegalTransition(
-            f"task {task_id}: {src.value} -> {dst.value} is not a legal transition"
+            f"task {task_id!r}: {src.value} -> {dst.value} is not a legal transition"
             f" (from {src.value}: {allowed_next})"
         )
     why_not = guard(tx, task, dst)
     if why_not:
-        raise IllegalTransition(f"task {task_id}: {src.value} -> {dst.value} refused: {why_not}")
+        raise IllegalTransition(f"task {task_id!r}: {src.value} -> {dst.value} refused: {why_not}")
     attempt = task["attempts"]
     base = budget_base(tx, task_id)
     reset = src == Phase.CIRCUIT_OPEN  # a fresh budget: see budget_base
@@ -319,12 +319,12 @@ def decide_approval(tx: WriteTx, approval_id: str, approve: bool, by: str, reaso
     if a["required_approver"] and by != a["required_approver"]:
         refuse(tx, by, role, Action.APPROVAL_DECIDE, approval_id,
                f"only {a['required_approver']} may decide it",
-               f"approval {approval_id}: only {a['required_approver']} may decide it (not {by})")
+               f"approval {approval_id!r}: only {a['required_approver']} may decide it (not {by})")
         return {}
     if a["require_different"] and by == a["requested_by"]:
         refuse(tx, by, role, Action.APPROVAL_DECIDE, approval_id,
                "the requester may not decide it",
-               f"approval {approval_id}: must be decided by someone other than {by}, who asked")
+               f"approval {approval_id!r}: must be decided by someone other than {by}, who asked")
         return {}
     decision = "approved" if approve else "rejected"
     tx.emit(NewEvent(entity_id=approval_id, actor=by, role=role.value,
@@ -356,7 +356,7 @@ def append_review(tx: WriteTx, task_id: str, role: Role, reviewer: str, verdict:
                 f"--verdict: {verdict!r} is not one of {', '.join(SPEC_VERDICTS)}")
         if phase not in (Phase.SPEC_REVIEW, Phase.SPEC_GATE):
             raise IllegalTransition(
-                f"task {task_id}: is in {phase};"
+                f"task {task_id!r}: is in {phase};"
                 " spec reviews are taken in spec_review or spec_gate")
     else:
         if verdict not in QUALITY_VERDICTS:
@@ -364,7 +364,7 @@ def append_review(tx: WriteTx, task_id: str, role: Role, reviewer: str, verdict:
                 f"--verdict: {verdict!r} is not one of {', '.join(QUALITY_VERDICTS)}")
         if phase != Phase.QUALITY_GATE:
             raise IllegalTransition(
-                f"task {task_id}: is in {phase}; quality reviews are taken in quality_gate")
+                f"task {task_id!r}: is in {phase}; quality reviews are taken in quality_gate")
         details = dict(details or {})
         risk = details.get("risk", "low")
         if risk not in RISKS:
@@ -398,11 +398,11 @@ def _running_attempt(tx: WriteTx, task_id: str, attempt: int) -> dict[str, Any]:
     task = load_task(tx, task_id)
     if task["phase"] != Phase.EXECUTING or task["attempts"] != attempt:
         raise IllegalTransition(
-            f"task {task_id}: attempt {attempt} is not the running attempt"
+            f"task {task_id!r}: attempt {attempt} is not the running attempt"
             f" (phase {task['phase']}, attempt {task['attempts']})")
     att = _current_attempt(tx, task)
     if att is None or att["status"] != "running":
-        raise IllegalTransition(f"task {task_id}: attempt {attempt} already finished")
+        raise IllegalTransition(f"task {task_id!r}: attempt {attempt} already finished")
     return task
 
 
@@ -463,7 +463,7 @@ def effect_intent(tx: WriteTx, task_id: str, effect_id: str, actor: str, role: R
         return ""
     task = load_task(tx, task_id)
     if task["phase"] != Phase.READY_TO_RESUME:
-        raise IllegalTransition(f"task {task_id}: effects run only in ready_to_resume")
+        raise IllegalTransition(f"task {task_id!r}: effects run only in ready_to_resume")
     e = tx.one("SELECT * FROM side_effects WHERE effect_id=? AND task_id=?", (effect_id, task_id))
     if e is None:
         raise NotFound(f"side effect {effect_id!r}: no such effect")
@@ -486,7 +486,7 @@ def effect_done(tx: WriteTx, task_id: str, effect_id: str, result: str, actor: s
     if e["status"] != "intent":
         # only an approved effect whose intent is committed (in ready_to_resume) can be done
         raise IllegalTransition(
-            f"task {task_id}: side effect {effect_id} has no committed intent ({e['status']})")
+            f"task {task_id!r}: side effect {effect_id} has no committed intent ({e['status']})")
     tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value,
                      payload=ev.SideEffectDone(effect_id=effect_id, idem_key=e["idem_key"],
                                                result=result)))

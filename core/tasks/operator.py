@@ -69,16 +69,16 @@ def target_phase(task: dict[str, Any], command: Command, choice: Phase | None) -
     tid, phase = task["id"], Phase(task["phase"])
     if command in (Command.UNBLOCK, Command.RETRY):
         if phase != Phase.CIRCUIT_OPEN:
-            raise Conflict(f"task {tid}: nothing to {command.value}: it is in {phase.value},"
+            raise Conflict(f"task {tid!r}: nothing to {command.value}: it is in {phase.value},"
                            " not circuit_open")
         if command == Command.RETRY:
             return Phase.EXECUTION_READY
         if choice is None:
-            raise ValidationError(f"task {tid}: unblock needs a choice"
+            raise ValidationError(f"task {tid!r}: unblock needs a choice"
                                   f" ({', '.join(w for w, _, _ in UNBLOCK_MENU)})")
         return choice
     if phase in TERMINAL:
-        raise Conflict(f"task {tid}: nothing to cancel: it already ended {phase.value}")
+        raise Conflict(f"task {tid!r}: nothing to cancel: it already ended {phase.value}")
     return Phase.FAILED
 
 

@@ -116,9 +116,9 @@ def rerequest(tx: WriteTx, name: str, server: str, definition: dict[str, Any]) -
     row = tx.one("SELECT * FROM tool_pins WHERE name=?", (name,))
     state = state_from_row(row, sha)
     if state is not None and state.status == "pinned":
-        raise Conflict(f"tool {name}: already pinned (sha256 {sha[:12]})")
+        raise Conflict(f"tool {name!r}: already pinned (sha256 {sha[:12]})")
     if state is not None and state.status in ("pending", "changed"):
-        raise Conflict(f"tool {name}: a pin approval already waits: {state.approval_id}"
+        raise Conflict(f"tool {name!r}: a pin approval already waits: {state.approval_id}"
                        f" (`clawtower approve {state.approval_id}`)")
     if row is not None and row["seen_sha256"] != sha:
         # the server moved on since the store last saw it: that is news, observe it

@@ -281,13 +281,13 @@ class ToolRegistry:
         rejection): a new `tool_pin` approval. NotFound for an unknown tool; Conflict when
         it is built in, already pinned, or a request already waits."""
         if name in self.builtins:
-            raise Conflict(f"tool {name}: built in, always callable")
+            raise Conflict(f"tool {name!r}: built in, always callable")
         server, dot, _ = name.partition(".")
         if not dot or server not in self.servers:
             raise NotFound(f"tool {name!r}: no such tool (servers: "
                            f"{', '.join(sorted(self.servers)) or 'none configured'})")
         if self.store is None:
-            raise Conflict(f"tool {name}: no store to record an approval in")
+            raise Conflict(f"tool {name!r}: no store to record an approval in")
         infos = await self._list_server(server)
         info = infos.get(name)
         if info is None:

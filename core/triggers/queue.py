@@ -251,14 +251,14 @@ def fail_in(tx: WriteTx, item_id: str, attempt: int, owner: str, *, error: str,
 def _item(tx: WriteTx, item_id: str) -> dict[str, Any]:
     row = tx.one("SELECT * FROM trigger_items WHERE id=?", (item_id,))
     if row is None:
-        raise NotFound(f"trigger invocation {item_id}: no such invocation")
+        raise NotFound(f"trigger invocation {item_id!r}: no such invocation")
     return row
 
 
 def deadletter_retry_in(tx: WriteTx, item_id: str, by: str) -> None:
     row = _item(tx, item_id)
     if row["status"] != "dead_letter":
-        raise Conflict(f"trigger invocation {item_id}: {row['status']}, not dead-lettered")
+        raise Conflict(f"trigger invocation {item_id!r}: {row['status']}, not dead-lettered")
     tx.emit(NewEvent(entity_id=item_id, actor=by, role=Role.OPERATOR.value,
                      payload=tev.DeadLetterRetried(by=by)))
 
@@ -266,7 +266,7 @@ def deadletter_retry_in(tx: WriteTx, item_id: str, by: str) -> None:
 def deadletter_drop_in(tx: WriteTx, item_id: str, by: str, reason: str = "") -> None:
     row = _item(tx, item_id)
     if row["status"] != "dead_letter":
-        raise Conflict(f"trigger invocation {item_id}: {row['status']}, not dead-lettered")
+        raise Conflict(f"trigger invocation {item_id!r}: {row['status']}, not dead-lettered")
     tx.emit(NewEvent(entity_id=item_id, actor=by, role=Role.OPERATOR.value,
                      payload=tev.DeadLetterDropped(by=by, reason=reason)))
 
@@ -274,7 +274,7 @@ def deadletter_drop_in(tx: WriteTx, item_id: str, by: str, reason: str = "") -> 
 def resolve_escalation_in(tx: WriteTx, item_id: str, by: str) -> None:
     row = _item(tx, item_id)
     if row["status"] != "escalated":
-        raise Conflict(f"trigger invocation {item_id}: {row['status']}, not escalated")
+        raise Conflict(f"trigger invocation {item_id!r}: {row['status']}, not escalated")
     tx.emit(NewEvent(entity_id=item_id, actor=by, role=Role.OPERATOR.value,
                      payload=tev.EscalationResolved(by=by)))
 

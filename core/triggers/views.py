@@ -103,7 +103,7 @@ async def auth_failures(store: Store, limit: int = 50) -> list[dict[str, Any]]:
 async def item(store: Store, item_id: str) -> dict[str, Any]:
     row = await store.fetchone("SELECT * FROM trigger_items WHERE id=?", (item_id,))
     if row is None:
-        raise NotFound(f"trigger invocation {item_id}: no such invocation")
+        raise NotFound(f"trigger invocation {item_id!r}: no such invocation")
     return q.decode_row(row)
 
 
@@ -123,10 +123,10 @@ async def fire(store: Store, expert: str, trigger: str, payload: dict[str, Any],
             raise ValidationError(f"triggers fire: {field}: empty (see clawtower triggers list)")
     spec = (catalog or Catalog()).get(expert, trigger)
     if spec is None:
-        raise NotFound(f"trigger {expert}/{trigger}: no such trigger (clawtower triggers"
-                       " list)")
+        raise NotFound(f"trigger {expert + '/' + trigger!r}: no such trigger (clawtower"
+                       " triggers list)")
     if spec.inactive:
-        raise Conflict(f"trigger {expert}/{trigger}: inactive: {spec.inactive}")
+        raise Conflict(f"trigger {expert + '/' + trigger!r}: inactive: {spec.inactive}")
     try:
         return await accept(store, spec, payload, "manual", actor=by)
     except q.BadEvent as exc:

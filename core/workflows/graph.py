@@ -20,6 +20,7 @@ class _Node:
     type: str
     label: str
     diamond: bool
+    details: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,8 @@ def _collect(workflow: Workflow, args: dict[str, Any]) -> tuple[list[_Node], lis
         sid = step["id"]
         details = _details(step, args)
         label = f"{sid}\\n{_truncate(details)}" if details else sid
-        nodes.append(_Node(sid, _type(step), label, is_approval_step(step.get("approval"))))
+        nodes.append(_Node(sid, _type(step), label, is_approval_step(step.get("approval")),
+                           _truncate(details)))
         if prev:
             add(prev, sid, "next")
         prev = sid
@@ -174,13 +176,20 @@ def _dot(nodes: list[_Node], edges: list[_Edge]) -> str:
     return "\n".join(lines)
 
 
+def _flat(text: str) -> str:
+    """One line of the ASCII layout: a line break inside a command or a condition is shown
+    as `\\n`, so each node and edge stays on its own line."""
+    return re.sub(r"\r\n|\r|\n", r"\\n", text)
+
+
 def _ascii(nodes: list[_Node], edges: list[_Edge]) -> str:
     lines = ["Workflow Graph", "", "Nodes:"]
     for n in nodes:
-        extra = f"({n.label.split(chr(92) + 'n')[1]})" if "\\n" in n.label else ""
-        lines.append(f"- {n.id} [{n.type}] {extra}".strip())
+        extra = f"({_flat(n.details)})" if n.details else ""
+        lines.append(f"- {_flat(n.id)} [{n.type}] {extra}".strip())
     lines += ["", "Edges:"]
-    lines += [f"- {e.src} -> {e.dst}" + (f" ({e.label})" if e.label else "") for e in edges]
+    lines += [f"- {_flat(e.src)} -> {_flat(e.dst)}" + (f" ({_flat(e.label)})" if e.label else "")
+              for e in edges]
     if not edges:
         lines.append("- (none)")
     return "\n".join(lines)

@@ -694,8 +694,8 @@ class Workflows:
         if a["status"] != "pending":
             raise AlreadyDecided.from_row(a)
         if approve and a["kind"] == GATE_KINDS["input"]:
-            raise ValidationError(f"approval {approval_id}: a workflow input gate needs an answer:"
-                                  f" clawtower workflow resume --id {approval_id}"
+            raise ValidationError(f"approval {approval_id!r}: a workflow input gate needs an"
+                                  f" answer: clawtower workflow resume --id {approval_id}"
                                   " --response-json JSON")
         cancel = a["kind"] == GATE_KINDS["input"]
         envelope = await self._resume_or_lose(approval_id, None if cancel else approve,
@@ -734,8 +734,8 @@ class Workflows:
         if not envelope["ok"] and (now is None or now["status"] == "pending"):
             message = envelope["error"]["message"]
             if envelope["error"]["type"] == "parse_error":
-                raise ValidationError(f"approval {approval_id}: {message}")
-            raise ClawError(f"approval {approval_id}: {message}")
+                raise ValidationError(f"approval {approval_id!r}: {message}")
+            raise ClawError(f"approval {approval_id!r}: {message}")
         run = await self.store.fetchone("SELECT status FROM workflow_runs WHERE id=?",
                                         (a["subject"],))
         return {"approval": approval_id, "decision": decision, "subject": a["subject"],
@@ -750,7 +750,7 @@ class Workflows:
         run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?",
                                         (a["subject"],))
         if run is None or run["gate"] != "input":
-            raise ValidationError(f"approval {approval_id}: not a waiting workflow input gate")
+            raise ValidationError(f"approval {approval_id!r}: not a waiting workflow input gate")
         from .ajv import validate_response
 
         return validate_response(_loads(run["input_schema"]), response, run["waiting_step"])
@@ -762,9 +762,9 @@ class Workflows:
         def command(tx: WriteTx) -> None:
             run = tx.one("SELECT * FROM workflow_runs WHERE id=?", (run_id,))
             if run is None:
-                raise NotFound(f"workflow run {run_id}: no such run")
+                raise NotFound(f"workflow run {run_id!r}: no such run")
             if run["status"] not in ("paused", "running"):
-                raise Conflict(f"workflow run {run_id}: already {run['status']}")
+                raise Conflict(f"workflow run {run_id!r}: already {run['status']}")
             if run["status"] == "paused":
                 self._decide(tx, run, "withdrawn", by, reason)
             tx.emit(NewEvent(entity_id=run_id, actor=by, role=Role.OPERATOR.value,
@@ -804,12 +804,12 @@ class Workflows:
         driver holds the run's lease."""
         run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?", (run_id,))
         if run is None:
-            raise NotFound(f"workflow run {run_id}: no such run")
+            raise NotFound(f"workflow run {run_id!r}: no such run")
         if run["status"] != "running":
             if run["status"] == "paused" and run["gate"] == "interrupted":
-                raise Conflict(f"workflow run {run_id}: waits for the operator ({run['error']});"
+                raise Conflict(f"workflow run {run_id!r}: waits for the operator ({run['error']});"
                                " choose --retry, --skip or --cancel")
-            raise Conflict(f"workflow run {run_id}: {run['status']}, nothing to adopt")
+            raise Conflict(f"workflow run {run_id!r}: {run['status']}, nothing to adopt")
         path = Path(run["file"])
         try:
             workflow = load_workflow(path)
@@ -834,12 +834,12 @@ class Workflows:
         def take(tx: WriteTx) -> str | None:
             now = tx.one("SELECT status FROM workflow_runs WHERE id=?", (run_id,))
             if now is None or now["status"] != "running":
-                raise Conflict(f"workflow run {run_id}: no longer running")
+                raise Conflict(f"workflow run {run_id!r}: no longer running")
             held = leases.holder(tx, name)
             if not leases._acquire(tx, name, self.owner, self.lease_ttl_s,
                                    holder_gone=holder_gone):
                 assert held is not None
-                raise Conflict(f"workflow run {run_id}: driven by {held['owner']} (lease until"
+                raise Conflict(f"workflow run {run_id!r}: driven by {held['owner']} (lease until"
                                f" {held['expires_at']:.0f}); it is adopted once that process"
                                " is gone or its lease expires")
             return None if held is None else str(held["owner"])
@@ -858,7 +858,7 @@ class Workflows:
             for p in spawned:
                 if not await asyncio.to_thread(end_group, str(p["process"])):
                     await leases.release(self.store, name, self.owner)
-                    raise ClawError(f"workflow run {run_id}: step {plan.step_id}'s process"
+                    raise ClawError(f"workflow run {run_id!r}: step {plan.step_id}'s process"
                                     f" group {p['process']} did not end; try again")
         if plan.fail is not None:
             await self._end(run_id, ev.WorkflowFailed(error=plan.fail, kind="runtime_error"))
@@ -913,11 +913,11 @@ class Workflows:
                                   f" or cancel, not {decision!r}")
         run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?", (run_id,))
         if run is None:
-            raise NotFound(f"workflow run {run_id}: no such run")
+            raise NotFound(f"workflow run {run_id!r}: no such run")
         if run["status"] != "paused" or run["gate"] != "interrupted":
             hint = (f"; `clawtower workflow recover {run_id}` adopts it"
                     if run["status"] == "running" else "")
-            raise Conflict(f"workflow run {run_id}: {run['status']}, no interrupted step waits"
+            raise Conflict(f"workflow run {run_id!r}: {run['status']}, no interrupted step waits"
                            f" for a decision{hint}")
         path = Path(run["file"])
         try:
@@ -932,10 +932,10 @@ class Workflows:
                          (run_id,))
             if (now is None or now["status"] != "paused" or now["gate"] != "interrupted"
                     or now["waiting_step"] != step_id):
-                raise Conflict(f"workflow run {run_id}: already settled by someone else")
+                raise Conflict(f"workflow run {run_id!r}: already settled by someone else")
             if not leases._acquire(tx, lease_name(run_id), self.owner, self.lease_ttl_s,
                                    holder_gone=holder_gone):
-                raise Conflict(f"workflow run {run_id}: another process is settling it")
+                raise Conflict(f"workflow run {run_id!r}: another process is settling it")
             tx.emit(NewEvent(entity_id=run_id, actor=who, role=Role.OPERATOR.value,
                              payload=ev.WorkflowRecovered(step_id=step_id, index=index,
                                                           decision=decision, by=who,
@@ -983,7 +983,7 @@ class Workflows:
             ("SELECT * FROM workflow_steps WHERE run_id=? ORDER BY idx, seq", (run_id,)),
         ])
         if not run:
-            raise NotFound(f"workflow run {run_id}: no such run")
+            raise NotFound(f"workflow run {run_id!r}: no such run")
         out = _run(run[0])
         await self._drivers([out])
         by_id = {s["step_id"]: s for s in steps}

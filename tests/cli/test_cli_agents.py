@@ -313,8 +313,9 @@ def test_config_flag_and_variable(run: Run, tmp_path: Path,
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (("agents", "show", "bob"), "no agent 'bob' (known: ada, ben"),
-    (("llm", "ask", "--agent", "bob", "hi"), "no agent 'bob'"),
+    (("agents", "show", "bob"),
+     "agent 'bob': no such agent in (built-in simulator) (known: ada, ben"),
+    (("llm", "ask", "--agent", "bob", "hi"), "agent 'bob': no such agent"),
     (("llm", "ask", "--agent", "ada", "  "), "llm ask: TEXT is empty"),
     (("llm", "ask", "--agent", "ada", "hi", "--max-tokens", "0"), "--max-tokens"),
     (("llm", "ask", "--agent", "ada", "hi", "--temperature", "9"), "--temperature"),

@@ -27,7 +27,7 @@ def test_approvals_list_and_json(run: Run, awaiting: tuple[Path, str]) -> None:
 
 
 def test_no_pending_approvals(run: Run, seeded: Path) -> None:
-    assert run("approvals", "--db", seeded).out == "no pending approvals\n"
+    assert run("approvals", "--db", seeded).out == "no pending approvals yet\n"
     assert run("approvals", "--json", "--db", seeded).json() == []
 
 
@@ -39,7 +39,7 @@ def test_approve_by_a_named_operator(run: Run, awaiting: tuple[Path, str]) -> No
                      "T-1: no engine runs now: `clawtower serve` (or `clawtower serve"
                      " --until-idle`) or the console resumes it\n")  # says what moves it
     assert run("approvals", "--json", "--db", db).json() == []
-    assert run("approvals", "--db", db).out == "no pending approvals\n"
+    assert run("approvals", "--db", db).out == "no pending approvals yet\n"
     (a,) = run("approvals", "--all", "--json", "--db", db).json()
     assert (a["status"], a["decided_by"], a["reason"]) == ("approved", "alice", "looks right")
     assert query(db, "SELECT type, actor, role FROM events WHERE seq=?", (max_seq(db),)) == [

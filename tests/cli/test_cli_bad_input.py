@@ -114,9 +114,9 @@ BAD_COMMANDS = {
                                   "orchestrator", "--reason", "r"], ["PHASE", "'finished'"]),
     "illegal-transition": (["task", "transition", "T-1", "completed", "--as", "orchestrator",
                             "--reason", "r"],
-                           ["task T-1", "spec_draft -> completed", "not a legal transition"]),
+                           ["task 'T-1'", "spec_draft -> completed", "not a legal transition"]),
     "guard-refuses": (["task", "transition", "T-2", "spec_review", "--as", "orchestrator",
-                       "--reason", "r"], ["task T-2", "spec_draft -> spec_review",
+                       "--reason", "r"], ["task 'T-2'", "spec_draft -> spec_review",
                                           "the spec is not ready"]),
     "empty-reason": (["task", "transition", "T-1", "spec_review", "--as", "orchestrator",
                       "--reason", "  "], ["--reason"]),
@@ -130,7 +130,7 @@ BAD_COMMANDS = {
                              "approved"], ["'T-99'"]),
     "update-unknown-task": (["task", "update-spec", "T-99", spec("01")], ["'T-99'"]),
     "review-wrong-phase": (["task", "review", "T-1", "--as", "spec_reviewer", "--verdict",
-                            "approved"], ["task T-1", "spec_draft"]),
+                            "approved"], ["task 'T-1'", "spec_draft"]),
     "review-bad-verdict": (["task", "review", "T-1", "--as", "spec_reviewer", "--verdict",
                             "lgtm"], ["--verdict", "'lgtm'"]),
     "approve-unknown": (["approve", "deadbeef"], ["'deadbeef'", "no such approval"]),
@@ -242,7 +242,7 @@ def test_decided_approval_cannot_be_decided_again(run: Run, awaiting: tuple[Path
                  ["approve", approval, "--by", "bob"]):
         r = run(*argv, "--db", db)
         assert (r.code, r.out) == (2, "")
-        one_error_line(r.err, f"approval {approval}", "already decided: approved by alice at ")
+        one_error_line(r.err, f"approval '{approval}'", "already decided: approved by alice at ")
     assert state(db).seq == before.seq
 
 

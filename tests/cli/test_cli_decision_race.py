@@ -20,7 +20,7 @@ from cli_helpers import CLAWTOWER, child_env, query
 PAIRS = int(os.environ.get("CLAWTOWER_RACE_PAIRS", "60"))
 AT_ONCE = 10  # pairs started together (20 processes): contention across pairs too
 GATE = "name: gate\nsteps:\n  - id: ship\n    approval: Ship it?\n"
-LOSER = re.compile(r"^clawtower: error: approval (\w+): already decided: (approved|rejected)"
+LOSER = re.compile(r"^clawtower: error: approval '(\w+)': already decided: (approved|rejected)"
                    r" by (alice|bob) at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 

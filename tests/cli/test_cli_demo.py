@@ -211,7 +211,7 @@ def test_demo_unblock_hint_works(demo_copy: Demo) -> None:
                     ("task.commanded", OPERATOR, "operator")]
     r = run_cli(["task", "unblock", doomed, "abandon"], d.home)
     assert r.returncode == 2
-    assert r.stderr == (f"clawtower: error: task {doomed}: nothing to unblock: it is in"
+    assert r.stderr == (f"clawtower: error: task '{doomed}': nothing to unblock: it is in"
                         " execution_ready, not circuit_open\n")
 
 

@@ -97,7 +97,7 @@ def test_bad_input_is_one_line_exit_2(run: Run, db: Path) -> None:
         (["flow", "run", "lead", "  "], "TASK is empty"),
         (["flow", "run", "lead", "x", "--context", "[1]"], "must be a JSON object"),
         (["flow", "run", "lead", "x", "--max-depth", "0"], "--max-depth"),
-        (["flow", "show", "F-9"], "F-9: no such flow"),
+        (["flow", "show", "F-9"], "'F-9': no such flow"),
         (["flow", "mailbox", "lead", "--box", "attic"], "invalid choice"),
     ):
         r = run(*argv, "--db", db)
@@ -122,7 +122,7 @@ def test_refused_decomposition_fails_the_flow_with_exit_1(run: Run, db: Path,
         "            - {id: b, agent: writer, instruction: y, depends_on: [a]}\n")
     r = run("flow", "run", "lead", "briefing", "--wait", "--db", db)
     assert r.code == 1
-    assert "flow F-2: failed: decomposition refused: dependency cycle: a -> b -> a" in r.err
+    assert "flow 'F-2': failed: decomposition refused: dependency cycle: a -> b -> a" in r.err
 
 
 def test_serve_drives_a_flow_started_without_wait(run: Run, db: Path) -> None:

@@ -101,7 +101,7 @@ def test_bad_files_exit_2_naming_the_file(run: Run, files: dict[str, Path], whic
 
 def test_unknown_agent_and_missing_schema_option(run: Run, files: dict[str, Path]) -> None:
     r = task(run, files, "nobody")
-    assert r.code == 2 and "no agent 'nobody'" in r.err
+    assert r.code == 2 and "agent 'nobody': no such agent" in r.err
     r = run("llm", "task", "--agent", "extractor")
     assert r.code == 2 and "--schema" in r.err
 

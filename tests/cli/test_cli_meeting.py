@@ -90,7 +90,7 @@ def test_show_stop_grant_unknown_and_ended(run: Run, db: Path, fast: Path) -> No
     # a stop (a write) makes the store first: a read of a missing store fails on its own
     for args in (("stop", "nope"), ("grant", "nope", "2"), ("show", "nope")):
         r = run("meeting", *args, "--db", db)
-        assert r.code == 2 and "meeting nope: no such meeting" in r.err, args
+        assert r.code == 2 and "meeting 'nope': no such meeting" in r.err, args
     r = run("meeting", "run", "--topic", "t", "--agents", "a,b", "--agents-file", fast,
             "--max-rounds", "1", "--db", db)
     mid = r.out.split(":")[0]

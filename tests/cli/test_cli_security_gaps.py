@@ -63,7 +63,7 @@ def test_a_path_after_an_id_is_refused(run: Run, db: Path) -> None:
         r = run("flow", "show", ident, "--db", db)
         assert r.code == 2 and "not a path" in r.err, (ident, r.err)
     r = run("flow", "show", "F-1/root/x", "--db", db)
-    assert r.code == 2 and "no such flow F-1" in r.err
+    assert r.code == 2 and "no such flow 'F-1'" in r.err
 
 
 def test_range_messages_never_print_the_int64_limits(run: Run, db: Path) -> None:

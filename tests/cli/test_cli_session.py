@@ -65,8 +65,15 @@ def test_session_send_spawn_tree_show(run: Run, db: Path) -> None:
     assert [m["role"] for m in show["messages"]].count("announce") == 2
     text = run("session", "show", sid, "--db", db).out
     assert "announces:" in text and "S-2 @worker ok" in text
+    # the transcript's announce lines say what each child said, not the protocol line
+    said = [ln for ln in text.splitlines() if ln.startswith("  announce: ")]
+    assert [ln.split(" ok: ")[0] for ln in said] == ["  announce: S-2 @worker",
+                                                     "  announce: S-3 @worker"]
+    assert all("got it" in ln and "finish" not in ln for ln in said), said
     kid = run("session", "spawn", sid, "one more", "--agent", "worker", "--db", db)
     assert kid.code == 0 and kid.out.startswith("S-4: spawned (worker")
+    assert ("S-1: queued to take S-4's announce; no session worker runs now: `clawtower"
+            " session run --until-idle`") in kid.err  # says what runs the parent's turn
     assert run("agents", "spec", "list", "--db", db).code == 0
     assert run("session", "send", sid, "/agents", "--db", db).out.startswith("* lead")
 
@@ -74,7 +81,7 @@ def test_session_send_spawn_tree_show(run: Run, db: Path) -> None:
 def test_session_errors_are_one_line_with_the_right_code(run: Run, db: Path) -> None:
     sid = run("session", "new", "--db", db).out.strip()
     for argv, code, needle in [
-        (["session", "send", "S-9", "hi"], 2, "session S-9: no such session"),
+        (["session", "send", "S-9", "hi"], 2, "session 'S-9': no such session"),
         (["session", "new", "--agent", "ghost"], 2, "agent 'ghost'"),
         (["session", "new", "--model", "simulator/gpt"], 2, "no model 'gpt'"),
         (["session", "send", sid, "   "], 2, "TEXT is empty"),
@@ -94,7 +101,7 @@ def test_session_errors_are_one_line_with_the_right_code(run: Run, db: Path) -> 
 def test_missing_store_is_not_created_by_reads(run: Run, tmp_path: Path) -> None:
     db = tmp_path / "none.db"
     r = run("session", "list", "--json", "--db", db)
-    assert r.code == 2 and "no store at" in r.err and r.err.count("\n") == 1
+    assert (r.code, r.json()) == (0, []) and "no store at" in r.err and r.err.count("\n") == 1
     assert not db.exists()
 
 

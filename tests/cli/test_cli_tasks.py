@@ -190,7 +190,7 @@ def test_quality_review(run: Run, awaiting: tuple[Path, str], verdict: str) -> N
     r = run("task", "review", "T-1", "--as", "quality_reviewer", "--verdict", verdict,
             "--finding", "x", "--db", db)
     assert r.code == 2
-    assert r.err == ("clawtower: error: task T-1: is in awaiting_approval;"
+    assert r.err == ("clawtower: error: task 'T-1': is in awaiting_approval;"
                      " quality reviews are taken in quality_gate\n")
 
 
@@ -202,7 +202,7 @@ def test_operator_commands_unblock_retry_cancel(run: Run, seeded: Path) -> None:
               "--reason", "ready").code == 0
     r = ok("task", "retry", "T-1")
     assert (r.code, r.out) == (2, "")
-    assert r.err == ("clawtower: error: task T-1: nothing to retry: it is in spec_review,"
+    assert r.err == ("clawtower: error: task 'T-1': nothing to retry: it is in spec_review,"
                      " not circuit_open\n")
     assert ok("task", "review", "T-1", "--as", "spec_reviewer", "--verdict", "approved").code == 0
     for phase in ("execution_ready", "circuit_open"):
@@ -218,7 +218,7 @@ def test_operator_commands_unblock_retry_cancel(run: Run, seeded: Path) -> None:
     t = ok("task", "show", "T-2", "--json").json()
     assert t["phase_reason"] == f"cancel by {OPERATOR}: duplicate"
     r = ok("task", "cancel", "T-2")
-    assert (r.code, r.err) == (2, "clawtower: error: task T-2: nothing to cancel: it already"
+    assert (r.code, r.err) == (2, "clawtower: error: task 'T-2': nothing to cancel: it already"
                                   " ended failed\n")
     r = ok("events", "--entity", "T-1")
     assert "task.commanded       T-1        ann(operator)  unblock -> spec_draft: the spec" \

@@ -28,7 +28,8 @@ def _config(home: Path, *, time: bool = True, everything: bool = False,
 
 def test_list_builtins_without_a_config(run: Run, db: Path) -> None:
     r = run("tools", "list", "--db", db)
-    assert (r.code, r.err) == (0, "")
+    assert (r.code, r.err) == (0, f"clawtower: no store at {db} yet (nothing has written to it)\n")
+    assert not db.exists()  # built-ins only: a read, which creates no store
     header, *rows = r.out.splitlines()
     assert header.split() == ["NAME", "SOURCE", "STATUS", "DESCRIPTION"]
     assert [row.split()[:3] for row in rows] == [["clock.now", "builtin", "pinned"],
@@ -154,7 +155,7 @@ def test_agent_allow_list(run: Run, db: Path, home: Path) -> None:
     assert r.err == ("clawtower: error: json.query: not allowed for ada (not in its tool"
                      " allow-list); the call was not made\n")
     r = run("tools", "list", "--agent", "nobody", "--db", db)
-    assert r.code == 2 and "no agent 'nobody'" in r.err
+    assert r.code == 2 and "agent 'nobody': no such agent" in r.err
 
 
 def test_progress_goes_to_stderr(run: Run, db: Path, home: Path) -> None:

@@ -330,3 +330,20 @@ def test_bind_maps_an_operations_arguments_and_inputs(
         assert code == 2 and f"--arg-map {bad!r}: expected OP.NAME=VALUE" in err, err
     # the refused binds changed nothing
     assert load_bindings(bindings_path("acme-support-expert"))["helpdesk"] == got
+
+
+def test_show_in_text_mode_is_readable(expert_home: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27 item 9: one line per process, function, tool and tier, no JSON dicts."""
+    assert run(capsys, "expert", "install", str(ACME))[0] == 0
+    code, out, err = run(capsys, "expert", "show", "acme-support-expert")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].startswith("acme-support-expert 0.1.0  Support-desk expertise")
+    assert "processes:" in lines and "functions:" in lines and "approval:" in lines
+    assert "  ticket-triage: Read, classify and answer a newly opened support ticket" in lines
+    assert ("  helpdesk: not bound (clawtower expert bind acme-support-expert helpdesk ...)"
+            in lines)
+    assert "  manual: helpdesk.send_reply" in lines
+    assert lines[-2:] == ["problems:", "  (none)"]
+    assert not any(ch in out for ch in "{}[]\"")

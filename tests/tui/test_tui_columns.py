@@ -13,7 +13,7 @@ from textual.app import App, ComposeResult
 
 from tui.rowlist import Column
 from tui.screens.meetings import stance_table, summary_renderable
-from tui.screens.sessions import SessionList, announce_text
+from tui.screens.sessions import SessionList
 from tui.views import ApprovalList
 
 
@@ -130,14 +130,6 @@ def test_rolling_summary_is_one_entry_per_round_without_nesting() -> None:
     text = render(summary_renderable(Pal(), MEETING), 60)  # type: ignore[arg-type]
     lines = [x for x in text.splitlines() if x.strip()]
     assert lines == ["R1  ada for, ben against", "R2  ben comes round"]
-
-
-def test_announce_line_is_what_the_child_said() -> None:
-    msg = {"role": "announce", "text": "[@agent:worker#ag-1] finish",
-           "meta": {"result": {"status": "ok", "summary": "found 3 flaky tests"},
-                    "source": {"session_id": "S-2", "agent_name": "worker"}}}
-    assert announce_text(msg) == "S-2 worker ok: found 3 flaky tests"
-    assert announce_text({"role": "announce", "text": "plain", "meta": {}}) == "plain"
 
 
 def test_triggers_table_drops_columns_at_80_not_the_names() -> None:

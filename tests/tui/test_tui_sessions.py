@@ -61,7 +61,7 @@ async def test_tree_transcript_announces_and_backlog(db: str) -> None:
         # an announce shows what the child said, not the wire marker (issue 27, item 9)
         assert "[@agent:worker#" not in transcript
         for child, part in (("S-2", 1), ("S-3", 2), ("S-4", 3)):
-            assert f'{child} worker ok: worker: got it: "part {part} of 3' in transcript
+            assert f'{child} @worker ok: worker: got it: "part {part} of 3' in transcript
         announces = shown(screen.query_one("#ses-announces"))
         assert announces.count(" ok ") >= 3 and "S-2" in announces
         screen.query_one(SessionList).move_cursor_to_key("S-5")

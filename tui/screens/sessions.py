@@ -24,6 +24,7 @@ from core import ClawError
 from core.acp.views import session_activity
 from core.describe import one_line
 from core.sessions.commands import COMMANDS, is_command, run_command
+from core.sessions.reads import announce_said
 from core.sessions.service import Sessions
 from core.textsafe import safe, safe_line
 
@@ -483,21 +484,10 @@ def transcript_renderable(pal: Palette, msgs: list[dict[str, Any]],
         line.append(f"{tag:>10}  ", style=pal.tone(
             {"user": "waiting", "assistant": "done", "announce": "active"}.get(role, "idle"),
             "bold"))
-        line.append(safe(announce_text(m) if role == "announce" else str(m["text"])))
+        said = announce_said(m.get("meta") or {}) if role == "announce" else None
+        line.append(safe(one_line(said, 300) if said else str(m["text"])))
         rows.append(line)
     return Group(*rows, *gates)
-
-
-def announce_text(m: dict[str, Any]) -> str:
-    """What the child said, not the wire marker (`[@agent:worker#ag-…] finish`, kept in
-    the store for OpenClaw's format): `S-2 worker ok: <its reply>`."""
-    meta = m.get("meta") or {}
-    result, source = meta.get("result") or {}, meta.get("source") or {}
-    if not result:
-        return str(m["text"])
-    who = " ".join(str(x) for x in (source.get("session_id"), source.get("agent_name")) if x)
-    summary = one_line(str(result.get("summary") or ""), 300) or "(no reply)"
-    return f"{who} {result.get('status', '')}: {summary}".strip()
 
 
 STREAM_TAIL = 240  # characters of a streaming reply shown (the pane has a fixed height, so
