@@ -107,7 +107,7 @@ def test_pin_asks_again_after_a_rejection(run: Run, db: Path, home: Path) -> Non
     (a,) = [x for x in run("approvals", "--json", "--db", db).json()
             if x["subject"] == "tool:time.get_current_time"]
     r = run("tools", "pin", "time.get_current_time", "--db", db)
-    assert (r.code, r.err) == (2, f"clawtower: error: tool time.get_current_time: a pin approval"
+    assert (r.code, r.err) == (2, f"clawtower: error: tool 'time.get_current_time': a pin approval"
                                   f" already waits: {a['id']} (`clawtower approve {a['id']}`)\n")
     assert run("reject", a["id"], "--reason", "not now", "--db", db).code == 0
     r = run("tools", "pin", "time.get_current_time", "--db", db)
