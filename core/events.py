@@ -7,12 +7,12 @@ replays work on typed data. Later features register their own payloads the same 
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ValidationError
+from .lazy import LazyModules
 
 _REGISTRY: dict[str, type[Payload]] = {}
 
@@ -24,15 +24,7 @@ PAYLOAD_MODULES = (
     "core.acp.events", "core.experts.events", "core.flows.events", "core.meetings.events",
     "core.memory.events", "core.sessions.events", "core.triggers.events",
 )
-_all_loaded = False
-
-
-def _load_all() -> None:
-    global _all_loaded
-    if not _all_loaded:
-        for name in PAYLOAD_MODULES:
-            importlib.import_module(name)
-        _all_loaded = True
+_payload_modules = LazyModules(*PAYLOAD_MODULES)
 
 P = TypeVar("P", bound="Payload")
 
@@ -59,8 +51,8 @@ class Payload(BaseModel):
 
 def payload_class(type_name: str) -> type[Payload]:
     cls = _REGISTRY.get(type_name)
-    if cls is None and not _all_loaded:
-        _load_all()
+    if cls is None and not _payload_modules.loaded:
+        _payload_modules.load()
         cls = _REGISTRY.get(type_name)
     if cls is None:
         raise ValidationError(f"unknown event type {type_name!r}")
@@ -69,7 +61,7 @@ def payload_class(type_name: str) -> type[Payload]:
 
 def registered_types() -> list[str]:
     """Every event type (loading every payload module)."""
-    _load_all()
+    _payload_modules.load()
     return sorted(_REGISTRY)
 
 

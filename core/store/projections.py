@@ -6,7 +6,6 @@ so the two cannot drift. Handlers use only values carried by the event: never th
 
 from __future__ import annotations
 
-import importlib
 import json
 import sqlite3
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from typing import Any
 
 from .. import events as ev
 from ..events import StoredEvent
+from ..lazy import LazyModules
 
 Handler = Callable[[sqlite3.Connection, StoredEvent], None]
 _HANDLERS: dict[str, list[Handler]] = {}
@@ -25,16 +25,12 @@ PROJECTION_MODULES = (
     "core.acp.projections", "core.flows.projections", "core.meetings.projections",
     "core.memory.projections", "core.sessions.projections", "core.triggers.projections",
 )
-_all_loaded = False
+_projection_modules = LazyModules(*PROJECTION_MODULES)
 
 
 def load_all() -> None:
     """Register every projection handler (idempotent; cheap after the first call)."""
-    global _all_loaded
-    if not _all_loaded:
-        for name in PROJECTION_MODULES:
-            importlib.import_module(name)
-        _all_loaded = True
+    _projection_modules.load()
 
 
 def projects(*types: type[ev.Payload]) -> Callable[[Handler], Handler]:
@@ -49,8 +45,8 @@ def projects(*types: type[ev.Payload]) -> Callable[[Handler], Handler]:
 
 
 def apply(conn: sqlite3.Connection, event: StoredEvent) -> None:
-    if not _all_loaded:
-        load_all()
+    if not _projection_modules.loaded:
+        _projection_modules.load()
     for handler in _HANDLERS.get(event.type, ()):
         handler(conn, event)
 
