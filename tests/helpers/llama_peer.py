@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from procs import stop
+from procs import die_with_parent, stop_group
 
 PEERS = Path(os.environ.get("CLAWTOWER_PEERS", Path.home() / ".cache" / "clawtower-peers"))
 PYTHON = PEERS / "llama" / "bin" / "python"
@@ -60,7 +60,9 @@ def llama_server(n_ctx: int = 4096) -> Iterator[str]:
         [str(PYTHON), "-m", "llama_cpp.server", "--model", str(MODEL), "--model_alias", ALIAS,
          "--chat_format", "chatml-function-calling", "--host", "127.0.0.1", "--port", str(port),
          "--n_ctx", str(n_ctx), "--n_threads", "2"],
-        stdout=log, stderr=subprocess.STDOUT)
+        stdout=log, stderr=subprocess.STDOUT,
+        # its own group, gone with the test process (tests/helpers/reaper.py covers the rest)
+        start_new_session=True, preexec_fn=die_with_parent)
     base = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 60
@@ -78,6 +80,6 @@ def llama_server(n_ctx: int = 4096) -> Iterator[str]:
             time.sleep(0.1)
         yield base
     finally:
-        stop(proc)
+        stop_group(proc)
         log.close()
         os.unlink(log.name)
