@@ -208,7 +208,7 @@ def main(argv: list[str]) -> None:
                if not _is_watchdog(pid)}
     folders = [f for f in map(_throwaway, reap(targets)) if f is not None]
     with contextlib.suppress(OSError):
-        folders += map(Path, listing.read_text(encoding="utf-8").split())
+        folders += map(Path, listing.read_text(encoding="utf-8").splitlines())
     for folder in [*folders, *map(Path, remove)]:
         shutil.rmtree(folder, ignore_errors=True)
     listing.unlink(missing_ok=True)
