@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,23 @@ if str(HELPERS) not in sys.path:
     sys.path.insert(0, str(HELPERS))
 
 # PostgreSQL replicas kept between opens (core/store/replica.py) go to a folder of this run,
-# never the user's home; child processes inherit it
-os.environ.setdefault("CLAWTOWER_REPLICA_DIR", tempfile.mkdtemp(prefix="clawtower-replicas-"))
+# never the user's home; child processes (and xdist workers) inherit it
+_RUN_FOLDERS: list[str] = []
+if "CLAWTOWER_REPLICA_DIR" not in os.environ:
+    _RUN_FOLDERS.append(tempfile.mkdtemp(prefix="clawtower-replicas-"))
+    os.environ["CLAWTOWER_REPLICA_DIR"] = _RUN_FOLDERS[0]
 
 from core.clock import FakeClock  # noqa: E402
 from core.store import open_store  # noqa: E402
 from core.tasks.service import Tasks  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every server this pytest process starts dies with it, even on SIGKILL: see
+    tests/helpers/reaper.py (each xdist worker starts its own)."""
+    import reaper
+
+    reaper.start(*_RUN_FOLDERS)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,9 +42,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="also run tests marked slow (the full-size durability figures)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked slow run only when asked: --run-slow, CLAWTOWER_RUN_SLOW=1, or a -m
+    """Tests using the llama.cpp server run on one xdist worker, so it starts once.
+
+    Tests marked slow run only when asked: --run-slow, CLAWTOWER_RUN_SLOW=1, or a -m
     expression naming slow. The default run covers each requirement at a smaller scale."""
+    for item in items:
+        if "llama" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("llama"))
     markexpr = config.getoption("-m") or ""
     if config.getoption("--run-slow") or os.environ.get("CLAWTOWER_RUN_SLOW") == "1" \
             or "slow" in markexpr:
@@ -41,6 +59,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def llama() -> Iterator[str]:
+    """The real llama.cpp server with SmolLM2 (tests/helpers/llama_peer.py), one for the
+    session: its base URL (…/v1); the test skips with the reason when the peer is missing."""
+    from llama_peer import llama_server
+
+    with llama_server() as base:
+        yield base
 
 
 @pytest.fixture

@@ -428,11 +428,9 @@ async def test_configured_agent_with_the_tool_registry(store: Any, tmp_path: Any
 
 # -- the real SmolLM2 server ------------------------------------------------------------------
 
-async def test_real_smollm2_turn_with_a_forced_tool(store: Any) -> None:
+async def test_real_smollm2_turn_with_a_forced_tool(store: Any, llama: str) -> None:
     """llama-cpp-python (chatml-function-calling) with a forced first tool call: the tool runs,
     its result goes back, and the turn ends within its budget with usage recorded."""
-    from llama_peer import llama_server
-
     from core.agents.openai import OpenAIProvider
 
     class Weather:
@@ -450,13 +448,13 @@ async def test_real_smollm2_turn_with_a_forced_tool(store: Any) -> None:
 
     tools = Weather()
     deltas: list[str] = []
-    with llama_server() as base:
-        provider = OpenAIProvider("smollm2", base, timeout_s=60, retries=1)
-        result = await run_turn(
-            provider, model="smollm2", tools=tools, store=store, subject="task-real",
-            messages=[ChatMessage(role="user", content="What is the weather in Oslo?")],
-            first_tool_choice="get_weather", max_tokens_per_call=48, temperature=0.0,
-            budget=TurnBudget(max_tool_rounds=1, max_wall_s=120), on_text=deltas.append)
+    base = llama
+    provider = OpenAIProvider("smollm2", base, timeout_s=60, retries=1)
+    result = await run_turn(
+        provider, model="smollm2", tools=tools, store=store, subject="task-real",
+        messages=[ChatMessage(role="user", content="What is the weather in Oslo?")],
+        first_tool_choice="get_weather", max_tokens_per_call=48, temperature=0.0,
+        budget=TurnBudget(max_tool_rounds=1, max_wall_s=120), on_text=deltas.append)
     assert result.stop_reason in ("completed", "max_tool_rounds"), result.error
     assert result.rounds == 1 and len(tools.calls) == 1
     assert isinstance(json.loads(tools.calls[0]), dict)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from protocol import GOOD_SPEC, WEAK_SPEC
@@ -29,6 +30,9 @@ from core.store import open_store
 from core.tasks import commands as c
 from core.tasks.permissions import Action, Role, allowed
 from core.tasks.phases import MAX_ATTEMPTS, TRANSITIONS, Phase, backoff_seconds
+
+# one xdist worker (--dist loadgroup) runs these: the figures test reads the machine's counts
+pytestmark = pytest.mark.xdist_group("phase-machine")
 
 P = Phase
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")
@@ -429,20 +433,19 @@ PhaseMachine.TestCase.settings = settings(
 TestPhaseMachine = PhaseMachine.TestCase
 
 
-def test_phase_machine_figures(capsys):
-    """Runs after the machine (file order): the figures of this run, for the report."""
+def test_phase_machine_figures(record_property: Any) -> None:
+    """Runs after the machine (file order, one xdist worker): the figures of this run, kept
+    out of the progress output (a report property, and the failure message when it fails)."""
     if STATS["examples"] == 0:
-        import pytest
-
         pytest.skip("the state machine did not run in this session")
-    with capsys.disabled():
-        print(f"\nphase machine [{PROFILE}]: {STATS['examples']} examples (max {EXAMPLES}"
-              f" x {STEPS} steps), {STATS['rule_steps']} steps,"
-              f" {STATS['steps']} transition attempts,"
-              f" {STATS['transitions_accepted']} accepted, {STATS['transitions_refused']}"
-              f" refused; illegal accepted {STATS['illegal_accepted']},"
-              f" legal refused {STATS['legal_refused']};"
-              f" {len(PAIRS_ACCEPTED)}/{len(LEGAL_PAIRS)} legal pairs taken;"
-              f" missing {sorted(LEGAL_PAIRS - PAIRS_ACCEPTED)}")
-    assert STATS["illegal_accepted"] == 0 and STATS["legal_refused"] == 0
-    assert STATS["transitions_accepted"] > 0 and STATS["transitions_refused"] > 0
+    figures = (f"phase machine [{PROFILE}]: {STATS['examples']} examples (max {EXAMPLES}"
+               f" x {STEPS} steps), {STATS['rule_steps']} steps,"
+               f" {STATS['steps']} transition attempts,"
+               f" {STATS['transitions_accepted']} accepted, {STATS['transitions_refused']}"
+               f" refused; illegal accepted {STATS['illegal_accepted']},"
+               f" legal refused {STATS['legal_refused']};"
+               f" {len(PAIRS_ACCEPTED)}/{len(LEGAL_PAIRS)} legal pairs taken;"
+               f" missing {sorted(LEGAL_PAIRS - PAIRS_ACCEPTED)}")
+    record_property("phase_machine", figures)
+    assert STATS["illegal_accepted"] == 0 and STATS["legal_refused"] == 0, figures
+    assert STATS["transitions_accepted"] > 0 and STATS["transitions_refused"] > 0, figures

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from flow_helpers import counts
-from llama_peer import llama_server
 
 from core.agents.config import config_from_data
 from core.flows.engine import model_engine
@@ -22,24 +21,24 @@ from core.sessions.service import Sessions
 from core.sessions.specs import AgentSpecConfig
 
 
-async def test_real_two_level_flow_with_smollm2(store: Any) -> None:
-    with llama_server() as base:
-        cfg = config_from_data({
-            "providers": {"local": {"kind": "openai", "base_url": base, "models": ["smollm2"],
-                                    "timeout_s": 120}}}, "peers-test")
-        s = Sessions(store)
-        for name, subs, tokens in (("lead", ["helper"], 600), ("helper", [], 48)):
-            await s.set_spec(name, AgentSpecConfig.model_validate({
-                "defaults": {"provider": "local", "model": "smollm2", "temperature": 0.0,
-                             "max_output_tokens": tokens},
-                "policy": {"subagents": subs}}))
-        # one subtask (so its schema allows no dependency: nothing a 135M model can get wrong
-        # beyond its words)
-        flows = Flows(store, FlowLimits(max_width=1, max_depth=1))
-        fid = await flows.start("lead", "Name two colours of the sky.", split=True)
-        engine = model_engine(store, cfg, concurrency=2)
-        flow = await engine.run_flow(fid, timeout_s=600)
-        got = await flows.get(fid)
+async def test_real_two_level_flow_with_smollm2(store: Any, llama: str) -> None:
+    base = llama
+    cfg = config_from_data({
+        "providers": {"local": {"kind": "openai", "base_url": base, "models": ["smollm2"],
+                                "timeout_s": 120}}}, "peers-test")
+    s = Sessions(store)
+    for name, subs, tokens in (("lead", ["helper"], 600), ("helper", [], 48)):
+        await s.set_spec(name, AgentSpecConfig.model_validate({
+            "defaults": {"provider": "local", "model": "smollm2", "temperature": 0.0,
+                         "max_output_tokens": tokens},
+            "policy": {"subagents": subs}}))
+    # one subtask (so its schema allows no dependency: nothing a 135M model can get wrong
+    # beyond its words)
+    flows = Flows(store, FlowLimits(max_width=1, max_depth=1))
+    fid = await flows.start("lead", "Name two colours of the sky.", split=True)
+    engine = model_engine(store, cfg, concurrency=2)
+    flow = await engine.run_flow(fid, timeout_s=600)
+    got = await flows.get(fid)
     assert engine.errors == []
     assert flow["status"] == "done", (flow["error"], got["tasks"])
     tasks = got["tasks"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import jsonschema
@@ -218,14 +218,6 @@ def test_minimal_instance_is_valid(schema: dict[str, Any]) -> None:
 
 
 # -- the real SmolLM2 server -----------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def llama() -> Iterator[str]:
-    from llama_peer import llama_server
-
-    with llama_server() as base:
-        yield base
-
 
 async def test_real_llm_task_with_a_small_schema(llama: str) -> None:
     """llama-cpp grammar-constrains json_object + schema, so even a 135M model's reply is

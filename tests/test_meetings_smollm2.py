@@ -4,10 +4,7 @@ NEUTRAL. Skips, with the reason, when scripts/install-peers.sh could not install
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from core.agents.config import load_agents
 from core.agents.openai import OpenAIProvider
@@ -16,14 +13,6 @@ from core.meetings.coordinator import Coordinator, MeetingConfig
 from core.meetings.stance import Stance
 
 NAMES = ["ada", "ben", "cyd"]
-
-
-@pytest.fixture(scope="module")
-def llama() -> Iterator[str]:
-    from llama_peer import llama_server
-
-    with llama_server() as base:
-        yield base
 
 
 async def test_meeting_with_three_smollm2_agents(llama: str, store, tmp_path: Path) -> None:

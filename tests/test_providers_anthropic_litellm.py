@@ -40,6 +40,9 @@ from core.agents.provider import (
     ToolSpec,
 )
 
+# one xdist worker (--dist loadgroup) runs these: one LiteLLM proxy (the module's fixture)
+pytestmark = pytest.mark.xdist_group("litellm")
+
 TIMEOUT_S = 240.0  # the 2-core machine may be busy; these are bounds, not expectations
 WEATHER = ToolSpec(name="get_weather", description="Weather for a city",
                    parameters={"type": "object", "properties": {"city": {"type": "string"}},

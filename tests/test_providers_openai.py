@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -332,14 +332,6 @@ def test_plain_simulator_script_still_loads(tmp_path: Path) -> None:
 
 
 # -- integration: the real llama-cpp-python server with SmolLM2 -----------------------------
-
-@pytest.fixture(scope="module")
-def llama() -> Iterator[str]:
-    from llama_peer import llama_server
-
-    with llama_server() as base:
-        yield base
-
 
 def real(base: str, **kw: object) -> OpenAIProvider:
     opts: dict[str, object] = {"timeout_s": 60, "retries": 1, "backoff_s": 0.1}

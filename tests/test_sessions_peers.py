@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llama_peer import llama_server
 from mcp_peers import TIME, require
 from procs import child_env
 
@@ -22,27 +21,27 @@ from core.sessions.specs import AgentSpecConfig
 from core.store import open_store
 
 
-async def test_real_session_turn_with_smollm2_and_mcp_time(store: Any) -> None:
+async def test_real_session_turn_with_smollm2_and_mcp_time(store: Any, llama: str) -> None:
     require("time")
-    with llama_server() as base:
-        cfg = config_from_data({
-            "providers": {"local": {"kind": "openai", "base_url": base, "models": ["smollm2"],
-                                    "timeout_s": 120}},
-            "mcp_servers": {"time": {"command": str(TIME), "pin": "auto"}}}, "peers-test")
-        sessions = Sessions(store)
-        await sessions.set_spec("smol", AgentSpecConfig.model_validate({
-            "defaults": {"provider": "local", "model": "smollm2", "temperature": 0.0,
-                         "max_output_tokens": 48,
-                         "first_tool_choice": "time.get_current_time"},
-            "policy": {"tools": ["time.get_current_time"]},
-            "context_policy": {"budgets": {"max_tool_rounds": 1, "max_wall_s": 180}}}))
-        sid = await sessions.create(agent="smol")
-        await sessions.send(sid, "What time is it in UTC right now?")
-        runner = SessionRunner(store, cfg, skills=SkillSet())
-        try:
-            assert await runner.run_until_idle(300), runner.errors
-        finally:
-            await runner.aclose()
+    base = llama
+    cfg = config_from_data({
+        "providers": {"local": {"kind": "openai", "base_url": base, "models": ["smollm2"],
+                                "timeout_s": 120}},
+        "mcp_servers": {"time": {"command": str(TIME), "pin": "auto"}}}, "peers-test")
+    sessions = Sessions(store)
+    await sessions.set_spec("smol", AgentSpecConfig.model_validate({
+        "defaults": {"provider": "local", "model": "smollm2", "temperature": 0.0,
+                     "max_output_tokens": 48,
+                     "first_tool_choice": "time.get_current_time"},
+        "policy": {"tools": ["time.get_current_time"]},
+        "context_policy": {"budgets": {"max_tool_rounds": 1, "max_wall_s": 180}}}))
+    sid = await sessions.create(agent="smol")
+    await sessions.send(sid, "What time is it in UTC right now?")
+    runner = SessionRunner(store, cfg, skills=SkillSet())
+    try:
+        assert await runner.run_until_idle(300), runner.errors
+    finally:
+        await runner.aclose()
     s = await sessions.get(sid)
     job = s["jobs"][0]
     assert job["status"] == "done", job
@@ -58,7 +57,7 @@ async def test_real_session_turn_with_smollm2_and_mcp_time(store: Any) -> None:
 
 
 async def test_confirm_tier_call_on_smollm2_waits_and_runs_once_after_cli_approval(
-        tmp_path: Path) -> None:
+        tmp_path: Path, llama: str) -> None:
     """The governed turn on real parts: SmolLM2 asks for the real mcp-server-time tool, which
     the spec makes confirm-tier; the turn waits (no worker holds it), `clawtower approve`
     in another process decides it, and a new worker runs the call exactly once."""
@@ -66,41 +65,41 @@ async def test_confirm_tier_call_on_smollm2_waits_and_runs_once_after_cli_approv
     db = tmp_path / "db.sqlite"
     store = await open_store(str(db))
     try:
-        with llama_server() as base:
-            cfg = config_from_data({
-                "providers": {"local": {"kind": "openai", "base_url": base,
-                                        "models": ["smollm2"], "timeout_s": 120}},
-                "mcp_servers": {"time": {"command": str(TIME), "pin": "auto"}}}, "peers-test")
-            sessions = Sessions(store)
-            await sessions.set_spec("smol", AgentSpecConfig.model_validate({
-                "defaults": {"provider": "local", "model": "smollm2", "temperature": 0.0,
-                             "max_output_tokens": 48,
-                             "first_tool_choice": "time.get_current_time"},
-                "policy": {"tools": ["time.get_current_time"], "approval": {
-                    "default": "auto", "tools": {"time.*": "confirm"}}},
-                "context_policy": {"budgets": {"max_tool_rounds": 1, "max_wall_s": 180}}}))
-            sid = await sessions.create(agent="smol")
-            await sessions.send(sid, "What time is it in UTC right now?")
-            runner = SessionRunner(store, cfg, skills=SkillSet())
-            try:
-                assert await runner.run_until_idle(300), runner.errors
-            finally:
-                await runner.aclose()
-            assert (await sessions.get(sid))["status"] == "waiting"
-            assert await store.fetchall("SELECT * FROM turn_tools WHERE status='ok'") == []
-            [a] = await store.fetchall("SELECT * FROM approvals WHERE status='pending'")
-            assert a["kind"] == "tool_call"
-            out = subprocess.run(
-                [sys.executable, "-c", "import sys; from cli.main import main;"
-                 " sys.exit(main(sys.argv[1:]))", "approve", a["id"], "--db", str(db),
-                 "--by", "bob"], capture_output=True, text=True, env=child_env(),
-                timeout=120)
-            assert out.returncode == 0, out.stderr
-            runner = SessionRunner(store, cfg, skills=SkillSet())
-            try:
-                assert await runner.run_until_idle(300), runner.errors
-            finally:
-                await runner.aclose()
+        base = llama
+        cfg = config_from_data({
+            "providers": {"local": {"kind": "openai", "base_url": base,
+                                    "models": ["smollm2"], "timeout_s": 120}},
+            "mcp_servers": {"time": {"command": str(TIME), "pin": "auto"}}}, "peers-test")
+        sessions = Sessions(store)
+        await sessions.set_spec("smol", AgentSpecConfig.model_validate({
+            "defaults": {"provider": "local", "model": "smollm2", "temperature": 0.0,
+                         "max_output_tokens": 48,
+                         "first_tool_choice": "time.get_current_time"},
+            "policy": {"tools": ["time.get_current_time"], "approval": {
+                "default": "auto", "tools": {"time.*": "confirm"}}},
+            "context_policy": {"budgets": {"max_tool_rounds": 1, "max_wall_s": 180}}}))
+        sid = await sessions.create(agent="smol")
+        await sessions.send(sid, "What time is it in UTC right now?")
+        runner = SessionRunner(store, cfg, skills=SkillSet())
+        try:
+            assert await runner.run_until_idle(300), runner.errors
+        finally:
+            await runner.aclose()
+        assert (await sessions.get(sid))["status"] == "waiting"
+        assert await store.fetchall("SELECT * FROM turn_tools WHERE status='ok'") == []
+        [a] = await store.fetchall("SELECT * FROM approvals WHERE status='pending'")
+        assert a["kind"] == "tool_call"
+        out = subprocess.run(
+            [sys.executable, "-c", "import sys; from cli.main import main;"
+             " sys.exit(main(sys.argv[1:]))", "approve", a["id"], "--db", str(db),
+             "--by", "bob"], capture_output=True, text=True, env=child_env(),
+            timeout=120)
+        assert out.returncode == 0, out.stderr
+        runner = SessionRunner(store, cfg, skills=SkillSet())
+        try:
+            assert await runner.run_until_idle(300), runner.errors
+        finally:
+            await runner.aclose()
         tools = await store.fetchall("SELECT name, status, result FROM turn_tools"
                                      " WHERE status='ok'")
         assert [t["name"] for t in tools] == ["time.get_current_time"]  # exactly once

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from procs import HELPERS, child_env
 from protocol import good_spec
+from reaper import throwaway_folder
 
 from core.store import open_store
 from core.tasks.service import Tasks
@@ -186,7 +187,7 @@ async def test_engines_full_load_1000_tasks_10000_steps(store_target, store_back
 async def engines_and_a_restart(tasks: int, runs: int, steps: int) -> None:
     from core.store import pglocal
 
-    folder = Path(tempfile.mkdtemp(prefix="clawtower-pgrestart-"))
+    folder = throwaway_folder("clawtower-pgrestart-")
     url = pglocal.start(folder / "data", stop_at_exit=True)
     await seed(url, folder, tasks, runs, steps)
     workers = [spawn(url, f"e{i}") for i in range(ENGINES)]

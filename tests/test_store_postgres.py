@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from reaper import throwaway_folder
 
 from core import events as ev
 from core.errors import StoreError
@@ -119,12 +120,10 @@ async def test_opening_waits_for_a_server_that_is_starting(pg_server_url):
     """A store opened while its server is down (a restart, a machine booting) opens once the
     server answers, within the open timeout, instead of failing at the first refusal."""
     import asyncio
-    import tempfile
-    from pathlib import Path
 
     from core.store import pglocal
 
-    folder = Path(tempfile.mkdtemp(prefix="clawtower-pgopen-")) / "data"
+    folder = throwaway_folder("clawtower-pgopen-") / "data"
     url = pglocal.start(folder, stop_at_exit=True)
     await asyncio.to_thread(pglocal.stop, folder)
     opening = asyncio.ensure_future(open_postgres(url, timeout_s=120))
@@ -151,13 +150,11 @@ def test_a_postgres_url_is_never_taken_for_a_path(tmp_path, monkeypatch):
 
 async def test_reads_answer_from_the_replica_while_the_server_is_down(pg_server_url, tmp_path):
     import asyncio
-    import tempfile
     import time
-    from pathlib import Path
 
     from core.store import pglocal
 
-    folder = Path(tempfile.mkdtemp(prefix="clawtower-pgdown-")) / "data"
+    folder = throwaway_folder("clawtower-pgdown-") / "data"
     url = pglocal.start(folder, stop_at_exit=True)
     store = await open_store(url)
     try:

@@ -10,13 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from procs import HELPERS, child_env
+from reaper import throwaway_folder
 
 from core.store import open_store
 
@@ -112,7 +112,7 @@ async def test_postgres_restart_mid_load_loses_nothing_and_applies_nothing_twice
         pg_server_url: str) -> None:
     from core.store import pglocal
 
-    folder = Path(tempfile.mkdtemp(prefix="clawtower-pgrestart-")) / "data"
+    folder = throwaway_folder("clawtower-pgrestart-") / "data"
     url = pglocal.start(folder, stop_at_exit=True)
     n = 1000
     s = await open_store(url)

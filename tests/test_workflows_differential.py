@@ -33,6 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "workflows"))
 
 import harness as h
 
+# one xdist worker (--dist loadgroup) runs these: the module's fixture runs every case once
+pytestmark = pytest.mark.xdist_group("wfdiff")
+
 CASES = h.load_cases()
 NAMES = [c.name for c in CASES]
 BY_NAME = {c.name: c for c in CASES}

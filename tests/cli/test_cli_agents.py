@@ -341,25 +341,25 @@ def test_llm_ask_reads_stdin_with_a_dash(streamed: Streamed, db: Path,
 # -- integration: the real llama-cpp-python server with SmolLM2 -----------------------------
 
 def test_llm_ask_streams_a_real_reply_from_smollm2(streamed: Streamed, home: Path,
-                                                   db: Path) -> None:
-    from llama_peer import ALIAS, llama_server
+                                                   db: Path, llama: str) -> None:
+    from llama_peer import ALIAS
 
-    with llama_server() as base:
-        home.mkdir()
-        (home / "clawtower.yaml").write_text(
-            "providers:\n"
-            f"  local: {{kind: openai, base_url: '{base}', models: [{ALIAS}], timeout_s: 120,"
-            " retries: 1}\n"
-            "agents:\n"
-            "  smol:\n"
-            "    provider: local\n"
-            "    system: You are a helpful assistant. Answer briefly.\n"
-            "    max_output_tokens: 48\n"
-            "    temperature: 0\n"
-            "    budgets: {max_wall_s: 120}\n"
-            "    price: {prompt: 1, completion: 2}\n")
-        code, out, err = streamed("llm", "ask", "--agent", "smol", "Name three colours.",
-                                  "--db", db)
+    base = llama
+    home.mkdir()
+    (home / "clawtower.yaml").write_text(
+        "providers:\n"
+        f"  local: {{kind: openai, base_url: '{base}', models: [{ALIAS}], timeout_s: 120,"
+        " retries: 1}\n"
+        "agents:\n"
+        "  smol:\n"
+        "    provider: local\n"
+        "    system: You are a helpful assistant. Answer briefly.\n"
+        "    max_output_tokens: 48\n"
+        "    temperature: 0\n"
+        "    budgets: {max_wall_s: 120}\n"
+        "    price: {prompt: 1, completion: 2}\n")
+    code, out, err = streamed("llm", "ask", "--agent", "smol", "Name three colours.",
+                              "--db", db)
     assert code == 0, err
     assert len(out.chunks) > 2 and out.text.strip()  # really streamed, in several pieces
     assert err.startswith(f"smol · local/{ALIAS} · ")

@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 from cli_helpers import OPERATOR, SPECS, Run, max_seq, query, run_cli
 
+# one xdist worker (--dist loadgroup) runs these: one headless demo (the module's fixture)
+pytestmark = pytest.mark.xdist_group("cli-demo")
+
 
 @dataclass
 class Demo:

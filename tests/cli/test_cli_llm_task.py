@@ -127,17 +127,15 @@ def test_usage_and_cost_recorded_under_a_subject(run: Run, files: dict[str, Path
     assert rows == [("llm-task", "extractor", 1, 0), ("wf-7", "fixer", 2, 1)]
 
 
-def test_real_smollm2(run: Run, files: dict[str, Path]) -> None:
-    from llama_peer import llama_server
-
-    with llama_server() as base:
-        files["agents"].write_text(
-            "providers:\n"
-            f"  local: {{kind: openai, base_url: '{base}', timeout_s: 60, retries: 1}}\n"
-            "agents:\n"
-            "  small: {role: executor, provider: local, model: smollm2}\n")
-        r = task(run, files, "small", "--prompt", "Extract the person's name and age.",
-                 "--max-tokens", "64", "--temperature", "0")
+def test_real_smollm2(run: Run, files: dict[str, Path], llama: str) -> None:
+    base = llama
+    files["agents"].write_text(
+        "providers:\n"
+        f"  local: {{kind: openai, base_url: '{base}', timeout_s: 60, retries: 1}}\n"
+        "agents:\n"
+        "  small: {role: executor, provider: local, model: smollm2}\n")
+    r = task(run, files, "small", "--prompt", "Extract the person's name and age.",
+             "--max-tokens", "64", "--temperature", "0")
     assert r.code == 0, r.err
     out = r.json()
     assert isinstance(out["name"], str) and isinstance(out["age"], int)

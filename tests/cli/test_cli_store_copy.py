@@ -8,12 +8,12 @@ import asyncio
 import os
 import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from cli_helpers import Run
 from protocol import Driver
+from reaper import throwaway_folder
 
 from core import leases
 from core.clock import FakeClock
@@ -87,7 +87,7 @@ def test_pg_start_serves_a_store_and_pg_stop_stops_it(run: Run, pg_server_url: s
                                                      monkeypatch: Any):
     monkeypatch.setenv("CLAWTOWER_DB_OPEN_TIMEOUT", "1")  # the stopped server: give up soon
     # pg_server_url: the PostgreSQL half needs the server wheel; this starts a second one
-    folder = Path(tempfile.mkdtemp(prefix="clawtower-pgstart-")) / "data"
+    folder = throwaway_folder("clawtower-pgstart-") / "data"
     started = run("store", "pg-start", folder)
     assert started.code == 0, started.err
     url = started.out.strip()

@@ -23,6 +23,7 @@ import httpx
 import pytest
 from llama_peer import ALIAS, PEERS, _free_port, llama_server
 from llama_peer import missing_reason as llama_missing
+from procs import die_with_parent
 
 VENV = PEERS / "litellm"
 LITELLM = VENV / "bin" / "litellm"
@@ -130,7 +131,7 @@ def litellm_proxy(catch_all: bool = False, flatten: bool = False,
                 [str(LITELLM), "--config", str(config), "--host", "127.0.0.1",
                  "--port", str(port), "--num_workers", "1"],
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp,
-                start_new_session=True)
+                start_new_session=True, preexec_fn=die_with_parent)
         base = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + READY_S

@@ -17,12 +17,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from procs import stop
+from procs import die_with_parent, stop_group
 
 PEERS = Path(os.environ.get("CLAWTOWER_PEERS", Path.home() / ".cache" / "clawtower-peers"))
 PYTHON = PEERS / "llama" / "bin" / "python"
 MODEL = PEERS / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIAS = "smollm2"
+# one thread: the suite runs on every core (xdist), and llama.cpp's threads wait for each
+# other at every step, so two threads on a busy 2-core machine take ~1.8x as long as one
+THREADS = os.environ.get("CLAWTOWER_LLAMA_THREADS", "1")
 
 
 def missing_reason() -> str | None:
@@ -59,8 +62,10 @@ def llama_server(n_ctx: int = 4096) -> Iterator[str]:
     proc = subprocess.Popen(
         [str(PYTHON), "-m", "llama_cpp.server", "--model", str(MODEL), "--model_alias", ALIAS,
          "--chat_format", "chatml-function-calling", "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", str(n_ctx), "--n_threads", "2"],
-        stdout=log, stderr=subprocess.STDOUT)
+         "--n_ctx", str(n_ctx), "--n_threads", THREADS],
+        stdout=log, stderr=subprocess.STDOUT,
+        # its own group, gone with the test process (tests/helpers/reaper.py covers the rest)
+        start_new_session=True, preexec_fn=die_with_parent)
     base = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 60
@@ -78,6 +83,6 @@ def llama_server(n_ctx: int = 4096) -> Iterator[str]:
             time.sleep(0.1)
         yield base
     finally:
-        stop(proc)
+        stop_group(proc)
         log.close()
         os.unlink(log.name)

@@ -8,13 +8,12 @@ PostgreSQL half of the suite."""
 from __future__ import annotations
 
 import os
-import tempfile
 import urllib.parse
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from reaper import throwaway_folder
 
 
 def _unavailable(why: str) -> None:
@@ -42,7 +41,7 @@ def server_url() -> Iterator[str]:
 
         from core.store import pglocal
 
-        folder = Path(tempfile.mkdtemp(prefix="clawtower-pg-"))
+        folder = throwaway_folder("clawtower-pg-")
         url = pglocal.start(folder / "data", stop_at_exit=True)
     except Exception as exc:
         _unavailable(f"{type(exc).__name__}: {exc}")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -34,3 +37,26 @@ def stop(proc: subprocess.Popen[str], what: str | None = None, timeout: float = 
         if what is not None:
             pytest.fail(f"{what} did not stop on SIGTERM")
         return proc.returncode
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """A Popen preexec_fn: the child gets SIGTERM when the test process dies (Linux
+    PR_SET_PDEATHSIG, also on SIGKILL; elsewhere a no-op: tests/helpers/reaper.py covers).
+    Start the child from the main thread: the signal follows the thread that forked it."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def stop_group(proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
+    """Stop a child started with start_new_session=True, and whatever else is in its group:
+    SIGTERM, then SIGKILL after `timeout` s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=timeout)
