@@ -182,11 +182,11 @@ class SQLiteStore(BatchWriter, LogReads):
             if path.is_dir():
                 raise StoreError(f"{self.path}: is a directory, not a store file")
         try:
-            self._writer = await aiosqlite.connect(
+            self._writer = await _connect(
                 self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
             )
             await self._writer._execute(self._init_writer)  # type: ignore[no-untyped-call]
-            self._reader = await aiosqlite.connect(
+            self._reader = await _connect(
                 _ro_uri(self.path), uri=True, isolation_level=None,
                 timeout=BUSY_TIMEOUT_MS / 1000,
             )
@@ -412,6 +412,20 @@ def _ro_uri(path: str) -> str:
     """A read-only URI for `path`; '?', '#' and '%' in a path must not be read as URI syntax."""
     return f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro"
 
+
+
+async def _connect(database: str, **kw: Any) -> aiosqlite.Connection:
+    """aiosqlite.connect, waiting on failure for its thread to end: aiosqlite stops it without
+    waiting, and a thread that answers after the event loop closed (a CLI's error exit right
+    after) dies with "Event loop is closed", a traceback in the caller's output."""
+    conn = aiosqlite.connect(database, **kw)
+    try:
+        return await conn
+    except BaseException:
+        deadline = time.monotonic() + 5
+        while conn._thread.is_alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.002)  # no executor: it answers the stop at once
+        raise
 
 async def open_store(
     path: str | os.PathLike[str], *, synchronous: str = "NORMAL", clock: Clock | None = None
