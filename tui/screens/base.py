@@ -339,9 +339,15 @@ class ListDetailScreen(ConsoleScreen):
         except ClawError as exc:
             self.notify(str(exc), severity="error")
             return
-        if wanted == self.selected:
+        if wanted == self.selected and not self._tearing_down():
             self.detail = detail
             self._render_detail()
+
+    def _tearing_down(self) -> bool:
+        """The screen or the app is closing (its sections may be gone already): a detail
+        fetched meanwhile has nowhere to go (a NoMatches on quit, seen under load)."""
+        return bool(self._closing or self._closed or self._pruning or self.app._closing
+                    or self.app._exit)
 
     def _set(self, key: str, renderable: RenderableType | None, title: str | None = None) -> None:
         show_section(self.query_one(f"#{self.PREFIX}-{key}", Static), renderable, title)
