@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-import importlib
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -32,13 +31,11 @@ from core import (
     AgentSet,
     ClawError,
     Engine,
-    JournalSink,
     Store,
     Tasks,
     open_store,
 )
 from core.agents.config import load_agents
-from core.config import effects_journal
 from core.engine import HANDOVER_S
 from core.meetings.coordinator import MeetingConfig
 from core.store.postgres_url import is_postgres_url
@@ -69,6 +66,7 @@ from .screens.tasks import TasksScreen
 from .screens.triggers import TriggersScreen
 from .screens.workflows import WorkflowsScreen
 from .themes import ThemeLoad, load_themes, theme_folders, variable_defaults
+from .workers import EngineWorkers
 
 DEFAULT_THEME = "clawtower-dark"
 ACTIVE_PHASES = ("executing", "retrying", "spec_gate", "quality_gate", "ready_to_resume",
@@ -83,7 +81,7 @@ def default_operator() -> str:
     return name or "operator"
 
 
-class ClawtowerApp(DecisionActions):
+class ClawtowerApp(DecisionActions, EngineWorkers):
     """The clawtower console."""
 
     CSS_PATH = "app.tcss"
@@ -218,76 +216,6 @@ class ClawtowerApp(DecisionActions):
                 self._start_engine(), group="engine", exit_on_error=False))
         self.run_worker(self._follow(), group="follow", exclusive=True, exit_on_error=False)
 
-    async def _start_engine(self) -> None:
-        assert self.store is not None
-        # the session worker's and the flow engine's modules (ACP and MCP clients: ~1 s on a
-        # busy machine) import in a thread: in the loop they would freeze the console that
-        # has just painted
-        for module in ("core.sessions.runner", "core.flows.engine"):
-            await asyncio.to_thread(importlib.import_module, module)
-        self.engine = Engine(self.store, self.agents,
-                             effects=JournalSink(effects_journal(self.db_path)))
-        self._engine_task = asyncio.create_task(self._run_engine(), name="console-engine")
-        self._sessions_task = asyncio.create_task(self._run_sessions(), name="console-sessions")
-        self._flows_task = asyncio.create_task(self._run_flows(), name="console-flows")
-
-    async def _run_engine(self) -> None:
-        assert self.engine is not None
-        try:
-            await self.engine.run()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the console stays up; the store keeps the truth
-            self.log.error(f"engine stopped: {exc!r}")
-            self.notify(f"engine stopped: {exc}", title="Engine", severity="error", timeout=30)
-            self.engine = None
-
-    async def _run_sessions(self) -> None:
-        """The session worker (core/sessions): runs queued turn jobs beside the engine;
-        per-session leases keep it apart from other consoles and `session run`."""
-        assert self.store is not None
-        from core.agents.config import load_config
-        from core.sessions.runner import SessionRunner
-
-        try:
-            runner = SessionRunner(self.store, load_config(), on_text=self._session_text)
-            self._session_runner = runner  # the flow engine's nodes run on it too
-            await runner.run(self._sessions_stop)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the console stays up; the store keeps the truth
-            self.log.error(f"session worker stopped: {exc!r}")
-            self.notify(f"session worker stopped: {exc}", title="Sessions",
-                        severity="error", timeout=30)
-
-    async def _run_flows(self) -> None:
-        """The flow engine (core/flows): drives running flows while it holds the `flows`
-        lease (another console or `flow work` may hold it instead)."""
-        assert self.store is not None
-        from core.agents.config import load_config
-        from core.flows.engine import model_engine
-
-        try:
-            await asyncio.sleep(0)  # the session worker first: the flow's nodes run on it
-            # (unless the console runs flows on another agents file: then the engine runs
-            # its own worker for its nodes' sessions, on that file's config)
-            shared = getattr(self, "_session_runner", None) if self.agents_file is None \
-                else None
-            await model_engine(self.store, load_config(self.agents_file),
-                               runner=shared).run(self._sessions_stop)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the console stays up; the store keeps the truth
-            self.log.error(f"flow engine stopped: {exc!r}")
-            self.notify(f"flow engine stopped: {exc}", title="Flows", severity="error",
-                        timeout=30)
-
-    def _session_text(self, session: str, turn: str, text: str) -> None:
-        entry = self.session_streams.get(session)
-        if entry is None or entry["turn"] != turn:
-            entry = self.session_streams[session] = {"turn": turn, "text": ""}
-        entry["text"] += text
-
     async def _follow(self) -> None:
         assert self.store is not None and self._follower is not None
         store, follower = self.store, self._follower
@@ -318,18 +246,7 @@ class ClawtowerApp(DecisionActions):
     async def on_unmount(self) -> None:
         for task in list(self._meeting_tasks):
             task.cancel()
-        if self.engine is not None:
-            self.engine.stop()
-        self._sessions_stop.set()
-        if self._engine_task is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self._engine_task, 10)
-        if self._sessions_task is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self._sessions_task, 10)
-        if self._flows_task is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self._flows_task, 10)
+        await self._stop_workers()
         if self.store is not None:
             with contextlib.suppress(Exception):
                 await self.store.close()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from rich.cells import cell_len
@@ -34,21 +33,12 @@ from textual.strip import Strip
 
 from core.textsafe import safe_line
 
+from .columns import Column, column_widths
+
 Cell = str | tuple[str, str | None]
 Entry = tuple[Literal["g", "r"], Hashable]
 
 TONES = ("waiting", "active", "done", "failed", "idle", "dim", "key")
-
-
-@dataclass(frozen=True)
-class Column:
-    label: str
-    width: int = 0  # fixed width; 0 = flexible (or sized by content, with `fit`)
-    ratio: int = 1  # share of the leftover width among flexible columns
-    min_width: int = 6  # a flexible column's floor; how far a fitted one shrinks when short
-    justify: Literal["left", "right"] = "left"
-    fit: int = 0  # > 0: as wide as its widest cell or label, at most `fit` cells
-    hide_below: int = 0  # the list is narrower than this: the column is left out
 
 
 class RowList(ScrollView, can_focus=True):
@@ -448,8 +438,7 @@ class RowList(ScrollView, can_focus=True):
     # ------------------------------------------------------------------ rendering
 
     def _column_widths(self, width: int) -> list[int]:
-        """Fixed columns keep their width, fitted ones take their widest cell (shrinking toward
-        `min_width` when the row is short of room), flexible ones share the rest by ratio."""
+        """The columns' widths at `width` (tui/columns.py), re-measured after removals."""
         if self._fit_stale:
             self._fit_stale = False
             self._fit = {}
@@ -459,30 +448,7 @@ class RowList(ScrollView, can_focus=True):
             self._cache.clear()
         if self._widths[0] == width:
             return self._widths[1]
-        cols = self.columns or [Column("")]
-        shown = [width >= c.hide_below for c in cols]
-        gaps = sum(shown) - 1
-        widths = [0 if not shown[i] else c.width or (
-            min(c.fit, max(cell_len(c.label), self._fit.get(i, 0))) if c.fit else 0)
-            for i, c in enumerate(cols)]
-        flex = [i for i, c in enumerate(cols) if shown[i] and not c.width and not c.fit]
-        short = sum(cols[i].min_width for i in flex) - (width - gaps - sum(widths))
-        while short > 0:
-            wide = [i for i in self._fit_index if shown[i] and widths[i] > cols[i].min_width]
-            if not wide:
-                break
-            widths[max(wide, key=lambda i: widths[i])] -= 1
-            short -= 1
-        spare = max(0, width - gaps - sum(widths))
-        total = sum(cols[i].ratio for i in flex) or 1
-        given = 0
-        for i in flex:
-            share = spare * cols[i].ratio // total
-            widths[i] = share
-            given += share
-        if flex:  # the rounding remainder goes to the last flexible column
-            widths[flex[-1]] += spare - given
-        widths = [w if shown[i] else -1 for i, w in enumerate(widths)]  # -1: left out
+        widths = column_widths(self.columns or [Column("")], width, self._fit)
         self._widths = (width, widths)
         return widths
 

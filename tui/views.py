@@ -13,9 +13,10 @@ from textual.widgets import Static
 from core import StoredEvent
 from core.describe import event_summary, one_line
 
+from .columns import Column
 from .model import PHASE_ORDER, PHASE_TONE, fmt_time
 from .protocol import ConsoleApp
-from .rowlist import Cell, Column, RowList
+from .rowlist import Cell, RowList
 from .workflowdata import RUN_TONE
 
 

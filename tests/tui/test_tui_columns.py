@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from textual.app import App, ComposeResult
 
-from tui.rowlist import Column
+from tui.columns import Column
 from tui.screens.meetings import stance_table, summary_renderable
 from tui.screens.sessions import SessionList
 from tui.views import ApprovalList
@@ -147,3 +147,18 @@ def test_triggers_table_drops_columns_at_80_not_the_names() -> None:
     narrow = render(triggers_table(Pal(), rows), 60)  # type: ignore[arg-type]
     assert "Auth fails" not in narrow and "…" not in narrow
     assert "incident-desk/" in narrow and "morning_review" in narrow and "paused 1" in narrow
+
+
+def test_column_widths_shrink_fitted_before_the_title_and_leave_out_the_hidden() -> None:
+    from tui.columns import column_widths
+
+    cols = [Column("ID", width=4), Column("Kind", fit=20, min_width=6),
+            Column("Title", ratio=1, min_width=10), Column("Cost", width=7, hide_below=40)]
+    fitted = {1: 17}
+    assert column_widths(cols, 60, fitted) == [4, 17, 60 - 4 - 17 - 7 - 3, 7]
+    # under 40 cells Cost leaves first; at 36 everything else fits as it is
+    assert column_widths(cols, 36, fitted) == [4, 17, 13, -1]
+    # at 30 Kind gives up 3 cells so that Title keeps its 10
+    assert column_widths(cols, 30, fitted) == [4, 14, 10, -1]
+    # too narrow for both floors: Kind stops at its floor, Title gets what is left
+    assert column_widths(cols, 18, fitted) == [4, 6, 6, -1]

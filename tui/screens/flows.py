@@ -25,10 +25,11 @@ from core.describe import one_line
 from core.flows.service import BOXES, Flows
 from core.textsafe import safe
 
+from ..columns import Column
 from ..commands import mode_help
 from ..model import Delta, fmt_time
 from ..render import Palette, columns_table
-from ..rowlist import Cell, Column
+from ..rowlist import Cell
 from ..views import ItemList
 from .base import ListDetailScreen
 

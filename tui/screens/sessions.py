@@ -28,10 +28,11 @@ from core.sessions.reads import announce_said
 from core.sessions.service import Sessions
 from core.textsafe import safe, safe_line
 
+from ..columns import Column
 from ..commands import mode_help
 from ..model import Delta, fmt_time
 from ..render import Palette, columns_table
-from ..rowlist import Cell, Column
+from ..rowlist import Cell
 from ..views import ItemList
 from .base import ListDetailScreen
 
