@@ -19,9 +19,8 @@ if TYPE_CHECKING:  # loaded by the handlers: other commands start without pydant
     from core.agents.config import AgentConfig, ClawtowerConfig
     from core.agents.provider import ChatRequest
 
+from . import agent_specs, output
 from . import llm_task as llm_task_cli
-from . import output
-from . import session as session_cli
 from .common import add_config_option, db_parent
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
@@ -66,7 +65,7 @@ def _add_agents_parser(
     ash = asub.add_parser("show", help="one agent in full", parents=[_config_option()])
     ash.add_argument("name", metavar="NAME", help="the agent")
     ash.add_argument("--json", action="store_true", help="print the agent as JSON")
-    session_cli.add_spec_parser(asub)  # `agents spec ...`: the store's spec registry
+    agent_specs.add_spec_parser(asub)  # `agents spec ...`: the store's spec registry
 
 
 def _budgets(a: AgentConfig) -> str:
@@ -123,7 +122,7 @@ async def cmd_agents(args: argparse.Namespace) -> int:
     from core.agents.config import load_config
 
     if args.agents_cmd == "spec":
-        return await session_cli.cmd_spec(args)
+        return await agent_specs.cmd_spec(args)
     cfg = load_config(args.config)
     if args.agents_cmd == "show":
         cfg.agent(args.name)  # an unknown name: exit 2 naming the config and the known ones

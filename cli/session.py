@@ -1,5 +1,5 @@
-"""`clawtower session ...` and `clawtower agents spec ...`: sessions, agent specs, steering
-and subagents (core/sessions). Same core API as the console.
+"""`clawtower session ...`: sessions, steering and subagents (core/sessions). Same core API
+as the console. (`agents spec ...` is cli/agent_specs.py.)
 
     session new [--agent A] [--model P/M] [--title T] [--channel C] [--deliver]
     session list|tree [ID] [--json]          session show ID [--json]
@@ -8,14 +8,11 @@ and subagents (core/sessions). Same core API as the console.
     session stop ID [--reason R]             session spawn ID TASK [--agent A] [--no-wait]
     session resume ID                        (a task its max_tool_rounds stopped goes on)
     session run [--until-idle]               the worker, without a console
-    agents spec list|show REF [--json]       agents spec set NAME [--file F] [--provider ...]
-    agents spec import [NAME ...] [--config F]
 """
 
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,7 +27,6 @@ if TYPE_CHECKING:
     from core.agents.config import ClawtowerConfig
     from core.sessions.reads import SessionReads
     from core.sessions.runner import SessionRunner
-    from core.sessions.specs import AgentSpecConfig
     from core.store import Store
 
 
@@ -94,34 +90,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="exit once no turn job is queued or running")
     r.add_argument("--concurrency", type=int, default=16, metavar="N",
                    help="turns run at once (default 16)")
-
-
-def add_spec_parser(agents_sub: Any) -> None:
-    """`agents spec ...` (called by cli/agents.py)."""
-    sp = agents_sub.add_parser("spec", help="agent specs of sessions (the store's registry)")
-    sub = sp.add_subparsers(dest="spec_cmd", metavar="ACTION", parser_class=type(sp),
-                            required=True)
-    c = [_common()]
-    ls = sub.add_parser("list", help="every agent spec", parents=c)
-    ls.add_argument("--json", action="store_true", help="print a JSON list")
-    sh = sub.add_parser("show", help="one agent spec", parents=c)
-    sh.add_argument("ref", metavar="REF", help="agent id or name")
-    sh.add_argument("--json", action="store_true", help="print the spec as JSON")
-    st = sub.add_parser("set", help="create or change a spec (fields not given are kept)",
-                        parents=c)
-    st.add_argument("name", metavar="NAME", help="the spec's name (created if new)")
-    st.add_argument("--file", metavar="F.yaml", help="the whole spec config (YAML/JSON)")
-    st.add_argument("--provider", help="defaults.provider (simulator, or one of the config)")
-    st.add_argument("--model", help="defaults.model")
-    st.add_argument("--temperature", type=float, help="defaults.temperature (0-2)")
-    st.add_argument("--system", metavar="TEXT", help="system prompt")
-    st.add_argument("--tools", metavar="A,B", help="tool allow-list ('*' all, '' none)")
-    st.add_argument("--skills", metavar="A,B", help="skill allow-list ('*' all, '' none)")
-    st.add_argument("--subagents", metavar="A,B",
-                    help="specs it may spawn or delegate to ('*' any, itself included; '' none)")
-    im = sub.add_parser("import", help="specs from the agents of clawtower.yaml", parents=c)
-    im.add_argument("names", nargs="*", metavar="NAME",
-                    help="the agents to import (default: every agent of the config)")
 
 
 def _config(args: argparse.Namespace) -> ClawtowerConfig:
@@ -403,116 +371,4 @@ def _detail(s: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- agents spec
 
 
-def _names(value: str | None) -> list[str] | bool | None:
-    """--tools a,b -> [a, b]; '*' -> None (no filtering); '' -> []; not given -> False."""
-    if value is None:
-        return False
-    if value.strip() == "*":
-        return None
-    return [x.strip() for x in value.split(",") if x.strip()]
-
-
-async def cmd_spec(args: argparse.Namespace) -> int:
-    from core.safe_yaml import load_file
-    from core.sessions.service import Sessions
-    from core.sessions.specs import AgentSpecConfig, check_name, parse_config
-
-    sc = args.spec_cmd
-    read_only = sc in ("list", "show")
-    cfg = _config(args) if sc == "import" else None
-    new_config: dict[str, Any] | None = None
-    if sc == "set":
-        check_name(args.name)
-        if args.file:
-            new_config = parse_config(load_file(args.file), args.file).model_dump(mode="json")
-
-    async def run(store: Store) -> int:
-        sessions = Sessions(store)
-        if sc == "list":
-            specs = await sessions.specs()
-            if args.json:
-                output.emit_json([s.as_json() for s in specs])
-            elif not specs:
-                nothing_yet("agent specs", "`clawtower agents spec import` or `... set NAME`")
-            else:
-                print(output.table([_spec_row(s.as_json()) for s in specs],
-                                   ["ID", "NAME", "MODEL", "TOOLS", "SKILLS", "SOURCE"]))
-            return 0
-        if sc == "show":
-            s = await sessions.spec(args.ref)
-            if args.json:
-                output.emit_json(s.as_json())
-            else:
-                import yaml
-
-                print(f"{s.name} ({s.agent_id}) from {s.source}")
-                print(yaml.safe_dump(s.config.model_dump(mode="json"), sort_keys=False)
-                      .rstrip())
-            return 0
-        if sc == "import":
-            assert cfg is not None
-            done = await sessions.import_specs(cfg, args.names or None, by=_operator())
-            for name, agent_id in done.items():
-                print(f"{name}: {agent_id} (from {cfg.source})")
-            return 0
-        if sc == "set":
-            data = new_config
-            if data is None:
-                rows = await store.fetchall("SELECT * FROM agent_specs WHERE name=?",
-                                            (args.name,))
-                base = AgentSpecConfig.model_validate_json(rows[0]["config_json"]) \
-                    if rows else AgentSpecConfig()
-                data = base.model_dump(mode="json")
-            d, p = data["defaults"], data["policy"]
-            for fld, val in (("provider", args.provider), ("model", args.model),
-                             ("temperature", args.temperature), ("system_prompt", args.system)):
-                if val is not None:
-                    d[fld] = val
-            for fld in ("tools", "skills", "subagents"):
-                names = _names(getattr(args, fld))
-                if names is None and fld == "subagents":
-                    names = ["*"]  # any spec, itself included (unset: any but itself)
-                if names is not False:
-                    p[fld] = names
-            config = parse_config(data, f"agents spec set {args.name}")
-            agent_id = await sessions.set_spec(args.name, config, by=_operator())
-            print(f"{args.name}: {agent_id}")
-            for warning in await _approval_warnings(store, args.name, config):
-                sys.stderr.write(f"clawtower: warning: {warning}\n")
-            return 0
-        raise ValidationError(f"agents spec: unknown action {sc!r}")
-
-    async with cli_store(args.db, read_only=read_only) as store:
-        return await run(store)
-
-
-async def _approval_warnings(store: Store, name: str, config: AgentSpecConfig) -> list[str]:
-    """Approval rules that match no tool the spec can see (the built-in tools, the tools the
-    store has seen, the allow-list's exact names): most likely a typo."""
-    from core.tools.approval import is_glob
-    from core.tools.builtin import builtin_tools
-
-    ap = config.policy.approval
-    if ap is None or not ap.tools:
-        return []
-    allow = config.policy.tools
-    known = set(builtin_tools()) | {r["name"] for r in await store.fetchall(
-        "SELECT name FROM tool_pins")} | {t for t in allow or [] if not is_glob(t)}
-    visible = sorted(n for n in known if allow is None or any(
-        fnmatch.fnmatchcase(n, p) for p in allow))
-    return [f"agent spec {name}: policy.approval.tools.{rule!r} matches no tool it can see"
-            f" (known: {', '.join(visible) or 'none'})" for rule in ap.unmatched(visible)
-            if rule not in (allow or [])]
-
-
-def _spec_row(s: dict[str, Any]) -> list[str]:
-    d, p = s["config"]["defaults"], s["config"]["policy"]
-
-    def names(v: list[str] | None) -> str:
-        return "all" if v is None else ",".join(v) or "none"
-
-    return [s["agent_id"], s["name"], f"{d['provider'] or 'simulator'}/{d['model'] or '-'}",
-            names(p["tools"]), names(p["skills"]), s["source"]]
-
-
-__all__ = ["add_spec_parser", "cmd_session", "cmd_spec", "register"]
+__all__ = ["cmd_session", "register"]
