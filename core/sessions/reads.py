@@ -13,6 +13,27 @@ from ..errors import NotFound
 from ..store.interface import Store
 
 
+def clip(text: str, limit: int) -> str:
+    """`text` on one line (whitespace collapsed), cut to `limit` characters with an ellipsis:
+    an announce's summary, a failed turn's error."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def announce_context(announces: list[dict[str, Any]]) -> str:
+    """The ephemeral block a parent's turn gets from its children's announces (rendered
+    per turn from their meta; never stored as a message)."""
+    lines = ["# Subagent results (context for this turn only)"]
+    for a in announces:
+        meta = json.loads(a["meta"]) if isinstance(a.get("meta"), str) else a["meta"]
+        src, res, stats = meta["source"], meta["result"], meta["stats"]
+        task = meta["task"].get("label") or clip(meta["task"].get("prompt", ""), 80)
+        lines.append(f"- @agent:{src['agent_name']}#{src['agent_id']} ({src['session_id']},"
+                     f" run {src['run_id']}) task: {task} -> {res['status']}:"
+                     f" {res['summary']} [{stats['tokens']} tokens, ${stats['cost_usd']:.6f}]")
+    return "\n".join(lines)
+
+
 def announce_said(meta: dict[str, Any]) -> str | None:
     """What an announce message is for a reader: `S-2 @worker ok: <the child's summary>`,
     from its meta (the transcript text is the seed's protocol line, the same for every

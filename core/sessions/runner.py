@@ -58,6 +58,7 @@ from ..tools.approval import TierGate
 from ..tools.registry import ToolRegistry
 from . import events as sev
 from . import gate, takeover
+from .reads import announce_context, clip
 from .records import TurnRecords
 from .rerun import TakeOverToolBox
 from .service import (
@@ -321,10 +322,6 @@ def _steer(tx: WriteTx, claim: Claim, owner: str, state: TurnState) -> list[str]
     return texts
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
 
 def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, error: str
             ) -> str:
@@ -364,7 +361,7 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
                          prompt_tokens=usage.prompt_tokens if usage else 0,
                          completion_tokens=usage.completion_tokens if usage else 0,
                          cost_usd=result.cost_usd if result is not None else 0.0,
-                         error=_clip(error or (result.error if result else ""), 2000))))
+                         error=clip(error or (result.error if result else ""), 2000))))
     if not stopped:
         for m in tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
                         " ORDER BY seq", (sid,)):
@@ -783,20 +780,6 @@ class SessionRunner:
             metadata={"purpose": "session", "session": sid, "job": claim.job_id,
                       "labels": [x for x in (claim.label, spec.name) if x]},
             turn_id=claim.turn_id)
-
-
-def announce_context(announces: list[dict[str, Any]]) -> str:
-    """The ephemeral block a parent's turn gets from its children's announces (rendered
-    per turn from their meta; never stored as a message)."""
-    lines = ["# Subagent results (context for this turn only)"]
-    for a in announces:
-        meta = json.loads(a["meta"]) if isinstance(a.get("meta"), str) else a["meta"]
-        src, res, stats = meta["source"], meta["result"], meta["stats"]
-        task = meta["task"].get("label") or _clip(meta["task"].get("prompt", ""), 80)
-        lines.append(f"- @agent:{src['agent_name']}#{src['agent_id']} ({src['session_id']},"
-                     f" run {src['run_id']}) task: {task} -> {res['status']}:"
-                     f" {res['summary']} [{stats['tokens']} tokens, ${stats['cost_usd']:.6f}]")
-    return "\n".join(lines)
 
 
 __all__ = ["SPAWN_MANY_TOOL", "SPAWN_TOOL", "STEER_NOTE", "Claim", "SessionRunner",

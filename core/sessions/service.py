@@ -19,7 +19,7 @@ from ..events import NewEvent, Payload
 from ..store.interface import Store, WriteTx
 from . import events as sev
 from .gate import withdraw
-from .reads import SessionReads
+from .reads import SessionReads, clip
 from .specs import (
     AgentSpec,
     AgentSpecConfig,
@@ -369,9 +369,7 @@ def _spawn_many(tx: WriteTx, parent_id: str, items: list[dict[str, Any]], by: st
     return out
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+
 
 
 def announce(tx: WriteTx, child: dict[str, Any], status: str, summary: str, by: str, *,
@@ -396,7 +394,7 @@ def announce(tx: WriteTx, child: dict[str, Any], status: str, summary: str, by: 
     task = json.loads(child["task"] or "{}")
     meta = {
         "task": {"label": task.get("label", ""), "prompt": task.get("prompt", "")},
-        "result": {"status": status, "summary": _clip(summary, 500), "artifacts": artifacts},
+        "result": {"status": status, "summary": clip(summary, 500), "artifacts": artifacts},
         "source": {"agent_id": child["agent_id"], "agent_name": name,
                    "session_id": child["id"], "run_id": run_id},
         "stats": {"duration_s": round(duration_s if duration_s is not None
