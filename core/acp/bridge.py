@@ -311,9 +311,11 @@ class AcpTurn:
             await client.aclose()
             with contextlib.suppress(Exception):
                 await conn.close()
-            if not exited.done():
-                _kill_group(proc.pid)
+            # the whole group, even when the leader has exited: a child it started (tsx's
+            # node) can outlive it (the group was seen alive right after a turn, under load)
+            _kill_group(proc.pid)
             await _within(asyncio.shield(exited), 5.0)
+            await _group_gone(proc.pid, 5.0)
             stderr.cancel()
             with contextlib.suppress(BaseException):
                 await stderr
@@ -338,6 +340,18 @@ async def _within(aw: Awaitable[Any], timeout_s: float) -> None:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+async def _group_gone(pgid: int, timeout_s: float) -> None:
+    """Wait (up to `timeout_s`) until no process of the group is left: a SIGKILL lands when
+    the member next runs, not at once, so a turn that returns does not leave it behind."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while await asyncio.to_thread(liveness._group_members, pgid):
+        if loop.time() > deadline:
+            return
+        _kill_group(pgid)
+        await asyncio.sleep(0.01)
 
 
 def _set_group(tx: WriteTx, run_id: str, pid: int) -> None:
