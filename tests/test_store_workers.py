@@ -24,8 +24,9 @@ WORKER = str(HELPERS / "job_worker.py")
 TTL = 1.0
 
 
-def spawn(url: str, owner: str, n: int, seed: int) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, WORKER, url, owner, str(n), str(TTL), str(seed)],
+def spawn(url: str, owner: str, n: int, seed: int, hold_at: int = 0) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, WORKER, url, owner, str(n), str(TTL), str(seed),
+                             str(hold_at)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=child_env())
 
@@ -76,7 +77,9 @@ async def test_four_workers_and_a_kill_9_lose_nothing(store_target, store_backen
 async def four_workers_and_a_kill_9(store_target: str, store_backend: str, n: int) -> None:
     s = await open_store(store_target)  # created before the workers race to create it
     await s.close()
-    workers = [spawn(store_target, f"w{i}", n, i) for i in range(4)]
+    # w0 holds its 5th claim unfinished until killed: the take-over always has work
+    workers = [spawn(store_target, f"w{i}", n, i, hold_at=5 if i == 0 else 0)
+               for i in range(4)]
     try:
         claimed = await wait_claims(workers[0], 5)
         os.kill(workers[0].pid, signal.SIGKILL)

@@ -4,9 +4,11 @@ the store (a file or a PostgreSQL URL). Jobs 0..N-1 are claimed with a lease eac
 and finished under a fenced check: the finish commits only while this worker still holds
 the job's lease and nobody finished it, with the idempotency key done:<n>.
 
-    python job_worker.py URL OWNER N TTL_S SEED
+    python job_worker.py URL OWNER N TTL_S SEED [HOLD_AT]
 Prints CLAIMED <n> for each claim (the test kills a worker once it holds some), and at the
-end RETRIES <k>: write batches run again after a lost connection (PostgreSQL).
+end RETRIES <k>: write batches run again after a lost connection (PostgreSQL). With HOLD_AT,
+the worker never finishes its HOLD_AT-th claim (it waits to be killed): the kill test then
+surely kills a worker holding an unfinished job, however slow the machine is.
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ def _finish(n: int, owner: str):  # type: ignore[no-untyped-def]
     return command
 
 
-async def main(url: str, owner: str, n: int, ttl: float, seed: int) -> None:
+async def main(url: str, owner: str, n: int, ttl: float, seed: int, hold_at: int = 0
+               ) -> None:
     rng = random.Random(seed)
+    claims = 0
     store = await open_store(url)
     try:
         while True:
@@ -64,6 +68,9 @@ async def main(url: str, owner: str, n: int, ttl: float, seed: int) -> None:
                 if not await store.execute(_claim(job, owner, ttl)):
                     continue
                 print(f"CLAIMED {job}", flush=True)
+                claims += 1
+                if claims == hold_at:
+                    await asyncio.Event().wait()  # held until the test kills this worker
                 await asyncio.sleep(rng.uniform(0.001, 0.005))  # the work
                 await store.execute(_finish(job, owner))
                 progressed = True
@@ -76,4 +83,5 @@ async def main(url: str, owner: str, n: int, ttl: float, seed: int) -> None:
 
 if __name__ == "__main__":
     url, owner, n, ttl, seed = sys.argv[1:6]
-    asyncio.run(main(url, owner, int(n), float(ttl), int(seed)))
+    hold = int(sys.argv[6]) if len(sys.argv) > 6 else 0
+    asyncio.run(main(url, owner, int(n), float(ttl), int(seed), hold))
