@@ -21,11 +21,12 @@ from core.sessions.specs import AgentSpecConfig
 from core.store import open_store
 
 
-async def test_real_session_turn_with_smollm2_and_mcp_time(store: Any, llama: str) -> None:
-    require("time")
-    base = llama
+async def smol_asks_the_time(store: Any, llama: str, policy: dict[str, Any]
+                             ) -> tuple[Any, Sessions, str]:
+    """A session of SmolLM2 (on the llama server) with the real mcp-server-time behind
+    `policy`, sent a question that makes it call the tool: (config, sessions, session id)."""
     cfg = config_from_data({
-        "providers": {"local": {"kind": "openai", "base_url": base, "models": ["smollm2"],
+        "providers": {"local": {"kind": "openai", "base_url": llama, "models": ["smollm2"],
                                 "timeout_s": 120}},
         "mcp_servers": {"time": {"command": str(TIME), "pin": "auto"}}}, "peers-test")
     sessions = Sessions(store)
@@ -33,10 +34,17 @@ async def test_real_session_turn_with_smollm2_and_mcp_time(store: Any, llama: st
         "defaults": {"provider": "local", "model": "smollm2", "temperature": 0.0,
                      "max_output_tokens": 48,
                      "first_tool_choice": "time.get_current_time"},
-        "policy": {"tools": ["time.get_current_time"]},
+        "policy": policy,
         "context_policy": {"budgets": {"max_tool_rounds": 1, "max_wall_s": 180}}}))
     sid = await sessions.create(agent="smol")
     await sessions.send(sid, "What time is it in UTC right now?")
+    return cfg, sessions, sid
+
+
+async def test_real_session_turn_with_smollm2_and_mcp_time(store: Any, llama: str) -> None:
+    require("time")
+    cfg, sessions, sid = await smol_asks_the_time(
+        store, llama, {"tools": ["time.get_current_time"]})
     runner = SessionRunner(store, cfg, skills=SkillSet())
     try:
         assert await runner.run_until_idle(300), runner.errors
@@ -65,21 +73,9 @@ async def test_confirm_tier_call_on_smollm2_waits_and_runs_once_after_cli_approv
     db = tmp_path / "db.sqlite"
     store = await open_store(str(db))
     try:
-        base = llama
-        cfg = config_from_data({
-            "providers": {"local": {"kind": "openai", "base_url": base,
-                                    "models": ["smollm2"], "timeout_s": 120}},
-            "mcp_servers": {"time": {"command": str(TIME), "pin": "auto"}}}, "peers-test")
-        sessions = Sessions(store)
-        await sessions.set_spec("smol", AgentSpecConfig.model_validate({
-            "defaults": {"provider": "local", "model": "smollm2", "temperature": 0.0,
-                         "max_output_tokens": 48,
-                         "first_tool_choice": "time.get_current_time"},
-            "policy": {"tools": ["time.get_current_time"], "approval": {
-                "default": "auto", "tools": {"time.*": "confirm"}}},
-            "context_policy": {"budgets": {"max_tool_rounds": 1, "max_wall_s": 180}}}))
-        sid = await sessions.create(agent="smol")
-        await sessions.send(sid, "What time is it in UTC right now?")
+        cfg, sessions, sid = await smol_asks_the_time(store, llama, {
+            "tools": ["time.get_current_time"],
+            "approval": {"default": "auto", "tools": {"time.*": "confirm"}}})
         runner = SessionRunner(store, cfg, skills=SkillSet())
         try:
             assert await runner.run_until_idle(300), runner.errors
