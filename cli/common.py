@@ -30,17 +30,25 @@ if TYPE_CHECKING:
 Handler = Callable[[argparse.Namespace], "int | Awaitable[int]"]
 
 
-def stop_on_signals(stop: Callable[[], None]) -> None:
-    """Call `stop` on ctrl+c or SIGTERM (serve and the workers end cleanly). Event loops
-    without signal support (add_signal_handler raises NotImplementedError) just go on."""
+def stop_on_signals(stop: Callable[[], object],
+                    on_signal: Callable[[int], None] | None = None) -> None:
+    """Call `stop` on ctrl+c or SIGTERM (serve and the workers end cleanly), after
+    `on_signal(signum)` when given (who says which signal it was). Event loops without signal
+    support (add_signal_handler raises NotImplementedError) just go on."""
     import asyncio
     import contextlib
     import signal
 
     loop = asyncio.get_running_loop()
+
+    def handler(sig: int) -> None:
+        if on_signal is not None:
+            on_signal(sig)
+        stop()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop)
+            loop.add_signal_handler(sig, handler, sig)
 DB_HELP = "store file (default: $CLAWTOWER_HOME/clawtower.db)"
 
 

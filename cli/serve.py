@@ -7,7 +7,7 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -248,25 +248,17 @@ class StartupSignals:
     def _record(self, signum: int, frame: FrameType | None) -> None:
         self.signum = signum
 
+    def _seen(self, signum: int) -> None:
+        self.signum = signum
+
     def attach(self) -> None:
         """In the loop: a signal from now on cancels the start-up task; one already
         recorded cancels it at once."""
         import asyncio
-        import contextlib
 
-        loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
-
-        def on(sig: int) -> Callable[[], None]:
-            def cancel() -> None:
-                self.signum = sig
-                task.cancel()
-            return cancel
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):  # loops without signal support
-                loop.add_signal_handler(sig, on(sig))
+        stop_on_signals(task.cancel, on_signal=self._seen)
         if self.signum is not None:
             task.cancel()
 
