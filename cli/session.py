@@ -362,6 +362,12 @@ def _detail(s: dict[str, Any]) -> str:
         lines.append("announces:")
         lines.extend(f"  {a['child']} @{a['agent']} {a['status']}: {a['summary']}"
                      f" ({a['tokens']} tok)" for a in s["announces"])
+    recalled = [j for j in s["jobs"] if j.get("recalled")]
+    if recalled:
+        lines.append("recalled (per turn):")
+        lines.extend(f"  {j['turn_id']}: " + ", ".join(
+            f"{r['namespace']} {r['key']} ({r['score']:.3f})" for r in j["recalled"])
+                     for j in recalled)
     if s["children"]:
         lines.append("children: " + ", ".join(f"{c['id']} [{c['status']}]"
                                               for c in s["children"]))

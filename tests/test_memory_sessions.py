@@ -60,10 +60,17 @@ async def test_a_fact_told_in_one_session_is_recalled_in_another_and_not_by_b(
         assert BLOCK in system and "(agent:alpha) cat [user]: The user's cat is called Miso" \
             in system
 
+        # the turn records what it recalled (namespace, key, score; never the content)
+        job2 = (await sessions.get(s2))["jobs"][-1]
+        [ref] = job2["recalled"]
+        assert (ref["namespace"], ref["key"]) == ("agent:alpha", "cat") and ref["score"] >= 0
+        assert set(ref) == {"namespace", "key", "score"}
+
         s3 = await sessions.create(agent="beta")
         await sessions.send(s3, "what is my cat called?")
         rec = await _turn(store, s3)
         assert BLOCK not in rec.requests[-1].messages[0].content
+        assert (await sessions.get(s3))["jobs"][-1]["recalled"] == []
         # and beta's tool call into alpha's namespace is a policy result, nothing read
         await sessions.send(s3, '#call memory_recall {"query": "cat",'
                                 ' "namespace": "agent:alpha"}')

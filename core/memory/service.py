@@ -158,6 +158,13 @@ def recall_sync(all_rows: Callable[[str, Sequence[Any]], list[dict[str, Any]]],
     return _select(all_rows(sql, params), min_score, token_budget)
 
 
+def recalled_refs(memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a turn records of its recall (on its start event): which memories, how they
+    scored; never their content."""
+    return [{"namespace": m["namespace"], "key": m["key"],
+             "score": float(f"{float(m['score']):.4g}")} for m in memories]
+
+
 def memory_context(memories: list[dict[str, Any]]) -> str:
     """The ephemeral block recalled memories add to a turn's system prompt (rendered per
     turn; never stored as a message)."""
@@ -320,4 +327,5 @@ def to_markdown(namespace: str, rows: list[dict[str, Any]]) -> str:
 
 
 __all__ = ["MAX_CONTENT", "Memories", "check_namespace", "fts_query", "memory_context",
-           "parse_jsonl", "recall_sync", "require_fts5", "to_jsonl", "to_markdown"]
+           "parse_jsonl", "recall_sync", "recalled_refs", "require_fts5", "to_jsonl",
+           "to_markdown"]

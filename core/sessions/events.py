@@ -175,6 +175,9 @@ class TurnJobStarted(Payload):
     drained: list[str] = Field(default_factory=list)  # backlog item ids merged into [Backlog]
     backlog_msg_id: str | None = None
     announces: list[str] = Field(default_factory=list)  # announce msg ids in the context
+    # what automatic recall put in the turn's context: {namespace, key, score} each (never
+    # the content: a memory's text stays in its own events)
+    recalled: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class TurnJobSteered(Payload):

@@ -193,4 +193,11 @@ def _job_json(r: dict[str, Any]) -> dict[str, Any]:
             "error": r["error"], "prompt_tokens": r["prompt_tokens"],
             "completion_tokens": r["completion_tokens"], "cost_usd": r["cost_usd"],
             "queued_at": r["queued_at"], "started_at": r["started_at"],
-            "ended_at": r["ended_at"]}
+            "ended_at": r["ended_at"],
+            "recalled": _recalled(r["took"])}
+
+
+def _recalled(took: str | None) -> list[dict[str, Any]]:
+    """The memories a job's turn recalled (namespace, key, score), from its start event."""
+    value = json.loads(took or "{}")
+    return list(value.get("recalled") or []) if isinstance(value, dict) else []

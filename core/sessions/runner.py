@@ -52,7 +52,7 @@ from ..agents.usage import Price
 from ..errors import ClawError
 from ..events import NewEvent
 from ..memory.policy import recall_namespaces
-from ..memory.service import memory_context, recall_sync
+from ..memory.service import memory_context, recall_sync, recalled_refs
 from ..store.interface import Store, WriteTx
 from ..tools.approval import TierGate
 from ..tools.registry import ToolRegistry
@@ -211,12 +211,6 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
             "SELECT * FROM session_announces WHERE parent_id=? AND consumed_by IS NULL"
             " ORDER BY seq", (sid,))]
     turn_id = f"turn-{uuid.uuid4().hex[:12]}"
-    tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
-                     payload=sev.TurnJobStarted(
-                         session_id=sid, owner=owner, attempt=attempt, turn_id=turn_id,
-                         agent_id=spec.agent_id, provider=provider, model=model, took=took,
-                         drained=drained, backlog_msg_id=backlog_msg,
-                         announces=[a["msg_id"] for a in announces])))
     history = _history(tx, sid, spec.config.context_policy.history_messages)
     mine = [h for h in history if h["role"] == "user" and h["meta"].get("job") == job["id"]]
     steered = [h for h in mine if h["meta"].get("steered")]
@@ -228,6 +222,13 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
         k=spec.config.context_policy.recall.top_k, now=tx.now,
         min_score=spec.config.context_policy.recall.min_score,
         token_budget=spec.config.context_policy.recall.token_budget)
+    tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
+                     payload=sev.TurnJobStarted(
+                         session_id=sid, owner=owner, attempt=attempt, turn_id=turn_id,
+                         agent_id=spec.agent_id, provider=provider, model=model, took=took,
+                         drained=drained, backlog_msg_id=backlog_msg,
+                         announces=[a["msg_id"] for a in announces],
+                         recalled=recalled_refs(memories))))
     if not requester:
         requester = next((h["meta"].get("sender") or "operator" for h in reversed(mine)),
                          "operator")
