@@ -41,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("key", help="the memory's key (storing it again replaces it)")
     p.add_argument("text", help="what to remember")
     p.add_argument("--category", default="", help="a category (e.g. fact, preference)")
+    p.add_argument("--expires", metavar="DURATION|ISO", help="when it expires: a duration"
+                   " (30s, 10m, 2h, 7d) or an ISO 8601 time; expired memories are not"
+                   " recalled")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=_wrap(_put))
     f = sub.add_parser("forget", parents=c, help="forget a memory (recorded: who, why)")
@@ -80,7 +83,7 @@ def _emit(args: argparse.Namespace, value: Any, text: str) -> int:
 
 def _line(r: dict[str, Any]) -> str:
     cat = f" [{r['category']}]" if r.get("category") else ""
-    gone = " (forgotten)" if r.get("forgotten") else ""
+    gone = " (forgotten)" if r.get("forgotten") else " (expired)" if r.get("expired") else ""
     content = " ".join(str(r["content"]).split())
     return f"{r['namespace']} {r['key']}{cat}{gone}: {content[:100]}" \
         + ("…" if len(content) > 100 else "")
@@ -104,6 +107,8 @@ async def _show(args: argparse.Namespace) -> int:
         f"  created by {r['created_by']}, updated by {r['updated_by']} (source:"
         f" {' '.join(x for x in (r['source_session'], r['source_turn']) if x) or '-'})",
         f"  reason: {r['reason'] or '-'}",
+        *([f"  expires: {_iso(r['expires_at'])}" + (" (expired)" if r["expired"] else "")]
+          if r["expires_at"] is not None else []),
         *([f"  forgotten: {r['forgotten_reason']}"] if r["forgotten"] else []),
         "", str(r["content"])])
     return _emit(args, r, text)
@@ -119,13 +124,21 @@ async def _search(args: argparse.Namespace) -> int:
                  or "no match")
 
 
+def _iso(ts: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
 async def _put(args: argparse.Namespace) -> int:
-    from core.memory.service import Memories
+    from core.memory.service import Memories, parse_expires
 
     async with cli_store(args.db) as store:
+        expires = None if args.expires is None else parse_expires(args.expires,
+                                                                  store.clock.now())
         out = await Memories(store).put(args.namespace, args.key, args.text,
                                         category=args.category, by=operator_name(),
-                                        reason="cli")
+                                        reason="cli", expires_at=expires)
     return _emit(args, out, f"{args.namespace} {args.key}: {out['status']}")
 
 

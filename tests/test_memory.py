@@ -247,3 +247,31 @@ async def test_an_expired_memory_is_not_recalled(tmp_path: Path) -> None:
         assert [r["key"] for r in await mem.search(["agent:a"], "office", k=5)] == ["new"]
     finally:
         await store.close()
+
+
+async def test_memory_store_tool_ttl_and_expires(tmp_path: Path) -> None:
+    """`memory_store`'s optional `ttl` (a duration) or `expires` (an ISO time); a bad one,
+    or both, is an error result to the model and nothing is written."""
+    from core.memory.tools import MemoryTools
+
+    store, mem = await _open(tmp_path)
+    try:
+        tools = MemoryTools(store, "a", None, "S-1", "turn-1")
+        now = store.clock.now()
+        out = await tools.call("memory_store", json.dumps(
+            {"key": "k", "content": "short lived", "ttl": "10m"}))
+        assert not out.is_error, out.content
+        assert 599 <= (await mem.get("agent:a", "k"))["expires_at"] - now <= 601
+        out = await tools.call("memory_store", json.dumps(
+            {"key": "k2", "content": "x", "expires": "2999-01-01T00:00:00+00:00"}))
+        assert not out.is_error and (await mem.get("agent:a", "k2"))["expires_at"] \
+            == 32472144000.0
+        for bad, needle in (({"ttl": "soon"}, "ttl 'soon': not a duration"),
+                            ({"ttl": "1h", "expires": "2999-01-01"}, "not both"),
+                            ({"expires": "1999-01-01"}, "already past")):
+            out = await tools.call("memory_store", json.dumps(
+                {"key": "bad", "content": "x", **bad}))
+            assert out.is_error and needle in out.content, out.content
+        assert [r["key"] for r in await mem.listing()] == ["k", "k2"]
+    finally:
+        await store.close()

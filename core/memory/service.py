@@ -80,6 +80,34 @@ def check_category(category: Any) -> str:
     return category
 
 
+def parse_expires(value: Any, now: float, where: str = "--expires") -> float:
+    """When a memory expires: `value` is a duration from `now` (30s, 10m, 2h, 7d, 1h30m) or
+    an ISO 8601 time (a time without a zone is UTC). A bad or past value is one error."""
+    from datetime import UTC, datetime
+
+    from ..experts.checks import duration_problem, duration_seconds
+
+    if isinstance(value, str) and value and value[0].isdigit() \
+            and duration_problem(value) is None:
+        return now + duration_seconds(value)
+    try:
+        when = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        when = None
+    if when is None:
+        raise ValidationError(f"{where} {str(value)[:40]!r}: not a duration (30s, 10m, 2h,"
+                              " 7d) or an ISO 8601 time (2026-12-31T00:00:00Z)")
+    at = (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    if at <= now:
+        raise ValidationError(f"{where} {value!r}: already past; a memory must expire in"
+                              " the future")
+    return at
+
+
+def is_expired(row: dict[str, Any], now: float) -> bool:
+    return row.get("expires_at") is not None and float(row["expires_at"]) <= now
+
+
 def query_terms(text: str) -> list[str]:
     """The words of a recall query (lower-cased, each once, at most MAX_QUERY_TERMS)."""
     return list(dict.fromkeys(t.lower() for t in _TERM.findall(text or "")))[:MAX_QUERY_TERMS]
@@ -228,7 +256,7 @@ class Memories:
             " WHERE namespace=? AND key=?", (check_namespace(namespace), key))
         if row is None:
             raise NotFound(f"memory {namespace + '/' + key!r}: no such memory")
-        return row
+        return {**row, "expired": is_expired(row, self.store.clock.now())}
 
     async def listing(self, namespace: str | None = None, *, include_forgotten: bool = False
                    ) -> list[dict[str, Any]]:
@@ -241,7 +269,9 @@ class Memories:
         sql = (f"SELECT {COLUMNS}, forgotten FROM memories"
                + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY namespace, key")
-        return await self.store.fetchall(sql, params)
+        now = self.store.clock.now()
+        return [{**r, "expired": is_expired(r, now)}
+                for r in await self.store.fetchall(sql, params)]
 
     async def search(self, namespaces: Sequence[str], query: str, *, k: int = 5,
                      min_score: float = 0.0, token_budget: int | None = None
@@ -327,5 +357,5 @@ def to_markdown(namespace: str, rows: list[dict[str, Any]]) -> str:
 
 
 __all__ = ["MAX_CONTENT", "Memories", "check_namespace", "fts_query", "memory_context",
-           "parse_jsonl", "recall_sync", "recalled_refs", "require_fts5", "to_jsonl",
-           "to_markdown"]
+           "parse_expires", "parse_jsonl", "recall_sync", "recalled_refs", "require_fts5",
+           "to_jsonl", "to_markdown"]

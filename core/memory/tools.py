@@ -14,7 +14,7 @@ from ..errors import ClawError, ValidationError
 from ..store.interface import Store
 from ..tools.types import ToolResult
 from .policy import may_use, own_namespace
-from .service import Memories
+from .service import Memories, parse_expires
 
 STORE_TOOL, RECALL_TOOL, FORGET_TOOL = "memory_store", "memory_recall", "memory_forget"
 _NS = {"type": "string", "description": "namespace (default: your own agent:<name>)"}
@@ -24,7 +24,9 @@ SPECS = (
         " replaces it), `content` is the fact."), parameters={
         "type": "object", "properties": {
             "key": {"type": "string"}, "content": {"type": "string"},
-            "category": {"type": "string"}, "namespace": _NS},
+            "category": {"type": "string"}, "namespace": _NS,
+            "ttl": {"type": "string", "description": "forget it after this long (30m, 7d)"},
+            "expires": {"type": "string", "description": "or at this ISO 8601 time"}},
         "required": ["key", "content"], "additionalProperties": False}),
     ToolSpec(name=RECALL_TOOL, description=(
         "Search your memories (keyword/BM25): the best matches for `query`."), parameters={
@@ -74,7 +76,8 @@ class MemoryTools:
         if name == STORE_TOOL:
             return await m.put(ns, _s(args, "key"), _s(args, "content"),
                                category=str(args.get("category") or ""), reason="tool",
-                               by=by, role="executor", session=sid, turn=turn)
+                               by=by, role="executor", session=sid, turn=turn,
+                               expires_at=self._expires(args))
         if name == FORGET_TOOL:
             return await m.forget(ns, _s(args, "key"), reason=_s(args, "reason"), by=by,
                                   role="executor", session=sid, turn=turn)
@@ -82,6 +85,17 @@ class MemoryTools:
         rows = await m.search([ns], _s(args, "query"), k=k if isinstance(k, int) else 5)
         return [{"key": r["key"], "content": r["content"], "category": r["category"],
                  "score": round(r["score"], 4)} for r in rows]
+
+
+    def _expires(self, args: dict[str, Any]) -> float | None:
+        """`ttl` (a duration) or `expires` (an ISO time), at most one; None: never."""
+        given = [f for f in ("ttl", "expires") if args.get(f) is not None]
+        if len(given) > 1:
+            raise ValidationError("give `ttl` or `expires`, not both")
+        if not given:
+            return None
+        return parse_expires(args[given[0]], self.memories.store.clock.now(),
+                             where=given[0])
 
 
 def _s(args: dict[str, Any], field: str) -> str:

@@ -60,6 +60,10 @@ def test_memory_bad_input_is_one_line_exit_2(run: Run, tmp_path: Path) -> None:
         (("memory", "forget", "agent:a", "nope", "--reason", "r"), "no such memory"),
         (("memory", "search", "agent:a", "x", "-k", "0"), "-k 0"),
         (("memory", "show", "agent:a", "nope"), "memory 'agent:a/nope': no such memory"),
+        (("memory", "put", "agent:a", "t", "x", "--expires", "10 minutes"),
+         "--expires '10 minutes': not a duration (30s, 10m, 2h, 7d) or an ISO 8601 time"),
+        (("memory", "put", "agent:a", "t", "x", "--expires", "0s"), "--expires '0s'"),
+        (("memory", "put", "agent:a", "t", "x", "--expires", "2001-01-01"), "already past"),
     ]
     for argv, needle in cases:
         r = run(*argv, "--db", db)
@@ -70,3 +74,38 @@ def test_memory_bad_input_is_one_line_exit_2(run: Run, tmp_path: Path) -> None:
     assert keys == ["k"]  # the corrupt import wrote nothing, not even its good line 1
     r = run("memory", "list", "--db", str(tmp_path / "missing.db"))
     assert r.code == 0 and not (tmp_path / "missing.db").exists()
+
+
+def test_memory_expires(run: Run, tmp_path: Path) -> None:
+    """`--expires` takes a duration or an ISO time; an expired memory is listed as expired
+    and not recalled."""
+    import asyncio
+
+    from core.memory.service import Memories
+    from core.store import open_store
+
+    db = str(tmp_path / "db.sqlite")
+    r = run("memory", "put", "agent:a", "soon", "The door code is 4321", "--expires", "2h",
+            "--db", db)
+    assert r.code == 0, r.err
+    r = run("memory", "put", "agent:a", "later", "The door colour is red", "--expires",
+            "2999-01-01T00:00:00Z", "--db", db)
+    shown = {m["key"]: m for m in run("memory", "list", "--json", "--db", db).json()}
+    assert shown["later"]["expires_at"] == 32472144000.0
+    assert 7100 < shown["soon"]["expires_at"] - shown["soon"]["created_at"] <= 7200
+
+    async def expire() -> None:  # a memory whose time has come (no sleeping in a test)
+        store = await open_store(db)
+        try:
+            await Memories(store).put("agent:a", "soon", "The door code is 4321", by="t",
+                                      expires_at=store.clock.now() - 1)
+        finally:
+            await store.close()
+
+    asyncio.run(expire())
+    r = run("memory", "list", "agent:a", "--db", db)
+    assert "agent:a soon (expired): The door code is 4321" in r.out
+    assert "later: The door colour" in r.out and "later (expired)" not in r.out
+    r = run("memory", "search", "agent:a", "door", "--json", "--db", db)
+    assert [m["key"] for m in r.json()] == ["later"]
+    assert "(expired)" in run("memory", "show", "agent:a", "soon", "--db", db).out
