@@ -275,3 +275,46 @@ async def test_memory_store_tool_ttl_and_expires(tmp_path: Path) -> None:
         assert [r["key"] for r in await mem.listing()] == ["k", "k2"]
     finally:
         await store.close()
+
+
+async def test_an_operator_corrects_a_memory_and_sees_an_agents_namespaces(
+        tmp_path: Path) -> None:
+    """`correct` (the console's command): one `memory.stored` with who and why, keeping
+    category and expiry; `of_agent` lists what a spec may read (globs expanded)."""
+    store, mem = await _open(tmp_path)
+    try:
+        await mem.put("agent:a", "cat", "The cat is Miso", category="pet", by="a",
+                      expires_at=store.clock.now() + 60)
+        await mem.put("shared:team", "lunch", "Lunch at noon", by="t")
+        await mem.put("agent:b", "secret", "not for a", by="b")
+        out = await mem.correct("agent:a", "cat", "The cat is Mochi", by="alice",
+                                reason="it was renamed")
+        assert out["status"] == "updated"
+        assert (await mem.correct("agent:a", "cat", "The cat is Mochi", by="alice",
+                                  reason="again"))["status"] == "unchanged"
+        stored = [e for e in await store.events_after(0) if e.type == "memory.stored"]
+        assert len(stored) == 4 and stored[-1].actor == "alice"
+        assert stored[-1].payload.reason == "it was renamed"  # type: ignore[attr-defined]
+        row = await mem.get("agent:a", "cat")
+        assert (row["content"], row["category"], row["updated_by"]) == (
+            "The cat is Mochi", "pet", "alice")
+        assert row["expires_at"] is not None
+        for bad, exc in ((("agent:a", "nope", "x"), NotFound),
+                         (("agent:a", "cat", ""), ValidationError)):
+            with pytest.raises(exc):
+                await mem.correct(*bad, by="alice", reason="r")
+        with pytest.raises(ValidationError, match="give a reason"):
+            await mem.correct("agent:a", "cat", "x", by="alice", reason=" ")
+        await mem.forget("agent:a", "cat", by="alice", reason="gone")
+        with pytest.raises(NotFound):
+            await mem.correct("agent:a", "cat", "back", by="alice", reason="r")
+
+        await mem.put("agent:a", "cat", "The cat is Mochi", by="a")
+        ns, rows = await mem.of_agent("a", ["agent:a", "shared:*"], ["shared:other"])
+        assert ns == ["agent:a", "shared:other", "shared:team"]
+        assert [(r["namespace"], r["key"]) for r in rows] == [
+            ("agent:a", "cat"), ("shared:team", "lunch")]
+        ns, _ = await mem.of_agent("a", None, ["agent:b"])  # b's namespace is not a's
+        assert ns == ["agent:a"]
+    finally:
+        await store.close()

@@ -250,6 +250,60 @@ class Memories:
 
         return await self.store.execute(command)
 
+    async def correct(self, namespace: str, key: str, content: str, *, by: str, reason: str,
+                      role: str = "operator") -> dict[str, Any]:
+        """An operator's correction of a memory's content (the console): one
+        `memory.stored` naming who and why; its category and expiry stay. A forgotten or
+        unknown memory is NotFound; the same content writes nothing."""
+        from ..events import NewEvent
+        from .events import MemoryStored
+
+        check_namespace(namespace)
+        check_key(key)
+        check_content(content)
+        if not reason.strip():
+            raise ValidationError("correct: give a reason (recorded with who corrected it)")
+
+        def command(tx: WriteTx) -> dict[str, Any]:
+            row = tx.one("SELECT content, category, expires_at, forgotten FROM memories"
+                         " WHERE namespace=? AND key=?", (namespace, key))
+            if row is None or row["forgotten"]:
+                raise NotFound(f"memory {namespace + '/' + key!r}: no such memory")
+            out = {"namespace": namespace, "key": key, "status": "unchanged"}
+            if row["content"] != content:
+                tx.emit(NewEvent(entity_id=f"{namespace}/{key}", actor=by, role=role,
+                                 payload=MemoryStored(
+                                     namespace=namespace, key=key, content=content,
+                                     category=row["category"], reason=reason,
+                                     expires_at=row["expires_at"])))
+                out["status"] = "updated"
+            return out
+
+        return await self.store.execute(command)
+
+    async def of_agent(self, spec_name: str, allow: list[str] | None,
+                       recall: list[str] | None, *, limit: int = 500
+                       ) -> tuple[list[str], list[dict[str, Any]]]:
+        """What an agent may know: the namespaces its `policy.memory` names (globs matched
+        against the namespaces that exist) and those its recall policy names that it may
+        read, with their memories (expired ones marked; at most `limit`, the newest)."""
+        from .policy import may_use, own_namespace
+
+        globs = [p for p in allow or [] if any(c in p for c in "*?[")]
+        wanted = {own_namespace(spec_name), *(p for p in allow or [] if p not in globs),
+                  *(recall or [])}
+        if globs:
+            wanted |= {r["namespace"] for r in await self.store.fetchall(
+                "SELECT DISTINCT namespace FROM memories")}
+        namespaces = sorted(ns for ns in wanted if may_use(allow, spec_name, ns))
+        marks = ", ".join("?" for _ in namespaces)
+        now = self.store.clock.now()
+        rows = await self.store.fetchall(
+            f"SELECT {COLUMNS}, forgotten FROM memories WHERE forgotten=0 AND namespace IN"
+            f" ({marks}) ORDER BY updated_at DESC LIMIT ?", [*namespaces, limit])
+        rows.sort(key=lambda r: (r["namespace"], r["key"]))
+        return namespaces, [{**r, "expired": is_expired(r, now)} for r in rows]
+
     async def get(self, namespace: str, key: str) -> dict[str, Any]:
         row = await self.store.fetchone(
             f"SELECT {COLUMNS}, forgotten, forgotten_reason FROM memories"
