@@ -1,5 +1,5 @@
 """Small modal screens: y/n confirmation, a reason prompt, a JSON answer to an input gate,
-the `:` command line."""
+a memory correction, the `:` command line."""
 
 from __future__ import annotations
 
@@ -248,6 +248,52 @@ class JsonAnswerScreen(ModalScreen[Any]):
             err.add_class("shown")
             return
         self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class MemoryEditScreen(ModalScreen[tuple[str, str] | None]):
+    """Correct a memory: its content in a text area and why, in one dialog. ctrl+s saves
+    (both must be filled in), esc cancels. Dismisses (content, reason)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "save", "Save", id="memory-edit.save"),
+        Binding("escape", "cancel", "Cancel", id="memory-edit.cancel"),
+    ]
+
+    def __init__(self, title: str, content: str) -> None:
+        super().__init__()
+        self.title_text = safe_line(title)  # a memory's key and text are untrusted
+        self.content = content
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="memory-edit"):
+            yield Label(self.title_text, id="dialog-title", markup=False)
+            yield TextArea(self.content, language=None, id="memory-content", soft_wrap=True,
+                           show_line_numbers=False)
+            yield Input(placeholder="why (recorded with your name)", id="memory-reason")
+            yield Static("", id="answer-error", markup=False)
+            yield Label("ctrl+s saves · esc cancels", id="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(TextArea).focus()
+
+    def action_save(self) -> None:
+        content = self.query_one(TextArea).text
+        reason = self.query_one("#memory-reason", Input).value.strip()
+        why = ("the content is empty" if not content.strip() else
+               "say why (the reason is recorded)" if not reason else None)
+        if why is not None:
+            err = self.query_one("#answer-error", Static)
+            err.update(why)
+            err.add_class("shown")
+            return
+        self.dismiss((content, reason))
+
+    @on(Input.Submitted, "#memory-reason")
+    def _submit(self, event: Input.Submitted) -> None:
+        self.action_save()
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -91,6 +91,14 @@ def head_renderable(pal: Palette, s: dict[str, Any]) -> RenderableType:
     return Group(head, meta, usage)
 
 
+def recalled_line(pal: Palette, job: dict[str, Any]) -> RenderableType:
+    """What a turn's automatic recall put in its context (keys and scores; `m` shows more)."""
+    line = Text(f"{job['turn_id']}  ", style=pal.tone("idle"))
+    line.append(safe_line(", ".join(f"{r['namespace']} {r['key']} ({r['score']:.3g})"
+                                    for r in job.get("recalled") or [])))
+    return line
+
+
 def gate_rows(pal: Palette, waits: list[dict[str, Any]], drafts: list[dict[str, Any]]
               ) -> list[RenderableType]:
     """Tool calls that wait for an operator (`a`/`r` decide them here or in mode 2), and the

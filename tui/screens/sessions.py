@@ -1,5 +1,6 @@
 """Mode 4: sessions (core/sessions): the session tree (parent -> subagents, status, agent,
-tokens, cost), the selected session's transcript, its announces and backlog, and an input
+tokens, cost), the selected session's transcript (and what its last turn recalled, `m` for
+the memory panel: tui/screens/memory.py), its announces and backlog, and an input
 line: Enter sends (a busy session is steered at its next safe boundary), `/agent`,
 `/model`, `/agents`, `/models`, `/spawn`, `/stop` run as commands (tab completes them).
 
@@ -36,6 +37,7 @@ from ..sessionrender import (
     announces_table,
     backlog_renderable,
     head_renderable,
+    recalled_line,
     streaming_renderable,
     transcript_renderable,
 )
@@ -61,6 +63,8 @@ class SessionList(ItemList):
                 tooltip="Approve the tool call the selected session waits for (y/n)"),
         Binding("r", "screen.reject_call", "Reject call", id="session.reject",
                 tooltip="Reject the tool call the selected session waits for (asks why)"),
+        Binding("m", "screen.memory", "Memory", id="session.memory",
+                tooltip="The agent's memories and what each turn recalled (correct, forget)"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -152,14 +156,16 @@ class SessionsScreen(ListDetailScreen):
         "**Sessions** as a tree (parent → subagents), the selected transcript live, its "
         "announces and backlog. `i` types a message (Enter sends; a busy session is steered "
         "at its next safe boundary) or `/agent`, `/model`, `/agents`, `/models`, `/spawn`, "
-        "`/stop` (tab completes); `n` spawns a subagent, `x` stops the session.",
+        "`/stop` (tab completes); `n` spawns a subagent, `x` stops the session; `m` opens "
+        "its agent's memory (what each turn recalled; correct or forget a memory).",
         ())
     MODE = "sessions"
     PREFIX = "ses"
     LIST_TITLE = "Sessions"
     SECTIONS: ClassVar[list[tuple[str, str]]] = [
-        ("head", ""), ("transcript", "Transcript"), ("stream", "Streaming"),
-        ("announces", "Announces"), ("backlog", "Backlog"), ("acp", "Harness"),
+        ("head", ""), ("recalled", "Recalled"), ("transcript", "Transcript"),
+        ("stream", "Streaming"), ("announces", "Announces"), ("backlog", "Backlog"),
+        ("acp", "Harness"),
     ]
 
     def __init__(self) -> None:
@@ -299,6 +305,12 @@ class SessionsScreen(ListDetailScreen):
         if aid is not None:
             self.capp.request_reject(aid)
 
+    def action_memory(self) -> None:
+        if self.selected is not None:
+            from .memory import SessionMemoryScreen
+
+            self.app.push_screen(SessionMemoryScreen(self.selected))
+
     def action_stop_session(self) -> None:
         if self.selected is not None:
             self._run(f"/stop stopped from the console by {self.capp.operator}")
@@ -340,6 +352,8 @@ class SessionsScreen(ListDetailScreen):
         if action in ("stop_session", "spawn"):
             row = next((r for r in self.rows if r["id"] == self.selected), None)
             return row is not None and row.get("status") in OPEN
+        if action == "memory":
+            return self.selected is not None
         if action in ("approve_call", "reject_call"):
             return self._waiting_call() is not None  # shown only while a call waits
         return True
@@ -361,6 +375,9 @@ class SessionsScreen(ListDetailScreen):
                 self._set(key, None)
             return
         self._set("head", head_renderable(pal, s))
+        last = next((j for j in reversed(s.get("jobs") or []) if j.get("recalled")), None)
+        self._set("recalled", recalled_line(pal, last) if last else None,
+                  "Recalled · m: memory")
         msgs = s.get("messages") or []
         self._set("transcript", transcript_renderable(
             pal, msgs[-TRANSCRIPT_SHOWN:], s.get("approvals") or [], s.get("drafts") or []),
