@@ -22,14 +22,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import ValidationError
+from ..memory.policy import RecallPolicy
 from ..sessions.service import Sessions
-from ..sessions.specs import AgentSpecConfig, SpecDefaults, SpecPolicy, check_model
+from ..sessions.specs import (
+    AgentSpecConfig,
+    ContextPolicy,
+    SpecDefaults,
+    SpecPolicy,
+    check_model,
+)
 from ..store.interface import Store
 from ..tools.approval import ToolApprovalPolicy
 from ..tools.config import McpServerConfig
 from . import home
 from .bindings import ToolBinding, bindings_path, load_bindings
 from .checks import duration_problem, duration_seconds
+from .memory import namespace
 from .package import Package, approval_tier, load_package
 from .prompt import assemble, render
 
@@ -113,11 +121,15 @@ def servers_for(expert: str) -> dict[str, McpServerConfig]:
 
 
 def chat_config(pkg: Package, bindings: dict[str, ToolBinding]) -> AgentSpecConfig:
+    """The chat's spec: the package's prompt and tools; it reads (and recalls before each
+    turn) only its own memories, `expert:<name>` (its learnings and state: memory.py)."""
     prompt = render(assemble(pkg, home.workspace(pkg.name)))
+    own = [namespace(pkg.name)]
     return AgentSpecConfig(
         defaults=SpecDefaults(system_prompt=prompt),
         policy=SpecPolicy(tools=exposed_tools(pkg, bindings), skills=[], subagents=[],
-                          approval=approval_policy(pkg, bindings)))
+                          approval=approval_policy(pkg, bindings), memory=own),
+        context_policy=ContextPolicy(recall=RecallPolicy(namespaces=own)))
 
 
 async def open_chat(store: Store, expert: str, *, title: str = "", model: str | None = None,
@@ -141,6 +153,9 @@ async def open_chat(store: Store, expert: str, *, title: str = "", model: str | 
     from .state import sync
 
     await sync(store, pkg, home.workspace(pkg.name), reset=True, by=by)
+    from .memory import sync as sync_memories
+
+    await sync_memories(store, pkg, home.workspace(pkg.name), by=by)  # what it recalls
     name = spec_name(expert)
     await sessions.set_spec(name, config, source=f"{SOURCE_PREFIX}{expert}", by=by)
     return await sessions.create(agent=name, title=title or f"chat with {expert}",

@@ -78,21 +78,42 @@ async def propose(store: Store, pkg: Package, workspace: Path, *, scope: str, ti
     return {"scope": scope, "tier": tier, "approval_id": approval_id or None}
 
 
+async def proposed(store: Store, pkg: Package) -> list[dict[str, Any]]:
+    """Every learning proposed for `pkg`, oldest first: its payload with `seq`, `ts` and
+    `persisted` (auto tier, or approved; a manual one never is)."""
+    rows = await store.fetchall(
+        "SELECT e.seq, e.payload, e.ts, a.status FROM events e LEFT JOIN approvals a ON"
+        " a.id = json_extract(e.payload, '$.approval_id') WHERE e.entity='expert' AND"
+        " e.entity_id=? AND e.type='expert.learning_proposed' ORDER BY e.seq", (pkg.name,))
+    out = []
+    for row in rows:
+        p = json.loads(row["payload"])
+        out.append({**p, "seq": int(row["seq"]), "ts": float(row["ts"] or 0),
+                    "persisted": p["tier"] == "auto" or (p["tier"] == "confirm"
+                                                         and row["status"] == "approved")})
+    return out
+
+
+def current(learnings: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """The persisted learnings the files keep (the newest `limit` per scope): those a
+    function is given, and those an expert chat may recall (core/experts/memory.py)."""
+    by_scope: dict[str, list[dict[str, Any]]] = {}
+    for p in learnings:
+        if p["persisted"]:
+            by_scope.setdefault(p["scope"], []).append(p)
+    return [p for entries in by_scope.values() for p in entries[-limit:]]
+
+
 async def project(store: Store, pkg: Package, workspace: Path) -> dict[str, int]:
     """Rewrite the learnings files from the events (idempotent); entries per file."""
     _, _, limit = settings(pkg)
-    rows = await store.fetchall(
-        "SELECT e.payload, e.ts, a.status FROM events e LEFT JOIN approvals a ON a.id ="
-        " json_extract(e.payload, '$.approval_id') WHERE e.entity='expert' AND e.entity_id=?"
-        " AND e.type='expert.learning_proposed' ORDER BY e.seq", (pkg.name,))
     kept: dict[str, list[str]] = {}
     drafts: list[str] = []
-    for row in rows:
-        p = json.loads(row["payload"])
-        entry = _entry(p, float(row["ts"] or 0))
+    for p in await proposed(store, pkg):
+        entry = _entry(p, p["ts"])
         if p["tier"] == "manual":
             drafts.append(f"<!-- scope: {p['scope']} -->\n{entry}")
-        elif p["tier"] == "auto" or row["status"] == "approved":
+        elif p["persisted"]:
             kept.setdefault(p["scope"], []).append(entry)
     d = workspace / "learnings"
     d.mkdir(parents=True, exist_ok=True)

@@ -320,7 +320,7 @@ class Memories:
             params.append(check_namespace(namespace))
         if not include_forgotten:
             where.append("forgotten=0")
-        sql = (f"SELECT {COLUMNS}, forgotten FROM memories"
+        sql = (f"SELECT {COLUMNS}, forgotten, forgotten_reason FROM memories"
                + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY namespace, key")
         now = self.store.clock.now()
