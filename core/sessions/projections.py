@@ -164,8 +164,10 @@ def _job_queued(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _job_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.TurnJobStarted)
-    took = {"msgs": p.took, "drained": p.drained, "announces": p.announces,
-            "backlog_msg_id": p.backlog_msg_id, "recalled": p.recalled}
+    took: dict[str, Any] = {"msgs": p.took, "drained": p.drained, "announces": p.announces,
+                            "backlog_msg_id": p.backlog_msg_id}
+    if p.recalled:  # only when there is one: a store projected before it verifies the same
+        took["recalled"] = p.recalled
     db.execute("UPDATE turn_jobs SET status='running', owner=?, attempt=?, turn_id=?,"
                " agent_id=?, provider=?, model=?, took=?, started_at=?, last_seq=?"
                " WHERE id=?", (p.owner, p.attempt, p.turn_id, p.agent_id, p.provider,
