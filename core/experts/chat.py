@@ -37,7 +37,6 @@ from ..tools.config import McpServerConfig
 from . import home
 from .bindings import ToolBinding, bindings_path, load_bindings
 from .checks import duration_problem, duration_seconds
-from .memory import namespace
 from .package import Package, approval_tier, load_package
 from .prompt import assemble, render
 
@@ -123,6 +122,8 @@ def servers_for(expert: str) -> dict[str, McpServerConfig]:
 def chat_config(pkg: Package, bindings: dict[str, ToolBinding]) -> AgentSpecConfig:
     """The chat's spec: the package's prompt and tools; it reads (and recalls before each
     turn) only its own memories, `expert:<name>` (its learnings and state: memory.py)."""
+    from .memory import namespace  # (learnings and memory load with a chat, not before)
+
     prompt = render(assemble(pkg, home.workspace(pkg.name)))
     own = [namespace(pkg.name)]
     return AgentSpecConfig(
