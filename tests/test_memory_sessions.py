@@ -65,6 +65,9 @@ async def test_a_fact_told_in_one_session_is_recalled_in_another_and_not_by_b(
         [ref] = job2["recalled"]
         assert (ref["namespace"], ref["key"]) == ("agent:alpha", "cat") and ref["score"] >= 0
         assert set(ref) == {"namespace", "key", "score"}
+        from cli.session import _detail
+
+        assert f"  {job2['turn_id']}: agent:alpha cat (" in _detail(await sessions.get(s2))
 
         s3 = await sessions.create(agent="beta")
         await sessions.send(s3, "what is my cat called?")
