@@ -133,7 +133,7 @@ async def test_an_operator_corrects_and_forgets_a_memory(db: str) -> None:
         await pilot.press("ctrl+s")
         await until(pilot, lambda: screen.detail is not None
                     and "Mochi" in str(screen.detail["content"]))
-        assert screen.detail["updated_by"] == "alice"
+        assert screen.detail is not None and screen.detail["updated_by"] == "alice"
 
         await pilot.press("f")
         await until(pilot, lambda: isinstance(app.screen, ReasonScreen))
