@@ -22,6 +22,7 @@ numpy is imported only here, and only when a recall is hybrid."""
 from __future__ import annotations
 
 import base64
+import logging
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,11 +37,15 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ..store.interface import Store, WriteTx
+    from .config import MemoryConfig
     from .embeddings import Embedder
     from .events import MemoryEmbedded, MemoryStored
+    from .policy import RecallPolicy
     from .service import Memories
 
     Matrix = npt.NDArray[np.float32]
+
+log = logging.getLogger("clawtower.memory")
 
 
 @dataclass
@@ -340,6 +345,32 @@ async def embed_missing(mem: Memories, embedder: Embedder, namespace: str | None
     return {"model": embedder.model, "embedded": done, "missing_before": len(rows)}
 
 
+async def turn_recall(store: Store, embedder: Embedder, config: MemoryConfig, spec_name: str,
+                      allow: list[str] | None, policy: RecallPolicy, focus: str,
+                      bm25_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The memories recalled before a turn, hybrid: called after the claim committed (the
+    query's embedding is an HTTP call, never made inside a write transaction). Falls back
+    to `bm25_rows` (what the claim recalled) when the provider fails, logging why."""
+    from .policy import recall_namespaces
+    from .service import Memories
+
+    namespaces = recall_namespaces(policy, allow, spec_name)
+    if not namespaces or policy.top_k <= 0 or not focus.strip():
+        return bm25_rows
+    e = config.embeddings
+    mem = Memories(store, embedder, weights=e.weights if e else None,
+                   candidates=e.candidates if e else 50)
+    try:
+        got = await mem.recall(namespaces, focus, k=policy.top_k, min_score=policy.min_score,
+                               token_budget=policy.token_budget, weights=policy.weights)
+    except ClawError as exc:
+        got = RecallResult("bm25", str(exc), bm25_rows)
+    if got.mode != "hybrid":
+        log.warning("recall for %s: BM25 only: %s", spec_name, got.reason)
+        return bm25_rows
+    return got.rows
+
+
 def embedded_event(p: MemoryStored, model: str, vec: bytes) -> MemoryEmbedded:
     from .events import MemoryEmbedded
 
@@ -349,4 +380,4 @@ def embedded_event(p: MemoryStored, model: str, vec: bytes) -> MemoryEmbedded:
 
 
 __all__ = ["RecallResult", "VectorIndex", "embed_all", "embed_missing", "embedded_event",
-           "fuse", "hybrid_rows", "index_for", "unit", "vectors_for"]
+           "fuse", "hybrid_rows", "index_for", "turn_recall", "unit", "vectors_for"]

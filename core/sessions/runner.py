@@ -51,6 +51,7 @@ from ..agents.turns import (
 from ..agents.usage import Price
 from ..errors import ClawError
 from ..events import NewEvent
+from ..memory.hybrid import turn_recall
 from ..memory.policy import recall_namespaces
 from ..memory.service import memory_context, recall_sync
 from ..store.interface import Store, WriteTx
@@ -465,6 +466,11 @@ class SessionRunner:
         self._stale: list[ToolRegistry] = []
         self._defaults = {SIMULATOR: SIM_MODELS[0], **{
             n: p.models[0] for n, p in self.config.providers.items() if p.models}}
+        self.embedder = None  # memory.embeddings: hybrid recall (core/memory/hybrid.py)
+        if self.config.memory.embeddings is not None:
+            from ..memory.embeddings import embedder_for
+
+            self.embedder = embedder_for(self.config)
 
     def stop(self) -> None:
         self._stop.set()
@@ -666,6 +672,11 @@ class SessionRunner:
         records = TurnRecords(self.store)
         box: SessionToolBox | None = None
         try:
+            if self.embedder is not None:  # the claim recalled by BM25; now, outside it, hybrid
+                c = claim.spec.config
+                claim.memories = await turn_recall(
+                    self.store, self.embedder, self.config.memory, claim.spec.name,
+                    c.policy.memory, c.context_policy.recall, claim.focus, claim.memories)
             if claim.provider == ACP_PROVIDER:  # the spec's harness, or the one named
                 result = await self._acp_turn(claim)
             else:

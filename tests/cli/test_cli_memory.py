@@ -19,7 +19,10 @@ def test_memory_commands_round_trip(run: Run, tmp_path: Path) -> None:
     run("memory", "put", "agent:a", "lunch", "Lunch is at noon", "--db", db)
     r = run("memory", "search", "agent:a", 'what is the cat "NEAR( called', "-k", "1",
             "--json", "--db", db)
-    assert r.code == 0 and [m["key"] for m in r.json()] == ["pet"]
+    assert r.code == 0 and [m["key"] for m in r.json()["memories"]] == ["pet"]
+    assert r.json()["mode"] == "bm25" and "no embedding provider" in r.json()["reason"]
+    r = run("memory", "search", "agent:a", "cat", "--db", db)
+    assert r.out.splitlines()[0].startswith("mode: bm25 (no embedding provider configured")
     r = run("memory", "show", "agent:a", "pet", "--json", "--db", db)
     assert r.json()["content"] == "The cat is called Miso" and r.json()["reason"] == "cli"
     r = run("memory", "list", "agent:a", "--json", "--db", db)
@@ -44,7 +47,7 @@ def test_memory_commands_round_trip(run: Run, tmp_path: Path) -> None:
     assert [m["key"] for m in run("memory", "list", "agent:a", "--json", "--db", db).json()] \
         == ["lunch"]
     r = run("memory", "search", "agent:a", "cat", "--json", "--db", db)
-    assert r.json() == []
+    assert r.json()["memories"] == []
 
 
 def test_memory_bad_input_is_one_line_exit_2(run: Run, tmp_path: Path) -> None:
