@@ -310,15 +310,15 @@ class Memories:
                 namespaces, query, k, min_score, token_budget))
         if not namespaces or not query.strip():
             return RecallResult("hybrid", "", [])
+        from .hybrid import hybrid_rows
+
         try:
             qvec = await self.embedder.query(query)
+            rows = await hybrid_rows(self, self.embedder.model, namespaces, query, qvec, k,
+                                     weights or self.weights or _default_weights())
         except ClawError as exc:
             return RecallResult("bm25", f"embeddings failed: {exc}", await self.bm25(
                 namespaces, query, k, min_score, token_budget))
-        from .hybrid import hybrid_rows
-
-        rows = await hybrid_rows(self, self.embedder.model, namespaces, query, qvec, k,
-                                 weights or self.weights or _default_weights())
         return RecallResult("hybrid", "", _select(rows, min_score, token_budget))
 
     async def bm25(self, namespaces: Sequence[str], query: str, k: int, min_score: float,
