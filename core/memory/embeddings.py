@@ -69,17 +69,21 @@ class Embedder(HTTPProvider):
             out += await self._request(texts[i:i + self.batch])
         return out
 
-    async def query(self, text: str) -> bytes:
-        """A recall query's vector, from this process's cache when it was embedded before."""
+    async def query(self, text: str, stored: bytes | None = None) -> bytes:
+        """A recall query's vector: from this process's cache when it was embedded before,
+        else `stored` (the embedding cache's vector of the same text), else embedded."""
         hit = self._queries.get(text)
         if hit is not None:
             self._queries.move_to_end(text)
             return hit
-        [vec] = await self.embed([text])
+        vec = stored if stored is not None else (await self.embed([text]))[0]
         self._queries[text] = vec
         if len(self._queries) > QUERY_CACHE:
             self._queries.popitem(last=False)
         return vec
+
+    def knows(self, text: str) -> bool:
+        return text in self._queries
 
     async def _request(self, texts: list[str]) -> list[bytes]:
         request = ChatRequest(model=self.model, messages=[], timeout_s=self.timeout_s)

@@ -258,6 +258,15 @@ async def vectors_for(store: Store, embedder: Embedder, texts: list[str]
     return out
 
 
+async def query_vector(store: Store, embedder: Embedder, text: str) -> bytes:
+    """A query's vector, embedded only when neither this process nor the embedding cache
+    (a memory of the very same text) has it."""
+    row = None if embedder.knows(text) else await store.fetchone(
+        "SELECT vec FROM embedding_cache WHERE sha=? AND model=?",
+        (content_sha(text), embedder.model))
+    return await embedder.query(text, row["vec"] if row else None)
+
+
 async def hybrid_rows(mem: Memories, model: str, namespaces: Sequence[str], query: str,
                       qvec: bytes, k: int, weights: RecallWeights) -> list[dict[str, Any]]:
     """The `k` best memories by fused score (before min score and token budget), each with
@@ -380,4 +389,4 @@ def embedded_event(p: MemoryStored, model: str, vec: bytes) -> MemoryEmbedded:
 
 
 __all__ = ["RecallResult", "VectorIndex", "embed_all", "embed_missing", "embedded_event",
-           "fuse", "hybrid_rows", "index_for", "turn_recall", "unit", "vectors_for"]
+           "fuse", "hybrid_rows", "index_for", "query_vector", "turn_recall", "unit", "vectors_for"]

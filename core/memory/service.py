@@ -310,10 +310,10 @@ class Memories:
                 namespaces, query, k, min_score, token_budget))
         if not namespaces or not query.strip():
             return RecallResult("hybrid", "", [])
-        from .hybrid import hybrid_rows
+        from .hybrid import hybrid_rows, query_vector
 
         try:
-            qvec = await self.embedder.query(query)
+            qvec = await query_vector(self.store, self.embedder, query)
             rows = await hybrid_rows(self, self.embedder.model, namespaces, query, qvec, k,
                                      weights or self.weights or _default_weights())
         except ClawError as exc:
