@@ -225,6 +225,7 @@ async def hybrid_part(db: Any, queries: list[str], args: Any, out: dict[str, Any
     await index.refresh(store)
     out["index_load_s"] = time.perf_counter() - t
     out["index_mb"] = sum(p.matrix.nbytes for p in index.parts.values()) / 1e6
+    embedder.query_cache = len(queries)
     for text in queries:  # warm-up: every query's vector into the process's cache
         await embedder.query(text)
     calls = embedder.calls

@@ -260,5 +260,18 @@ async def test_turn_recall_is_hybrid_and_embeds_outside_the_write_transaction(
         system = rec.requests[-1].messages[0].content
         assert "(agent:alpha) car: The car is parked in the garage" in system
         assert locked == [False]  # one request (the query), no transaction open meanwhile
+
+        # a spec's own weights: keywords only, so the paraphrase scores 0 and is not recalled
+        await spec(sessions, "alpha", context_policy={"recall": {
+            "weights": {"vector": 0, "keyword": 1}, "min_score": 0.01}})
+        sid = await sessions.create(agent="alpha")
+        await sessions.send(sid, "automobile whereabouts?")
+        r, rec = runner(store)
+        r.embedder = embedder()
+        try:
+            assert await r.run_until_idle(30, {sid}), r.errors
+        finally:
+            await r.aclose()
+        assert "# Recalled memories" not in rec.requests[-1].messages[0].content
     finally:
         await store.close()

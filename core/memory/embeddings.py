@@ -57,6 +57,7 @@ class Embedder(HTTPProvider):
         self.dimensions = dimensions
         self.batch = batch
         self.calls = 0  # requests sent (the cache tests count them)
+        self.query_cache = QUERY_CACHE
         self._queries: OrderedDict[str, bytes] = OrderedDict()
 
     def _error(self, message: str, *, retryable: bool = False) -> ProviderError:
@@ -78,7 +79,7 @@ class Embedder(HTTPProvider):
             return hit
         vec = stored if stored is not None else (await self.embed([text]))[0]
         self._queries[text] = vec
-        if len(self._queries) > QUERY_CACHE:
+        if len(self._queries) > self.query_cache:
             self._queries.popitem(last=False)
         return vec
 
