@@ -221,16 +221,20 @@ async def hybrid_part(db: Any, queries: list[str], args: Any, out: dict[str, Any
     index.version = -1  # the writes above warmed it: time a cold build
     index.parts.clear()
     index.where.clear()
+    index.loaded.clear()
+    every = [f"agent:a{i}" for i in range(NAMESPACES)]
     t = time.perf_counter()
-    await index.refresh(store)
-    out["index_load_s"] = time.perf_counter() - t
+    await index.refresh(store, every[:1])
+    out["index_load_one_ns_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    await index.refresh(store, every)
+    out["index_load_s"] = time.perf_counter() - t + out["index_load_one_ns_s"]
     out["index_mb"] = sum(p.matrix.nbytes for p in index.parts.values()) / 1e6
     embedder.query_cache = len(queries)
     for text in queries:  # warm-up: every query's vector into the process's cache
         await embedder.query(text)
     calls = embedder.calls
     lat, lat_all, modes = [], [], set()
-    every = [f"agent:a{i}" for i in range(NAMESPACES)]
     for i, text in enumerate(queries):
         t = time.perf_counter()
         got = await mem.recall([f"agent:a{i % NAMESPACES}"], text, k=5)
@@ -424,8 +428,9 @@ def main() -> None:
                        [[k, *(cm.fmt_num(c[f"{k}_ms"][x]) for x in ("p50", "p95", "p99"))]
                         for k in ("numpy_index", "numpy_blobs", "sqlite_vec", "sqlite_vec_bf")
                         if f"{k}_ms" in c])
-        print(f"\nvectors load {out['vectors_load_s']:.1f} s; index build"
-              f" {out['index_load_s']:.2f} s, {out['index_mb']:.0f} MB; events per hybrid"
+        print(f"\nvectors load {out['vectors_load_s']:.1f} s; index build: one namespace"
+              f" {out['index_load_one_ns_s']:.2f} s, all {out['index_load_s']:.2f} s,"
+              f" {out['index_mb']:.0f} MB; events per hybrid"
               f" write: {out['events_per_write_hybrid']:.2f}; db with vectors"
               f" {out['db_mb_with_vectors']:.0f} MB; verify: "
               f"{out['verify_problems_hybrid'] or 'no problems'}")

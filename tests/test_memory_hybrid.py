@@ -275,3 +275,18 @@ async def test_turn_recall_is_hybrid_and_embeds_outside_the_write_transaction(
         assert "# Recalled memories" not in rec.requests[-1].messages[0].content
     finally:
         await store.close()
+
+
+async def test_postgres_recalls_hybrid_from_its_replica(pg_url: str) -> None:
+    """The PostgreSQL store's local SQLite replica holds the cache and the vector links
+    (same migrations, same projection handlers): hybrid recall is the same there."""
+    store = await open_store(pg_url)
+    try:
+        mem = Memories(store, embedder())
+        await mem.put("agent:a", "car", "The car is parked in the garage", by="ann")
+        await mem.put("agent:a", "lunch", "Lunch is at noon", by="ann")
+        got = await mem.recall(["agent:a"], "automobile location", k=1)
+        assert got.mode == "hybrid" and [r["key"] for r in got.rows] == ["car"]
+        assert await store.verify_projections() == []
+    finally:
+        await store.close()

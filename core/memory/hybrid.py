@@ -21,6 +21,7 @@ numpy is imported only here, and only when a recall is hybrid."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import weakref
@@ -89,30 +90,44 @@ class _Part:
 
 @dataclass
 class VectorIndex:
-    """The unit vectors of one model's live memories, per namespace, in this process."""
+    """The unit vectors of one model's live memories, per namespace, in this process; a
+    namespace is loaded on its first recall (a process holds only what it recalls)."""
 
     model: str
-    version: int = -1  # the largest memories.last_seq seen
+    version: int = -1  # memories.last_seq up to which the loaded namespaces are current
     dim: int | None = None
     parts: dict[str, _Part] = field(default_factory=dict)
     where: dict[int, tuple[str, int]] = field(default_factory=dict)  # id -> (ns, row)
+    loaded: set[str] = field(default_factory=set)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def refresh(self, store: Store) -> None:
-        top = await store.fetchone("SELECT MAX(last_seq) AS v FROM memories")
-        latest = int(top["v"] or 0) if top else 0
-        if latest == self.version:
-            return
-        changed = await store.fetchall("SELECT id, last_seq FROM memories WHERE last_seq > ?",
-                                       (self.version,))
-        for r in changed:
-            self._drop(int(r["id"]))
-        vectors = await store.fetchall(
-            "SELECT v.id, m.namespace, c.vec FROM memory_vectors v JOIN memories m"
-            " ON m.id = v.id JOIN embedding_cache c ON c.sha = v.sha AND c.model = v.model"
-            " WHERE v.model = ? AND m.forgotten = 0 AND m.last_seq > ?",
-            (self.model, self.version))
-        self._add(vectors)
-        self.version = max([latest, *(int(r["last_seq"]) for r in changed)])
+    _SELECT = ("SELECT v.id, m.namespace, c.vec FROM memory_vectors v JOIN memories m"
+               " ON m.id = v.id JOIN embedding_cache c ON c.sha = v.sha AND c.model = v.model"
+               " WHERE v.model = ? AND m.forgotten = 0")
+
+    async def refresh(self, store: Store, namespaces: Sequence[str]) -> None:
+        """Bring `namespaces` up to date: the rows changed since `version` dropped and
+        re-read, a namespace not seen before read whole. A row that changes meanwhile has
+        a larger last_seq than the `latest` read first, so the next refresh takes it again
+        (drop, then add: never twice)."""
+        async with self.lock:
+            top = await store.fetchone("SELECT MAX(last_seq) AS v FROM memories")
+            latest = int(top["v"] or 0) if top else 0
+            if latest != self.version and self.loaded:
+                changed = await store.fetchall(
+                    "SELECT id FROM memories WHERE last_seq > ?", (self.version,))
+                for r in changed:
+                    self._drop(int(r["id"]))
+                marks = ", ".join("?" for _ in self.loaded)
+                self._add(await store.fetchall(
+                    f"{self._SELECT} AND m.last_seq > ? AND m.namespace IN ({marks})",
+                    (self.model, self.version, *sorted(self.loaded))))
+            self.version = latest
+            for ns in namespaces:
+                if ns not in self.loaded:
+                    self._add(await store.fetchall(f"{self._SELECT} AND m.namespace = ?",
+                                                   (self.model, ns)))
+                    self.loaded.add(ns)
 
     def _drop(self, mid: int) -> None:
         at = self.where.pop(mid, None)
@@ -276,7 +291,7 @@ async def hybrid_rows(mem: Memories, model: str, namespaces: Sequence[str], quer
     store = mem.store
     n = max(mem.candidates, k)
     index = index_for(store, model)
-    await index.refresh(store)
+    await index.refresh(store, namespaces)
     if index.dim is not None and len(qvec) != 4 * index.dim:
         raise ValidationError(f"memory recall: the query's vector has {len(qvec) // 4}"
                               f" dimensions, the stored ones {index.dim}")
