@@ -336,6 +336,7 @@ class Memories:
         rows = await self.store.fetchall(sql, params)
         return rows if cols else _select(rows, min_score, token_budget)
 
+
 def _default_weights() -> RecallWeights:
     from .config import RecallWeights
 
