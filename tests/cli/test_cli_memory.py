@@ -73,3 +73,31 @@ def test_memory_bad_input_is_one_line_exit_2(run: Run, tmp_path: Path) -> None:
     assert keys == ["k"]  # the corrupt import wrote nothing, not even its good line 1
     r = run("memory", "list", "--db", str(tmp_path / "missing.db"))
     assert r.code == 0 and not (tmp_path / "missing.db").exists()
+
+
+def test_memory_with_an_embedding_provider_that_is_down(run: Run, tmp_path: Path) -> None:
+    """A configured provider nobody answers on: put stores without a vector and says why,
+    search falls back to BM25 and says why, `memory embed` is one line (exit 1)."""
+    import socket
+
+    with socket.socket() as s:  # a port with no server
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = tmp_path / "clawtower.yaml"
+    cfg.write_text(
+        f"providers:\n  local: {{kind: openai, base_url: 'http://127.0.0.1:{port}/v1',"
+        " models: [emb], retries: 0}\nmemory:\n  embeddings: {provider: local, model: emb}\n")
+    db = str(tmp_path / "db.sqlite")
+    r = run("memory", "put", "agent:a", "k", "deploys happen on tuesday", "--db", db,
+            "--config", str(cfg))
+    assert r.code == 0 and r.out.startswith("agent:a k: stored (not embedded: provider"
+                                            " local: embeddings (emb): cannot reach"), r.out
+    r = run("memory", "search", "agent:a", "tuesday", "--json", "--db", db, "--config",
+            str(cfg))
+    assert r.json()["mode"] == "bm25" and "cannot reach" in r.json()["reason"]
+    assert [m["key"] for m in r.json()["memories"]] == ["k"]
+    r = run("memory", "embed", "--db", db, "--config", str(cfg))
+    assert r.code == 1 and "cannot reach" in r.err and len(r.err.strip().splitlines()) == 1
+    assert "Traceback" not in r.err
+    r = run("memory", "embed", "--db", db)  # no provider configured at all
+    assert r.code == 2 and "no embedding provider configured" in r.err
