@@ -1,20 +1,26 @@
 """`clawtower memory`: what agents remember (core/memory). list, show, search read; put,
-forget, import write one event per changed memory (who: the operator); export prints a
-namespace as JSONL (for `memory import`) or Markdown (for audits and Git diffs)."""
+forget, import write one event per changed memory (who: the operator), plus its vector's
+`memory.embedded` when the config names an embedding model (`memory.embeddings`; `search` is
+then hybrid and says which mode it ran in); `embed` fills in the missing vectors; export
+prints a namespace as JSONL (for `memory import`) or Markdown (for audits and Git diffs)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .common import db_parent, operator_name
+from .common import add_config_option, db_parent, operator_name
 from .stores import cli_store
+
+if TYPE_CHECKING:
+    from core.memory.service import Memories
+    from core.store.interface import Store
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m = subparsers.add_parser("memory", help="agent memory: list, show, search, put,"
-                              " forget, export, import")
+                              " forget, export, import, embed")
     sub = m.add_subparsers(dest="memory_cmd", metavar="ACTION", parser_class=type(m),
                            required=True)
     c = [db_parent()]
@@ -33,8 +39,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     se.add_argument("namespace", help=ns_help)
     se.add_argument("query", help="words to search for (plain words; no FTS5 syntax)")
     se.add_argument("-k", type=int, default=5, help="how many (default 5)")
-    se.add_argument("--min-score", type=float, default=0.0, help="lowest BM25 score")
+    se.add_argument("--min-score", type=float, default=0.0,
+                    help="lowest score (BM25; hybrid: the fused score, 0-1)")
     se.add_argument("--json", action="store_true", help="print JSON")
+    add_config_option(se)
     se.set_defaults(handler=_wrap(_search))
     p = sub.add_parser("put", parents=c, help="store (or replace) a memory")
     p.add_argument("namespace", help=ns_help)
@@ -45,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    " (30s, 10m, 2h, 7d) or an ISO 8601 time; expired memories are not"
                    " recalled")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_config_option(p)
     p.set_defaults(handler=_wrap(_put))
     f = sub.add_parser("forget", parents=c, help="forget a memory (recorded: who, why)")
     f.add_argument("namespace", help=ns_help)
@@ -61,7 +70,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        " by key; a bad line imports nothing)")
     i.add_argument("file", help="a .jsonl file from `memory export`")
     i.add_argument("--json", action="store_true", help="print JSON")
+    add_config_option(i)
     i.set_defaults(handler=_wrap(_import))
+    em = sub.add_parser("embed", parents=c, help="embed the memories that have no vector of"
+                        " the configured model (memory.embeddings)")
+    em.add_argument("namespace", nargs="?", help=ns_help + " (default: all)")
+    em.add_argument("--json", action="store_true", help="print JSON")
+    add_config_option(em)
+    em.set_defaults(handler=_wrap(_embed))
 
 
 def _wrap(fn: Any) -> Any:
@@ -114,14 +130,28 @@ async def _show(args: argparse.Namespace) -> int:
     return _emit(args, r, text)
 
 
-async def _search(args: argparse.Namespace) -> int:
-    from core.memory.service import Memories
+def _memories(store: Store, args: argparse.Namespace) -> Memories:
+    """The memory API with the config's embedder (hybrid), if it names one."""
+    from core.agents.config import load_config
+    from core.memory.embeddings import memories_for
 
+    return memories_for(store, load_config(args.config))
+
+
+def _embedded(o: dict[str, Any]) -> str:
+    if "not_embedded" in o:
+        return f" (not embedded: {o['not_embedded']})"
+    return " (embedded)" if o.get("embedded") else ""
+
+
+async def _search(args: argparse.Namespace) -> int:
     async with cli_store(args.db, read_only=True) as store:
-        rows = await Memories(store).search([args.namespace], args.query, k=args.k,
-                                            min_score=args.min_score)
-    return _emit(args, rows, "\n".join(f"{r['score']:.3f} {_line(r)}" for r in rows)
-                 or "no match")
+        got = await _memories(store, args).recall([args.namespace], args.query, k=args.k,
+                                                  min_score=args.min_score)
+    mode = f"mode: {got.mode}" + (f" ({got.reason})" if got.reason else "")
+    return _emit(args, {"mode": got.mode, "reason": got.reason, "memories": got.rows},
+                 "\n".join([mode, *(f"{r['score']:.3f} {_line(r)}" for r in got.rows)])
+                 if got.rows else f"{mode}\nno match")
 
 
 def _iso(ts: float) -> str:
@@ -131,15 +161,22 @@ def _iso(ts: float) -> str:
 
 
 async def _put(args: argparse.Namespace) -> int:
-    from core.memory.service import Memories, parse_expires
+    from core.memory.service import parse_expires
 
     async with cli_store(args.db) as store:
         expires = None if args.expires is None else parse_expires(args.expires,
                                                                   store.clock.now())
-        out = await Memories(store).put(args.namespace, args.key, args.text,
-                                        category=args.category, by=operator_name(),
-                                        reason="cli", expires_at=expires)
-    return _emit(args, out, f"{args.namespace} {args.key}: {out['status']}")
+        out = await _memories(store, args).put(args.namespace, args.key, args.text,
+                                               category=args.category, by=operator_name(),
+                                               reason="cli", expires_at=expires)
+    return _emit(args, out, f"{args.namespace} {args.key}: {out['status']}{_embedded(out)}")
+
+
+async def _embed(args: argparse.Namespace) -> int:
+    async with cli_store(args.db) as store:
+        out = await _memories(store, args).embed_missing(args.namespace, by=operator_name())
+    return _emit(args, out, f"{out['embedded']} embedded by {out['model']}"
+                 f" ({out['missing_before']} had no vector)")
 
 
 async def _forget(args: argparse.Namespace) -> int:
@@ -167,16 +204,16 @@ async def _export(args: argparse.Namespace) -> int:
 async def _import(args: argparse.Namespace) -> int:
     from core.errors import ValidationError
     from core.limits import read_text
-    from core.memory.service import Memories, parse_jsonl
+    from core.memory.service import parse_jsonl
 
     if args.file.endswith(".md"):
         raise ValidationError(f"{args.file}: Markdown exports are for reading; import the"
                               " JSONL export (`memory export NS --format jsonl`)")
     payloads = parse_jsonl(read_text(args.file), args.file)  # all lines checked first
     async with cli_store(args.db) as store:
-        out = await Memories(store).import_many(payloads, by=operator_name())
+        out = await _memories(store, args).import_many(payloads, by=operator_name())
     counts = {s: sum(1 for o in out if o["status"] == s)
               for s in ("stored", "updated", "unchanged")}
     return _emit(args, {"file": args.file, **counts, "memories": out},
                  f"{args.file}: {counts['stored']} stored, {counts['updated']} updated,"
-                 f" {counts['unchanged']} unchanged")
+                 f" {counts['unchanged']} unchanged" + (_embedded(out[0]) if out else ""))

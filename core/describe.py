@@ -104,6 +104,8 @@ def _summary(e: StoredEvent, arrow: str) -> str:
         return f"memory {p['namespace']} {p['key']} stored{src}: {one_line(p['content'], 120)}"
     if t == "memory.forgotten":
         return f"memory {p['namespace']} {p['key']} forgotten: {one_line(p['reason'], 120)}"
+    if t == "memory.embedded":  # never the vector itself (kilobytes of base64)
+        return f"memory {p['namespace']} {p['key']} embedded by {p['model']} ({p['dim']} dims)"
     return one_line(p, 200)
 
 

@@ -42,6 +42,8 @@ async def test_an_older_store_gets_its_ledger_when_migrated(tmp_path: Path) -> N
     conn.commit()
     for table in ("memory_vocab", "memory_fts", "memories"):  # v14
         conn.execute(f"DROP TABLE {table}")
+    for table in ("embedding_cache", "memory_vectors"):  # v16
+        conn.execute(f"DROP TABLE {table}")
     conn.close()
     s = await open_store(db)
     try:

@@ -21,6 +21,7 @@
         max_output_tokens: 512         # per model call
         temperature: 0.2
     mcp_servers: {...}                 # read by core/tools/config.py
+    memory: {embeddings: {...}}        # hybrid recall: core/memory/config.py
     seed: 7                            # the simulator's script keys (see simulator.py):
     scripts: {...}                     #   seed, speed, delay_ms, scripts
 
@@ -48,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..config import config_path, home
 from ..errors import ValidationError
 from ..executors import EXECUTOR_PATTERN
+from ..memory.config import MemoryConfig, memory_config
 from ..safe_yaml import load_file
 from ..tools.approval import ToolApprovalPolicy
 from .provider import Provider, Usage
@@ -229,6 +231,7 @@ class ClawtowerConfig:
     agents: dict[str, AgentConfig]
     script: SimScript
     mcp_servers: Any = None
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
     _built: dict[str, Provider] = field(default_factory=dict, repr=False)
 
     @property
@@ -289,6 +292,7 @@ def config_from_data(data: Any, path: str | Path) -> ClawtowerConfig:
     raw_providers = rest.pop("providers", None)
     mcp_servers = rest.pop("mcp_servers", None)
     rest.pop("acp_agents", None)  # read by core/acp/config.py
+    raw_memory = rest.pop("memory", None)
     raw_agents = rest.pop("agents", None)
     if not isinstance(raw_providers, dict | None):
         raise ValidationError(f"{path}: field 'providers': must be a mapping of name -> provider")
@@ -317,9 +321,11 @@ def config_from_data(data: Any, path: str | Path) -> ClawtowerConfig:
                   for n, d in script.agents.items()}
     for name, agent in agents.items():
         agents[name] = _resolve_model(path, name, agent, providers)
+    memory = memory_config(raw_memory, str(path), providers)
     script = script.model_copy(update={"agents": {n: a.agent_def() for n, a in agents.items()}})
     return ClawtowerConfig(path=Path(path) if path != BUILTIN else None, providers=providers,
-                           agents=agents, script=script, mcp_servers=mcp_servers)
+                           agents=agents, script=script, mcp_servers=mcp_servers,
+                           memory=memory)
 
 
 def _resolve_model(path: str | Path, name: str, agent: AgentConfig,

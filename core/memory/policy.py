@@ -11,12 +11,15 @@ import fnmatch
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .config import RecallWeights
 from .service import check_namespace
 
 
 class RecallPolicy(BaseModel):
-    """Automatic recall before a turn: BM25 over `namespaces` (default: the spec's own),
-    at most `top_k` memories within `token_budget` (estimated), each scoring >= `min_score`."""
+    """Automatic recall before a turn: BM25 (or hybrid, when the config names an embedding
+    model) over `namespaces` (default: the spec's own), at most `top_k` memories within
+    `token_budget` (estimated), each scoring >= `min_score` (the BM25 score, or in hybrid
+    mode the fused score in [0, 1]); `weights` overrides `memory.embeddings.weights`."""
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
@@ -24,6 +27,7 @@ class RecallPolicy(BaseModel):
     top_k: int = Field(default=5, ge=0, le=100)
     token_budget: int = Field(default=800, ge=0, le=100_000)
     min_score: float = Field(default=0.0, ge=0)
+    weights: RecallWeights | None = None
 
     @field_validator("namespaces")
     @classmethod

@@ -3,15 +3,24 @@
 replay, so `store verify` / `store rebuild` cover the index too.
 
 A memory's id (the FTS rowid) is the seq of the event that first stored its key: a replay
-gives every row the same id."""
+gives every row the same id. `memory.embedded` (migration 16) fills `embedding_cache` and
+links the memory to its vector in `memory_vectors` while the memory holds the content that
+was embedded; a new content unlinks it, a forget drops the link (the cache stays)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import sqlite3
 
 from ..events import StoredEvent
 from ..store.projections import projects
-from .events import MemoryForgotten, MemoryStored
+from .events import MemoryEmbedded, MemoryForgotten, MemoryStored
+
+
+def content_sha(content: str) -> str:
+    """The embedding cache's key for a text (with the model's name)."""
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
 @projects(MemoryStored)
@@ -38,6 +47,8 @@ def _stored(db: sqlite3.Connection, e: StoredEvent) -> None:
             (p.content, p.category, p.source_session, p.source_turn, p.reason, e.actor, e.ts,
              p.expires_at, e.seq, mid))
         db.execute("DELETE FROM memory_fts WHERE rowid=?", (mid,))
+        db.execute("DELETE FROM memory_vectors WHERE id=? AND sha<>?",
+                   (mid, content_sha(p.content)))
     db.execute("INSERT INTO memory_fts (rowid, content, key, mid) VALUES (?, ?, ?, ?)",
                (mid, p.content, p.key, mid))
 
@@ -54,3 +65,19 @@ def _forgotten(db: sqlite3.Connection, e: StoredEvent) -> None:
                " updated_at=?, last_seq=? WHERE id=?",
                (p.reason, e.actor, e.ts, e.seq, row[0]))
     db.execute("DELETE FROM memory_fts WHERE rowid=?", (row[0],))
+    db.execute("DELETE FROM memory_vectors WHERE id=?", (row[0],))
+
+
+@projects(MemoryEmbedded)
+def _embedded(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, MemoryEmbedded)
+    db.execute("INSERT OR IGNORE INTO embedding_cache (sha, model, dim, vec) VALUES"
+               " (?, ?, ?, ?)", (p.sha, p.model, p.dim, base64.b64decode(p.vector)))
+    row = db.execute("SELECT id, content, forgotten FROM memories WHERE namespace=? AND"
+                     " key=?", (p.namespace, p.key)).fetchone()
+    if row is None or row[2] or content_sha(row[1]) != p.sha:
+        return  # the memory changed (or went) since: only the cache keeps the vector
+    db.execute("INSERT OR REPLACE INTO memory_vectors (id, model, sha, seq) VALUES"
+               " (?, ?, ?, ?)", (row[0], p.model, p.sha, e.seq))
+    db.execute("UPDATE memories SET last_seq=? WHERE id=?", (e.seq, row[0]))

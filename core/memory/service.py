@@ -1,4 +1,6 @@
-"""Memory writes (typed commands: one event per write) and reads (listing, BM25 recall).
+"""Memory writes (typed commands: one `memory.stored` event per write, plus one
+`memory.embedded` when an embedding provider is configured) and reads (listing, recall: BM25,
+or hybrid with embeddings, core/memory/hybrid.py).
 
 Reads are plain SQL on the projection, so both backends answer them the same way: the
 SQLite file, or the PostgreSQL store's local SQLite replica (core/store/postgres.py), which
@@ -13,13 +15,16 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NotFound, ValidationError
+from ..errors import ClawError, NotFound, ValidationError
 from ..store.interface import Store, WriteTx
 
 # The memory events (their models) load with the first write or import: `memory list`,
 # `show` and `search` read tables only (start-up: BENCHMARKS.md).
 if TYPE_CHECKING:
+    from .config import RecallWeights
+    from .embeddings import Embedder
     from .events import MemoryStored
+    from .hybrid import RecallResult
 
 MAX_CONTENT = 8_000  # characters of one memory
 MAX_KEY = 200
@@ -144,11 +149,11 @@ def estimate_tokens(text: str) -> int:
     return len(text) // 4 + 1
 
 
-def _search_sql(namespaces: Sequence[str], match: str, k: int, now: float
-                ) -> tuple[str, list[Any]]:
+def _search_sql(namespaces: Sequence[str], match: str, k: int, now: float,
+                cols: str | None = None) -> tuple[str, list[Any]]:
     marks = ", ".join("?" for _ in namespaces)
-    sql = (f"SELECT {', '.join('m.' + c.strip() for c in COLUMNS.split(','))},"
-           " -bm25(memory_fts) AS score FROM memory_fts JOIN memories m"
+    cols = cols or ", ".join("m." + c.strip() for c in COLUMNS.split(","))
+    sql = (f"SELECT {cols}, -bm25(memory_fts) AS score FROM memory_fts JOIN memories m"
            " ON m.id = memory_fts.rowid WHERE memory_fts MATCH ?"
            f" AND m.namespace IN ({marks}) AND (m.expires_at IS NULL OR m.expires_at > ?)"
            " ORDER BY bm25(memory_fts) LIMIT ?")
@@ -203,29 +208,75 @@ def memory_context(memories: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-class Memories:
-    """The memory API over a store (CLI, tools, console)."""
+NO_PROVIDER = "no embedding provider configured (memory.embeddings)"
 
-    def __init__(self, store: Store) -> None:
+
+class Memories:
+    """The memory API over a store (CLI, tools, console). With an `embedder` every write
+    also stores its content's vector and recall is hybrid (`weights`, `candidates`: the
+    fusion, core/memory/hybrid.py); without one recall is BM25 alone."""
+
+    def __init__(self, store: Store, embedder: Embedder | None = None, *,
+                 weights: RecallWeights | None = None, candidates: int = 50) -> None:
         self.store = store
+        self.embedder = embedder
+        self.weights = weights
+        self.candidates = candidates
+
+    async def _vectors(self, payloads: Sequence[MemoryStored]
+                       ) -> tuple[dict[str, bytes], str]:
+        """The contents' vectors (cached or embedded, before any write transaction) and,
+        when embedding failed, why (the memories are then stored without vectors)."""
+        if self.embedder is None or not payloads:
+            return {}, ""
+        from .hybrid import vectors_for
+
+        try:
+            return await vectors_for(self.store, self.embedder,
+                                     [p.content for p in payloads]), ""
+        except ClawError as exc:
+            return {}, str(exc)
 
     async def put(self, namespace: str, key: str, content: str, *, category: str = "",
                   by: str, role: str = "operator", session: str = "", turn: str = "",
                   reason: str = "", expires_at: float | None = None) -> dict[str, Any]:
-        """Store (or replace) one memory: one event, none when nothing changed."""
+        """Store (or replace) one memory: one `memory.stored` event (none when nothing
+        changed) and, with an embedder, one `memory.embedded` when its vector is new."""
         from .events import MemoryStored
 
         payload = MemoryStored(
             namespace=check_namespace(namespace), key=check_key(key),
             content=check_content(content), category=check_category(category),
             source_session=session, source_turn=turn, reason=reason, expires_at=expires_at)
-        results = await self.store.execute(lambda tx: _put_all(tx, [payload], by, role))
-        return results[0]
+        return (await self.import_many([payload], by=by, role=role))[0]
 
-    async def import_many(self, payloads: list[MemoryStored], *, by: str
-                          ) -> list[dict[str, Any]]:
-        """Store many memories in ONE commit (all or nothing); unchanged ones emit nothing."""
-        return await self.store.execute(lambda tx: _put_all(tx, payloads, by, "operator"))
+    async def import_many(self, payloads: list[MemoryStored], *, by: str,
+                          role: str = "operator") -> list[dict[str, Any]]:
+        """Store many memories in ONE commit (all or nothing); unchanged ones emit nothing.
+        With an embedder each is embedded first (outside the transaction; a failure stores
+        them without vectors and says why in `not_embedded`)."""
+        vectors, failed = await self._vectors(payloads)
+        model = self.embedder.model if self.embedder is not None else ""
+        out = await self.store.execute(
+            lambda tx: _put_all(tx, payloads, by, role, vectors, model))
+        if self.embedder is not None:
+            for o in out:
+                o["embedded"] = not failed
+                if failed:
+                    o["not_embedded"] = failed
+        return out
+
+    async def embed_missing(self, namespace: str | None = None, *, by: str,
+                            batch: int = 256) -> dict[str, Any]:
+        """Embed the live memories with no vector of the embedder's model (stored before
+        embeddings were configured, or while the provider failed): core/memory/hybrid.py."""
+        if self.embedder is None:
+            raise ValidationError(f"memory embed: {NO_PROVIDER}")
+        from .hybrid import embed_missing
+
+        return await embed_missing(self, self.embedder,
+                                   None if namespace is None else check_namespace(namespace),
+                                   by, batch)
 
     async def forget(self, namespace: str, key: str, *, by: str, reason: str,
                      role: str = "operator", session: str = "", turn: str = ""
@@ -255,7 +306,6 @@ class Memories:
         """An operator's correction of a memory's content (the console): one
         `memory.stored` naming who and why; its category and expiry stay. A forgotten or
         unknown memory is NotFound; the same content writes nothing."""
-        from ..events import NewEvent
         from .events import MemoryStored
 
         check_namespace(namespace)
@@ -264,20 +314,21 @@ class Memories:
         if not reason.strip():
             raise ValidationError("correct: give a reason (recorded with who corrected it)")
 
+        probe = MemoryStored(namespace=namespace, key=key, content=content, reason=reason)
+        vectors, _failed = await self._vectors([probe])  # before the transaction
+        model = self.embedder.model if self.embedder is not None else ""
+
         def command(tx: WriteTx) -> dict[str, Any]:
             row = tx.one("SELECT content, category, expires_at, forgotten FROM memories"
                          " WHERE namespace=? AND key=?", (namespace, key))
             if row is None or row["forgotten"]:
                 raise NotFound(f"memory {namespace + '/' + key!r}: no such memory")
-            out = {"namespace": namespace, "key": key, "status": "unchanged"}
-            if row["content"] != content:
-                tx.emit(NewEvent(entity_id=f"{namespace}/{key}", actor=by, role=role,
-                                 payload=MemoryStored(
-                                     namespace=namespace, key=key, content=content,
-                                     category=row["category"], reason=reason,
-                                     expires_at=row["expires_at"])))
-                out["status"] = "updated"
-            return out
+            if row["content"] == content:
+                return {"namespace": namespace, "key": key, "status": "unchanged"}
+            payload = MemoryStored(namespace=namespace, key=key, content=content,
+                                   category=row["category"], reason=reason,
+                                   expires_at=row["expires_at"])
+            return _put_all(tx, [payload], by, role, vectors, model)[0]
 
         return await self.store.execute(command)
 
@@ -330,10 +381,41 @@ class Memories:
     async def search(self, namespaces: Sequence[str], query: str, *, k: int = 5,
                      min_score: float = 0.0, token_budget: int | None = None
                      ) -> list[dict[str, Any]]:
+        return (await self.recall(namespaces, query, k=k, min_score=min_score,
+                                  token_budget=token_budget)).rows
+
+    async def recall(self, namespaces: Sequence[str], query: str, *, k: int = 5,
+                     min_score: float = 0.0, token_budget: int | None = None,
+                     weights: RecallWeights | None = None) -> RecallResult:
+        """The best `k` memories of `namespaces` for `query`: hybrid with an embedder
+        (`score` fused in [0, 1], with `bm25` and `similarity` beside it), else BM25 (the
+        reason says why). A provider that fails makes it BM25, with the failure as reason."""
+        from .hybrid import RecallResult
+
         for ns in namespaces:
             check_namespace(ns)
         if k < 1:
             raise ValidationError(f"-k {k}: must be at least 1")
+        if self.embedder is None:
+            return RecallResult("bm25", NO_PROVIDER, await self.bm25(
+                namespaces, query, k, min_score, token_budget))
+        if not namespaces or not query.strip():
+            return RecallResult("hybrid", "", [])
+        from .hybrid import hybrid_rows, query_vector
+
+        try:
+            qvec = await query_vector(self.store, self.embedder, query)
+            rows = await hybrid_rows(self, self.embedder.model, namespaces, query, qvec, k,
+                                     weights or self.weights or _default_weights())
+        except ClawError as exc:
+            return RecallResult("bm25", f"embeddings failed: {exc}", await self.bm25(
+                namespaces, query, k, min_score, token_budget))
+        return RecallResult("hybrid", "", _select(rows, min_score, token_budget))
+
+    async def bm25(self, namespaces: Sequence[str], query: str, k: int, min_score: float,
+                   token_budget: int | None, cols: str | None = None
+                   ) -> list[dict[str, Any]]:
+        """BM25 recall; with `cols` the raw rows of those columns (and `score`), unfiltered."""
         terms = query_terms(query)
         if not terms or not namespaces:
             return []
@@ -341,11 +423,19 @@ class Memories:
         match = fts_query(informative(terms, df))
         if match is None:
             return []
-        sql, params = _search_sql(namespaces, match, k, self.store.clock.now())
-        return _select(await self.store.fetchall(sql, params), min_score, token_budget)
+        sql, params = _search_sql(namespaces, match, k, self.store.clock.now(), cols)
+        rows = await self.store.fetchall(sql, params)
+        return rows if cols else _select(rows, min_score, token_budget)
 
 
-def _put_all(tx: WriteTx, payloads: list[MemoryStored], by: str, role: str
+def _default_weights() -> RecallWeights:
+    from .config import RecallWeights
+
+    return RecallWeights()
+
+
+def _put_all(tx: WriteTx, payloads: list[MemoryStored], by: str, role: str,
+             vectors: dict[str, bytes] | None = None, model: str = ""
              ) -> list[dict[str, Any]]:
     from ..events import NewEvent
 
@@ -361,6 +451,10 @@ def _put_all(tx: WriteTx, payloads: list[MemoryStored], by: str, role: str
         out.append({"namespace": p.namespace, "key": p.key,
                     "status": "unchanged" if same else
                     ("updated" if row is not None and not row["forgotten"] else "stored")})
+    if vectors:  # in the same commit: at most 2 events per memory written
+        from .hybrid import embed_all
+
+        embed_all(tx, payloads, by, role, vectors, model)
     return out
 
 

@@ -7,14 +7,18 @@ result to the model, never an exception."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agents.provider import ToolSpec
 from ..errors import ClawError, ValidationError
 from ..store.interface import Store
 from ..tools.types import ToolResult
+from .config import MemoryConfig
 from .policy import may_use, own_namespace
 from .service import Memories, parse_expires
+
+if TYPE_CHECKING:
+    from .embeddings import Embedder
 
 STORE_TOOL, RECALL_TOOL, FORGET_TOOL = "memory_store", "memory_recall", "memory_forget"
 _NS = {"type": "string", "description": "namespace (default: your own agent:<name>)"}
@@ -29,7 +33,8 @@ SPECS = (
             "expires": {"type": "string", "description": "or at this ISO 8601 time"}},
         "required": ["key", "content"], "additionalProperties": False}),
     ToolSpec(name=RECALL_TOOL, description=(
-        "Search your memories (keyword/BM25): the best matches for `query`."), parameters={
+        "Search your memories (keywords, and meaning when embeddings are configured): the"
+        " best matches for `query`."), parameters={
         "type": "object", "properties": {
             "query": {"type": "string"}, "k": {"type": "integer", "minimum": 1,
                                                "maximum": 50},
@@ -48,8 +53,11 @@ class MemoryTools:
     touch (`policy.memory`)."""
 
     def __init__(self, store: Store, spec_name: str, allow: list[str] | None,
-                 session_id: str, turn_id: str) -> None:
-        self.memories = Memories(store)
+                 session_id: str, turn_id: str, embedder: Embedder | None = None,
+                 config: MemoryConfig | None = None) -> None:
+        e = config.embeddings if config is not None else None
+        self.memories = Memories(store, embedder, weights=e.weights if e else None,
+                                 candidates=e.candidates if e else 50)
         self.spec_name, self.allow = spec_name, allow
         self.session_id, self.turn_id = session_id, turn_id
 

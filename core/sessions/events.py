@@ -203,6 +203,9 @@ class TurnJobFinished(Payload):
     completion_tokens: int = 0
     cost_usd: float = 0.0
     error: str = ""
+    # what the turn recalled when it differs from its start event's (hybrid recall runs
+    # after the claim commits: core/memory/hybrid.py); None keeps the start's record
+    recalled: list[dict[str, Any]] | None = None
 
 
 __all__ = [

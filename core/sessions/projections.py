@@ -202,6 +202,10 @@ def _job_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
                " WHERE id=?",
                (p.status, p.stop_reason, p.error, p.reply_msg_id, p.prompt_tokens,
                 p.completion_tokens, p.cost_usd, e.ts, e.seq, e.entity_id))
+    if p.recalled is not None and row is not None:  # hybrid recall replaced the claim's
+        took = json.loads(row[0] or "{}")
+        took["recalled"] = p.recalled
+        db.execute("UPDATE turn_jobs SET took=? WHERE id=?", (_j(took), e.entity_id))
     if p.status == "done" and row is not None:
         taken = json.loads(row[0] or "{}").get("announces", [])
         if taken:  # one statement over the parent's announces (msg_id has no index of its

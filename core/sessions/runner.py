@@ -51,6 +51,7 @@ from ..agents.turns import (
 from ..agents.usage import Price
 from ..errors import ClawError
 from ..events import NewEvent
+from ..memory.hybrid import turn_recall
 from ..memory.policy import recall_namespaces
 from ..memory.service import memory_context, recall_sync, recalled_refs
 from ..store.interface import Store, WriteTx
@@ -127,6 +128,7 @@ class Claim:
     requester: str = "operator"  # who sent what this job answers (an approval names them)
     label: str = ""  # the session's task label (a flow node's id): a simulator script key
     memories: list[dict[str, Any]] = field(default_factory=list)  # recalled for this turn
+    rerecalled: bool = False  # hybrid recall replaced the claim's BM25 memories
 
 
 # --------------------------------------------------------------------------- commands
@@ -362,7 +364,9 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
                          prompt_tokens=usage.prompt_tokens if usage else 0,
                          completion_tokens=usage.completion_tokens if usage else 0,
                          cost_usd=result.cost_usd if result is not None else 0.0,
-                         error=clip(error or (result.error if result else ""), 2000))))
+                         error=clip(error or (result.error if result else ""), 2000),
+                         recalled=recalled_refs(claim.memories) if claim.rerecalled
+                         else None)))
     if not stopped:
         for m in tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
                         " ORDER BY seq", (sid,)):
@@ -466,6 +470,11 @@ class SessionRunner:
         self._stale: list[ToolRegistry] = []
         self._defaults = {SIMULATOR: SIM_MODELS[0], **{
             n: p.models[0] for n, p in self.config.providers.items() if p.models}}
+        self.embedder = None  # memory.embeddings: hybrid recall (core/memory/hybrid.py)
+        if self.config.memory.embeddings is not None:
+            from ..memory.embeddings import embedder_for
+
+            self.embedder = embedder_for(self.config)
 
     def stop(self) -> None:
         self._stop.set()
@@ -667,6 +676,13 @@ class SessionRunner:
         records = TurnRecords(self.store)
         box: SessionToolBox | None = None
         try:
+            if self.embedder is not None:  # the claim recalled by BM25; now, outside it, hybrid
+                c = claim.spec.config
+                bm25 = claim.memories
+                claim.memories = await turn_recall(
+                    self.store, self.embedder, self.config.memory, claim.spec.name,
+                    c.policy.memory, c.context_policy.recall, claim.focus, claim.memories)
+                claim.rerecalled = recalled_refs(claim.memories) != recalled_refs(bm25)
             if claim.provider == ACP_PROVIDER:  # the spec's harness, or the one named
                 result = await self._acp_turn(claim)
             else:

@@ -8,7 +8,7 @@ policy), stored as `agentspec.set` events and read from the `agent_specs` projec
                      memory: [namespaces/globs] (core/memory/policy.py)}
     context_policy: {history_messages, announces, budgets: {max_tool_rounds, max_tokens,
                      max_wall_s}, recall: {enabled, namespaces, top_k, token_budget,
-                     min_score}}
+                     min_score, weights: {vector, keyword}}}
 
 `policy.tools` / `policy.skills` absent (null) means no filtering (every tool / skill), as
 the seed says; `[]` means none. `policy.subagents` absent means any other spec may be

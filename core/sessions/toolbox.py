@@ -115,7 +115,8 @@ class SessionToolBox:
             c = self.claim
             return await memory_tools.MemoryTools(
                 self.runner.store, c.spec.name, c.spec.config.policy.memory, c.session_id,
-                c.turn_id).call(name, arguments)
+                c.turn_id, self.runner.embedder, self.runner.config.memory
+            ).call(name, arguments)
         if name not in (SPAWN_TOOL, SPAWN_MANY_TOOL, *memory_tools.NAMES):
             if self.inner is None:
                 return ToolResult(content=f"{name}: no such tool", is_error=True,

@@ -436,6 +436,8 @@ PROJECTION_TABLES: dict[str, str] = {
     "trigger_auth_failures": "seq",
     "memories": "id",
     "memory_fts": "mid",  # the FTS5 index: its rows compared like any table's
+    "embedding_cache": "sha, model",
+    "memory_vectors": "id, model",
 }
 
 # Version 11: the migration ledger. One row per migration applied to this file: its name, the
@@ -473,6 +475,24 @@ CREATE VIRTUAL TABLE memory_vocab USING fts5vocab(memory_fts, row);
 """
 MEMORY_VERSION = 14
 
+# v16: memory embeddings (core/memory/hybrid.py, issue 25 item 2), both kept by the
+# `memory.embedded` events: `embedding_cache` holds one float32 vector per (content sha256,
+# model), so the same text is never embedded twice; `memory_vectors` links a live memory to
+# the vector of its current content. `last_seq` indexed: the in-process vector index asks
+# MAX(last_seq) before every hybrid recall to see whether any memory changed.
+EMBEDDINGS_SCHEMA = """
+CREATE TABLE embedding_cache (
+    sha TEXT NOT NULL, model TEXT NOT NULL, dim INTEGER NOT NULL, vec BLOB NOT NULL,
+    PRIMARY KEY (sha, model)
+);
+CREATE TABLE memory_vectors (
+    id INTEGER NOT NULL, model TEXT NOT NULL, sha TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (id, model)
+);
+CREATE INDEX memories_last_seq ON memories (last_seq);
+"""
+EMBEDDINGS_VERSION = 16
+
 # (version, script). Version 1 creates everything; later versions append here.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, LOG_SCHEMA + PROJECTION_SCHEMA_V1),
@@ -488,12 +508,14 @@ MIGRATIONS: list[tuple[int, str]] = [
     (12, HOOK_AUTH_SCHEMA),
     (13, FLOWS_EXECUTOR_SCHEMA),
     (MEMORY_VERSION, MEMORY_SCHEMA),
+    (EMBEDDINGS_VERSION, EMBEDDINGS_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 MIGRATION_NAMES = {1: "log and tasks", 2: "meetings", 3: "workflows", 4: "tool pins",
                    5: "turns", 6: "sessions", 7: "flows", 8: "triggers", 9: "acp",
                    LEDGER_VERSION: "migration ledger", 12: "webhook auth failures",
-                   13: "flow executors", MEMORY_VERSION: "agent memory"}
+                   13: "flow executors", MEMORY_VERSION: "agent memory",
+                   EMBEDDINGS_VERSION: "memory embeddings"}
 
 
 def migration_name(version: int) -> str:
@@ -531,6 +553,6 @@ def migration_checksum(script: str) -> str:
 PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA
                      + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + FLOWS_SCHEMA + TRIGGERS_SCHEMA
                      + ACP_SCHEMA + HOOK_AUTH_SCHEMA + FLOWS_EXECUTOR_SCHEMA
-                     + MEMORY_SCHEMA)
+                     + MEMORY_SCHEMA + EMBEDDINGS_SCHEMA)
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)

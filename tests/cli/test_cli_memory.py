@@ -19,7 +19,10 @@ def test_memory_commands_round_trip(run: Run, tmp_path: Path) -> None:
     run("memory", "put", "agent:a", "lunch", "Lunch is at noon", "--db", db)
     r = run("memory", "search", "agent:a", 'what is the cat "NEAR( called', "-k", "1",
             "--json", "--db", db)
-    assert r.code == 0 and [m["key"] for m in r.json()] == ["pet"]
+    assert r.code == 0 and [m["key"] for m in r.json()["memories"]] == ["pet"]
+    assert r.json()["mode"] == "bm25" and "no embedding provider" in r.json()["reason"]
+    r = run("memory", "search", "agent:a", "cat", "--db", db)
+    assert r.out.splitlines()[0].startswith("mode: bm25 (no embedding provider configured")
     r = run("memory", "show", "agent:a", "pet", "--json", "--db", db)
     assert r.json()["content"] == "The cat is called Miso" and r.json()["reason"] == "cli"
     r = run("memory", "list", "agent:a", "--json", "--db", db)
@@ -44,7 +47,7 @@ def test_memory_commands_round_trip(run: Run, tmp_path: Path) -> None:
     assert [m["key"] for m in run("memory", "list", "agent:a", "--json", "--db", db).json()] \
         == ["lunch"]
     r = run("memory", "search", "agent:a", "cat", "--json", "--db", db)
-    assert r.json() == []
+    assert r.json()["memories"] == []
 
 
 def test_memory_bad_input_is_one_line_exit_2(run: Run, tmp_path: Path) -> None:
@@ -107,5 +110,33 @@ def test_memory_expires(run: Run, tmp_path: Path) -> None:
     assert "agent:a soon (expired): The door code is 4321" in r.out
     assert "later: The door colour" in r.out and "later (expired)" not in r.out
     r = run("memory", "search", "agent:a", "door", "--json", "--db", db)
-    assert [m["key"] for m in r.json()] == ["later"]
+    assert [m["key"] for m in r.json()["memories"]] == ["later"]
     assert "(expired)" in run("memory", "show", "agent:a", "soon", "--db", db).out
+
+
+def test_memory_with_an_embedding_provider_that_is_down(run: Run, tmp_path: Path) -> None:
+    """A configured provider nobody answers on: put stores without a vector and says why,
+    search falls back to BM25 and says why, `memory embed` is one line (exit 1)."""
+    import socket
+
+    with socket.socket() as s:  # a port with no server
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = tmp_path / "clawtower.yaml"
+    cfg.write_text(
+        f"providers:\n  local: {{kind: openai, base_url: 'http://127.0.0.1:{port}/v1',"
+        " models: [emb], retries: 0}\nmemory:\n  embeddings: {provider: local, model: emb}\n")
+    db = str(tmp_path / "db.sqlite")
+    r = run("memory", "put", "agent:a", "k", "deploys happen on tuesday", "--db", db,
+            "--config", str(cfg))
+    assert r.code == 0 and r.out.startswith("agent:a k: stored (not embedded: provider"
+                                            " local: embeddings (emb): cannot reach"), r.out
+    r = run("memory", "search", "agent:a", "tuesday", "--json", "--db", db, "--config",
+            str(cfg))
+    assert r.json()["mode"] == "bm25" and "cannot reach" in r.json()["reason"]
+    assert [m["key"] for m in r.json()["memories"]] == ["k"]
+    r = run("memory", "embed", "--db", db, "--config", str(cfg))
+    assert r.code == 1 and "cannot reach" in r.err and len(r.err.strip().splitlines()) == 1
+    assert "Traceback" not in r.err
+    r = run("memory", "embed", "--db", db)  # no provider configured at all
+    assert r.code == 2 and "no embedding provider configured" in r.err

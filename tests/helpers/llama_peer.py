@@ -48,10 +48,12 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_server(n_ctx: int = 4096) -> Iterator[str]:
+def llama_server(n_ctx: int = 4096, embedding: bool = False) -> Iterator[str]:
     """Yield the server's base URL (…/v1); skip the caller when the peer is missing.
     `n_ctx`: the context in tokens (SmolLM2-135M is trained to 8192; the KV cache grows
-    with it, so tests keep the default unless their prompt needs more)."""
+    with it, so tests keep the default unless their prompt needs more). `embedding`: serve
+    `/embeddings` too, mean-pooled (SmolLM2's GGUF names no pooling, so without the override
+    llama.cpp answers one vector per token)."""
     reason = missing_reason()
     if reason:
         print(f"\nSKIP: {reason}")
@@ -62,7 +64,9 @@ def llama_server(n_ctx: int = 4096) -> Iterator[str]:
     proc = subprocess.Popen(
         [str(PYTHON), "-m", "llama_cpp.server", "--model", str(MODEL), "--model_alias", ALIAS,
          "--chat_format", "chatml-function-calling", "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", str(n_ctx), "--n_threads", THREADS],
+         "--n_ctx", str(n_ctx), "--n_threads", THREADS,
+         *(["--embedding", "true", "--kv_overrides", "llama.pooling_type=int:1"]
+           if embedding else [])],
         stdout=log, stderr=subprocess.STDOUT,
         # its own group, gone with the test process (tests/helpers/reaper.py covers the rest)
         start_new_session=True, preexec_fn=die_with_parent)

@@ -17,7 +17,9 @@ from textual import work
 from textual.binding import Binding, BindingType
 
 from core import ClawError
+from core.agents.config import load_config
 from core.describe import one_line
+from core.memory.embeddings import memories_for
 from core.memory.policy import recall_namespaces
 from core.memory.service import Memories
 from core.sessions.service import Sessions
@@ -244,8 +246,9 @@ class SessionMemoryScreen(ListDetailScreen):
         store = self.capp.store
         if store is None:
             return
-        mem, by = Memories(store), self.capp.operator
-        try:
+        by = self.capp.operator
+        try:  # with the project's embedder, so a correction keeps the memory's vector
+            mem = memories_for(store, load_config())
             if verb == "correct":
                 out = await mem.correct(ns, key, content, by=by, reason=reason)
                 said = f"{ns} {key}: {out['status']} by {by}"
