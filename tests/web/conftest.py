@@ -8,6 +8,7 @@ with the reason when it (or playwright) is missing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -17,10 +18,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CLAWTOWER = Path(sys.executable).with_name("clawtower")
 CHROMIUM = os.environ.get("CLAWTOWER_CHROMIUM", "/usr/bin/chromium")
 OPERATOR = "alice"
+T = TypeVar("T")
 
 
 def child_pids(pid: int) -> list[int]:
@@ -65,19 +67,13 @@ def query(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, .
         conn.close()
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 30, what: str = "",
-             page: Any = None) -> Any:
-    """Poll `check`; with a Playwright `page`, wait on it (its events, e.g. websocket
-    frames, are delivered only while Playwright runs)."""
+def wait_for(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         got = check()
         if got:
             return got
-        if page is not None:
-            page.wait_for_timeout(50)
-        else:
-            time.sleep(0.05)
+        time.sleep(0.05)
     pytest.fail(f"timed out after {timeout} s waiting for {what or check}")
 
 
@@ -185,19 +181,67 @@ def start_web(demo_home: Path, tmp_path: Path) -> Iterator[Callable[..., Web]]:
         assert not left, f"console processes left behind: {left}"
 
 
+class Chromium:
+    """Headless Chromium driven by Playwright's async API on a thread of its own, with its
+    own event loop: the test's thread keeps no loop running (pytest-asyncio's tests, after
+    these on the same xdist worker, need none to be), and frames reach the page's handlers
+    while a test waits."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True,
+                                       name="chromium")
+        self.thread.start()
+        self.browser: Any = None
+        self._pw: Any = None
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def launch(self) -> None:
+        from playwright.async_api import async_playwright
+
+        self._pw = await async_playwright().start()
+        self.browser = await self._pw.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+
+    async def close(self) -> None:
+        if self.browser is not None:
+            await self.browser.close()
+        if self._pw is not None:
+            await self._pw.stop()
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.run(self.close(), 30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+async def until(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
+    """`wait_for` for code on the browser's loop."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = check()
+        if got:
+            return got
+        await asyncio.sleep(0.05)
+    pytest.fail(f"timed out after {timeout} s waiting for {what or check}")
+
+
 @pytest.fixture(scope="session")
-def chromium() -> Iterator[Any]:
+def chromium() -> Iterator[Chromium]:
     """One headless Chromium for the session (Playwright, the system browser)."""
     try:
-        from playwright.sync_api import sync_playwright
+        import playwright.async_api  # noqa: F401
     except ImportError:
         pytest.skip("playwright missing: pip install -e '.[test]'")
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"no Chromium at {CHROMIUM} (bash scripts/install-peers.sh chromium)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM,
-                                    args=["--no-sandbox", "--disable-gpu"])
-        try:
-            yield browser
-        finally:
-            browser.close()
+    c = Chromium()
+    try:
+        c.run(c.launch(), 60)
+        yield c
+    finally:
+        c.stop()
