@@ -47,12 +47,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def terminal(db: str, config: str | None) -> int:
-    """The console in this terminal: what bare `clawtower` opens."""
+    """The console in this terminal: what bare `clawtower` opens (and each browser's
+    console that `--web` starts)."""
     from tui.app import run_console
 
+    die_with_web_server()
     store_check(db)
     return run_console(db, run_engine=True, agents_file=config or default_agents_file(),
                        operator=operator_name())
+
+
+def die_with_web_server() -> None:
+    """In a console `--web` started: SIGTERM (a clean quit) when the server dies, even by
+    SIGKILL (Linux's parent-death signal), so no console outlives it."""
+    import os
+
+    server = os.environ.get("CLAWTOWER_WEB_SERVER")  # tui/web.py SERVER_ENV
+    if not server or not server.isdigit():
+        return
+    import contextlib
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(server):  # it died before the signal was asked for
+        raise SystemExit(0)
 
 
 def store_check(db: str) -> None:

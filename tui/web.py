@@ -21,6 +21,8 @@ the spawn and owns each process's life:
 - A console ends when its browser goes (websocket closed, or no answer to a heartbeat
   within ~30 s), after `idle_s` without a key press or resize, when it quits or crashes, or
   when the server stops: the server asks it to quit, then SIGTERMs and SIGKILLs its group.
+  A server killed outright takes its consoles with it (each asks the kernel for SIGTERM
+  when its parent dies).
   A decision is one store transaction, so a console stopped half-way through a confirm
   dialog has decided nothing.
 """
@@ -64,6 +66,8 @@ TERM_GRACE_S = 3.0  # SIGTERM before SIGKILL
 LIMIT_KEY = ("console", "login")  # the limiter's (expert, trigger) part for console logins
 MAX_MESSAGE = 64 * 1024  # a browser sends keys and sizes: nothing near this
 TEMPLATE = "web_console.html"
+MAX_SESSIONS = 10_000  # signed-in browsers remembered; the oldest forgotten first
+SERVER_ENV = "CLAWTOWER_WEB_SERVER"
 
 
 @dataclass
@@ -86,6 +90,7 @@ class ConsoleProcess(AppService):
     def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
         env = super()._build_environment(width=width, height=height)
         env["CLAWTOWER_OPERATOR"] = self.operator
+        env[SERVER_ENV] = str(os.getpid())  # the console dies with the server (cli/console.py)
         return env
 
     async def _open_app_process(self, width: int = 80, height: int = 24
@@ -268,10 +273,12 @@ class WebConsole(Server):
 
     def _with_cookie(self, s: Session) -> web.Response:
         sid = secrets.token_urlsafe(32)
-        self.sessions[sid] = s
         now = time.time()
         for k in [k for k, v in self.sessions.items() if v.expires < now]:
             del self.sessions[k]
+        while len(self.sessions) >= MAX_SESSIONS:
+            del self.sessions[next(iter(self.sessions))]
+        self.sessions[sid] = s
         r = web.Response(status=303, headers={"Location": "/"})
         r.set_cookie(COOKIE, sid, max_age=int(SESSION_S), path="/", httponly=True,
                      samesite="Strict", secure=(self.public_base or "").startswith("https:"))

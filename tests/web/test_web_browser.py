@@ -48,8 +48,10 @@ async def open_console(chromium: Chromium, web: Web) -> tuple[Any, Any, Screen]:
 
 async def approve_dialog(page: Any, screen: Screen, approval: str) -> None:
     """Mode 2, then `a` on the first (T-4's) approval: its confirm dialog is open."""
+    mark = screen.mark()
     await page.keyboard.press("2")
-    await until(lambda: screen.shows(approval), 20, "mode 2")
+    await until(lambda: screen.shows("Pending approvals", mark) and screen.shows(approval),
+                20, "mode 2")
     mark = screen.mark()
     await page.keyboard.press("a")
     await until(lambda: screen.shows(f"Approve {approval}?", mark), 20, "the confirm dialog")

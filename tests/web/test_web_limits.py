@@ -158,10 +158,23 @@ async def test_a_crashed_console_leaves_the_others_and_the_store_alone(
                     pass
             assert web.consoles() == [b]
             await other.send_json(["stdin", "2"])  # the other still answers: mode 2
-            await screen_until(other, web.approval()[0])
+            await screen_until(other, "Pending approvals")
             await other.close()
     assert query(web.db, "PRAGMA integrity_check") == [("ok",)]
     assert web.approval()[1] == "pending"
+
+
+async def test_a_killed_server_takes_its_consoles_with_it(
+        start_web: Callable[..., Web]) -> None:
+    web = start_web()
+    async with client() as http:
+        await sign_in(web, http)
+        async with http.ws_connect(web.base + WS) as ws:
+            await screen_until(ws, "1 Tasks")
+            (console,) = web.consoles()
+            web.proc.kill()  # SIGKILL: no clean-up of its own runs
+            web.proc.wait(10)
+    wait_for(lambda: not alive(console), 20, "the orphaned console to end")
 
 
 async def test_bearer_header_and_rotation(start_web: Callable[..., Web],
