@@ -9,7 +9,8 @@ for its approval), Debian's Chromium driven by Playwright (the system browser), 
   from the navigation's start (the page's `performance.timeOrigin`) to the first animation
   frame painted after the websocket frame that carries the Tasks list (`Why it is here`);
   beside it, the same console started in a 120x40 pseudo-terminal (`clawtower --db COPY`,
-  spawn -> the Tasks list on the screen; what bench_console_startup.py times);
+  spawn -> the Tasks list on the screen; what bench_console_startup.py times), and the
+  server without a browser (an aiohttp websocket client: connect -> the Tasks frame);
 - key -> repaint: `2` / `1` alternately (Approvals / Tasks mode), from the page's keydown
   event to the second animation frame after the first websocket frame carrying the new
   mode's text (`Pending approvals` / `Why it is here`); beside it, the same console in the
@@ -211,6 +212,30 @@ def pty_keys(argv: list[str], env: dict[str, str], keys: int) -> list[float]:
     return out
 
 
+async def raw_side(base: str, link: str, reps: int) -> list[float]:
+    """The server and the console without a browser: an aiohttp websocket client, connect ->
+    the binary frame carrying the Tasks list, ms (what the page's own work is added to)."""
+    import aiohttp
+
+    out = []
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        async with http.get(link, allow_redirects=False) as r:
+            if r.status != 303:
+                raise SystemExit(f"sign-in: {r.status}")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            ws = await http.ws_connect(base + "/ws?width=142&height=44")
+            seen = ""
+            while TASKS not in seen:
+                m = await ws.receive()
+                if m.type != aiohttp.WSMsgType.BINARY:
+                    raise SystemExit(f"the console closed: {m}")
+                seen += m.data.decode("utf-8", "replace")
+            out.append((time.perf_counter() - t0) * 1000)
+            await ws.close()
+    return out
+
+
 async def pilot_side(db: Path, keys: int) -> list[float]:
     """The same console under Textual's pilot: press -> the first frame the compositor
     hands to the display with the new mode on screen (headless: nothing is written)."""
@@ -285,20 +310,28 @@ def main() -> int:
         print(f"terminal key -> screen: {[round(x, 1) for x in term_keys]} ms", flush=True)
         pilot = asyncio.run(pilot_side(template, keys))
         print(f"pilot key -> frame: {[round(x, 1) for x in pilot]} ms", flush=True)
-        server = subprocess.Popen([exe, "console", "--web", "--port", "0", "--by", "alice",
-                                   "--max-consoles", str(max(8, args.consoles + 2))],
-                                  env=env, stdout=subprocess.PIPE, text=True)
-        try:
-            assert server.stdout is not None
-            lines = [server.stdout.readline() for _ in range(3)]
-            m = re.search(r"web console on (http://\S+?)/ ", lines[0])
-            if not m or "?token=" not in lines[2]:
-                raise SystemExit(f"console --web: {lines}")
-            web = asyncio.run(browser_side(m.group(1), lines[2].strip(), server, reps, keys,
-                                           args.consoles, args.screenshot))
-        finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=60)
+        raw: list[float] = []
+        for side in ("raw", "browser"):  # a fresh server (and token link) for each
+            server = subprocess.Popen([exe, "console", "--web", "--port", "0", "--by",
+                                       "alice", "--rotate-token", "--max-consoles",
+                                       str(max(8, args.consoles + 2))],
+                                      env=env, stdout=subprocess.PIPE, text=True)
+            try:
+                assert server.stdout is not None
+                lines = [server.stdout.readline() for _ in range(3)]
+                m = re.search(r"web console on (http://\S+?)/ ", lines[0])
+                if not m or "?token=" not in lines[2]:
+                    raise SystemExit(f"console --web: {lines}")
+                if side == "raw":
+                    raw = asyncio.run(raw_side(m.group(1), lines[2].strip(), reps + 1))[1:]
+                    print(f"websocket client: {[round(x) for x in raw]} ms", flush=True)
+                else:
+                    web = asyncio.run(browser_side(m.group(1), lines[2].strip(), server,
+                                                   reps, keys, args.consoles,
+                                                   args.screenshot))
+            finally:
+                server.send_signal(signal.SIGTERM)
+                server.wait(timeout=60)
     lat, loads = web["latencies"], web["loads"]
     rows = [
         ["page load -> Tasks painted (Chromium)", len(loads), fmt_num(median(loads)),
@@ -307,6 +340,8 @@ def main() -> int:
          fmt_num(percentile(web["opens"], 90))],
         ["  of which: the Tasks frame arrives", len(web["arrivals"]),
          fmt_num(median(web["arrivals"])), fmt_num(percentile(web["arrivals"], 90))],
+        ["connect -> Tasks frame (websocket client)", len(raw), fmt_num(median(raw)),
+         fmt_num(percentile(raw, 90))],
         ["spawn -> Tasks on screen (terminal, pty)", len(term), fmt_num(median(term)),
          fmt_num(percentile(term, 90))],
         ["key -> repaint (Chromium)", len(lat), fmt_num(median(lat)),
@@ -328,6 +363,7 @@ def main() -> int:
     write_json(args.json, {"page_load_ms": loads, "ws_open_ms": web["opens"],
                            "tasks_frame_ms": web["arrivals"], "terminal_start_ms": term,
                            "key_frame_arrives_ms": web["key_arrivals"],
+                           "raw_websocket_tasks_ms": raw,
                            "key_terminal_ms": term_keys,
                            "key_repaint_browser_ms": lat, "key_repaint_pilot_ms": pilot,
                            "console_mem_kib": web["mem"], "server_mem_kib": web["server_mem"],
