@@ -133,8 +133,8 @@ def test_no_console_starts_without_a_valid_token(chromium: Chromium,
             await ctx.close()
 
     chromium.run(body())
-    assert any("refused a sign-in" in line and "used already" in line
-               for line in web.lines()), web.out
+    asyncio.run(until(lambda: any("refused a sign-in" in line and "used already" in line
+                                  for line in web.lines()), 10, "the used link's refusal"))
 
 
 def test_a_browser_closed_mid_approval_decides_nothing(chromium: Chromium,

@@ -87,7 +87,8 @@ async def test_failed_sign_ins_are_throttled_before_the_token_is_checked(
         async with http.get(web.base + "/", headers={"Authorization": f"Bearer {good}"},
                             allow_redirects=False) as r:
             assert r.status == 429
-    assert sum("refused a sign-in" in line for line in web.lines()) == 3
+    wait_for(lambda: sum("refused a sign-in" in line for line in web.lines()) == 3, 10,
+             "three refusals in the server's log")
     # the link (printed once, at start) is the only place the token ever shows
     assert [line for line in web.lines() if good in line] == [web.link]
     assert not any("ct_guess" in line for line in web.lines())
@@ -110,11 +111,12 @@ async def test_the_cap_holds_under_100_signed_in_connections_at_once(
             return 101
         codes = await asyncio.gather(*(one() for _ in range(100)))
         assert sorted(codes) == [101, 101] + [503] * 98
+        for ws in opened:
+            await screen_until(ws, "1 Tasks")
         consoles = web.consoles()
         assert len(consoles) == 2
         async with http.get(web.base + "/") as r:  # the page says so too
             assert r.status == 503 and "All 2 web consoles are in use" in await r.text()
-        await screen_until(opened[0], "1 Tasks")
         for ws in opened:
             await ws.close()
     # a closed websocket ends its console: nothing is left
@@ -137,7 +139,7 @@ async def test_an_idle_console_is_closed_and_its_process_ends(
             assert ws.close_code == 4000
             assert time.monotonic() - started >= 2.5
     wait_for(lambda: not alive(console), 20, "the idle console to end")
-    assert any("idle" in line for line in web.lines())
+    wait_for(lambda: any("idle" in line for line in web.lines()), 10, "the idle line")
 
 
 async def test_a_crashed_console_leaves_the_others_and_the_store_alone(
