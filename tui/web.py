@@ -52,6 +52,7 @@ from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
 from core import console_tokens
+from core.errors import ClawError
 from core.triggers.ratelimit import FailureLimiter
 
 log = logging.getLogger("clawtower.web")
@@ -219,10 +220,20 @@ class WebConsole(Server):
         s = self.sessions.get(sid) if sid else None
         if s is None:
             return None
-        if s.expires < time.time() or not console_tokens.current(s.operator, s.token_sha256):
+        if s.expires < time.time() or not self._tokens(console_tokens.current, s.operator,
+                                                        s.token_sha256):
             self.sessions.pop(sid or "", None)  # expired, or its token was rotated
             return None
         return s
+
+    def _tokens(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A look-up in the tokens file; a file broken by hand refuses everyone (and the
+        server's log says why) instead of answering 500."""
+        try:
+            return fn(*args)
+        except ClawError as exc:
+            self.say(f"clawtower console: every sign-in refused: {exc}")
+            return None
 
     def _bearer(self, request: web.Request) -> str | None:
         scheme, _, value = request.headers.get("Authorization", "").partition(" ")
@@ -261,8 +272,8 @@ class WebConsole(Server):
                  ) -> web.Response | Session:
         if (throttled := self._throttled(request)) is not None:
             return throttled
-        t = console_tokens.verify(token)
-        if t is None:
+        t = self._tokens(console_tokens.verify, token)
+        if not t:
             return self._refuse(request, "unknown token")
         if via_link and t.link_used:
             return self._refuse(request, f"{t.operator}'s sign-in link was used already")

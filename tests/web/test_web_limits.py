@@ -197,6 +197,12 @@ async def test_bearer_header_and_rotation(start_web: Callable[..., Web],
         assert refused.value.status == 401
         async with http.get(web.base + "/", allow_redirects=False) as r:
             assert r.status == 401
+        console_tokens.tokens_file().write_text("alice: [broken\n")  # broken by hand
+        async with http.post(web.base + "/login", data={"token": token},
+                             allow_redirects=False) as r:
+            assert r.status == 401  # refused, not a 500
+    wait_for(lambda: any("every sign-in refused" in line and "console-tokens.yaml" in line
+                         for line in web.lines()), 10, "the broken file in the log")
     wait_for(lambda: web.consoles() == [], 20, "no console left")
 
 
