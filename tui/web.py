@@ -327,11 +327,12 @@ class WebConsole(Server):
             got = self._sign_in(request, token, via_link=True)
             return self._with_cookie(got) if isinstance(got, Session) else got
         session = self._session(request)
-        if session is None and (bearer := self._bearer(request)) is not None:
+        if (bearer := self._bearer(request)) is not None:  # a header beats a cookie
+            # no cookie, no redirect: a proxy that sends the header sends it on /ws too
             got = self._sign_in(request, bearer, via_link=False)
             if not isinstance(got, Session):
                 return got
-            return self._with_cookie(got)
+            session = got
         if session is None:
             return self._page(401, "Sign in to the clawtower console.")
         if self._full():
@@ -361,7 +362,7 @@ class WebConsole(Server):
     async def handle_websocket(self, request: web.Request  # type: ignore[override]
                                ) -> web.StreamResponse:
         session = self._session(request)
-        if session is None and (bearer := self._bearer(request)) is not None:
+        if (bearer := self._bearer(request)) is not None:  # a header beats a cookie
             got = self._sign_in(request, bearer, via_link=False)
             if not isinstance(got, Session):
                 return got

@@ -123,15 +123,20 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
+def headless_demo(home: Path, demo_dir: Path | None = None) -> Path:
+    env = _env(home)
+    if demo_dir is not None:
+        env["CLAWTOWER_DEMO_DIR"] = str(demo_dir)
+    r = subprocess.run([str(CLAWTOWER), "demo", "--headless", "--speed", "0"], env=env,
+                       capture_output=True, text=True, timeout=120, cwd=str(home.parent))
+    assert r.returncode == 0, r.stderr
+    return home
+
+
 @pytest.fixture(scope="session")
 def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`clawtower demo --headless --speed 0` once: T-4 waits for its release approval."""
-    home = tmp_path_factory.mktemp("web-demo") / "home"
-    r = subprocess.run([str(CLAWTOWER), "demo", "--headless", "--speed", "0"],
-                       env=_env(home), capture_output=True, text=True, timeout=120,
-                       cwd=str(home.parent))
-    assert r.returncode == 0, r.stderr
-    return home
+    return headless_demo(tmp_path_factory.mktemp("web-demo") / "home")
 
 
 @pytest.fixture
@@ -141,9 +146,9 @@ def start_web(demo_home: Path, tmp_path: Path) -> Iterator[Callable[..., Web]]:
     console process it ever saw is left."""
     started: list[Web] = []
 
-    def start(*args: str, by: str = OPERATOR) -> Web:
+    def start(*args: str, by: str = OPERATOR, source: Path | None = None) -> Web:
         home = tmp_path / f"home{len(started)}"
-        shutil.copytree(demo_home, home)
+        shutil.copytree(source or demo_home, home)
         argv = [str(CLAWTOWER), "console", "--web", "--port", "0", "--by", by, *args]
         proc = subprocess.Popen(argv, env=_env(home), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=str(tmp_path))

@@ -5,7 +5,10 @@ console's crash leaving the others and the store alone, rotation ending sessions
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import re
+import shutil
 import signal
 import subprocess
 import time
@@ -14,7 +17,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from conftest import CLAWTOWER, Web, alive, query, wait_for
+from conftest import CLAWTOWER, ROOT, Web, alive, headless_demo, query, wait_for
 
 pytestmark = pytest.mark.xdist_group("web-console")
 
@@ -185,9 +188,12 @@ async def test_bearer_header_and_rotation(start_web: Callable[..., Web],
     async with client() as http:
         token = await sign_in(web, http)
         bearer = {"Authorization": f"Bearer {token}"}  # a proxy or a script: the header
-        async with aiohttp.ClientSession() as script, \
-                script.ws_connect(web.base + WS, headers=bearer) as ws:
-            await screen_until(ws, "1 Tasks")
+        async with aiohttp.ClientSession() as script:
+            async with script.get(web.base + "/", headers=bearer) as r:
+                assert r.status == 200 and "starting your console as alice" in await r.text()
+                assert "Set-Cookie" not in r.headers and len(r.history) == 0
+            async with script.ws_connect(web.base + WS, headers=bearer) as ws:
+                await screen_until(ws, "1 Tasks")
         monkeypatch.setenv("CLAWTOWER_HOME", str(web.home))
         from core import console_tokens
 
@@ -204,6 +210,56 @@ async def test_bearer_header_and_rotation(start_web: Callable[..., Web],
     wait_for(lambda: any("every sign-in refused" in line and "console-tokens.yaml" in line
                          for line in web.lines()), 10, "the broken file in the log")
     wait_for(lambda: web.consoles() == [], 20, "no console left")
+
+
+async def decide(http: aiohttp.ClientSession, web: Web, approval: str,
+                 headers: dict[str, str] | None = None) -> str:
+    """Mode 2, `a`, `y` in a web console over a raw websocket; what it showed after `y`."""
+    async with http.ws_connect(web.base + WS, headers=headers) as ws:
+        await screen_until(ws, "1 Tasks")
+        await ws.send_json(["stdin", "2"])
+        await screen_until(ws, "Pending approvals")
+        await ws.send_json(["stdin", "a"])
+        await screen_until(ws, f"Approve {approval}?")
+        await ws.send_json(["stdin", "y"])
+        seen = ""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(3):
+                while True:
+                    msg = await ws.receive()
+                    if msg.type == aiohttp.WSMsgType.BINARY:
+                        seen += msg.data.decode("utf-8", "replace")
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen)
+
+
+async def test_required_approver_holds_across_web_consoles(
+        start_web: Callable[..., Web], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """T-4's spec names bob as its approver: alice's web console cannot decide it, bob's
+    (his own token, sent as a Bearer header) can, and the store says bob."""
+    demo = tmp_path / "demo"
+    shutil.copytree(ROOT / "examples" / "demo", demo)
+    spec = demo / "specs" / "04-release-notes.yaml"
+    spec.write_text(spec.read_text() + "required_approver: bob\n")
+    (tmp_path / "bob-demo").mkdir()
+    source = headless_demo(tmp_path / "bob-demo" / "home", demo)
+    web = start_web(source=source)
+    approval, _, _ = web.approval()
+    assert query(web.db, "SELECT required_approver FROM approvals WHERE id=?",
+                 (approval,)) == [("bob",)]
+    monkeypatch.setenv("CLAWTOWER_HOME", str(web.home))
+    from core import console_tokens
+
+    bob = console_tokens.issue("bob")
+    async with client() as http:
+        await sign_in(web, http)  # alice
+        shown = await decide(http, web, approval)
+        assert "only bob may decide it" in shown, shown[-3000:]
+        assert web.approval()[1:] == ("pending", None)
+        shown = await decide(http, web, approval, {"Authorization": f"Bearer {bob}"})
+        assert "only bob" not in shown, shown[-3000:]
+    wait_for(lambda: web.approval()[1:] == ("approved", "bob"), 20, "bob's decision")
+    wait_for(lambda: web.consoles() == [], 30, "no console left")
 
 
 async def test_a_foreign_origin_is_refused(start_web: Callable[..., Web]) -> None:
