@@ -115,7 +115,7 @@ async def _web(args: argparse.Namespace) -> int:
     import asyncio
 
     from core import console_tokens
-    from core.limits import check_float, check_int, check_text
+    from core.limits import check_float, check_id, check_int, check_text
     from core.triggers.ratelimit import FailureLimiter
 
     host = args.host or "127.0.0.1"
@@ -126,12 +126,16 @@ async def _web(args: argparse.Namespace) -> int:
     window = check_float(_given(args.auth_window, 60.0), "--auth-window", 1, 86_400)
     public = args.public_url
     if public is not None:
+        from urllib.parse import urlsplit
+
         from core.errors import ValidationError
 
         check_text(public, "--public-url", max_chars=2000, one_line=True)
-        if not public.startswith(("http://", "https://")) or "?" in public or "#" in public:
+        u = urlsplit(public)
+        if u.scheme not in ("http", "https") or not u.netloc or u.path not in ("", "/") \
+                or u.query or u.fragment:
             raise ValidationError(f"--public-url: {public!r}: expected http(s)://HOST[:PORT]"
-                                  "[/PATH] without a query")
+                                  " (the console is served at the root of its address)")
     config = args.config or default_agents_file()
     from .common import load_agents
 
@@ -141,10 +145,10 @@ async def _web(args: argparse.Namespace) -> int:
     await (await open_store(args.db)).close()  # so does a bad store
 
     by = args.by or operator_name()
+    check_id(by, "--by")
     tokens = console_tokens.load()
-    new_token = None
-    if args.rotate_token or (by not in tokens and (args.by is not None or not tokens)):
-        new_token = console_tokens.issue(by)
+    # made once the port is bound (in ready): a start that fails leaves no unseen token
+    make_token = args.rotate_token or (by not in tokens and (args.by is not None or not tokens))
 
     from tui.web import WebConsole, console_argv
 
@@ -165,7 +169,8 @@ async def _web(args: argparse.Namespace) -> int:
         print(f"clawtower: web console on http://{_url_host(host)}:{bound}/ (store"
               f" {args.db}; at most {max_consoles} consoles, idle ones closed after"
               f" {idle:g} min); ctrl+c stops", flush=True)
-        if new_token is not None:
+        if make_token:
+            new_token = console_tokens.issue(by)
             print(f"sign in as {by} (this link works once; the token is shown only now):",
                   flush=True)
             print(f"{base}/?token={new_token}", flush=True)

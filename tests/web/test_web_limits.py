@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -164,6 +165,10 @@ async def test_a_crashed_console_leaves_the_others_and_the_store_alone(
             assert web.consoles() == [b]
             await other.send_json(["stdin", "2"])  # the other still answers: mode 2
             await screen_until(other, "Pending approvals")
+            # SIGTERM with a console open: it is stopped, then the server exits 0
+            web.proc.send_signal(signal.SIGTERM)
+            assert await asyncio.to_thread(web.proc.wait, 30) == 0
+            assert not alive(b)
             await other.close()
     assert query(web.db, "PRAGMA integrity_check") == [("ok",)]
     assert web.approval()[1] == "pending"
@@ -280,6 +285,18 @@ def test_beyond_loopback_warns_and_web_options_need_web(tmp_path: Path) -> None:
     r = subprocess.run([str(CLAWTOWER), "console", "--web", "--max-consoles", "0"], env=env,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--max-consoles" in r.stderr
+    r = subprocess.run([str(CLAWTOWER), "console", "--web", "--public-url",
+                        "https://x.example/sub"], env=env, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "--public-url" in r.stderr
+    with socket.socket() as taken:  # a port in use: an error, and no token made unseen
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        r = subprocess.run([str(CLAWTOWER), "console", "--web", "--port",
+                            str(taken.getsockname()[1])], env=env, capture_output=True,
+                           text=True, timeout=30)
+    assert r.returncode == 1 and "address already in use" in r.stderr, r.stderr
+    assert "token" not in r.stdout and not (tmp_path / "home" / "console-tokens.yaml").exists()
     proc = subprocess.Popen([str(CLAWTOWER), "console", "--web", "--host", "0.0.0.0",
                              "--port", "0"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
