@@ -25,12 +25,13 @@ from core.errors import ClawError
 from core.tasks.phases import Phase
 
 from . import boundary
-from .common import CommandParser, add_config_option, default_agents_file, operator_name
+from .common import CommandParser, add_config_option
 
 # The command groups (modules of cli/), in the order `clawtower --help` lists them.
 GROUPS: tuple[str, ...] = (
     "demo", "serve", "events", "task", "approvals", "meeting", "store_admin", "workflow",
     "agents", "tools", "session", "expert", "flow", "acp", "triggers", "deadletter", "memory",
+    "console",
 )
 # Each top-level command and the group that registers it: a command's process imports and
 # builds only its own group's parser (help, no command or an unknown one: every group).
@@ -41,7 +42,7 @@ COMMANDS: dict[str, str] = {
     "meeting": "meeting", "store": "store_admin", "workflow": "workflow", "agents": "agents",
     "llm": "agents", "tools": "tools", "session": "session", "expert": "expert",
     "flow": "flow", "acp": "acp", "triggers": "triggers", "deadletter": "deadletter",
-    "memory": "memory",
+    "memory": "memory", "console": "console",
 }
 
 
@@ -79,16 +80,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def dispatch(args: argparse.Namespace) -> int:
     handler = getattr(args, "handler", None)
-    if handler is None:  # no command: the console
-        from tui.app import run_console
-
-        store_check(args.db)
-        return run_console(args.db, run_engine=True,
-                           agents_file=args.config or default_agents_file(),
-                           operator=operator_name())
+    if handler is None:  # no command: the console, as `clawtower console`
+        return group("console").terminal(args.db, args.config)  # type: ignore[no-any-return]
     from .output import safe_output
 
-    console = args.command == "demo" and not getattr(args, "headless", False)
+    # a console's screen (and a web console's packets on stdout) must reach the driver as is
+    console = (args.command == "demo" and not getattr(args, "headless", False)) or (
+        args.command == "console" and not args.web)
     with safe_output(bool(getattr(args, "json", False)) or console):
         return _run(handler, args)
 
@@ -114,20 +112,6 @@ async def _close_http_clients() -> None:
     common = sys.modules.get("core.agents.httpcommon")
     if common is not None:
         await common.close_clients()
-
-
-def store_check(db: str) -> None:
-    """Open and close the store once, so a bad file fails before the console starts."""
-
-    import asyncio
-
-    from core.store import open_store
-
-    async def check() -> None:
-        s = await open_store(db)
-        await s.close()
-
-    asyncio.run(check())
 
 
 def main(argv: list[str] | None = None) -> int:

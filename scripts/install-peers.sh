@@ -4,7 +4,7 @@
 # so CI on the same machine builds them once. Each peer is optional: a failure is reported and
 # the tests that need it skip with the reason, never pass silently.
 #
-#   scripts/install-peers.sh [all|llama|litellm|lobster|mcp|acp]
+#   scripts/install-peers.sh [all|llama|litellm|lobster|mcp|acp|chromium]
 #     llama    llama-cpp-python server + SmolLM2-135M-Instruct   -> $PEERS/llama, $PEERS/models
 #     litellm  LiteLLM proxy 1.100.0 (an Anthropic Messages front end;
 #              the tests bridge it to the llama server)          -> $PEERS/litellm
@@ -13,6 +13,7 @@
 #              @modelcontextprotocol/server-everything (npm)      -> $PEERS/mcp, $PEERS/npm
 #     acp      ACP agents: Zed's example agent (npm @zed-industries/agent-client-protocol@0.4.5
 #              run by tsx), codex-acp 0.16.0, claude-agent-acp 0.23.1 -> $PEERS/acp
+#     chromium Debian's chromium (apt), for the web console's Playwright tests -> /usr/bin/chromium
 set -uo pipefail
 
 PEERS=${CLAWTOWER_PEERS:-$HOME/.cache/clawtower-peers}
@@ -124,6 +125,21 @@ install_acp() {
   echo "peers: ACP agents ready in $dir/node_modules/.bin (example agent: tsx .../examples/agent.ts)"
 }
 
+install_chromium() {
+  # Debian's browser, driven by Playwright from PyPI (never `playwright install`, a download)
+  if [ -x /usr/bin/chromium ]; then
+    echo "peers: chromium present ($(/usr/bin/chromium --version 2>/dev/null | head -1))"
+    return 0
+  fi
+  command -v apt-get >/dev/null || { echo "peers: no apt-get to install chromium with"; return 1; }
+  echo "peers: installing chromium (apt)"
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+      chromium; } >/dev/null 2>&1 || return 1
+  [ -x /usr/bin/chromium ] && echo "peers: chromium ready at /usr/bin/chromium"
+}
+
 status=0
 if [ "$want" = all ] || [ "$want" = llama ]; then
   install_llama || { echo "peers: llama server NOT installed (its tests will skip)"; status=1; }
@@ -139,5 +155,8 @@ if [ "$want" = all ] || [ "$want" = mcp ]; then
 fi
 if [ "$want" = all ] || [ "$want" = acp ]; then
   install_acp || { echo "peers: ACP agents NOT installed (their tests will skip)"; status=1; }
+fi
+if [ "$want" = all ] || [ "$want" = chromium ]; then
+  install_chromium || { echo "peers: chromium NOT installed (the web console's browser tests will skip)"; status=1; }
 fi
 exit $status
