@@ -12,9 +12,17 @@ the WAL grows to the bound, where the writer's own checkpoint finds only the fra
 since the last background pass (~1,000 at most in bench_flows' 10,000-node run, against
 1,000 copied on every crossing before) and the WAL restarts.
 
-Durability is unchanged: a commit is durable once its WAL frames are (synchronous=FULL syncs
-them at COMMIT); a checkpoint only copies durable frames, syncing the WAL before and the
-database after (the checkpointing connection has the store's synchronous setting).
+Only on an SQLite without the WAL-reset race (RACE_FREE): through 3.51.2, a checkpoint on one
+connection while another commits the transaction that resets the WAL can leave a wrong
+backfill count, and a later checkpoint then skips committed frames (database corruption; see
+https://sqlite.org/wal.html#walresetbug, fixed in 3.51.3). The background pass is exactly
+that second connection, so on an older SQLite (this machine's Python has 3.40.1) the store
+keeps SQLite's auto-checkpoint on its one writer connection, as before.
+
+Durability is otherwise unchanged: a commit is durable once its WAL frames are
+(synchronous=FULL syncs them at COMMIT); a checkpoint only copies durable frames, syncing the
+WAL before and the database after (the checkpointing connection has the store's synchronous
+setting).
 
 How many frames wait is read from the WAL-index header in the `-shm` file (mxFrame and
 nBackfill; layout documented in https://www.sqlite.org/walformat.html, section 2.1). A read
@@ -27,8 +35,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import struct
 from typing import Any
+
+#: this SQLite has the WAL-reset fix (3.51.3; backports to older branches are not recognised,
+#: which only leaves them on the old path)
+RACE_FREE = sqlite3.sqlite_version_info >= (3, 51, 3)
 
 #: frames waiting in the WAL (not yet in the database file) that start a background pass:
 #: SQLite's own default auto-checkpoint threshold

@@ -26,7 +26,13 @@ import aiosqlite
 from ..aio import wait_event
 from ..clock import Clock, SystemClock
 from ..errors import StoreClosed, StoreError
-from .checkpoint import CHECKPOINT_FRAMES, WAL_BOUND_FRAMES, WalIndex, passive_checkpoint
+from .checkpoint import (
+    CHECKPOINT_FRAMES,
+    RACE_FREE,
+    WAL_BOUND_FRAMES,
+    WalIndex,
+    passive_checkpoint,
+)
 from .notify import WakeChannel
 from .reads import LogReads
 from .schema import (
@@ -157,9 +163,9 @@ class SQLiteStore(BatchWriter, LogReads):
     safety_poll_s = 1.0
     #: False: learn of other processes' commits by polling only (benchmarks' "before")
     cross_process_wake = True
-    #: False: leave WAL checkpoints to SQLite's auto-checkpoint inside the writer's COMMIT
-    #: (benchmarks' "before"); see core/store/checkpoint.py
-    background_checkpoints = True
+    #: WAL checkpoints by a background connection (core/store/checkpoint.py), only where
+    #: SQLite has the WAL-reset fix; False: SQLite's auto-checkpoint inside the writer's COMMIT
+    background_checkpoints = RACE_FREE
 
     def __init__(self, path: str, synchronous: str, clock: Clock) -> None:
         self.path = path
