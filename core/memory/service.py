@@ -183,6 +183,10 @@ def recall_sync(all_rows: Callable[[str, Sequence[Any]], list[dict[str, Any]]],
     terms = query_terms(query)
     if not terms or not namespaces or k <= 0:
         return []
+    marks = ", ".join("?" for _ in namespaces)
+    if not all_rows(f"SELECT 1 FROM memories WHERE namespace IN ({marks}) LIMIT 1",
+                    list(namespaces)):
+        return []  # nothing in these namespaces: one indexed probe, not the vocabulary + FTS
     df = {r["term"]: r["doc"] for r in all_rows(*vocab_sql(terms))}
     match = fts_query(informative(terms, df))
     if match is None:

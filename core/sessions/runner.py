@@ -155,7 +155,8 @@ def _history(tx: WriteTx, sid: str, n: int) -> list[dict[str, Any]]:
 def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str]
            ) -> Claim | None:
     sid = job["session_id"]
-    session = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
+    session = tx.one("SELECT status, agent_id, provider_override, model_override, task"
+                     " FROM sessions WHERE id=?", (sid,))  # the columns used (a wide row)
     if session is None or session["status"] in ("stopped", "finished"):
         tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
                          payload=sev.TurnJobFinished(session_id=sid, status="cancelled",
@@ -332,7 +333,8 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
     if _ours(tx, claim, owner) is None:
         return "lost"
     sid = claim.session_id
-    session = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
+    session = tx.one("SELECT status, stop_requested, deliver, channel, parent_id FROM sessions"
+                     " WHERE id=?", (sid,))  # the columns used (a wide row)
     assert session is not None
     stopped = session["status"] in ("stopped", "finished") or bool(session["stop_requested"])
     stop_reason = result.stop_reason if result is not None else "error"

@@ -417,7 +417,7 @@ def announce(tx: WriteTx, child: dict[str, Any], status: str, summary: str, by: 
 def wake_parent(tx: WriteTx, parent_id: str, by: str) -> str | None:
     """Queue the parent's next turn once no child of it is still active and it has
     unconsumed announces (the join); None when it waits or is busy."""
-    parent = tx.one("SELECT * FROM sessions WHERE id=?", (parent_id,))
+    parent = tx.one("SELECT status, active_job FROM sessions WHERE id=?", (parent_id,))
     if parent is None or parent["status"] not in ACTIVE or parent["active_job"] is not None:
         return None
     busy = tx.one("SELECT 1 FROM sessions WHERE parent_id=? AND status IN"

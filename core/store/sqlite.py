@@ -26,6 +26,13 @@ import aiosqlite
 from ..aio import wait_event
 from ..clock import Clock, SystemClock
 from ..errors import StoreClosed, StoreError
+from .checkpoint import (
+    CHECKPOINT_FRAMES,
+    RACE_FREE,
+    WAL_BOUND_FRAMES,
+    WalIndex,
+    passive_checkpoint,
+)
 from .notify import WakeChannel
 from .reads import LogReads
 from .schema import (
@@ -156,6 +163,9 @@ class SQLiteStore(BatchWriter, LogReads):
     safety_poll_s = 1.0
     #: False: learn of other processes' commits by polling only (benchmarks' "before")
     cross_process_wake = True
+    #: WAL checkpoints by a background connection (core/store/checkpoint.py), only where
+    #: SQLite has the WAL-reset fix; False: SQLite's auto-checkpoint inside the writer's COMMIT
+    background_checkpoints = RACE_FREE
 
     def __init__(self, path: str, synchronous: str, clock: Clock) -> None:
         self.path = path
@@ -166,6 +176,11 @@ class SQLiteStore(BatchWriter, LogReads):
         self._init_writer_state()
         self._polled_at = float("-inf")  # loop time of the last look for other processes' writes
         self._wake = WakeChannel(path) if path != ":memory:" else None
+        self._wal = WalIndex(path) if path != ":memory:" and self.background_checkpoints \
+            else None
+        self._checkpointer: aiosqlite.Connection | None = None
+        self._checkpoint_task: asyncio.Task[None] | None = None
+        self.checkpoints = 0  # background passes run (tests, benchmarks)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -214,22 +229,29 @@ class SQLiteStore(BatchWriter, LogReads):
         if str(mode).lower() != "wal" and self.path != ":memory:":
             raise StoreError(f"{self.path}: could not switch the store to WAL mode (got {mode})")
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        if self._wal is not None and self._wal.usable:  # checkpoints run in the background
+            conn.execute(f"PRAGMA wal_autocheckpoint={WAL_BOUND_FRAMES}")
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         await self._stop_writer()
+        if self._checkpoint_task is not None:
+            with contextlib.suppress(Exception):
+                await self._checkpoint_task
         await self._close_connections()
         if self._wake is not None:
             self._wake.close()
+        if self._wal is not None:
+            self._wal.close()
 
     async def _close_connections(self) -> None:
-        for conn in (self._reader, self._writer):
+        for conn in (self._checkpointer, self._reader, self._writer):
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await conn.close()
-        self._reader = self._writer = None
+        self._checkpointer = self._reader = self._writer = None
 
     async def __aenter__(self) -> SQLiteStore:
         return self
@@ -247,6 +269,27 @@ class SQLiteStore(BatchWriter, LogReads):
     def _committed(self, result: BatchResult) -> None:
         if result.last_seq and self._wake is not None:
             self._wake.ring(result.last_seq)
+        if self._wal is not None and self._checkpoint_task is None and not self._closed:
+            pending = self._wal.pending()
+            if pending is not None and pending >= CHECKPOINT_FRAMES:
+                self._checkpoint_task = asyncio.create_task(
+                    self._checkpoint(), name="clawtower-checkpoint")
+
+    async def _checkpoint(self) -> None:
+        """One PASSIVE checkpoint on a connection of its own: the writer goes on meanwhile.
+        A failure is left to the writer's bounded auto-checkpoint (nothing is lost)."""
+        try:
+            if self._checkpointer is None:
+                self._checkpointer = await _connect(
+                    self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+                await self._checkpointer.execute(f"PRAGMA synchronous={self.synchronous}")
+            await self._checkpointer._execute(  # type: ignore[no-untyped-call]
+                passive_checkpoint, self._checkpointer._conn)
+            self.checkpoints += 1
+        except Exception:  # the bound still checkpoints; the next commit tries again
+            pass
+        finally:
+            self._checkpoint_task = None
 
     def _run_batch(self, jobs: list[Job]) -> BatchResult:
         """Runs on the writer thread: one IMMEDIATE transaction, a savepoint per command."""
