@@ -37,6 +37,7 @@ from .openclaw import QUIET_ENV, OpenClawTarget
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+OPENCLAW_INHERITED = ("OPENCLAW_HOME", "OPENCLAW_STATE_DIR", "OPENCLAW_CONFIG_PATH")
 
 
 class HarnessConfig(BaseModel):
@@ -78,7 +79,8 @@ class HarnessConfig(BaseModel):
         """The harness's environment. A missing `env_from` variable is an error naming the
         harness and the variable (never a value)."""
         out = {k: os.environ[k] for k in INHERITED if k in os.environ}
-        if self.openclaw is not None:
+        if self.openclaw is not None:  # which OpenClaw install (not secrets), and quiet
+            out.update({k: os.environ[k] for k in OPENCLAW_INHERITED if k in os.environ})
             out.update(QUIET_ENV)
         out.update(childenv.resolve(self.env, self.env_from, f"acp agent {self.name!r}"))
         return out
