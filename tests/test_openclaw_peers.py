@@ -80,8 +80,8 @@ async def test_import_of_the_config_the_gateway_runs_on(
         oc: Gateway, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # the JSON5 as written (comments, unquoted keys), which the Gateway started from
     first = await _import(oc, oc.original, tmp_path / "a.db", capsys)
-    assert {a["name"]: a["status"] for a in first["agents"]} == {"main": "new",
-                                                                "helper": "new"}
+    assert {a["name"]: a["status"] for a in first["agents"]} == {
+        "main": "new", "helper": "new", "strict": "new"}
     helper = next(a for a in first["agents"] if a["name"] == "helper")
     assert "agents.entries.helper.thinkingDefault" in helper["unmapped"]
     assert "agents.entries.helper.tools.deny" in helper["unmapped"]
@@ -179,7 +179,7 @@ async def test_an_mcp_tool_call_through_openclaw_mcp_serve(oc: Gateway, store: S
         assert isinstance(r.structured["conversations"], list)
 
 
-async def test_a_gateway_down_or_refusing_the_token_is_a_one_line_reason(
+async def test_a_gateway_down_refusing_the_token_or_failing_the_run_is_a_reason(
         oc: Gateway, store: Store, tmp_path: Path) -> None:
     bad = tmp_path / "wrong.token"
     bad.write_text("not-the-token\n")
@@ -194,3 +194,11 @@ async def test_a_gateway_down_or_refusing_the_token_is_a_one_line_reason(
     out = await run_prompt(store, down, "hello", workspace=str(tmp_path))
     assert out.status == "failed" and "\n" not in out.error
     assert "the Gateway is not running" in out.error and "openclaw gateway run" in out.error
+    # the Gateway's model run fails (see `strict` in openclaw_peer.py): the bridge says
+    # end_turn with nothing; the turn fails with a reason instead of an empty success
+    strict = harness_from_data({"openclaw": {"url": oc.url, "agent": "strict",
+                                             "token_file": str(oc.token_file),
+                                             "command": oc.command}}, "oc-strict", "t")
+    out = await run_prompt(store, strict, "hello", workspace=str(tmp_path))
+    assert (out.status, out.stop_reason) == ("failed", "end_turn"), out
+    assert "ended with no text and no tool call" in out.error and "openclaw logs" in out.error

@@ -101,7 +101,11 @@ def harness_from_data(body: Any, name: str, where: str) -> HarnessConfig:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
         msg = str(err["msg"]).removeprefix("Value error, ")
-        raise ValidationError(f"{where}{'.' + loc if loc else ''}: {msg}") from None
+        if loc and where.endswith("'"):  # inside the quoted field path: 'acp_agents.x.loc'
+            where = f"{where[:-1]}.{loc}'"
+        elif loc:
+            where = f"{where}.{loc}"
+        raise ValidationError(f"{where}: {msg}") from None
 
 
 def harnesses_from_data(raw: Any, path: str | Path) -> dict[str, HarnessConfig]:

@@ -6,7 +6,9 @@ tests start one per session (tests/test_openclaw_peers.py); missing -> skip with
 SmolLM2 cannot call tools through llama-cpp-python while streaming ("Automatic streaming tool
 choice is not supported"), so the model is declared `compat.supportsTools: false`; with
 `skipBootstrap` and no skills OpenClaw's system prompt is ~2,000 tokens, which is why the
-llama server runs at an 8192-token context here.
+llama server runs at an 8192-token context here. The agent `strict` allows a tool the model
+cannot have, so the Gateway fails its runs at once ("No callable tools remain"): a real
+failed run, which OpenClaw's ACP bridge reports as an `end_turn` with nothing said.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ CONFIG = """// written by tests/helpers/openclaw_peer.py: JSON5, as OpenClaw's o
       main: {name: "Main", subagents: {allowAgents: ["helper"]}},
       helper: {name: "Helper", workspace: "%(workspace)s/helper",
                tools: {deny: ["browser"]}, thinkingDefault: "off"},
+      // fails every run at once: `read` is allowed but the model has no tools
+      strict: {tools: {allow: ["read"]}},
     },
   },
 }
