@@ -68,6 +68,35 @@ async def _import(oc: Gateway, path: Path, db: Path, capsys: pytest.CaptureFixtu
     return result
 
 
+def _children_of(oc: Gateway) -> list[int]:
+    """Live processes started for this test run's clients (`openclaw acp`, `mcp serve`):
+    they carry OPENCLAW_STATE_DIR=<client state>, the Gateway does not."""
+    mark = f"OPENCLAW_STATE_DIR={oc.client_state}".encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if mark in (d / "environ").read_bytes().split(b"\0") and \
+                    "Z" not in (d / "stat").read_text().rsplit(")", 1)[1][:3]:
+                found.append(int(d.name))
+        except OSError:
+            continue
+    return found
+
+
+async def _none_left(oc: Gateway) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while _children_of(oc):
+        assert loop.time() < deadline, f"OpenClaw clients left running: {_children_of(oc)}"
+        await asyncio.sleep(0.1)
+
+
+def _mcp_env(oc: Gateway) -> dict[str, str]:
+    return {"OPENCLAW_STATE_DIR": str(oc.client_state), "OPENCLAW_NO_RESPAWN": "1"}
+
+
 async def _specs(db: Path) -> dict[str, dict[str, Any]]:
     store = await open_store(str(db))
     try:
@@ -130,7 +159,7 @@ async def test_a_session_turn_and_a_flow_node_answered_by_openclaw_agents(
         reply = (await Sessions(store).transcript(sid))[-1]["text"]
         server = McpServerConfig(name="openclaw", command=oc.command, pin="auto", args=[
             "mcp", "serve", "--url", oc.url, "--token-file", str(oc.token_file),
-            "--claude-channel-mode", "off"], env={"OPENCLAW_STATE_DIR": str(oc.client_state)})
+            "--claude-channel-mode", "off"], env=_mcp_env(oc))
         async with ToolRegistry(store, {"openclaw": server}) as reg:
             box = reg.toolbox(["openclaw.messages_read"], agent="main")
             assert [s.name for s in await box.specs()] == ["openclaw.messages_read"]
@@ -154,6 +183,9 @@ async def test_a_session_turn_and_a_flow_node_answered_by_openclaw_agents(
         node_run = await store.fetchone("SELECT * FROM acp_runs WHERE subject=?",
                                         (job["session_id"],))
         assert node_run is not None and node_run["status"] == "done"
+        # nothing of the harnesses or the MCP server outlives them (OpenClaw's CLI respawns
+        # itself into a session of its own unless told not to: core/acp/openclaw.py)
+        await _none_left(oc)
     finally:
         await store.close()
 
@@ -161,7 +193,7 @@ async def test_a_session_turn_and_a_flow_node_answered_by_openclaw_agents(
 async def test_an_mcp_tool_call_through_openclaw_mcp_serve(oc: Gateway, store: Store) -> None:
     server = McpServerConfig(name="openclaw", command=oc.command, args=[
         "mcp", "serve", "--url", oc.url, "--token-file", str(oc.token_file),
-        "--claude-channel-mode", "off"], env={"OPENCLAW_STATE_DIR": str(oc.client_state)})
+        "--claude-channel-mode", "off"], env=_mcp_env(oc))
     async with ToolRegistry(store, {"openclaw": server}) as reg:
         box = reg.toolbox(["openclaw.conversations_list", "openclaw.permissions_*"],
                           agent="ops")
@@ -177,6 +209,7 @@ async def test_an_mcp_tool_call_through_openclaw_mcp_serve(oc: Gateway, store: S
         r = await box.call("openclaw.conversations_list", '{"limit": 5}')
         assert not r.is_error, r.content
         assert isinstance(r.structured["conversations"], list)
+    await _none_left(oc)
 
 
 async def test_a_gateway_down_refusing_the_token_or_failing_the_run_is_a_reason(
@@ -202,3 +235,4 @@ async def test_a_gateway_down_refusing_the_token_or_failing_the_run_is_a_reason(
     out = await run_prompt(store, strict, "hello", workspace=str(tmp_path))
     assert (out.status, out.stop_reason) == ("failed", "end_turn"), out
     assert "ended with no text and no tool call" in out.error and "openclaw logs" in out.error
+    await _none_left(oc)

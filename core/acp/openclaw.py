@@ -23,8 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 SESSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-# keep the ACP stream clean (OpenClaw's docs for `openclaw acp` under other clients)
-QUIET_ENV = {"OPENCLAW_HIDE_BANNER": "1", "OPENCLAW_SUPPRESS_NOTES": "1"}
+# keep the ACP stream clean (OpenClaw's docs for `openclaw acp` under other clients), and no
+# start-up respawn: the CLI re-executes itself (to add system CA certificates) as a child in
+# a session of its own, which outlives the killed process group and keeps our pipes open
+# (one orphan `openclaw-acp` per turn). A Gateway behind a private CA: set
+# NODE_EXTRA_CA_CERTS in the harness's `env:`.
+QUIET_ENV = {"OPENCLAW_HIDE_BANNER": "1", "OPENCLAW_SUPPRESS_NOTES": "1",
+             "OPENCLAW_NO_RESPAWN": "1"}
 
 
 class OpenClawTarget(BaseModel):
