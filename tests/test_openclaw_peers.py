@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from openclaw_peer import Gateway, openclaw_gateway
 
-from core.acp.bridge import run_prompt
+from core.acp.bridge import probe, run_prompt
 from core.acp.config import harness_from_data
 from core.approvals import Approvals
 from core.flows.brains import PlanBrain
@@ -227,6 +227,8 @@ async def test_a_gateway_down_refusing_the_token_or_failing_the_run_is_a_reason(
     out = await run_prompt(store, down, "hello", workspace=str(tmp_path))
     assert out.status == "failed" and "\n" not in out.error
     assert "the Gateway is not running" in out.error and "openclaw gateway run" in out.error
+    probed = await probe(down)  # `clawtower acp agents` says the same
+    assert not probed["reachable"] and "the Gateway is not running" in probed["error"]
     # the Gateway's model run fails (see `strict` in openclaw_peer.py): the bridge says
     # end_turn with nothing; the turn fails with a reason instead of an empty success
     strict = harness_from_data({"openclaw": {"url": oc.url, "agent": "strict",

@@ -405,7 +405,8 @@ async def probe(harness: HarnessConfig, timeout_s: float | None = None) -> dict[
             out["agent"] = init.agent_info.model_dump(mode="json", exclude_none=True)
         out["auth_methods"] = [m.id for m in init.auth_methods or []]
     except HarnessFault as fault:
-        out["error"] = str(fault)
+        out["error"] = harness.openclaw.explain(harness.name, str(fault)) \
+            if harness.openclaw is not None else str(fault)
     finally:
         with contextlib.suppress(Exception):
             await conn.close()
