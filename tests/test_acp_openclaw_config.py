@@ -71,6 +71,11 @@ REFUSED = ("initialize: the harness exited with code 1; stderr: gateway connect 
            " GatewayClientRequestError: unauthorized: gateway token mismatch (use this"
            " gateway's gateway.auth.token or pair the device) | ACP bridge failed:"
            " unauthorized: gateway token mismatch")
+# the Gateway killed (-9) mid-turn; the Gateway draining after SIGTERM
+GONE = ("session/prompt: harness error -32603: Internal error ({'details': 'Gateway"
+        " disconnected: 1006: '})")
+DRAINING = ("initialize: the harness exited with code 1; stderr: ACP bridge failed: gateway"
+            " rejected websocket upgrade (HTTP 503): Gateway websocket admission closed")
 DOWN = ("initialize: the harness exited with code 1; stderr: ACP bridge failed: connect"
         " ECONNREFUSED 127.0.0.1:18199")
 
@@ -84,6 +89,10 @@ def test_openclaw_faults_become_a_reason_naming_the_harness_and_what_to_run() ->
     assert "openclaw gateway auth-token --show" in refused and "token mismatch" in refused
     down = t.explain("oc", DOWN)
     assert down.startswith(who + "the Gateway is not running") and "openclaw gateway run" in down
+    gone = t.explain("oc", GONE)
+    assert gone.startswith(who + "the Gateway went away mid-turn") and "1006" in gone
+    draining = t.explain("oc", DRAINING)
+    assert draining.startswith(who + "the Gateway is shutting down or restarting")
     missing = t.explain("oc", "cannot start 'openclaw': No such file or directory")
     assert "npm install -g openclaw" in missing
     other = t.explain("oc", "session/prompt: harness error -32603: boom")

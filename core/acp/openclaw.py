@@ -102,6 +102,14 @@ class OpenClawTarget(BaseModel):
         if "econnrefused" in low or "connect failed" in low:
             return (f"{who}: the Gateway is not running (connection refused); start it with"
                     " `openclaw gateway run` (then retry); detail: " + _tail(reason))
+        if "gateway disconnected" in low:
+            return (f"{who}: the Gateway went away mid-turn, so the turn's outcome is unknown;"
+                    " check the session on the Gateway before retrying (is it running?"
+                    " `openclaw gateway status`); detail: " + _tail(reason))
+        if "admission closed" in low or "http 503" in low or "draining" in low:
+            return (f"{who}: the Gateway is shutting down or restarting (it refuses new"
+                    " connections); retry once `openclaw gateway status` says it runs; detail: "
+                    + _tail(reason))
         if "cannot start" in low:
             return (f"{who}: {reason}; install OpenClaw (`npm install -g openclaw`) or set"
                     " openclaw.command to its path")

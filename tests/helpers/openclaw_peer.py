@@ -5,10 +5,12 @@ tests start one per session (tests/test_openclaw_peers.py); missing -> skip with
 
 SmolLM2 cannot call tools through llama-cpp-python while streaming ("Automatic streaming tool
 choice is not supported"), so the model is declared `compat.supportsTools: false`; with
-`skipBootstrap` and no skills OpenClaw's system prompt is ~2,000 tokens, which is why the
-llama server runs at an 8192-token context here. The agent `strict` allows a tool the model
-cannot have, so the Gateway fails its runs at once ("No callable tools remain"): a real
-failed run, which OpenClaw's ACP bridge reports as an `end_turn` with nothing said.
+`skipBootstrap` and no skills OpenClaw's system prompt is ~2,400 tokens, which is why the
+llama server runs at an 8192-token context here. The reply is capped through `max_tokens`
+(llama-cpp-python ignores OpenClaw's default `max_completion_tokens`), which bounds a turn.
+The agent `strict` allows a tool the model cannot have, so the Gateway fails its runs at
+once ("No callable tools remain"): a real failed run, which OpenClaw's ACP bridge reports
+as an `end_turn` with nothing said.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ CONFIG = """// written by tests/helpers/openclaw_peer.py: JSON5, as OpenClaw's o
       local: {
         baseUrl: "%(base)s", apiKey: "none", api: "openai-completions",
         models: [{id: "%(alias)s", name: "SmolLM2", reasoning: false, input: ["text"],
-                  contextWindow: 8192, maxTokens: 48, compat: {supportsTools: false}}],
+                  contextWindow: 8192, maxTokens: 48,
+                  compat: {supportsTools: false, maxTokensField: "max_tokens"}}],
       },
     },
   },
