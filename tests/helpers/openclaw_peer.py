@@ -40,6 +40,7 @@ CONFIG = """// written by tests/helpers/openclaw_peer.py: JSON5, as OpenClaw's o
 {
   gateway: {mode: "local", port: %(port)d, bind: "loopback",
             auth: {mode: "token", token: "%(token)s"}},
+  logging: {file: "%(logfile)s"},
   models: {
     mode: "replace",
     providers: {
@@ -102,7 +103,7 @@ def openclaw_gateway() -> Iterator[Gateway]:
             d.mkdir()
         port, token = _free_port(), secrets.token_hex(16)
         text = CONFIG % {"port": port, "token": token, "base": base, "alias": ALIAS,
-                         "workspace": ws}
+                         "workspace": ws, "logfile": tmp / "openclaw.log"}
         (tmp / "original.json5").write_text(text)
         config = state / "openclaw.json"
         config.write_text(text)
