@@ -3,12 +3,14 @@ experts resolve an agent name through (core/sessions/specs.py).
 
     agents spec list|show REF [--json]       agents spec set NAME [--file F] [--provider ...]
     agents spec import [NAME ...] [--config F]
+    agents spec import --openclaw [PATH] [ID ...] [--gateway URL --token-file F] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -47,9 +49,19 @@ def add_spec_parser(agents_sub: Any) -> None:
     st.add_argument("--skills", metavar="A,B", help="skill allow-list ('*' all, '' none)")
     st.add_argument("--subagents", metavar="A,B",
                     help="specs it may spawn or delegate to ('*' any, itself included; '' none)")
-    im = sub.add_parser("import", help="specs from the agents of clawtower.yaml", parents=c)
+    im = sub.add_parser("import", help="specs from the agents of clawtower.yaml (or of an"
+                        " OpenClaw config: --openclaw)", parents=c)
     im.add_argument("names", nargs="*", metavar="NAME",
                     help="the agents to import (default: every agent of the config)")
+    im.add_argument("--openclaw", nargs="?", const="", default=None, metavar="PATH",
+                    help="import OpenClaw's agents (JSON5; default ~/.openclaw/openclaw.json)")
+    im.add_argument("--gateway", metavar="URL",
+                    help="with --openclaw: run the imported agents on this Gateway"
+                         " (ws://HOST:PORT) through `openclaw acp`")
+    im.add_argument("--token-file", metavar="F", help="with --gateway: the Gateway's token file")
+    im.add_argument("--openclaw-command", default="openclaw", metavar="CMD",
+                    help="with --gateway: the openclaw binary (default: openclaw on PATH)")
+    im.add_argument("--json", action="store_true", help="print what was imported as JSON")
 
 
 def _names(value: str | None) -> list[str] | bool | None:
@@ -67,6 +79,11 @@ async def cmd_spec(args: argparse.Namespace) -> int:
     from core.sessions.specs import AgentSpecConfig, check_name, parse_config
 
     sc = args.spec_cmd
+    if sc == "import" and args.openclaw is not None:
+        return await _import_openclaw(args)
+    if sc == "import" and (args.gateway or args.token_file or args.json):
+        raise ValidationError("agents spec import: --gateway, --token-file and --json go with"
+                              " --openclaw")
     read_only = sc in ("list", "show")
     cfg = _config(args) if sc == "import" else None
     new_config: dict[str, Any] | None = None
@@ -133,6 +150,44 @@ async def cmd_spec(args: argparse.Namespace) -> int:
 
     async with cli_store(args.db, read_only=read_only) as store:
         return await run(store)
+
+
+async def _import_openclaw(args: argparse.Namespace) -> int:
+    """`agents spec import --openclaw`: every check before one write (core/sessions/openclaw)."""
+    from core.sessions import openclaw
+    from core.tools.builtin import builtin_tools
+
+    if bool(args.gateway) != bool(args.token_file):
+        raise ValidationError("agents spec import --openclaw: --gateway and --token-file go"
+                              " together (the Gateway, and the file holding its token)")
+    gateway = openclaw.Gateway(args.gateway, os.path.abspath(args.token_file),
+                               args.openclaw_command) \
+        if args.gateway else None
+    if gateway is not None:  # the same checks as an acp_agents entry's `openclaw:`
+        from core.acp.config import harness_from_data
+
+        harness_from_data({"openclaw": {"url": gateway.url, "token_file": gateway.token_file,
+                                        "command": gateway.command}}, "openclaw", "--gateway")
+    path, data = openclaw.read_config(args.openclaw or None)
+    cfg = _config(args)
+    async with cli_store(args.db) as store:
+        known = set(builtin_tools()) | {r["name"] for r in await store.fetchall(
+            "SELECT name FROM tool_pins")}
+        imp = openclaw.build(path, data, cfg, only=args.names or None, gateway=gateway,
+                             known_tools=known)
+        rows = await openclaw.apply(store, imp, by=_operator())
+    if args.json:
+        output.emit_json({"file": path, "agents": rows, "unmapped": imp.unmapped})
+        return 0
+    for r in rows:
+        print(f"{r['name']}: {r['status']} ({r['agent_id']}) from {path}")
+        for line in r["diff"]:
+            print(f"  {line}")
+        for u in r["unmapped"]:
+            print(f"  not mapped: {u}")
+    for u in imp.unmapped:
+        print(f"not mapped: {u}")
+    return 0
 
 
 async def _approval_warnings(store: Store, name: str, config: AgentSpecConfig) -> list[str]:

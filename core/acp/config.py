@@ -12,6 +12,8 @@ someone else's and are left alone), or inline in an agent spec (`defaults.acp`).
         cwd: /srv/repo                          # the workspace (default: the current dir)
         permission_timeout_s: 600               # unanswered -> `cancelled`
         turn_timeout_s: 1800                    # a hung harness ends the turn
+      oc-main:                                  # an OpenClaw Gateway agent (core/acp/openclaw.py)
+        openclaw: {url: ws://127.0.0.1:18789, token_file: ~/.openclaw/gateway.token, agent: main}
 
 Like MCP servers, a harness gets only a trimmed environment (HOME LOGNAME PATH SHELL TERM
 USER) plus `env` and `env_from`, so the file never holds a secret.
@@ -25,15 +27,17 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .. import childenv
 from ..config import config_path
 from ..errors import ValidationError
 from ..safe_yaml import load_file
+from .openclaw import QUIET_ENV, OpenClawTarget
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+OPENCLAW_INHERITED = ("OPENCLAW_HOME", "OPENCLAW_STATE_DIR", "OPENCLAW_CONFIG_PATH")
 
 
 class HarnessConfig(BaseModel):
@@ -42,7 +46,8 @@ class HarnessConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = ""
-    command: str = Field(min_length=1)
+    command: str = ""  # required unless `openclaw:` says which Gateway agent to run
+    openclaw: OpenClawTarget | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     env_from: dict[str, str] = Field(default_factory=dict)
@@ -54,13 +59,29 @@ class HarnessConfig(BaseModel):
     _env_names = field_validator("env", "env_from")(childenv.check_env_names)
     _env_sources = field_validator("env_from")(childenv.check_env_sources)
 
+    @model_validator(mode="after")
+    def _command_or_openclaw(self) -> HarnessConfig:
+        if self.openclaw is None and not self.command:
+            raise ValueError("give `command` (the harness to start) or `openclaw:` (a Gateway"
+                             " agent: url, token_file, agent)")
+        if self.openclaw is not None and self.command:
+            raise ValueError("`command` and `openclaw:` exclude each other (the openclaw"
+                             " binary is `openclaw.command`)")
+        return self
+
     def argv(self) -> list[str]:
-        return [os.path.expanduser(self.command), *(os.path.expanduser(a) for a in self.args)]
+        extra = [os.path.expanduser(a) for a in self.args]
+        if self.openclaw is not None:
+            return [*self.openclaw.argv(), *extra]
+        return [os.path.expanduser(self.command), *extra]
 
     def child_env(self) -> dict[str, str]:
         """The harness's environment. A missing `env_from` variable is an error naming the
         harness and the variable (never a value)."""
         out = {k: os.environ[k] for k in INHERITED if k in os.environ}
+        if self.openclaw is not None:  # which OpenClaw install (not secrets), and quiet
+            out.update({k: os.environ[k] for k in OPENCLAW_INHERITED if k in os.environ})
+            out.update(QUIET_ENV)
         out.update(childenv.resolve(self.env, self.env_from, f"acp agent {self.name!r}"))
         return out
 
@@ -79,7 +100,12 @@ def harness_from_data(body: Any, name: str, where: str) -> HarnessConfig:
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        raise ValidationError(f"{where}{'.' + loc if loc else ''}: {err['msg']}") from None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if loc and where.endswith("'"):  # inside the quoted field path: 'acp_agents.x.loc'
+            where = f"{where[:-1]}.{loc}'"
+        elif loc:
+            where = f"{where}.{loc}"
+        raise ValidationError(f"{where}: {msg}") from None
 
 
 def harnesses_from_data(raw: Any, path: str | Path) -> dict[str, HarnessConfig]:
