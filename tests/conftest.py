@@ -37,28 +37,39 @@ def pytest_configure(config: pytest.Config) -> None:
     reaper.start(*_RUN_FOLDERS)
 
 
+# Opt-in marks: a test so marked runs only when asked (its --run-X option, CLAWTOWER_RUN_X=1,
+# or a -m expression naming the mark); otherwise it is skipped with that reason.
+OPT_IN = {
+    "slow": "the full-size durability figures",
+    "openclaw": "a real OpenClaw Gateway and its own llama.cpp server, ~2 min on one worker;"
+                " CI runs them in a step of their own (.ci/run)",
+}
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--run-slow", action="store_true", default=False,
-                     help="also run tests marked slow (the full-size durability figures)")
+    for mark, what in OPT_IN.items():
+        parser.addoption(f"--run-{mark}", action="store_true", default=False,
+                         help=f"also run tests marked {mark} ({what})")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests using the llama.cpp server run on one xdist worker, so it starts once.
 
-    Tests marked slow run only when asked: --run-slow, CLAWTOWER_RUN_SLOW=1, or a -m
-    expression naming slow. The default run covers each requirement at a smaller scale."""
+    Tests marked slow or openclaw run only when asked (OPT_IN). The default run covers each
+    requirement at a smaller scale, within the README's time budget."""
     for item in items:
         if "llama" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("llama"))
     markexpr = config.getoption("-m") or ""
-    if config.getoption("--run-slow") or os.environ.get("CLAWTOWER_RUN_SLOW") == "1" \
-            or "slow" in markexpr:
-        return
-    skip = pytest.mark.skip(reason="slow: run with --run-slow or -m slow")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+    for mark in OPT_IN:
+        if config.getoption(f"--run-{mark}") \
+                or os.environ.get(f"CLAWTOWER_RUN_{mark.upper()}") == "1" or mark in markexpr:
+            continue
+        skip = pytest.mark.skip(reason=f"{mark}: run with --run-{mark} or -m {mark}")
+        for item in items:
+            if mark in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

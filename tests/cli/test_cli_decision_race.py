@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cli_helpers import CLAWTOWER, child_env, query
 
-PAIRS = int(os.environ.get("CLAWTOWER_RACE_PAIRS", "60"))
+PAIRS = int(os.environ.get("CLAWTOWER_RACE_PAIRS", "20"))  # more: a soak, by hand
 AT_ONCE = 10  # pairs started together (20 processes): contention across pairs too
 GATE = "name: gate\nsteps:\n  - id: ship\n    approval: Ship it?\n"
 LOSER = re.compile(r"^clawtower: error: approval '(\w+)': already decided: (approved|rejected)"
