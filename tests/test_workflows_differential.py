@@ -13,6 +13,13 @@ All runs are started at once on a pool of CLAWTOWER_WF_JOBS (default 2) threads;
 runs the selected tests need (`-k approval` runs the approval cases on both CLIs).
 Regenerate the goldens with tests/workflows/record.py.
 
+Lobster's runs are replayed when nothing they depend on changed: each run is recorded under
+$CLAWTOWER_PEERS/lobster/verified/, keyed by the case and a fingerprint of the installed
+Lobster (package-lock, binary), node, the harness and the whole corpus
+(harness.lobster_fingerprint), so a changed case, corpus file, harness or Lobster runs for
+real again; the recorded output is still compared with the golden as it is now.
+CLAWTOWER_WF_LOBSTER_CACHE=0 runs every Lobster case (clawtower's side always runs).
+
 Duration (2026-11-22, the shared 2-core machine, otherwise idle): 77 s of wall time for 111
 cases on both CLIs (223 tests), ~140 s of CPU in all. A Lobster process costs ~0.25 s of CPU,
 a `python -m cli.main` process ~0.4 s, most of it imports.
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -44,21 +52,50 @@ JOBS = max(1, int(os.environ.get("CLAWTOWER_WF_JOBS", "2")))
 LOBSTER_MISSING = h.lobster_missing()
 
 
+CACHE = os.environ.get("CLAWTOWER_WF_LOBSTER_CACHE", "1") != "0"
+
+
 class Runs:
-    """Every (cli, case) run, submitted at once so both CLIs share the pool."""
+    """Every (cli, case) run, submitted at once so both CLIs share the pool; Lobster's runs
+    replayed from earlier identical runs where there are some (see the module docstring)."""
 
     def __init__(self, wanted: dict[str, set[str]]) -> None:
         self.pool = ThreadPoolExecutor(JOBS, thread_name_prefix="wfdiff")
         self.futures: dict[tuple[str, str], Future[dict[str, Any]]] = {}
         clis: list[h.Cli] = [h.ClawtowerCli()]
+        self.verified: Path | None = None
         if LOBSTER_MISSING is None:
             clis.insert(0, h.LobsterCli())
+            if CACHE and wanted.get("lobster"):
+                self.verified = h.PEERS / "lobster" / "verified" / h.lobster_fingerprint()[:24]
+                for stale in self.verified.parent.glob("*"):  # runs of another fingerprint
+                    if stale != self.verified and stale.is_dir():
+                        shutil.rmtree(stale, ignore_errors=True)
         for case in CASES:  # interleaved, so the first results of each CLI come early
             if h.case_unavailable(case):
                 continue
             for cli in clis:
                 if case.name in wanted.get(cli.name, ()):
-                    self.futures[(cli.name, case.name)] = self.pool.submit(h.run_case, case, cli)
+                    self.futures[(cli.name, case.name)] = self._submit(case, cli)
+
+    def _submit(self, case: h.Case, cli: h.Cli) -> Future[dict[str, Any]]:
+        if cli.name != "lobster" or self.verified is None:
+            return self.pool.submit(h.run_case, case, cli)
+        recorded = self.verified / f"{case.name.replace('/', '__')}.json"
+        if recorded.exists():
+            done: Future[dict[str, Any]] = Future()
+            done.set_result(json.loads(recorded.read_text(encoding="utf-8")))
+            return done
+
+        def run_and_record() -> dict[str, Any]:
+            got = h.run_case(case, cli)
+            recorded.parent.mkdir(parents=True, exist_ok=True)
+            tmp = recorded.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(got), encoding="utf-8")
+            os.replace(tmp, recorded)  # whole or absent, even with two runs at once
+            return got
+
+        return self.pool.submit(run_and_record)
 
     def get(self, cli: str, name: str) -> dict[str, Any]:
         return self.futures[(cli, name)].result()

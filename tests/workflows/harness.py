@@ -114,6 +114,31 @@ def get_case(name: str) -> Case:
     raise KeyError(name)
 
 
+def lobster_fingerprint() -> str:
+    """What a Lobster run's output depends on besides the case: the installed Lobster and
+    everything it pulled in (the peer's package-lock and the binary's target), the node that
+    runs it, this harness (how runs are made and normalised) and the whole corpus (cases
+    share files). A run recorded under the same fingerprint and case is that Lobster's
+    output for it: tests/test_workflows_differential.py replays it instead of running it."""
+    import hashlib
+
+    h = hashlib.sha256()
+    lock = PEERS / "lobster" / "package-lock.json"
+    binary = LOBSTER.resolve()
+    node = shutil.which("node") or ""
+    for part in (lock.read_bytes() if lock.exists() else b"", str(binary).encode(),
+                 binary.read_bytes() if binary.is_file() else b"", node.encode(),
+                 str(Path(node).stat().st_size if node else 0).encode(),
+                 Path(__file__).read_bytes()):
+        h.update(hashlib.sha256(part).digest())
+    for f in sorted(p for p in CORPUS.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(CORPUS)).encode() + b"\0" + f.read_bytes())
+    for f in sorted(OPENCLAW_DIR.rglob("*")) if OPENCLAW_DIR.exists() else []:
+        if f.is_file():
+            h.update(str(f.relative_to(OPENCLAW_DIR)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def case_unavailable(case: Case) -> str | None:
     """Why this case cannot run here (None when it can)."""
     if case.external and not case.workflow.exists():
