@@ -268,6 +268,13 @@ class WebConsole(Server):
                                " after that, sign in here with the token"
                                " (a new one: clawtower console --web --rotate-token).")
 
+    def _who(self, request: web.Request) -> Session | web.Response | None:
+        """Who the request is: a Bearer header beats a cookie (no cookie, no redirect: a
+        proxy that sends the header sends it on /ws too); a refused header is the answer."""
+        if (bearer := self._bearer(request)) is not None:
+            return self._sign_in(request, bearer, via_link=False)
+        return self._session(request)
+
     def _sign_in(self, request: web.Request, token: str, *, via_link: bool
                  ) -> web.Response | Session:
         if (throttled := self._throttled(request)) is not None:
@@ -326,13 +333,9 @@ class WebConsole(Server):
         if token is not None:  # the printed link: exchanged once, then refused here
             got = self._sign_in(request, token, via_link=True)
             return self._with_cookie(got) if isinstance(got, Session) else got
-        session = self._session(request)
-        if (bearer := self._bearer(request)) is not None:  # a header beats a cookie
-            # no cookie, no redirect: a proxy that sends the header sends it on /ws too
-            got = self._sign_in(request, bearer, via_link=False)
-            if not isinstance(got, Session):
-                return got
-            session = got
+        session = self._who(request)
+        if isinstance(session, web.Response):
+            return session
         if session is None:
             return self._page(401, "Sign in to the clawtower console.")
         if self._full():
@@ -361,12 +364,9 @@ class WebConsole(Server):
 
     async def handle_websocket(self, request: web.Request  # type: ignore[override]
                                ) -> web.StreamResponse:
-        session = self._session(request)
-        if (bearer := self._bearer(request)) is not None:  # a header beats a cookie
-            got = self._sign_in(request, bearer, via_link=False)
-            if not isinstance(got, Session):
-                return got
-            session = got
+        session = self._who(request)
+        if isinstance(session, web.Response):
+            return session
         # every refusal comes before the upgrade: no process for any of them
         if session is None:
             return web.Response(status=401, text="sign in first")
