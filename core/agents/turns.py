@@ -189,6 +189,7 @@ class _Run:
     text: str = ""
     tools: list[ToolRecord] = field(default_factory=list)
     pending: list[ToolCall] = field(default_factory=list)
+    final_usage: NewEvent | None = None  # the last call's `agent.usage`, folded into the finish
 
 
 class _Stop(Exception):  # control flow inside the loop; never escapes run_turn
@@ -410,7 +411,7 @@ async def run_turn(
                 if run.rounds >= budget.max_tool_rounds else "max_tokens"
                 if left is not None and left <= 0 else None)
             if not calls or stop is not None:
-                await emit(usage_event)
+                run.final_usage = usage_event  # recorded by `turn.finished`, one event
                 if stop is not None:
                     raise _Stop(stop)
                 return "completed"
@@ -473,8 +474,16 @@ async def _finish(run: _Run, stop: StopReason, error: str,
         stop_reason=stop, rounds=run.rounds, model_calls=run.model_calls,
         tool_calls=len(run.tools), prompt_tokens=run.usage.prompt_tokens,
         completion_tokens=run.usage.completion_tokens, cost_usd=run.cost,
-        text=_clip(run.text), error=_clip(error)))
+        text=_clip(run.text), error=_clip(error),
+        **_folded(run.final_usage)))
     return result
+
+
+def _folded(usage: NewEvent | None) -> dict[str, Any]:
+    """The final call's usage as `turn.finished` fields (issue 24.2)."""
+    if usage is None or not isinstance(usage.payload, ev.AgentUsage):
+        return {}
+    return {"usage": usage.payload, "usage_subject": usage.entity_id}
 
 
 async def run_agent_turn(

@@ -344,20 +344,21 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
         status = "cancelled"
     else:
         status = "done"
-    reply_id = None
+    reply = None
     text = result.text if result is not None else ""
     if stop_reason == "max_tool_rounds" and result is not None:  # cut off: say so, and how
         text = (text + "\n\n" if text else "") + takeover.stopped_note(sid, result.rounds)
-    if status == "done":
-        reply_id = new_id("m")
-        tx.emit(NewEvent(entity_id=sid, actor=claim.spec.name, role="agent",
-                         payload=sev.SessionMessage(
-                             msg_id=reply_id, role="assistant", text=text,
-                             meta={"kind": "reply", "job": claim.job_id,
-                                   "turn": claim.turn_id, "stop_reason": stop_reason,
-                                   "model": f"{claim.provider}/{claim.model}",
-                                   "agent_id": claim.spec.agent_id,
-                                   "announces": [a["msg_id"] for a in claim.announces]})))
+    if status == "done":  # the reply: recorded by the job's finish (one event, issue 24.2)
+        reply = sev.SessionMessage(
+            msg_id=new_id("m"), role="assistant", text=text,
+            meta={"kind": "reply", "job": claim.job_id, "turn": claim.turn_id,
+                  "stop_reason": stop_reason, "model": f"{claim.provider}/{claim.model}",
+                  "agent_id": claim.spec.agent_id,
+                  "announces": [a["msg_id"] for a in claim.announces]})
+    reply_id = reply.msg_id if reply is not None else None
+    outcome = "ok" if stop_reason == "completed" else "timeout" \
+        if stop_reason == "max_wall_clock" else "error"
+    ends = _leaf_ends(tx, session, sid, status, stopped)
     usage = result.usage if result is not None else None
     tx.emit(NewEvent(entity_id=claim.job_id, actor=owner, role="system",
                      payload=sev.TurnJobFinished(
@@ -368,8 +369,10 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
                          cost_usd=result.cost_usd if result is not None else 0.0,
                          error=clip(error or (result.error if result else ""), 2000),
                          recalled=recalled_refs(claim.memories) if claim.rerecalled
-                         else None)))
-    if not stopped:
+                         else None, reply=reply, session_status=outcome if ends else None)))
+    if ends:  # a child with nothing left to do ended with its job: announce it
+        _announce_end(tx, sid, owner, status, text, error, result, outcome)
+    elif not stopped:
         for m in tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
                         " ORDER BY seq", (sid,)):
             tx.emit(NewEvent(entity_id=sid, actor=owner, role="system",
@@ -390,19 +393,40 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
         else:
             nxt = wake_parent(tx, sid, owner)  # announces that came in during this turn
         if nxt is None and session["parent_id"] and status in ("done", "failed"):
-            outcome = "ok" if stop_reason == "completed" else "timeout" \
-                if stop_reason == "max_wall_clock" else "error"
             tx.emit(NewEvent(entity_id=sid, actor=owner, role="system",
                              payload=sev.SessionFinished(status=outcome)))
-            child = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
-            assert child is not None
-            summary = text if status == "done" else (error or (result.error if result
-                                                              else "") or stop_reason)
-            announce(tx, child, outcome, summary or "(no reply)", owner,
-                     artifacts=sorted(set(ARTIFACT.findall(text))),
-                     duration_s=tx.now - float(child["created_at"]))
-            wake_parent(tx, child["parent_id"], owner)
+            _announce_end(tx, sid, owner, status, text, error, result, outcome)
     return status
+
+
+def _leaf_ends(tx: WriteTx, session: dict[str, Any], sid: str, status: str, stopped: bool
+               ) -> bool:
+    """Whether this job's finish also ends its session, known before the finish is written
+    so that one event says both: a child (done or failed, not stopped, nothing to deliver)
+    with no message pending, no backlog waiting and no children of its own (so no announce
+    can wake it). Anything else takes the general path below, which decides after."""
+    if stopped or not session["parent_id"] or status not in ("done", "failed"):
+        return False
+    if session["deliver"] and session["channel"] != INTERNAL_CHANNEL:
+        return False
+    return tx.one(
+        "SELECT 1 FROM session_inbox WHERE session_id=? AND status='pending' UNION ALL"
+        " SELECT 1 FROM session_backlog WHERE session_id=? AND status='waiting' UNION ALL"
+        " SELECT 1 FROM sessions WHERE parent_id=? LIMIT 1", (sid, sid, sid)) is None
+
+
+def _announce_end(tx: WriteTx, sid: str, owner: str, status: str, text: str, error: str,
+                  result: TurnResult | None, outcome: str) -> None:
+    """The ended child's one announce to its parent, and the parent's join."""
+    child = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
+    assert child is not None
+    stop_reason = result.stop_reason if result is not None else "error"
+    summary = text if status == "done" else (error or (result.error if result
+                                                      else "") or stop_reason)
+    announce(tx, child, outcome, summary or "(no reply)", owner,
+             artifacts=sorted(set(ARTIFACT.findall(text))),
+             duration_s=tx.now - float(child["created_at"]))
+    wake_parent(tx, child["parent_id"], owner)
 
 
 def _pause(tx: WriteTx, claim: Claim, owner: str, result: TurnResult, redacted: str
