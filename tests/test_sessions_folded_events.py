@@ -1,6 +1,7 @@
 """Issue 24.2: a subagent child's life in fewer, larger events. The facts that were split
-(a child created + its task + its job queued; a turn's final `agent.usage` + `turn.finished`;
-the reply + the job finished + the child's session finished) are now one event each.
+(a child created + its task + its job queued; a job started + its turn started; a turn's
+final `agent.usage` + `turn.finished`; the reply + the job finished + the child's session
+finished) are now one event each.
 
 `tests/data/sessions_log_pre_24_2.jsonl` is a log written by the release before (a parent
 spawning 3 workers, each answering and announcing, the join answering). It must still
@@ -61,6 +62,11 @@ def _fold(events: list[StoredEvent]) -> list[StoredEvent]:
             continue
         if isinstance(p, ev.TurnStarted):
             subject[e.entity_id] = p.subject
+            (i,) = [i for i, j in enumerate(out) if isinstance(j.payload, sev.TurnJobStarted)
+                    and j.payload.turn_id == e.entity_id]
+            out[i] = out[i].model_copy(update={"payload": out[i].payload.model_copy(
+                update={"turn": p})})
+            continue
         if isinstance(p, ev.AgentUsage):
             last_usage[e.entity_id] = e
         if isinstance(p, ev.TurnToolCalled):  # that round's usage was its own event
@@ -146,12 +152,12 @@ async def test_the_folded_log_projects_the_same_rows_in_fewer_events(store: Any,
         _same(await _rows(other), await _rows(store))
     finally:
         await other.close()
-    # per child: its task, its job queued, its final usage, its reply and its end folded
-    # (5); the parent's two turns: their final usage and their reply (2 x 2)
-    assert len(old) - len(new) == 3 * 5 + 2 * 2
+    # per child: its task, its job queued, its turn's start, its final usage, its reply
+    # and its end folded (6); the parent's two turns: their start, final usage, reply (2 x 3)
+    assert len(old) - len(new) == 3 * 6 + 2 * 3
 
 
-async def test_a_child_runs_in_seven_events(store: Any) -> None:
+async def test_a_child_runs_in_six_events(store: Any) -> None:
     """What the new code writes for one child, by type (the parent's share aside)."""
     s = Sessions(store)
     await spec(s, "lead", policy={"tools": ["spawn_subagent", "spawn_subagents"],
@@ -170,8 +176,11 @@ async def test_a_child_runs_in_seven_events(store: Any) -> None:
     announce = await store.fetchall("SELECT 1 FROM events WHERE type='session.announced'"
                                     " AND entity_id=?", (sid,))
     assert sorted(types) == sorted([
-        "session.created", "session.message", "turnjob.started", "turn.started",
-        "turn.finished", "turnjob.finished"]) and len(announce) == 1
+        "session.created", "session.message", "turnjob.started", "turn.finished",
+        "turnjob.finished"]) and len(announce) == 1
+    turn = await store.fetchone("SELECT status, subject, agent FROM turns WHERE id=?",
+                                (job["turn_id"],))
+    assert turn == {"status": "completed", "subject": child["id"], "agent": "worker"}
     row = await store.fetchone("SELECT status, result, turns FROM sessions WHERE id=?",
                                (child["id"],))
     assert row == {"status": "finished", "result": "ok", "turns": 1}

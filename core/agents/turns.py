@@ -230,10 +230,13 @@ async def run_turn(
     turn_id: str | None = None,
     gate: ToolGate | None = None,
     resume: TurnResume | None = None,
+    start_recorded: bool = False,
 ) -> TurnResult:
     """Run one turn; see the module docstring. Never raises for budgets, tool errors or
     provider errors (those are stop reasons); re-raises asyncio cancellation of its task.
-    `first_tool_choice` ("required", or a tool name) forces a tool on the first call."""
+    `first_tool_choice` ("required", or a tool name) forces a tool on the first call.
+    `start_recorded`: the caller already recorded the turn's start (a session job's claim carries
+    it: one event, issue 24.2), so no `turn.started` is written here."""
     budget = budget or TurnBudget()
     run = _Run(turn_id=turn_id or f"turn-{uuid.uuid4().hex[:12]}", messages=list(messages),
                rounds=resume.rounds if resume is not None else 0)
@@ -423,8 +426,9 @@ async def run_turn(
             await tool_round(calls, None)
             await boundary()
 
-    await emit(ev.TurnStarted(subject=subject, agent=agent, model=model,
-                              budget=budget.as_json()))
+    if not start_recorded:
+        await emit(ev.TurnStarted(subject=subject, agent=agent, model=model,
+                                  budget=budget.as_json()))
     task = asyncio.current_task()
     if cancel is not None:
         if cancel.cancelled:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..events import Payload
+from ..events import Payload, TurnStarted
 
 # ---------------------------------------------------------------------------- agent specs
 
@@ -185,6 +185,9 @@ class TurnJobStarted(Payload):
     # what automatic recall put in the turn's context: {namespace, key, score} each (never
     # the content: a memory's text stays in its own events)
     recalled: list[dict[str, Any]] = Field(default_factory=list)
+    # the turn `turn_id` starts with the claim (issue 24.2): projected as its own
+    # `turn.started` would be; None in older logs and for a harness's (ACP) turn
+    turn: TurnStarted | None = None
 
 
 class TurnJobSteered(Payload):

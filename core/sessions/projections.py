@@ -11,7 +11,7 @@ import sqlite3
 from typing import Any
 
 from ..events import StoredEvent
-from ..store.projections import projects
+from ..store.projections import add_turn, projects
 from . import events as sev
 
 
@@ -194,6 +194,8 @@ def _job_started(db: sqlite3.Connection, e: StoredEvent) -> None:
                " agent_id=?, provider=?, model=?, took=?, started_at=?, last_seq=?"
                " WHERE id=?", (p.owner, p.attempt, p.turn_id, p.agent_id, p.provider,
                                p.model, _j(took), e.ts, e.seq, e.entity_id))
+    if p.turn is not None:  # the turn starts with the claim (issue 24.2)
+        add_turn(db, p.turn_id, p.turn, e)
     _take(db, e, p.took)
     for item in p.drained:
         db.execute("UPDATE session_backlog SET status='drained', drained_by=? WHERE item_id=?",

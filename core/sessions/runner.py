@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import events as ev
 from .. import leases
 from ..acp.session import ACP_PROVIDER, harness_name, run_acp_turn
 from ..agents.config import BUILTIN, SIMULATOR, ClawtowerConfig, config_from_data
@@ -152,6 +153,12 @@ def _history(tx: WriteTx, sid: str, n: int) -> list[dict[str, Any]]:
              "meta": json.loads(r["meta"])} for r in reversed(rows)]
 
 
+def _budget(spec: AgentSpec) -> TurnBudget:
+    b = spec.config.context_policy.budgets
+    return TurnBudget(max_tool_rounds=b.max_tool_rounds, max_tokens=b.max_tokens,
+                      max_wall_s=b.max_wall_s)
+
+
 def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str]
            ) -> Claim | None:
     sid = job["session_id"]
@@ -225,13 +232,16 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
         k=spec.config.context_policy.recall.top_k, now=tx.now,
         min_score=spec.config.context_policy.recall.min_score,
         token_budget=spec.config.context_policy.recall.token_budget)
+    # the model turn starts with the claim (one event); a harness's turn records its own
+    turn = None if provider == ACP_PROVIDER else ev.TurnStarted(
+        subject=sid, agent=spec.name, model=model, budget=_budget(spec).as_json())
     tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
                      payload=sev.TurnJobStarted(
                          session_id=sid, owner=owner, attempt=attempt, turn_id=turn_id,
                          agent_id=spec.agent_id, provider=provider, model=model, took=took,
                          drained=drained, backlog_msg_id=backlog_msg,
                          announces=[a["msg_id"] for a in announces],
-                         recalled=recalled_refs(memories))))
+                         recalled=recalled_refs(memories), turn=turn)))
     if not requester:
         requester = next((h["meta"].get("sender") or "operator" for h in reversed(mine)),
                          "operator")
@@ -333,6 +343,8 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
     if _ours(tx, claim, owner) is None:
         return "lost"
     sid = claim.session_id
+    if result is None:  # no turn result: close the turn its claim started, if still open
+        takeover.close_unrun_turn(tx, sid, claim.job_id, claim.turn_id, owner, error)
     session = tx.one("SELECT status, stop_requested, deliver, channel, parent_id FROM sessions"
                      " WHERE id=?", (sid,))  # the columns used (a wide row)
     assert session is not None
@@ -782,7 +794,6 @@ class SessionRunner:
         provider = self.config.provider(claim.provider)
         spec = claim.spec
         d = spec.config.defaults
-        b = spec.config.context_policy.budgets
         price = Price(d.price.prompt, d.price.completion) if d.price is not None else None
         sid = claim.session_id
 
@@ -814,8 +825,7 @@ class SessionRunner:
             messages=[self._messages(claim)[0], *r.messages] if r is not None
             else self._messages(claim),
             tools=box, gate=TierGate(spec.config.policy.approval), resume=resume,
-            budget=TurnBudget(max_tool_rounds=b.max_tool_rounds, max_tokens=b.max_tokens,
-                              max_wall_s=b.max_wall_s),
+            budget=_budget(spec), start_recorded=True,  # the claim recorded the turn's start
             subject=sid, agent=spec.name, store=records, price=price, steer=steer,
             on_text=on_text, cancel=claim.cancel, temperature=d.temperature,
             max_tokens_per_call=d.max_output_tokens,

@@ -321,10 +321,15 @@ def _add_usage(db: sqlite3.Connection, subject: str, p: ev.AgentUsage) -> None:
 def _turn_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, ev.TurnStarted)
+    add_turn(db, e.entity_id, p, e)
+
+
+def add_turn(db: sqlite3.Connection, turn_id: str, p: ev.TurnStarted, e: StoredEvent) -> None:
+    """A turn begins: from `turn.started`, or folded into a session job's start."""
     db.execute(
         "INSERT INTO turns (id, subject, agent, model, status, rounds, tool_calls, started_at,"
         " last_seq) VALUES (?, ?, ?, ?, 'running', 0, 0, ?, ?)",
-        (e.entity_id, p.subject, p.agent, p.model, e.ts, e.seq),
+        (turn_id, p.subject, p.agent, p.model, e.ts, e.seq),
     )
 
 
