@@ -192,3 +192,24 @@ async def test_a_child_runs_in_six_events(store: Any) -> None:
     assert usage == {"calls": 1}
     assert await store.verify_projections() == []
 
+
+
+async def test_a_claimed_turn_that_never_runs_is_closed(store: Any) -> None:
+    """The claim starts the turn; a job that fails before its turn runs (here: a provider
+    the config does not know) closes it, so `store verify` finds no open turn."""
+    from core.sessions.takeover import open_turns
+    s = Sessions(store)
+    await spec(s, "worker", policy={"tools": []},
+               defaults={"provider": "no-such-provider", "model": "m"})
+    sid = await s.create(agent="worker")
+    await s.send(sid, "hello")
+    r, _ = runner(store)
+    assert await r.run_until_idle(30)
+    job = await store.fetchone("SELECT status, turn_id FROM turn_jobs WHERE session_id=?",
+                               (sid,))
+    assert job is not None and job["status"] == "failed"
+    turn = await store.fetchone("SELECT status, stop_reason, error FROM turns WHERE id=?",
+                                (job["turn_id"],))
+    assert turn is not None and turn["status"] == "failed" and turn["stop_reason"] == "error"
+    assert "no-such-provider" in turn["error"]
+    assert await open_turns(store) == [] and await store.verify_projections() == []
