@@ -34,7 +34,9 @@ model call and recorded as `turn.steered`.
 
 Events (when a store is given): `turn.started`, `turn.tool_called`, `turn.tool_result`,
 `turn.steered`, `turn.finished` on the turn's id, and one `agent.usage` per model call on the
-subject (task, meeting, session or workflow run id), with its cost when a price is known.
+subject (task, meeting, session or workflow run id), with its cost when a price is known;
+the final call's usage rides in `turn.finished` (`usage`, `usage_subject`: issue 24.2, one
+event where two said one fact).
 """
 
 from __future__ import annotations
