@@ -194,8 +194,11 @@ def _turn_summary(t: str, p: dict[str, Any]) -> str:
     if t == "turn.steered":
         return f"round {p['round']}: {len(p.get('messages') or [])} message(s) steered in"
     if t == "turn.finished":
+        u = p.get("usage")  # the final call's usage, folded in (issue 24.2)
+        last = (f"; last call {u['agent']} {u['purpose']} on {u['model']}:"
+                f" {u['prompt_tokens']}+{u['completion_tokens']} tokens" if u else "")
         return (f"turn finished ({p['stop_reason']}): {p['rounds']} tool round(s),"
-                f" {p['model_calls']} model call(s)")
+                f" {p['model_calls']} model call(s){last}")
     return one_line(p, 200)
 
 

@@ -393,6 +393,12 @@ class TurnFinished(Payload):
     cost_usd: float = 0.0
     text: str = ""  # the final answer (or the last text seen), clipped
     error: str = ""
+    # the turn's last model call, folded in (issue 24.2: one event, not an `agent.usage`
+    # beside it): projected into `usage` exactly as that `agent.usage` would be, under the
+    # subject `usage_subject`. None in logs written before the fold (their final call has its
+    # own `agent.usage` event) and when the turn ended without a call to account for.
+    usage: AgentUsage | None = None
+    usage_subject: str = ""
 
 
 # ----------------------------------------------------------------------------- tools

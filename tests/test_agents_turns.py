@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from core import events as ev
 from core.agents.provider import (
     ChatMessage,
     ChatRequest,
@@ -96,9 +97,13 @@ async def test_multi_round_tool_use_records_events_and_usage(store: Any) -> None
     assert await turn_events(store, result.turn_id) == [
         "turn.started", "turn.tool_called", "turn.tool_result", "turn.tool_called",
         "turn.tool_result", "turn.finished"]
-    # one usage event per model call, on the subject, with its cost
+    # one usage event per model call, on the subject, with its cost; the final call's is
+    # folded into `turn.finished` (issue 24.2), projected into the same sums
     usage_events = [e for e in await store.events_after(0, entity_id="task-1")]
-    assert [e.type for e in usage_events] == ["agent.usage"] * 3
+    assert [e.type for e in usage_events] == ["agent.usage"] * 2
+    fin = [e for e in await store.events_after(0, entity_id=result.turn_id)][-1]
+    assert isinstance(fin.payload, ev.TurnFinished) and fin.payload.usage is not None
+    assert fin.payload.usage_subject == "task-1" and fin.payload.usage.agent == "builder"
     total = await usage_for_subject(store, "task-1")
     assert total.calls == 3 and total.tokens == result.usage.total > 0
     expected = (result.usage.prompt_tokens * 1000 + result.usage.completion_tokens * 2000) / 1e6

@@ -47,13 +47,18 @@ async def wait_until(check: Any, timeout: float = 60) -> None:
 
 
 async def crash_figures(store: Any) -> dict[str, int]:
-    inbound = await store.fetchall("SELECT * FROM events WHERE type='session.inbound'")
+    # every message sent: a `session.inbound`, or a child's task folded into its
+    # `session.created` (issue 24.2)
+    inbound = await store.fetchall(
+        "SELECT coalesce(json_extract(payload, '$.msg_id'), json_extract(payload,"
+        " '$.inbound.msg_id')) AS msg_id FROM events WHERE type IN ('session.inbound',"
+        " 'session.created') AND msg_id IS NOT NULL")
     msgs = await store.fetchall("SELECT * FROM session_messages")
     backlog = await store.fetchall("SELECT * FROM session_backlog")
     taken = Counter(json.loads(m["meta"]).get("inbound") for m in msgs if m["role"] == "user")
     drained_msgs = {json.loads(b["data"]).get("msg_id") for b in backlog
                     if b["kind"] == "message" and b["status"] == "drained"}
-    ids = [json.loads(e["payload"])["msg_id"] for e in inbound]
+    ids = [e["msg_id"] for e in inbound]
     lost = [i for i in ids if taken[i] == 0 and i not in drained_msgs]
     dup_msgs = [i for i in ids if taken[i] > 1]
     announced = await store.fetchall("SELECT * FROM events WHERE type='session.announced'")

@@ -29,10 +29,7 @@ async def _die_after(store: Any, clock: Any, owner: str, rounds: int) -> tuple[s
     claims = await store.execute(lambda tx: _claim(tx, owner, 5.0, 1, set(), {}, None, True))
     (c,) = claims
 
-    def turn(tx: Any) -> None:
-        tx.emit(NewEvent(entity_id=c.turn_id, actor=owner, role="system",
-                         payload=ev.TurnStarted(subject=c.session_id, agent="worker",
-                                                model=c.model)))
+    def turn(tx: Any) -> None:  # its turn started with the claim (`turnjob.started.turn`)
         for i in range(1, rounds + 1):
             tx.emit(NewEvent(entity_id=c.session_id, actor="worker", role="agent",
                              payload=ev.AgentUsage(agent="worker", model=c.model,

@@ -34,7 +34,9 @@ model call and recorded as `turn.steered`.
 
 Events (when a store is given): `turn.started`, `turn.tool_called`, `turn.tool_result`,
 `turn.steered`, `turn.finished` on the turn's id, and one `agent.usage` per model call on the
-subject (task, meeting, session or workflow run id), with its cost when a price is known.
+subject (task, meeting, session or workflow run id), with its cost when a price is known;
+the final call's usage rides in `turn.finished` (`usage`, `usage_subject`: issue 24.2, one
+event where two said one fact).
 """
 
 from __future__ import annotations
@@ -189,6 +191,7 @@ class _Run:
     text: str = ""
     tools: list[ToolRecord] = field(default_factory=list)
     pending: list[ToolCall] = field(default_factory=list)
+    final_usage: NewEvent | None = None  # the last call's `agent.usage`, folded into the finish
 
 
 class _Stop(Exception):  # control flow inside the loop; never escapes run_turn
@@ -229,10 +232,13 @@ async def run_turn(
     turn_id: str | None = None,
     gate: ToolGate | None = None,
     resume: TurnResume | None = None,
+    start_recorded: bool = False,
 ) -> TurnResult:
     """Run one turn; see the module docstring. Never raises for budgets, tool errors or
     provider errors (those are stop reasons); re-raises asyncio cancellation of its task.
-    `first_tool_choice` ("required", or a tool name) forces a tool on the first call."""
+    `first_tool_choice` ("required", or a tool name) forces a tool on the first call.
+    `start_recorded`: the caller already recorded the turn's start (a session job's claim carries
+    it: one event, issue 24.2), so no `turn.started` is written here."""
     budget = budget or TurnBudget()
     run = _Run(turn_id=turn_id or f"turn-{uuid.uuid4().hex[:12]}", messages=list(messages),
                rounds=resume.rounds if resume is not None else 0)
@@ -410,7 +416,7 @@ async def run_turn(
                 if run.rounds >= budget.max_tool_rounds else "max_tokens"
                 if left is not None and left <= 0 else None)
             if not calls or stop is not None:
-                await emit(usage_event)
+                run.final_usage = usage_event  # recorded by `turn.finished`, one event
                 if stop is not None:
                     raise _Stop(stop)
                 return "completed"
@@ -422,8 +428,9 @@ async def run_turn(
             await tool_round(calls, None)
             await boundary()
 
-    await emit(ev.TurnStarted(subject=subject, agent=agent, model=model,
-                              budget=budget.as_json()))
+    if not start_recorded:
+        await emit(ev.TurnStarted(subject=subject, agent=agent, model=model,
+                                  budget=budget.as_json()))
     task = asyncio.current_task()
     if cancel is not None:
         if cancel.cancelled:
@@ -473,8 +480,16 @@ async def _finish(run: _Run, stop: StopReason, error: str,
         stop_reason=stop, rounds=run.rounds, model_calls=run.model_calls,
         tool_calls=len(run.tools), prompt_tokens=run.usage.prompt_tokens,
         completion_tokens=run.usage.completion_tokens, cost_usd=run.cost,
-        text=_clip(run.text), error=_clip(error)))
+        text=_clip(run.text), error=_clip(error),
+        **_folded(run.final_usage)))
     return result
+
+
+def _folded(usage: NewEvent | None) -> dict[str, Any]:
+    """The final call's usage as `turn.finished` fields (issue 24.2)."""
+    if usage is None or not isinstance(usage.payload, ev.AgentUsage):
+        return {}
+    return {"usage": usage.payload, "usage_subject": usage.entity_id}
 
 
 async def run_agent_turn(

@@ -70,12 +70,9 @@ def queue_node_turn(tx: WriteTx, item: WorkItem, job_id: str) -> str:
         provider_override=provider, model_override=model,
         deliver=False, channel=INTERNAL_CHANNEL, trace_id=item.flow_id,
         task={"label": item.local_id, "prompt": item.instruction, "flow_task": item.task_id},
-        created_by=by)))
-    text = node_text(item)
-    tx.emit(NewEvent(entity_id=sid, actor=by, role="agent", payload=sev.SessionInbound(
-        msg_id=new_id("m"), text=text, sender=by)))
-    tx.emit(NewEvent(entity_id=job_id, actor=by, role="system",
-                     payload=sev.TurnJobQueued(session_id=sid, reason="flow")))
+        created_by=by,  # with its first message and the job that takes it (issue 24.2)
+        inbound=sev.SessionInbound(msg_id=new_id("m"), text=node_text(item), sender=by),
+        job_id=job_id, job_reason="flow")))
     return sid
 
 

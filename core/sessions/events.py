@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..events import Payload
+from ..events import Payload, TurnStarted
 
 # ---------------------------------------------------------------------------- agent specs
 
@@ -28,6 +28,17 @@ class AgentSpecSet(Payload):
 
 
 # ---------------------------------------------------------------------------- sessions
+
+
+class SessionInbound(Payload):
+    """A message sent to the session. It waits (pending) until a turn takes it: at the
+    start of a turn, at a safe boundary (steering), or into the backlog."""
+
+    TYPE = "session.inbound"
+    ENTITY = "session"
+    msg_id: str
+    text: str
+    sender: str = ""
 
 
 class SessionCreated(Payload):
@@ -46,6 +57,13 @@ class SessionCreated(Payload):
     task: dict[str, Any] = Field(default_factory=dict)  # a child: label, prompt
     spawn_key: str | None = None  # a child spawned by a turn: the same call re-run finds it
     created_by: str = ""
+    # A session created with its first message and a job queued to take it (a spawned child,
+    # a flow node's session) says so in this ONE event (issue 24.2): projected exactly as a
+    # `session.inbound` (entity this session) and a `turnjob.queued` (entity `job_id`) would
+    # be. Logs written before keep those two events; both forms replay.
+    inbound: SessionInbound | None = None
+    job_id: str | None = None
+    job_reason: str = ""
 
 
 class SessionAgentSwitched(Payload):
@@ -63,17 +81,6 @@ class SessionModelSet(Payload):
     provider: str | None
     model: str | None
     by: str = ""
-
-
-class SessionInbound(Payload):
-    """A message sent to the session. It waits (pending) until a turn takes it: at the
-    start of a turn, at a safe boundary (steering), or into the backlog."""
-
-    TYPE = "session.inbound"
-    ENTITY = "session"
-    msg_id: str
-    text: str
-    sender: str = ""
 
 
 class SessionMessage(Payload):
@@ -178,6 +185,9 @@ class TurnJobStarted(Payload):
     # what automatic recall put in the turn's context: {namespace, key, score} each (never
     # the content: a memory's text stays in its own events)
     recalled: list[dict[str, Any]] = Field(default_factory=list)
+    # the turn `turn_id` starts with the claim (issue 24.2): projected as its own
+    # `turn.started` would be; None in older logs and for a harness's (ACP) turn
+    turn: TurnStarted | None = None
 
 
 class TurnJobSteered(Payload):
@@ -206,6 +216,10 @@ class TurnJobFinished(Payload):
     # what the turn recalled when it differs from its start event's (hybrid recall runs
     # after the claim commits: core/memory/hybrid.py); None keeps the start's record
     recalled: list[dict[str, Any]] | None = None
+    # Folded in (issue 24.2), each projected exactly as its own event would be; logs
+    # written before carry them as separate events, and both forms replay:
+    reply: SessionMessage | None = None  # the reply (`session.message` of the session)
+    session_status: str | None = None  # the session ended with the job (`session.finished`)
 
 
 __all__ = [

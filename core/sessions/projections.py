@@ -11,7 +11,7 @@ import sqlite3
 from typing import Any
 
 from ..events import StoredEvent
-from ..store.projections import projects
+from ..store.projections import add_turn, projects
 from . import events as sev
 
 
@@ -50,6 +50,10 @@ def _created(db: sqlite3.Connection, e: StoredEvent) -> None:
         (e.entity_id, num, p.title, p.agent_id, p.provider_override, p.model_override,
          int(p.deliver), p.channel, p.parent_id, p.hop, p.trace_id, p.run_id, _j(p.task),
          p.spawn_key, p.created_by, e.ts, e.ts, e.seq))
+    if p.inbound is not None:  # the first message, folded in (issue 24.2)
+        _inbox(db, e.entity_id, p.inbound, e)
+    if p.job_id is not None:  # and the job that takes it
+        _queue(db, p.job_id, e.entity_id, p.job_reason, e)
 
 
 @projects(sev.SessionAgentSwitched)
@@ -70,19 +74,28 @@ def _model_set(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _inbound(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.SessionInbound)
+    _inbox(db, e.entity_id, p, e)
+
+
+def _inbox(db: sqlite3.Connection, sid: str, p: sev.SessionInbound, e: StoredEvent) -> None:
     db.execute("INSERT INTO session_inbox (msg_id, session_id, text, sender, status, seq, at)"
                " VALUES (?, ?, ?, ?, 'pending', ?, ?)",
-               (p.msg_id, e.entity_id, p.text, p.sender, e.seq, e.ts))
-    _touch(db, e.entity_id, e)
+               (p.msg_id, sid, p.text, p.sender, e.seq, e.ts))
+    _touch(db, sid, e)
 
 
 @projects(sev.SessionMessage)
 def _message(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.SessionMessage)
-    db.execute("INSERT INTO session_messages VALUES (?, ?, ?, ?, ?, ?, ?)",
-               (e.seq, e.entity_id, p.msg_id, p.role, p.text, _j(p.meta), e.ts))
+    _transcript(db, e.entity_id, p, e)
     _touch(db, e.entity_id, e)
+
+
+def _transcript(db: sqlite3.Connection, sid: str, p: sev.SessionMessage, e: StoredEvent
+                ) -> None:
+    db.execute("INSERT INTO session_messages VALUES (?, ?, ?, ?, ?, ?, ?)",
+               (e.seq, sid, p.msg_id, p.role, p.text, _j(p.meta), e.ts))
 
 
 @projects(sev.SessionBacklogged)
@@ -109,8 +122,12 @@ def _stop(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _finished(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.SessionFinished)
-    status = "stopped" if p.status == "stopped" else "finished"
-    _touch(db, e.entity_id, e, "status=?, result=?", (status, p.status))
+    _end(db, e.entity_id, p.status, e)
+
+
+def _end(db: sqlite3.Connection, sid: str, result: str, e: StoredEvent) -> None:
+    status = "stopped" if result == "stopped" else "finished"
+    _touch(db, sid, e, "status=?, result=?", (status, result))
 
 
 @projects(sev.SessionAnnounced)
@@ -152,12 +169,17 @@ def _take(db: sqlite3.Connection, e: StoredEvent, msgs: list[str]) -> None:
 def _job_queued(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.TurnJobQueued)
+    _queue(db, e.entity_id, p.session_id, p.reason, e)
+
+
+def _queue(db: sqlite3.Connection, job_id: str, sid: str, reason: str, e: StoredEvent
+           ) -> None:
     db.execute("INSERT INTO turn_jobs (id, session_id, status, reason, queued_at, queued_seq,"
                " last_seq) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
-               (e.entity_id, p.session_id, p.reason, e.ts, e.seq, e.seq))
-    _touch(db, p.session_id, e,
+               (job_id, sid, reason, e.ts, e.seq, e.seq))
+    _touch(db, sid, e,
            "active_job=?, status=CASE WHEN status IN ('idle','queued') THEN 'queued'"
-           " ELSE status END", (e.entity_id,))
+           " ELSE status END", (job_id,))
 
 
 @projects(sev.TurnJobStarted)
@@ -172,6 +194,8 @@ def _job_started(db: sqlite3.Connection, e: StoredEvent) -> None:
                " agent_id=?, provider=?, model=?, took=?, started_at=?, last_seq=?"
                " WHERE id=?", (p.owner, p.attempt, p.turn_id, p.agent_id, p.provider,
                                p.model, _j(took), e.ts, e.seq, e.entity_id))
+    if p.turn is not None:  # the turn starts with the claim (issue 24.2)
+        add_turn(db, p.turn_id, p.turn, e)
     _take(db, e, p.took)
     for item in p.drained:
         db.execute("UPDATE session_backlog SET status='drained', drained_by=? WHERE item_id=?",
@@ -195,6 +219,8 @@ def _job_steered(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _job_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.TurnJobFinished)
+    if p.reply is not None:  # the reply, folded in (issue 24.2)
+        _transcript(db, p.session_id, p.reply, e)
     row = db.execute("SELECT took, status FROM turn_jobs WHERE id=?",
                      (e.entity_id,)).fetchone()
     db.execute("UPDATE turn_jobs SET status=?, stop_reason=?, error=?, reply_msg_id=?,"
@@ -219,6 +245,8 @@ def _job_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
            " END, active_job=NULL, turns=turns+?, prompt_tokens=prompt_tokens+?,"
            " completion_tokens=completion_tokens+?, cost_usd=cost_usd+?",
            (int(ran), p.prompt_tokens, p.completion_tokens, p.cost_usd))
+    if p.session_status is not None:  # the session ended with it, folded in (issue 24.2)
+        _end(db, p.session_id, p.session_status, e)
 
 
 @projects(sev.TurnJobWaiting)

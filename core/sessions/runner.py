@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import events as ev
 from .. import leases
 from ..acp.session import ACP_PROVIDER, harness_name, run_acp_turn
 from ..agents.config import BUILTIN, SIMULATOR, ClawtowerConfig, config_from_data
@@ -152,6 +153,12 @@ def _history(tx: WriteTx, sid: str, n: int) -> list[dict[str, Any]]:
              "meta": json.loads(r["meta"])} for r in reversed(rows)]
 
 
+def _budget(spec: AgentSpec) -> TurnBudget:
+    b = spec.config.context_policy.budgets
+    return TurnBudget(max_tool_rounds=b.max_tool_rounds, max_tokens=b.max_tokens,
+                      max_wall_s=b.max_wall_s)
+
+
 def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str]
            ) -> Claim | None:
     sid = job["session_id"]
@@ -225,13 +232,16 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
         k=spec.config.context_policy.recall.top_k, now=tx.now,
         min_score=spec.config.context_policy.recall.min_score,
         token_budget=spec.config.context_policy.recall.token_budget)
+    # the model turn starts with the claim (one event); a harness's turn records its own
+    turn = None if provider == ACP_PROVIDER else ev.TurnStarted(
+        subject=sid, agent=spec.name, model=model, budget=_budget(spec).as_json())
     tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
                      payload=sev.TurnJobStarted(
                          session_id=sid, owner=owner, attempt=attempt, turn_id=turn_id,
                          agent_id=spec.agent_id, provider=provider, model=model, took=took,
                          drained=drained, backlog_msg_id=backlog_msg,
                          announces=[a["msg_id"] for a in announces],
-                         recalled=recalled_refs(memories))))
+                         recalled=recalled_refs(memories), turn=turn)))
     if not requester:
         requester = next((h["meta"].get("sender") or "operator" for h in reversed(mine)),
                          "operator")
@@ -333,6 +343,8 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
     if _ours(tx, claim, owner) is None:
         return "lost"
     sid = claim.session_id
+    if result is None:  # no turn result: close the turn its claim started, if still open
+        takeover.close_unrun_turn(tx, sid, claim.job_id, claim.turn_id, owner, error)
     session = tx.one("SELECT status, stop_requested, deliver, channel, parent_id FROM sessions"
                      " WHERE id=?", (sid,))  # the columns used (a wide row)
     assert session is not None
@@ -344,20 +356,21 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
         status = "cancelled"
     else:
         status = "done"
-    reply_id = None
+    reply = None
     text = result.text if result is not None else ""
     if stop_reason == "max_tool_rounds" and result is not None:  # cut off: say so, and how
         text = (text + "\n\n" if text else "") + takeover.stopped_note(sid, result.rounds)
-    if status == "done":
-        reply_id = new_id("m")
-        tx.emit(NewEvent(entity_id=sid, actor=claim.spec.name, role="agent",
-                         payload=sev.SessionMessage(
-                             msg_id=reply_id, role="assistant", text=text,
-                             meta={"kind": "reply", "job": claim.job_id,
-                                   "turn": claim.turn_id, "stop_reason": stop_reason,
-                                   "model": f"{claim.provider}/{claim.model}",
-                                   "agent_id": claim.spec.agent_id,
-                                   "announces": [a["msg_id"] for a in claim.announces]})))
+    if status == "done":  # the reply: recorded by the job's finish (one event, issue 24.2)
+        reply = sev.SessionMessage(
+            msg_id=new_id("m"), role="assistant", text=text,
+            meta={"kind": "reply", "job": claim.job_id, "turn": claim.turn_id,
+                  "stop_reason": stop_reason, "model": f"{claim.provider}/{claim.model}",
+                  "agent_id": claim.spec.agent_id,
+                  "announces": [a["msg_id"] for a in claim.announces]})
+    reply_id = reply.msg_id if reply is not None else None
+    outcome = "ok" if stop_reason == "completed" else "timeout" \
+        if stop_reason == "max_wall_clock" else "error"
+    ends = _leaf_ends(tx, session, sid, status, stopped)
     usage = result.usage if result is not None else None
     tx.emit(NewEvent(entity_id=claim.job_id, actor=owner, role="system",
                      payload=sev.TurnJobFinished(
@@ -368,8 +381,10 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
                          cost_usd=result.cost_usd if result is not None else 0.0,
                          error=clip(error or (result.error if result else ""), 2000),
                          recalled=recalled_refs(claim.memories) if claim.rerecalled
-                         else None)))
-    if not stopped:
+                         else None, reply=reply, session_status=outcome if ends else None)))
+    if ends:  # a child with nothing left to do ended with its job: announce it
+        _announce_end(tx, sid, owner, status, text, error, result, outcome)
+    elif not stopped:
         for m in tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
                         " ORDER BY seq", (sid,)):
             tx.emit(NewEvent(entity_id=sid, actor=owner, role="system",
@@ -390,19 +405,40 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
         else:
             nxt = wake_parent(tx, sid, owner)  # announces that came in during this turn
         if nxt is None and session["parent_id"] and status in ("done", "failed"):
-            outcome = "ok" if stop_reason == "completed" else "timeout" \
-                if stop_reason == "max_wall_clock" else "error"
             tx.emit(NewEvent(entity_id=sid, actor=owner, role="system",
                              payload=sev.SessionFinished(status=outcome)))
-            child = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
-            assert child is not None
-            summary = text if status == "done" else (error or (result.error if result
-                                                              else "") or stop_reason)
-            announce(tx, child, outcome, summary or "(no reply)", owner,
-                     artifacts=sorted(set(ARTIFACT.findall(text))),
-                     duration_s=tx.now - float(child["created_at"]))
-            wake_parent(tx, child["parent_id"], owner)
+            _announce_end(tx, sid, owner, status, text, error, result, outcome)
     return status
+
+
+def _leaf_ends(tx: WriteTx, session: dict[str, Any], sid: str, status: str, stopped: bool
+               ) -> bool:
+    """Whether this job's finish also ends its session, known before the finish is written
+    so that one event says both: a child (done or failed, not stopped, nothing to deliver)
+    with no message pending, no backlog waiting and no children of its own (so no announce
+    can wake it). Anything else takes the general path below, which decides after."""
+    if stopped or not session["parent_id"] or status not in ("done", "failed"):
+        return False
+    if session["deliver"] and session["channel"] != INTERNAL_CHANNEL:
+        return False
+    return tx.one(
+        "SELECT 1 FROM session_inbox WHERE session_id=? AND status='pending' UNION ALL"
+        " SELECT 1 FROM session_backlog WHERE session_id=? AND status='waiting' UNION ALL"
+        " SELECT 1 FROM sessions WHERE parent_id=? LIMIT 1", (sid, sid, sid)) is None
+
+
+def _announce_end(tx: WriteTx, sid: str, owner: str, status: str, text: str, error: str,
+                  result: TurnResult | None, outcome: str) -> None:
+    """The ended child's one announce to its parent, and the parent's join."""
+    child = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
+    assert child is not None
+    stop_reason = result.stop_reason if result is not None else "error"
+    summary = text if status == "done" else (error or (result.error if result
+                                                      else "") or stop_reason)
+    announce(tx, child, outcome, summary or "(no reply)", owner,
+             artifacts=sorted(set(ARTIFACT.findall(text))),
+             duration_s=tx.now - float(child["created_at"]))
+    wake_parent(tx, child["parent_id"], owner)
 
 
 def _pause(tx: WriteTx, claim: Claim, owner: str, result: TurnResult, redacted: str
@@ -758,7 +794,6 @@ class SessionRunner:
         provider = self.config.provider(claim.provider)
         spec = claim.spec
         d = spec.config.defaults
-        b = spec.config.context_policy.budgets
         price = Price(d.price.prompt, d.price.completion) if d.price is not None else None
         sid = claim.session_id
 
@@ -790,8 +825,7 @@ class SessionRunner:
             messages=[self._messages(claim)[0], *r.messages] if r is not None
             else self._messages(claim),
             tools=box, gate=TierGate(spec.config.policy.approval), resume=resume,
-            budget=TurnBudget(max_tool_rounds=b.max_tool_rounds, max_tokens=b.max_tokens,
-                              max_wall_s=b.max_wall_s),
+            budget=_budget(spec), start_recorded=True,  # the claim recorded the turn's start
             subject=sid, agent=spec.name, store=records, price=price, steer=steer,
             on_text=on_text, cancel=claim.cancel, temperature=d.temperature,
             max_tokens_per_call=d.max_output_tokens,

@@ -306,14 +306,14 @@ def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None
         raise _Refused(reason, PermissionDenied(f"{parent_id}: {reason}"))
     sid = _next_session_id(tx)
     run_id = new_id("run")
+    job = new_id("J")  # the child, its task and the job that takes it: one event
     tx.emit(_ev(sid, by, sev.SessionCreated(
         title=label or task.strip().splitlines()[0][:60], agent_id=spec.agent_id,
         deliver=False, channel=INTERNAL_CHANNEL, parent_id=parent_id, hop=hop,
         trace_id=parent["trace_id"], run_id=run_id, spawn_key=key,
-        task={"label": label, "prompt": task}, created_by=by)))
-    msg_id = new_id("m")
-    tx.emit(_ev(sid, by, sev.SessionInbound(msg_id=msg_id, text=task, sender=parent_id)))
-    job = queue_job(tx, sid, "spawn", by)
+        task={"label": label, "prompt": task}, created_by=by,
+        inbound=sev.SessionInbound(msg_id=new_id("m"), text=task, sender=parent_id),
+        job_id=job, job_reason="spawn")))
     return {"status": "accepted", "session": sid, "run_id": run_id, "job": job,
             "agent": spec.name, "agent_id": spec.agent_id, "hop": hop}
 

@@ -26,15 +26,20 @@ from .service import new_id
 INTERRUPTED = "interrupted"
 
 
-def _turn_usage(tx: WriteTx, sid: str, turn_id: str) -> tuple[int, int, int, float]:
+def _turn_usage(tx: WriteTx, sid: str, turn_id: str, job_id: str
+                ) -> tuple[int, int, int, float]:
     """(model calls, prompt tokens, completion tokens, cost) of a turn of session `sid`:
-    its usage events lie between its start and the next turn of the session."""
+    its usage events lie between its start and the next turn of the session. A turn starts
+    with `turn.started`, or (issue 24.2) with its job's `turnjob.started` carrying it."""
     start = tx.one("SELECT seq FROM events WHERE entity_id=? AND type='turn.started'",
-                   (turn_id,))
+                   (turn_id,)) or tx.one(
+        "SELECT seq FROM events WHERE entity_id=? AND type='turnjob.started' AND"
+        " json_extract(payload, '$.turn_id')=?", (job_id, turn_id))
     if start is None:
         return 0, 0, 0, 0.0
-    nxt = tx.one("SELECT min(seq) AS s FROM events WHERE type='turn.started' AND seq > ? AND"
-                 " json_extract(payload, '$.subject')=?", (start["seq"], sid))
+    nxt = tx.one("SELECT min(seq) AS s FROM events WHERE seq > ? AND ((type='turn.started'"
+                 " AND json_extract(payload, '$.subject')=?) OR (type='turnjob.started' AND"
+                 " json_extract(payload, '$.turn.subject')=?))", (start["seq"], sid, sid))
     end = nxt["s"] if nxt and nxt["s"] is not None else 1 << 62
     row = tx.one(
         "SELECT count(*) AS n, coalesce(sum(json_extract(payload, '$.prompt_tokens')), 0) AS p,"
@@ -56,7 +61,7 @@ def close_dead_turn(tx: WriteTx, job: dict[str, Any], owner: str) -> int | None:
     turn = tx.one("SELECT * FROM turns WHERE id=?", (turn_id,))
     if turn is None or turn["status"] != "running":
         return None
-    calls, prompt, completion, cost = _turn_usage(tx, job["session_id"], turn_id)
+    calls, prompt, completion, cost = _turn_usage(tx, job["session_id"], turn_id, job["id"])
     tx.emit(NewEvent(entity_id=turn_id, actor=owner, role="system", payload=ev.TurnFinished(
         stop_reason=INTERRUPTED, rounds=int(turn["rounds"]), model_calls=calls,
         tool_calls=int(turn["tool_calls"]), prompt_tokens=prompt,
@@ -64,6 +69,21 @@ def close_dead_turn(tx: WriteTx, job: dict[str, Any], owner: str) -> int | None:
         error=f"the worker running it ({job.get('owner')}) died; job {job['id']} was taken"
               f" over by {owner}")))
     return int(turn["rounds"])
+
+
+def close_unrun_turn(tx: WriteTx, sid: str, job_id: str, turn_id: str, owner: str,
+                     error: str) -> None:
+    """A job that ends with no turn result (its turn never ran, or died with a bug) closes
+    the turn its claim started, so no `running` turn is left behind (issue 24.2)."""
+    turn = tx.one("SELECT status, rounds, tool_calls FROM turns WHERE id=?", (turn_id,))
+    if turn is None or turn["status"] != "running":
+        return
+    calls, prompt, completion, cost = _turn_usage(tx, sid, turn_id, job_id)
+    tx.emit(NewEvent(entity_id=turn_id, actor=owner, role="system", payload=ev.TurnFinished(
+        stop_reason="error", rounds=int(turn["rounds"]), model_calls=calls,
+        tool_calls=int(turn["tool_calls"]), prompt_tokens=prompt,
+        completion_tokens=completion, cost_usd=cost,
+        error=error[:2000] or "the job ended before its turn ran")))
 
 
 def resume_text(task: str, rounds: int, last: str) -> str:

@@ -301,13 +301,19 @@ def _lease_released(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _usage(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, ev.AgentUsage)
+    _add_usage(db, e.entity_id, p)
+
+
+def _add_usage(db: sqlite3.Connection, subject: str, p: ev.AgentUsage) -> None:
+    """One model call into the per (subject, agent, model) sums: from an `agent.usage`
+    event, or the final call folded into `turn.finished`."""
     db.execute(
         "INSERT INTO usage (subject, agent, model, calls, prompt_tokens, completion_tokens,"
         " cost_usd) VALUES (?, ?, ?, 1, ?, ?, ?) ON CONFLICT(subject, agent, model) DO UPDATE"
         " SET calls=calls+1, prompt_tokens=prompt_tokens+excluded.prompt_tokens,"
         " completion_tokens=completion_tokens+excluded.completion_tokens,"
         " cost_usd=cost_usd+excluded.cost_usd",
-        (e.entity_id, p.agent, p.model, p.prompt_tokens, p.completion_tokens, p.cost_usd),
+        (subject, p.agent, p.model, p.prompt_tokens, p.completion_tokens, p.cost_usd),
     )
 
 
@@ -315,10 +321,15 @@ def _usage(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _turn_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, ev.TurnStarted)
+    add_turn(db, e.entity_id, p, e)
+
+
+def add_turn(db: sqlite3.Connection, turn_id: str, p: ev.TurnStarted, e: StoredEvent) -> None:
+    """A turn begins: from `turn.started`, or folded into a session job's start."""
     db.execute(
         "INSERT INTO turns (id, subject, agent, model, status, rounds, tool_calls, started_at,"
         " last_seq) VALUES (?, ?, ?, ?, 'running', 0, 0, ?, ?)",
-        (e.entity_id, p.subject, p.agent, p.model, e.ts, e.seq),
+        (turn_id, p.subject, p.agent, p.model, e.ts, e.seq),
     )
 
 
@@ -362,6 +373,8 @@ def _turn_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
          p.stop_reason, p.rounds, p.model_calls, p.tool_calls, p.prompt_tokens,
          p.completion_tokens, p.cost_usd, p.text, p.error, e.ts, e.seq, e.entity_id),
     )
+    if p.usage is not None:  # the final call's usage, folded in
+        _add_usage(db, p.usage_subject, p.usage)
     if p.stop_reason == "awaiting_approval":  # the calls it stopped at wait for an operator
         db.execute("UPDATE turn_tools SET status='waiting' WHERE turn_id=? AND"
                    " status='running'", (e.entity_id,))

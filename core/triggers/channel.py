@@ -69,11 +69,15 @@ class ChannelWatcher:
         cursor is saved only when messages were looked at: no write per idle tick)."""
         top = await self.store.last_seq()
         rows = await self.store.fetchall(
-            "SELECT e.seq, e.entity_id AS session_id, json_extract(e.payload, '$.msg_id') AS"
-            " msg_id, json_extract(e.payload, '$.text') AS text,"
-            " json_extract(e.payload, '$.sender') AS sender, s.channel FROM events e"
+            # a message: a `session.inbound`, or the first message folded into a
+            # `session.created` (a spawned child's task, a flow node's: issue 24.2)
+            "SELECT e.seq, e.entity_id AS session_id, json_extract(e.payload, r.m) AS msg_id,"
+            " json_extract(e.payload, r.t) AS text, json_extract(e.payload, r.s) AS sender,"
+            " s.channel FROM events e JOIN (SELECT 'session.inbound' AS type, '$.msg_id' AS m,"
+            " '$.text' AS t, '$.sender' AS s UNION ALL SELECT 'session.created',"
+            " '$.inbound.msg_id', '$.inbound.text', '$.inbound.sender') r ON r.type = e.type"
             " LEFT JOIN sessions s ON s.id = e.entity_id WHERE e.seq > ? AND"
-            " e.type='session.inbound' ORDER BY e.seq LIMIT ?", (after, BATCH))
+            " json_extract(e.payload, r.m) IS NOT NULL ORDER BY e.seq LIMIT ?", (after, BATCH))
         if not rows:
             return max(after, top), []
         specs = [s for s in self.catalog.of_type("channel") if not s.inactive]

@@ -1,0 +1,215 @@
+"""Issue 24.2: a subagent child's life in fewer, larger events. The facts that were split
+(a child created + its task + its job queued; a job started + its turn started; a turn's
+final `agent.usage` + `turn.finished`; the reply + the job finished + the child's session
+finished) are now one event each.
+
+`tests/data/sessions_log_pre_24_2.jsonl` is a log written by the release before (a parent
+spawning 3 workers, each answering and announcing, the join answering). It must still
+replay (`store verify`, `rebuild`), and the same log folded into the new shapes must project
+exactly the same rows (only the sequence numbers move, as events are fewer)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from session_helpers import runner, spec
+
+from core import events as ev
+from core.events import StoredEvent, payload_class
+from core.sessions import events as sev
+from core.sessions.service import Sessions
+
+OLD_LOG = Path(__file__).parent / "data" / "sessions_log_pre_24_2.jsonl"
+
+# the projected tables a session's life writes, each with a key that does not depend on seq
+TABLES = {"sessions": "id", "session_inbox": "msg_id", "session_messages": "msg_id",
+          "turn_jobs": "id", "turns": "id", "usage": "subject, agent, model",
+          "session_announces": "run_id"}
+
+
+def _old_events() -> list[StoredEvent]:
+    out = []
+    for line in OLD_LOG.read_text().splitlines():
+        r = json.loads(line)
+        payload = payload_class(r["type"]).model_validate_json(r["payload"])
+        out.append(StoredEvent(seq=r["seq"], ts=r["ts"], entity=r["entity"],
+                               entity_id=r["entity_id"], type=r["type"], actor=r["actor"],
+                               role=r["role"], payload=payload, idem_key=r["idem_key"]))
+    return out
+
+
+def _fold(events: list[StoredEvent]) -> list[StoredEvent]:
+    """The old log written as the new code writes it (what each merge means, spelled out)."""
+    out: list[StoredEvent] = []
+    subject: dict[str, str] = {}  # turn id -> subject
+    last_usage: dict[str, StoredEvent] = {}  # subject -> its latest agent.usage, unfolded
+    for e in events:
+        p = e.payload
+        prev = out[-1] if out else None
+        if isinstance(p, sev.SessionInbound) and prev is not None and isinstance(
+                prev.payload, sev.SessionCreated) and prev.entity_id == e.entity_id \
+                and prev.payload.parent_id is not None:  # a spawned child's task
+            out[-1] = prev.model_copy(update={"payload": prev.payload.model_copy(
+                update={"inbound": p})})
+            continue
+        if isinstance(p, sev.TurnJobQueued) and prev is not None and isinstance(
+                prev.payload, sev.SessionCreated) and prev.payload.inbound is not None \
+                and prev.entity_id == p.session_id:
+            out[-1] = prev.model_copy(update={"payload": prev.payload.model_copy(
+                update={"job_id": e.entity_id, "job_reason": p.reason})})
+            continue
+        if isinstance(p, ev.TurnStarted):
+            subject[e.entity_id] = p.subject
+            (i,) = [i for i, j in enumerate(out) if isinstance(j.payload, sev.TurnJobStarted)
+                    and j.payload.turn_id == e.entity_id]
+            out[i] = out[i].model_copy(update={"payload": out[i].payload.model_copy(
+                update={"turn": p})})
+            continue
+        if isinstance(p, ev.AgentUsage):
+            last_usage[e.entity_id] = e
+        if isinstance(p, ev.TurnToolCalled):  # that round's usage was its own event
+            last_usage.pop(subject[e.entity_id], None)
+        if isinstance(p, ev.TurnFinished):
+            u = last_usage.pop(subject[e.entity_id])
+            out.remove(u)
+            e = e.model_copy(update={"payload": p.model_copy(update={
+                "usage": u.payload, "usage_subject": u.entity_id})})
+        if isinstance(p, sev.TurnJobFinished) and p.reply_msg_id is not None:
+            (reply,) = [m for m in out if isinstance(m.payload, sev.SessionMessage)
+                        and m.payload.msg_id == p.reply_msg_id]
+            out.remove(reply)
+            e = e.model_copy(update={"payload": p.model_copy(update={
+                "reply": reply.payload})})
+        if isinstance(p, sev.SessionFinished) and prev is not None and isinstance(
+                prev.payload, sev.TurnJobFinished) and prev.payload.session_id == e.entity_id:
+            out[-1] = prev.model_copy(update={"payload": prev.payload.model_copy(
+                update={"session_status": p.status})})
+            continue
+        out.append(e)
+    return [x.model_copy(update={"seq": i}) for i, x in enumerate(out, 1)]
+
+
+async def _load(store: Any, events: list[StoredEvent]) -> None:
+    def command(tx: Any) -> None:
+        for e in events:
+            tx.import_event(e, e.payload.model_dump_json())
+    await store.execute(command)
+
+
+async def _rows(store: Any) -> dict[str, list[dict[str, Any]]]:
+    """Every row of the session tables, seq-valued columns left out."""
+    out = {}
+    for table, key in TABLES.items():
+        rows = await store.fetchall(f"SELECT * FROM {table} ORDER BY {key}")
+        out[table] = [{k: v for k, v in r.items() if "seq" not in k} for r in rows]
+    return out
+
+
+def _same(a: dict[str, list[dict[str, Any]]], b: dict[str, list[dict[str, Any]]]) -> None:
+    """Equal rows; times within a second (a merged event has ONE time where its parts had
+    a few microseconds between them)."""
+    assert a.keys() == b.keys()
+    for table in a:
+        assert len(a[table]) == len(b[table]), table
+        for x, y in zip(a[table], b[table], strict=True):
+            assert x.keys() == y.keys()
+            for k in x:
+                if isinstance(x[k], float) and x[k] > 1e9:
+                    assert abs(x[k] - y[k]) < 1.0, (table, k)
+                else:
+                    assert x[k] == y[k], (table, k, x[k], y[k])
+
+
+async def test_a_log_of_the_release_before_replays_and_verifies(store: Any) -> None:
+    old = _old_events()
+    await _load(store, old)
+    assert await store.verify_projections() == []
+    await store.rebuild_projections()
+    assert await store.verify_projections() == []
+    kids = await store.fetchall("SELECT * FROM sessions WHERE parent_id IS NOT NULL")
+    assert len(kids) == 3 and {k["status"] for k in kids} == {"finished"}
+    assert {k["result"] for k in kids} == {"ok"}
+    usage = await store.fetchall("SELECT * FROM usage WHERE agent='worker'")
+    assert sorted(u["calls"] for u in usage) == [1, 1, 1]
+    announces = await store.fetchall("SELECT * FROM session_announces")
+    assert len(announces) == 3 and all(a["consumed_by"] for a in announces)
+    inbox = await store.fetchall("SELECT status FROM session_inbox")
+    assert {r["status"] for r in inbox} == {"taken"}
+
+
+async def test_the_folded_log_projects_the_same_rows_in_fewer_events(store: Any,
+                                                                     tmp_path: Path) -> None:
+    from core.store import open_store
+    old = _old_events()
+    new = _fold(old)
+    await _load(store, old)
+    other = await open_store(tmp_path / "folded.db")
+    try:
+        await _load(other, new)
+        assert await other.verify_projections() == []
+        _same(await _rows(other), await _rows(store))
+    finally:
+        await other.close()
+    # per child: its task, its job queued, its turn's start, its final usage, its reply
+    # and its end folded (6); the parent's two turns: their start, final usage, reply (2 x 3)
+    assert len(old) - len(new) == 3 * 6 + 2 * 3
+
+
+async def test_a_child_runs_in_six_events(store: Any) -> None:
+    """What the new code writes for one child, by type (the parent's share aside)."""
+    s = Sessions(store)
+    await spec(s, "lead", policy={"tools": ["spawn_subagent", "spawn_subagents"],
+                                  "subagents": ["worker"]})
+    await spec(s, "worker", policy={"tools": []})
+    sid = await s.create(agent="lead")
+    await s.send(sid, "#spawn 1 worker a trivial part")
+    r, _ = runner(store)
+    assert await r.run_until_idle(30)
+    (child,) = await store.fetchall("SELECT id FROM sessions WHERE parent_id=?", (sid,))
+    job = await store.fetchone("SELECT id, turn_id FROM turn_jobs WHERE session_id=?",
+                               (child["id"],))
+    assert job is not None
+    types = [e.type for eid in (child["id"], job["id"], job["turn_id"])
+             for e in await store.events_after(0, entity_id=eid)]
+    announce = await store.fetchall("SELECT 1 FROM events WHERE type='session.announced'"
+                                    " AND entity_id=?", (sid,))
+    assert sorted(types) == sorted([
+        "session.created", "session.message", "turnjob.started", "turn.finished",
+        "turnjob.finished"]) and len(announce) == 1
+    turn = await store.fetchone("SELECT status, subject, agent FROM turns WHERE id=?",
+                                (job["turn_id"],))
+    assert turn == {"status": "completed", "subject": child["id"], "agent": "worker"}
+    row = await store.fetchone("SELECT status, result, turns FROM sessions WHERE id=?",
+                               (child["id"],))
+    assert row == {"status": "finished", "result": "ok", "turns": 1}
+    msgs = await store.fetchall("SELECT role FROM session_messages WHERE session_id=?"
+                                " ORDER BY seq", (child["id"],))
+    assert [m["role"] for m in msgs] == ["user", "assistant"]
+    usage = await store.fetchone("SELECT calls FROM usage WHERE subject=? AND agent='worker'",
+                                 (child["id"],))
+    assert usage == {"calls": 1}
+    assert await store.verify_projections() == []
+
+
+
+async def test_a_claimed_turn_that_never_runs_is_closed(store: Any) -> None:
+    """The claim starts the turn; a job that fails before its turn runs (here: a provider
+    the config does not know) closes it, so `store verify` finds no open turn."""
+    from core.sessions.takeover import open_turns
+    s = Sessions(store)
+    await spec(s, "worker", policy={"tools": []},
+               defaults={"provider": "no-such-provider", "model": "m"})
+    sid = await s.create(agent="worker")
+    await s.send(sid, "hello")
+    r, _ = runner(store)
+    assert await r.run_until_idle(30)
+    job = await store.fetchone("SELECT status, turn_id FROM turn_jobs WHERE session_id=?",
+                               (sid,))
+    assert job is not None and job["status"] == "failed"
+    turn = await store.fetchone("SELECT status, stop_reason, error FROM turns WHERE id=?",
+                                (job["turn_id"],))
+    assert turn is not None and turn["status"] == "failed" and turn["stop_reason"] == "error"
+    assert "no-such-provider" in turn["error"]
+    assert await open_turns(store) == [] and await store.verify_projections() == []
