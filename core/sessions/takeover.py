@@ -1,7 +1,7 @@
 """What a take-over does with the attempt that died (issue 22), and how `store verify` finds
 turns nobody will ever close.
 
-A job whose worker died is claimed again (runner._claim, attempt + 1). In that same commit:
+A job whose worker died is claimed again (claims._claim, attempt + 1). In that same commit:
 
 - the dead attempt's turn is closed: `turn.finished` with stop_reason `interrupted`, its
   rounds and tool calls as recorded, its model calls and usage summed from the session's
