@@ -9,14 +9,23 @@ is built by the same migrations and projection handlers, FTS5 index included.
 
 from __future__ import annotations
 
-import json
 import re
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ClawError, NotFound, ValidationError
 from ..store.interface import Store, WriteTx
+from .checks import (  # re-exported: the memory API's one import for front ends
+    MAX_CONTENT,
+    check_category,
+    check_content,
+    check_key,
+    check_namespace,
+    is_expired,
+    parse_expires,
+    require_fts5,
+)
+from .transfer import parse_jsonl, to_jsonl, to_markdown
 
 # The memory events (their models) load with the first write or import: `memory list`,
 # `show` and `search` read tables only (start-up: BENCHMARKS.md).
@@ -26,91 +35,11 @@ if TYPE_CHECKING:
     from .events import MemoryStored
     from .hybrid import RecallResult
 
-MAX_CONTENT = 8_000  # characters of one memory
-MAX_KEY = 200
-MAX_CATEGORY = 64
 MAX_QUERY_TERMS = 32
 COMMON_DF = 2_000  # a query term in more memories than this is dropped when rarer ones exist
-KINDS = ("agent", "session", "expert", "shared")
-_NAMESPACE = re.compile(r"(agent|session|expert|shared):[A-Za-z0-9_.\-]{1,128}")
 _TERM = re.compile(r"\w+", re.UNICODE)
 COLUMNS = ("namespace, key, content, category, source_session, source_turn, reason,"
            " created_by, updated_by, created_at, updated_at, expires_at")
-
-
-def require_fts5() -> None:
-    """Fail with one clear line when this Python's sqlite3 has no FTS5."""
-    conn = sqlite3.connect(":memory:")
-    try:
-        conn.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
-    except sqlite3.OperationalError:
-        raise ValidationError(f"this Python's SQLite ({sqlite3.sqlite_version}) is built"
-                              " without FTS5, which agent memory needs") from None
-    finally:
-        conn.close()
-
-
-def check_namespace(ns: Any) -> str:
-    if not isinstance(ns, str) or not _NAMESPACE.fullmatch(ns):
-        raise ValidationError(f"memory namespace {ns!r}: expected <kind>:<name> with kind one"
-                              f" of {', '.join(KINDS)} and a name of letters, digits, '_',"
-                              " '-' or '.' (e.g. agent:coder)")
-    return ns
-
-
-def check_key(key: Any) -> str:
-    if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY \
-            or any(ord(c) < 32 for c in key):
-        raise ValidationError(f"memory key {str(key)[:40]!r}: 1-{MAX_KEY} printable"
-                              " characters")
-    return key
-
-
-def check_content(content: Any, where: str = "memory content") -> str:
-    if not isinstance(content, str):
-        raise ValidationError(f"{where}: not a string")
-    if not content.strip():
-        raise ValidationError(f"{where}: empty")
-    if len(content) > MAX_CONTENT:
-        raise ValidationError(f"{where}: {len(content)} characters, over the limit of"
-                              f" {MAX_CONTENT}; store a shorter summary")
-    return content
-
-
-def check_category(category: Any) -> str:
-    if not isinstance(category, str) or len(category) > MAX_CATEGORY \
-            or any(ord(c) < 32 for c in category):
-        raise ValidationError(f"memory category {str(category)[:40]!r}: at most"
-                              f" {MAX_CATEGORY} printable characters")
-    return category
-
-
-def parse_expires(value: Any, now: float, where: str = "--expires") -> float:
-    """When a memory expires: `value` is a duration from `now` (30s, 10m, 2h, 7d, 1h30m) or
-    an ISO 8601 time (a time without a zone is UTC). A bad or past value is one error."""
-    from datetime import UTC, datetime
-
-    from ..experts.checks import duration_problem, duration_seconds
-
-    if isinstance(value, str) and value and value[0].isdigit() \
-            and duration_problem(value) is None:
-        return now + duration_seconds(value)
-    try:
-        when = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        when = None
-    if when is None:
-        raise ValidationError(f"{where} {str(value)[:40]!r}: not a duration (30s, 10m, 2h,"
-                              " 7d) or an ISO 8601 time (2026-12-31T00:00:00Z)")
-    at = (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
-    if at <= now:
-        raise ValidationError(f"{where} {value!r}: already past; a memory must expire in"
-                              " the future")
-    return at
-
-
-def is_expired(row: dict[str, Any], now: float) -> bool:
-    return row.get("expires_at") is not None and float(row["expires_at"]) <= now
 
 
 def query_terms(text: str) -> list[str]:
@@ -460,52 +389,6 @@ def _put_all(tx: WriteTx, payloads: list[MemoryStored], by: str, role: str,
 
         embed_all(tx, payloads, by, role, vectors, model)
     return out
-
-
-def parse_jsonl(text: str, where: str) -> list[MemoryStored]:
-    """Memories from an export (JSONL): every line checked before anything is written; a
-    bad line is one error naming it."""
-    from .events import MemoryStored
-
-    out: list[MemoryStored] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-            if not isinstance(d, dict):
-                raise ValidationError("not a JSON object")
-            expires = d.get("expires_at")
-            if expires is not None and not isinstance(expires, (int, float)):
-                raise ValidationError("expires_at: not a number")
-            out.append(MemoryStored(
-                namespace=check_namespace(d.get("namespace")), key=check_key(d.get("key")),
-                content=check_content(d.get("content")),
-                category=check_category(d.get("category") or ""),
-                reason=f"import:{where}", expires_at=expires))
-        except (ValueError, ValidationError) as exc:
-            msg = str(exc).splitlines()[0]
-            raise ValidationError(f"{where}: line {n}: {msg}; nothing imported") from None
-    return out
-
-
-def to_jsonl(rows: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps({"namespace": r["namespace"], "key": r["key"],
-                               "content": r["content"], "category": r["category"],
-                               "expires_at": r["expires_at"]}, sort_keys=True) + "\n"
-                   for r in rows)
-
-
-def to_markdown(namespace: str, rows: list[dict[str, Any]]) -> str:
-    out = [f"# Memories: {namespace}", ""]
-    for r in rows:
-        out += [f"## {r['key']}", "",
-                f"- category: {r['category'] or '-'}",
-                f"- updated by {r['updated_by']} (source: "
-                + (" ".join(x for x in (r["source_session"], r["source_turn"]) if x) or "-")
-                + ")",
-                "", r["content"], ""]
-    return "\n".join(out)
 
 
 __all__ = ["MAX_CONTENT", "Memories", "check_namespace", "fts_query", "memory_context",
