@@ -5,19 +5,14 @@ Pure functions of the event and of rows earlier events wrote, never the clock.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from typing import Any
 
 from ..events import StoredEvent
+from ..store.projections import canonical_json as _j
 from ..store.projections import projects
 from . import events as aev
 
 TEXT_KEPT = 20_000  # characters of a run's streamed text kept on its row
-
-
-def _j(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 @projects(aev.AcpRunStarted)

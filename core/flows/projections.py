@@ -14,14 +14,11 @@ import sqlite3
 from typing import Any
 
 from ..events import StoredEvent
+from ..store.projections import canonical_json as _j
 from ..store.projections import projects
 from . import events as fev
 
 OPEN = ("pending", "dispatched", "running", "waiting", "synthesizing")
-
-
-def _j(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def _flow(db: sqlite3.Connection, e: StoredEvent, sets: str = "",

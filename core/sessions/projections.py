@@ -12,11 +12,8 @@ from typing import Any
 
 from ..events import StoredEvent
 from ..store.projections import add_turn, projects
+from ..store.projections import canonical_json as _j
 from . import events as sev
-
-
-def _j(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def _touch(db: sqlite3.Connection, session_id: str, e: StoredEvent, sets: str = "",

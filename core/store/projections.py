@@ -52,8 +52,13 @@ def apply(conn: sqlite3.Connection, event: StoredEvent) -> None:
         handler(conn, event)
 
 
-def _j(value: Any) -> str:
+def canonical_json(value: Any) -> str:
+    """The projections' one JSON form (sorted keys, no spaces): the same text live and in a
+    replay, so `store verify` compares rows as equal."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+_j = canonical_json
 
 
 @projects(ev.TaskCreated)

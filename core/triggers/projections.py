@@ -6,17 +6,13 @@ rebuilt from the log is the queue that was live.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any
 
 from ..events import StoredEvent
+from ..store.projections import canonical_json as _j
 from ..store.projections import projects
 from . import events as tev
-
-
-def _j(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def _set(db: sqlite3.Connection, e: StoredEvent, sets: str, params: tuple[Any, ...]) -> None:
