@@ -53,6 +53,14 @@ async def screen_until(ws: aiohttp.ClientWebSocketResponse, text: str,
     return seen
 
 
+async def until_closed(ws: aiohttp.ClientWebSocketResponse, timeout: float) -> None:
+    """Read until the server closes the socket (what a browser sees when its console ends)."""
+    async with asyncio.timeout(timeout):
+        while (await ws.receive()).type not in (aiohttp.WSMsgType.CLOSE,
+                                                aiohttp.WSMsgType.CLOSED):
+            pass
+
+
 async def test_nothing_spawns_before_sign_in_even_100_at_once(
         start_web: Callable[..., Web]) -> None:
     web = start_web()
@@ -136,10 +144,7 @@ async def test_an_idle_console_is_closed_and_its_process_ends(
             started = time.monotonic()
             await screen_until(ws, "1 Tasks")
             (console,) = web.consoles()
-            async with asyncio.timeout(30):
-                while (await ws.receive()).type not in (
-                        aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
-                    pass
+            await until_closed(ws, 30)
             assert ws.close_code == 4000
             assert time.monotonic() - started >= 2.5
     wait_for(lambda: not alive(console), 20, "the idle console to end")
@@ -158,10 +163,7 @@ async def test_a_crashed_console_leaves_the_others_and_the_store_alone(
             await screen_until(other, "1 Tasks")
             (b,) = set(web.consoles()) - {a}
             os.killpg(a, signal.SIGKILL)  # one console (and its group) dies
-            async with asyncio.timeout(20):  # its browser is told: the socket closes
-                while (await victim.receive()).type not in (
-                        aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
-                    pass
+            await until_closed(victim, 20)  # its browser is told: the socket closes
             assert web.consoles() == [b]
             await other.send_json(["stdin", "2"])  # the other still answers: mode 2
             await screen_until(other, "Pending approvals")
