@@ -45,7 +45,7 @@ async def test_a_session_runs_one_job_under_live_workers_and_a_dead_ones_is_take
     live = [r for r in running if r["owner"] == "B"]
     assert len(live) == 1 and live[0]["id"] in (a.job_id, j2)
     # A comes back: it owns nothing any more, so it writes nothing and its renewal says so
-    assert await store.execute(lambda tx: _ours(tx, a, "A")) is None
+    assert await store.execute(lambda tx: _ours(tx, a, "A")) is False
     assert await store.execute(lambda tx: _renew(tx, [a], "A", 30)) == [a.job_id]
     # while B runs the session's job, nobody else (A renewed) claims any job of it
     again = await store.execute(lambda tx: _claim(tx, "A", 30, 5, set(), DEFAULTS, None,
@@ -66,4 +66,4 @@ async def test_one_worker_lease_covers_a_batch_of_claims(store: Any) -> None:
     rows = await store.fetchall("SELECT type FROM events WHERE seq > ? AND type LIKE 'lease.%'",
                                 (before,))
     assert [r["type"] for r in rows] == ["lease.acquired"]
-    assert all(await store.execute(lambda tx: [_ours(tx, c, "W") is not None for c in took]))
+    assert all(await store.execute(lambda tx: [_ours(tx, c, "W") for c in took]))

@@ -10,7 +10,7 @@ is built by the same migrations and projection handlers, FTS5 index included.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ClawError, NotFound, ValidationError
@@ -104,18 +104,23 @@ def _select(rows: list[dict[str, Any]], min_score: float, token_budget: int | No
     return out
 
 
-def recall_sync(all_rows: Callable[[str, Sequence[Any]], list[dict[str, Any]]],
-                namespaces: Sequence[str], query: str, *, k: int, now: float,
+MEMORY_ENTITY = "memory"  # the memory events' entity (their models load lazily)
+
+
+def recall_sync(tx: WriteTx, namespaces: Sequence[str], query: str, *, k: int, now: float,
                 min_score: float = 0.0, token_budget: int | None = None
                 ) -> list[dict[str, Any]]:
-    """BM25 recall with a synchronous reader (a write transaction's `tx.all`)."""
+    """BM25 recall inside a write transaction."""
     terms = query_terms(query)
     if not terms or not namespaces or k <= 0:
         return []
     marks = ", ".join("?" for _ in namespaces)
-    if not all_rows(f"SELECT 1 FROM memories WHERE namespace IN ({marks}) LIMIT 1",
-                    list(namespaces)):
-        return []  # nothing in these namespaces: one indexed probe, not the vocabulary + FTS
+    all_rows = tx.all
+    if not tx.cached(MEMORY_ENTITY, ("any", tuple(namespaces)), lambda: bool(all_rows(
+            f"SELECT 1 FROM memories WHERE namespace IN ({marks}) LIMIT 1",
+            list(namespaces)))):
+        return []  # nothing in these namespaces: one indexed probe (once per batch), not
+        # the vocabulary + FTS queries
     df = {r["term"]: r["doc"] for r in all_rows(*vocab_sql(terms))}
     match = fts_query(informative(terms, df))
     if match is None:

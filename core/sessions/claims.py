@@ -185,7 +185,7 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     focus_msgs = steered[-1:] if steered else mine
     focus = "\n".join(h["text"] for h in focus_msgs) or (history[-1]["text"] if history
                                                           else "")
-    memories = recall_sync(tx.all, recall_namespaces(
+    memories = recall_sync(tx, recall_namespaces(
         spec.config.context_policy.recall, spec.config.policy.memory, spec.name), focus,
         k=spec.config.context_policy.recall.top_k, now=tx.now,
         min_score=spec.config.context_policy.recall.min_score,
@@ -249,21 +249,25 @@ def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
     return out
 
 
-def _ours(tx: WriteTx, claim: Claim, owner: str) -> dict[str, Any] | None:
-    job = tx.one("SELECT * FROM turn_jobs WHERE id=?", (claim.job_id,))
-    if job is None or job["status"] != "running" or job["owner"] != owner \
-            or int(job["attempt"]) != claim.attempt:
-        return None
-    lease = tx.one("SELECT * FROM leases WHERE name=?", (worker_lease(owner),))
-    if lease is None or lease["owner"] != owner or lease["released"]:
-        return None
-    if _busy(tx, job):  # our lease lapsed and another worker runs the session's next job
-        return None
-    return job
+def _ours(tx: WriteTx, claim: Claim, owner: str) -> bool:
+    """Whether the job is still this worker's: running, its owner and attempt ours, under
+    our unreleased lease, and no other job of its session running under a live lease (ours
+    lapsed and another worker took the session's next job). One statement: it runs at
+    every finish, steer and renewal."""
+    row = tx.one(
+        "SELECT j.status, j.owner, j.attempt, l.owner AS lease_owner, l.released,"
+        " EXISTS(SELECT 1 FROM turn_jobs o JOIN leases ol ON ol.name = 'worker:' || o.owner"
+        " WHERE o.session_id=j.session_id AND o.status='running' AND o.id<>j.id"
+        " AND ol.released=0 AND ol.expires_at > ?) AS busy"
+        " FROM turn_jobs j LEFT JOIN leases l ON l.name=? WHERE j.id=?",
+        (tx.now, worker_lease(owner), claim.job_id))
+    return row is not None and row["status"] == "running" and row["owner"] == owner \
+        and int(row["attempt"]) == claim.attempt and row["lease_owner"] == owner \
+        and not row["released"] and not row["busy"]
 
 
 def _steer(tx: WriteTx, claim: Claim, owner: str, state: TurnState) -> list[str]:
-    if _ours(tx, claim, owner) is None:
+    if not _ours(tx, claim, owner):
         return []
     sid = claim.session_id
     pending = tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
@@ -298,13 +302,15 @@ def _steer(tx: WriteTx, claim: Claim, owner: str, state: TurnState) -> list[str]
 def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, error: str
             ) -> str:
     """Record the end of the job; "lost" when another worker owns it now (nothing written)."""
-    if _ours(tx, claim, owner) is None:
+    if not _ours(tx, claim, owner):
         return "lost"
     sid = claim.session_id
     if result is None:  # no turn result: close the turn its claim started, if still open
         takeover.close_unrun_turn(tx, sid, claim.job_id, claim.turn_id, owner, error)
-    session = tx.one("SELECT status, stop_requested, deliver, channel, parent_id FROM sessions"
-                     " WHERE id=?", (sid,))  # the columns used (a wide row)
+    # the columns used, here and by the announce (its fields never change: read once)
+    session = tx.one("SELECT id, status, stop_requested, deliver, channel, parent_id, run_id,"
+                     " agent_id, task, created_at, trace_id, hop FROM sessions WHERE id=?",
+                     (sid,))
     assert session is not None
     stopped = session["status"] in ("stopped", "finished") or bool(session["stop_requested"])
     stop_reason = result.stop_reason if result is not None else "error"
@@ -341,7 +347,7 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
                          recalled=recalled_refs(claim.memories) if claim.rerecalled
                          else None, reply=reply, session_status=outcome if ends else None)))
     if ends:  # a child with nothing left to do ended with its job: announce it
-        _announce_end(tx, sid, owner, status, text, error, result, outcome)
+        _announce_end(tx, session, owner, status, text, error, result, outcome)
     elif not stopped:
         for m in tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
                         " ORDER BY seq", (sid,)):
@@ -365,7 +371,7 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
         if nxt is None and session["parent_id"] and status in ("done", "failed"):
             tx.emit(NewEvent(entity_id=sid, actor=owner, role="system",
                              payload=sev.SessionFinished(status=outcome)))
-            _announce_end(tx, sid, owner, status, text, error, result, outcome)
+            _announce_end(tx, session, owner, status, text, error, result, outcome)
     return status
 
 
@@ -385,11 +391,9 @@ def _leaf_ends(tx: WriteTx, session: dict[str, Any], sid: str, status: str, stop
         " SELECT 1 FROM sessions WHERE parent_id=? LIMIT 1", (sid, sid, sid)) is None
 
 
-def _announce_end(tx: WriteTx, sid: str, owner: str, status: str, text: str, error: str,
-                  result: TurnResult | None, outcome: str) -> None:
+def _announce_end(tx: WriteTx, child: dict[str, Any], owner: str, status: str, text: str,
+                  error: str, result: TurnResult | None, outcome: str) -> None:
     """The ended child's one announce to its parent, and the parent's join."""
-    child = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
-    assert child is not None
     stop_reason = result.stop_reason if result is not None else "error"
     summary = text if status == "done" else (error or (result.error if result
                                                       else "") or stop_reason)
@@ -403,7 +407,7 @@ def _pause(tx: WriteTx, claim: Claim, owner: str, result: TurnResult, redacted: 
            ) -> str:
     """The turn stopped at a confirm-tier call: the approval and the waiting job, in one
     commit ("lost" when the job is no longer ours; "stopped" when its session was)."""
-    if _ours(tx, claim, owner) is None:
+    if not _ours(tx, claim, owner):
         return "lost"
     session = tx.one("SELECT stop_requested, status FROM sessions WHERE id=?",
                      (claim.session_id,))
@@ -425,7 +429,7 @@ def _renew(tx: WriteTx, claims: list[Claim], owner: str, ttl: float) -> list[str
     while the lease had expired)."""
     if not leases.acquire_in(tx, worker_lease(owner), owner, ttl):
         return [c.job_id for c in claims]
-    return [c.job_id for c in claims if _ours(tx, c, owner) is None]
+    return [c.job_id for c in claims if not _ours(tx, c, owner)]
 
 
 # --------------------------------------------------------------------------- the worker

@@ -39,18 +39,21 @@ def _created(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.SessionCreated)
     num = int(e.entity_id.split("-", 1)[1])
+    # with a job folded in, the row is born as `_queue`'s touch would leave it (one
+    # statement instead of an INSERT and two UPDATEs of the same row)
     db.execute(
         "INSERT INTO sessions (id, num, title, agent_id, provider_override, model_override,"
         " deliver, channel, parent_id, hop, trace_id, run_id, task, spawn_key, status,"
-        " created_by, created_at, updated_at, last_seq)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?)",
+        " active_job, created_by, created_at, updated_at, last_seq)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (e.entity_id, num, p.title, p.agent_id, p.provider_override, p.model_override,
          int(p.deliver), p.channel, p.parent_id, p.hop, p.trace_id, p.run_id, _j(p.task),
-         p.spawn_key, p.created_by, e.ts, e.ts, e.seq))
+         p.spawn_key, "idle" if p.job_id is None else "queued", p.job_id, p.created_by,
+         e.ts, e.ts, e.seq))
     if p.inbound is not None:  # the first message, folded in (issue 24.2)
-        _inbox(db, e.entity_id, p.inbound, e)
+        _inbox(db, e.entity_id, p.inbound, e, touch=False)
     if p.job_id is not None:  # and the job that takes it
-        _queue(db, p.job_id, e.entity_id, p.job_reason, e)
+        _queue(db, p.job_id, e.entity_id, p.job_reason, e, touch=False)
 
 
 @projects(sev.SessionAgentSwitched)
@@ -74,11 +77,13 @@ def _inbound(db: sqlite3.Connection, e: StoredEvent) -> None:
     _inbox(db, e.entity_id, p, e)
 
 
-def _inbox(db: sqlite3.Connection, sid: str, p: sev.SessionInbound, e: StoredEvent) -> None:
+def _inbox(db: sqlite3.Connection, sid: str, p: sev.SessionInbound, e: StoredEvent,
+           touch: bool = True) -> None:
     db.execute("INSERT INTO session_inbox (msg_id, session_id, text, sender, status, seq, at)"
                " VALUES (?, ?, ?, ?, 'pending', ?, ?)",
                (p.msg_id, sid, p.text, p.sender, e.seq, e.ts))
-    _touch(db, sid, e)
+    if touch:
+        _touch(db, sid, e)
 
 
 @projects(sev.SessionMessage)
@@ -122,9 +127,13 @@ def _finished(db: sqlite3.Connection, e: StoredEvent) -> None:
     _end(db, e.entity_id, p.status, e)
 
 
+def _ended(result: str) -> tuple[str, str]:
+    """A session's (status, result) once it ended with `result`."""
+    return ("stopped" if result == "stopped" else "finished"), result
+
+
 def _end(db: sqlite3.Connection, sid: str, result: str, e: StoredEvent) -> None:
-    status = "stopped" if result == "stopped" else "finished"
-    _touch(db, sid, e, "status=?, result=?", (status, result))
+    _touch(db, sid, e, "status=?, result=?", _ended(result))
 
 
 @projects(sev.SessionAnnounced)
@@ -169,14 +178,15 @@ def _job_queued(db: sqlite3.Connection, e: StoredEvent) -> None:
     _queue(db, e.entity_id, p.session_id, p.reason, e)
 
 
-def _queue(db: sqlite3.Connection, job_id: str, sid: str, reason: str, e: StoredEvent
-           ) -> None:
+def _queue(db: sqlite3.Connection, job_id: str, sid: str, reason: str, e: StoredEvent,
+           touch: bool = True) -> None:
     db.execute("INSERT INTO turn_jobs (id, session_id, status, reason, queued_at, queued_seq,"
                " last_seq) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
                (job_id, sid, reason, e.ts, e.seq, e.seq))
-    _touch(db, sid, e,
-           "active_job=?, status=CASE WHEN status IN ('idle','queued') THEN 'queued'"
-           " ELSE status END", (job_id,))
+    if touch:
+        _touch(db, sid, e,
+               "active_job=?, status=CASE WHEN status IN ('idle','queued') THEN 'queued'"
+               " ELSE status END", (job_id,))
 
 
 @projects(sev.TurnJobStarted)
@@ -218,32 +228,34 @@ def _job_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
     assert isinstance(p, sev.TurnJobFinished)
     if p.reply is not None:  # the reply, folded in (issue 24.2)
         _transcript(db, p.session_id, p.reply, e)
-    row = db.execute("SELECT took, status FROM turn_jobs WHERE id=?",
-                     (e.entity_id,)).fetchone()
-    db.execute("UPDATE turn_jobs SET status=?, stop_reason=?, error=?, reply_msg_id=?,"
-               " prompt_tokens=?, completion_tokens=?, cost_usd=?, ended_at=?, last_seq=?"
-               " WHERE id=?",
-               (p.status, p.stop_reason, p.error, p.reply_msg_id, p.prompt_tokens,
-                p.completion_tokens, p.cost_usd, e.ts, e.seq, e.entity_id))
-    if p.recalled is not None and row is not None:  # hybrid recall replaced the claim's
-        took = json.loads(row[0] or "{}")
+    # the session first: whether the job ran is read before its row changes below; a
+    # session that ended with the job (folded in, issue 24.2) ends in the same statement
+    ends = "" if p.session_status is None else ", status=?, result=?"
+    db.execute(
+        "UPDATE sessions SET status=CASE WHEN status IN ('running','queued','waiting') THEN"
+        " 'idle' ELSE status END, active_job=NULL, turns=turns+(SELECT count(*) FROM"
+        " turn_jobs WHERE id=? AND status='running'), prompt_tokens=prompt_tokens+?,"
+        " completion_tokens=completion_tokens+?, cost_usd=cost_usd+?" + ends +
+        ", updated_at=?, last_seq=? WHERE id=?",
+        (e.entity_id, p.prompt_tokens, p.completion_tokens, p.cost_usd,
+         *(() if p.session_status is None else _ended(p.session_status)), e.ts, e.seq,
+         p.session_id))
+    row = db.execute("UPDATE turn_jobs SET status=?, stop_reason=?, error=?, reply_msg_id=?,"
+                     " prompt_tokens=?, completion_tokens=?, cost_usd=?, ended_at=?, last_seq=?"
+                     " WHERE id=? RETURNING took",
+                     (p.status, p.stop_reason, p.error, p.reply_msg_id, p.prompt_tokens,
+                      p.completion_tokens, p.cost_usd, e.ts, e.seq, e.entity_id)).fetchall()
+    if row and p.recalled is not None:  # hybrid recall replaced the claim's
+        took = json.loads(row[0][0] or "{}")
         took["recalled"] = p.recalled
         db.execute("UPDATE turn_jobs SET took=? WHERE id=?", (_j(took), e.entity_id))
-    if p.status == "done" and row is not None:
-        taken = json.loads(row[0] or "{}").get("announces", [])
+    if p.status == "done" and row:
+        taken = json.loads(row[0][0] or "{}").get("announces", [])
         if taken:  # one statement over the parent's announces (msg_id has no index of its
             # own: a statement per announce scanned the whole table, quadratic in a fan-out)
             db.execute("UPDATE session_announces SET consumed_by=? WHERE parent_id=? AND"
                        " msg_id IN (SELECT value FROM json_each(?))",
                        (e.entity_id, p.session_id, json.dumps(taken)))
-    ran = row is not None and row[1] == "running"
-    _touch(db, p.session_id, e,
-           "status=CASE WHEN status IN ('running','queued','waiting') THEN 'idle' ELSE status"
-           " END, active_job=NULL, turns=turns+?, prompt_tokens=prompt_tokens+?,"
-           " completion_tokens=completion_tokens+?, cost_usd=cost_usd+?",
-           (int(ran), p.prompt_tokens, p.completion_tokens, p.cost_usd))
-    if p.session_status is not None:  # the session ended with it, folded in (issue 24.2)
-        _end(db, p.session_id, p.session_status, e)
 
 
 @projects(sev.TurnJobWaiting)

@@ -389,7 +389,7 @@ class SessionRunner:
     async def fenced_append(self, claim: Claim, events: list[NewEvent]) -> bool:
         """Append `events` only while the job is still this worker's (one commit)."""
         def command(tx: WriteTx) -> bool:
-            if _ours(tx, claim, self.owner) is None:
+            if not _ours(tx, claim, self.owner):
                 return False
             for e in events:
                 tx.emit(e)

@@ -88,16 +88,30 @@ def spec_by_ref(tx_or_rows: WriteTx | list[dict[str, Any]], ref: str) -> AgentSp
     if isinstance(tx_or_rows, list):
         rows = tx_or_rows
     else:
-        row = tx_or_rows.one("SELECT * FROM agent_specs WHERE agent_id=? OR name=?"
-                             " ORDER BY agent_id=? DESC LIMIT 1", (ref, ref, ref))
-        if row is not None:
-            return _spec_of(row)
-        rows = tx_or_rows.all("SELECT * FROM agent_specs ORDER BY name")
+        tx = tx_or_rows
+        spec = tx.cached(sev.AgentSpecSet.ENTITY, ("spec", ref), lambda: _spec_row(tx, ref))
+        if spec is not None:
+            return spec
+        rows = tx.all("SELECT * FROM agent_specs ORDER BY name")
     for r in rows:
         if r["agent_id"] == ref or r["name"] == ref:
             return _spec_of(r)
     names = [r["name"] for r in rows]
     raise NotFound(f"agent {ref!r}: no such agent spec ({close_matches(ref, names)})")
+
+
+def _spec_row(tx: WriteTx, ref: str) -> AgentSpec | None:
+    row = tx.one("SELECT * FROM agent_specs WHERE agent_id=? OR name=? ORDER BY agent_id=?"
+                 " DESC LIMIT 1", (ref, ref, ref))
+    return None if row is None else _spec_of(row)
+
+
+def spec_name(tx: WriteTx, agent_id: str) -> str:
+    """The name of the spec `agent_id` (the id itself when it has none), once per batch."""
+    def load() -> str:
+        row = tx.one("SELECT name FROM agent_specs WHERE agent_id=?", (agent_id,))
+        return str(row["name"]) if row else agent_id
+    return tx.cached(sev.AgentSpecSet.ENTITY, ("name", agent_id), load)
 
 
 def spec_for(tx: WriteTx, ref: str, cfg: ClawtowerConfig | None, by: str) -> AgentSpec:
@@ -264,20 +278,20 @@ class _Refused(Exception):
 
 def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None, label: str,
                by: str, limits: SessionLimits, caller: str, key: str | None,
-               children: int) -> dict[str, Any]:
-    """One child of `parent` (checked); raises _Refused (nothing emitted) when refused."""
+               children: int, keyed: dict[str, dict[str, Any]] | None = None
+               ) -> dict[str, Any]:
+    """One child of `parent` (checked); raises _Refused (nothing emitted) when refused.
+    `keyed`: the parent's children by spawn key, when the caller read them already."""
     parent_id = parent["id"]
     if not task.strip():
         raise _Refused("empty task", ValidationError(
             f"session {parent_id!r}: spawn: the task is empty"))
     if key is not None:  # the same spawn again (a turn re-run after a crash): the same child
-        row = tx.one("SELECT * FROM sessions WHERE parent_id=? AND spawn_key=?",
-                     (parent_id, key))
+        row = keyed.get(key) if keyed is not None else tx.one(
+            "SELECT * FROM sessions WHERE parent_id=? AND spawn_key=?", (parent_id, key))
         if row is not None:
-            spec_row = tx.one("SELECT name FROM agent_specs WHERE agent_id=?",
-                              (row["agent_id"],))
             return {"status": "accepted", "session": row["id"], "run_id": row["run_id"],
-                    "job": None, "agent": spec_row["name"] if spec_row else row["agent_id"],
+                    "job": None, "agent": spec_name(tx, row["agent_id"]),
                     "agent_id": row["agent_id"], "hop": row["hop"], "existing": True}
     hop = int(parent["hop"]) + 1
     if hop > limits.max_hop:
@@ -352,11 +366,16 @@ def _spawn_many(tx: WriteTx, parent_id: str, items: list[dict[str, Any]], by: st
         return []
     out: list[dict[str, Any]] = []
     children = _children(tx, parent_id)
+    keyed = None  # the children an earlier run of this spawn made: one read, not one a child
+    if key:
+        keyed = {r["spawn_key"]: r for r in tx.all(
+            "SELECT * FROM sessions WHERE parent_id=? AND spawn_key IS NOT NULL",
+            (parent_id,))}
     for i, item in enumerate(items):
         try:
             res = _spawn_one(tx, parent, str(item.get("task") or ""), item.get("agent") or None,
                              str(item.get("label") or ""), by, limits, caller,
-                             f"{key}:{i}" if key else None, children)
+                             f"{key}:{i}" if key else None, children, keyed)
         except _Refused as r:
             tx.emit(NewEvent(entity_id=parent_id, actor=by or "operator", role="operator",
                              payload=ev.PermissionRefused(action="session.spawn",
@@ -381,16 +400,16 @@ def announce(tx: WriteTx, child: dict[str, Any], status: str, summary: str, by: 
     parent_id = child["parent_id"]
     if not run_id or not parent_id:
         return False
-    if tx.one("SELECT 1 FROM session_announces WHERE run_id=?", (run_id,)) is not None:
-        return False
     if parent_id == child["id"]:  # no self-send: a session never announces to itself
         return False
-    spec = tx.one("SELECT name FROM agent_specs WHERE agent_id=?", (child["agent_id"],))
-    name = spec["name"] if spec else child["agent_id"]
-    usage = tx.one("SELECT coalesce(sum(prompt_tokens), 0) AS p,"
+    usage = tx.one("SELECT EXISTS(SELECT 1 FROM session_announces WHERE run_id=?) AS sent,"
+                   " coalesce(sum(prompt_tokens), 0) AS p,"
                    " coalesce(sum(completion_tokens), 0) AS c, coalesce(sum(cost_usd), 0)"
                    " AS cost, count(*) AS turns FROM turn_jobs WHERE session_id=? AND"
-                   " status IN ('done', 'failed')", (child["id"],)) or {}
+                   " status IN ('done', 'failed')", (run_id, child["id"])) or {}
+    if usage.get("sent"):
+        return False
+    name = spec_name(tx, child["agent_id"])
     task = json.loads(child["task"] or "{}")
     meta = {
         "task": {"label": task.get("label", ""), "prompt": task.get("prompt", "")},
@@ -417,12 +436,11 @@ def announce(tx: WriteTx, child: dict[str, Any], status: str, summary: str, by: 
 def wake_parent(tx: WriteTx, parent_id: str, by: str) -> str | None:
     """Queue the parent's next turn once no child of it is still active and it has
     unconsumed announces (the join); None when it waits or is busy."""
-    parent = tx.one("SELECT status, active_job FROM sessions WHERE id=?", (parent_id,))
-    if parent is None or parent["status"] not in ACTIVE or parent["active_job"] is not None:
-        return None
-    busy = tx.one("SELECT 1 FROM sessions WHERE parent_id=? AND status IN"
-                  " ('idle', 'queued', 'running', 'waiting') LIMIT 1", (parent_id,))
-    if busy is not None:
+    parent = tx.one("SELECT status, active_job, EXISTS(SELECT 1 FROM sessions WHERE"
+                    " parent_id=?1 AND status IN ('idle', 'queued', 'running', 'waiting'))"
+                    " AS busy FROM sessions WHERE id=?1", (parent_id,))
+    if parent is None or parent["status"] not in ACTIVE or parent["active_job"] is not None \
+            or parent["busy"]:
         return None
     fresh = tx.one("SELECT 1 FROM session_announces WHERE parent_id=? AND consumed_by IS NULL"
                    " LIMIT 1", (parent_id,))

@@ -8,7 +8,7 @@ write are therefore atomic across processes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..clock import Clock
@@ -32,6 +32,11 @@ class WriteTx(Protocol):
 
     def defer_error(self, error: Exception) -> None:
         """Commit what was emitted (e.g. a recorded refusal) and then raise `error`."""
+        ...
+
+    def cached(self, entity: str, key: Hashable, load: Callable[[], T]) -> T:
+        """`load()` at most once per batch for `key`, while no event of `entity` is written:
+        for values derived only from `entity`'s projections."""
         ...
 
 

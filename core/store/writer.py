@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,7 +39,8 @@ class Tx:
     """The WriteTx handed to commands; lives on the writer thread only."""
 
     def __init__(self, conn: sqlite3.Connection, now: float,
-                 columns: dict[str, tuple[str, ...]] | None = None) -> None:
+                 columns: dict[str, tuple[str, ...]] | None = None,
+                 memo: dict[str, dict[Hashable, Any]] | None = None) -> None:
         self.conn = conn
         self.now = now
         self.deferred: Exception | None = None
@@ -48,6 +49,8 @@ class Tx:
         # column names of each read's statement, shared by the batch's commands: building
         # them from `cursor.description` per row cost ~1 µs a row on the writer thread
         self._columns: dict[str, tuple[str, ...]] = {} if columns is None else columns
+        # values derived from rows, per entity, shared by the batch's commands (`cached`)
+        self._memo: dict[str, dict[Hashable, Any]] = {} if memo is None else memo
 
     def import_event(self, event: StoredEvent, payload_json: str) -> None:
         """Log `event` verbatim (its seq, time and payload text) and project it: `store
@@ -59,6 +62,7 @@ class Tx:
              event.role, payload_json, event.idem_key),
         )
         _models().apply(self.conn, event)
+        self._memo.clear()
         self.emitted.append(event)
         self.payload_json.append(payload_json)
 
@@ -78,9 +82,24 @@ class Tx:
             idem_key=event.idem_key,
         )
         m.apply(self.conn, stored)
+        if entity in self._memo:  # this batch changed what was cached from entity's rows
+            del self._memo[entity]
         self.emitted.append(stored)
         self.payload_json.append(payload_json)
         return stored
+
+    def cached(self, entity: str, key: Hashable, load: Callable[[], T]) -> T:
+        """`load()` once per batch for `key`: a value derived only from the projections of
+        `entity`'s events (an agent spec, whether a namespace holds memories). Any event of
+        `entity` written in the batch, or a command rolled back, drops the entity's values,
+        so a cached read never misses a write; the next batch starts empty (another process
+        may have written between). Why: a fan-out's commands read the same spec row and
+        probe the same namespaces once per child, and each statement costs ~5 µs here."""
+        values = self._memo.setdefault(entity, {})
+        if key in values:
+            return values[key]  # type: ignore[no-any-return]
+        value = values[key] = load()
+        return value
 
     def _names(self, sql: str, cur: sqlite3.Cursor, width: int) -> tuple[str, ...]:
         names = self._columns.get(sql)
@@ -153,12 +172,14 @@ def run_commands(
     """Run each job's command in its own savepoint inside the caller's open transaction."""
     result = BatchResult()
     columns: dict[str, tuple[str, ...]] = {}
+    memo: dict[str, dict[Hashable, Any]] = {}
     for job in jobs:
-        tx = Tx(conn, now, columns)
+        tx = Tx(conn, now, columns, memo)
         conn.execute("SAVEPOINT cmd")
         try:
             value = job.command(tx)
         except Exception as exc:
+            memo.clear()  # values read after the command's own writes are void with them
             conn.execute("ROLLBACK TO cmd")
             conn.execute("RELEASE cmd")
             result.outcomes.append((False, wrap_error(exc, path)))
