@@ -1,7 +1,7 @@
 """Issue 24.2: a subagent child's life in fewer, larger events. The facts that were split
-(a child created + its task + its job queued; a job started + its turn started; a turn's
-final `agent.usage` + `turn.finished`; the reply + the job finished + the child's session
-finished) are now one event each.
+(a child created + its task + its job queued; a job started + its turn started + the one
+message it took; a turn's final `agent.usage` + `turn.finished`; the reply + the job
+finished + the child's session finished) are now one event each.
 
 `tests/data/sessions_log_pre_24_2.jsonl` is a log written by the release before (a parent
 spawning 3 workers, each answering and announcing, the join answering). It must still
@@ -59,6 +59,13 @@ def _fold(events: list[StoredEvent]) -> list[StoredEvent]:
                 and prev.entity_id == p.session_id:
             out[-1] = prev.model_copy(update={"payload": prev.payload.model_copy(
                 update={"job_id": e.entity_id, "job_reason": p.reason})})
+            continue
+        if isinstance(p, sev.TurnJobStarted) and len(p.took) == 1 \
+                and p.backlog_msg_id is None and prev is not None \
+                and isinstance(prev.payload, sev.SessionMessage) \
+                and prev.payload.meta.get("job") == e.entity_id:  # the one message it took
+            out[-1] = e.model_copy(update={"payload": p.model_copy(
+                update={"message": prev.payload})})
             continue
         if isinstance(p, ev.TurnStarted):
             subject[e.entity_id] = p.subject
@@ -152,12 +159,13 @@ async def test_the_folded_log_projects_the_same_rows_in_fewer_events(store: Any,
         _same(await _rows(other), await _rows(store))
     finally:
         await other.close()
-    # per child: its task, its job queued, its turn's start, its final usage, its reply
-    # and its end folded (6); the parent's two turns: their start, final usage, reply (2 x 3)
-    assert len(old) - len(new) == 3 * 6 + 2 * 3
+    # per child: its task, its job queued, the message its job took, its turn's start, its
+    # final usage, its reply and its end folded (7); the parent's two turns: their start,
+    # final usage, reply (2 x 3), and the message its first job took (the join took none)
+    assert len(old) - len(new) == 3 * 7 + 2 * 3 + 1
 
 
-async def test_a_child_runs_in_six_events(store: Any) -> None:
+async def test_a_child_runs_in_five_events(store: Any) -> None:
     """What the new code writes for one child, by type (the parent's share aside)."""
     s = Sessions(store)
     await spec(s, "lead", policy={"tools": ["spawn_subagent", "spawn_subagents"],
@@ -176,8 +184,8 @@ async def test_a_child_runs_in_six_events(store: Any) -> None:
     announce = await store.fetchall("SELECT 1 FROM events WHERE type='session.announced'"
                                     " AND entity_id=?", (sid,))
     assert sorted(types) == sorted([
-        "session.created", "session.message", "turnjob.started", "turn.finished",
-        "turnjob.finished"]) and len(announce) == 1
+        "session.created", "turnjob.started", "turn.finished", "turnjob.finished"]) \
+        and len(announce) == 1
     turn = await store.fetchone("SELECT status, subject, agent FROM turns WHERE id=?",
                                 (job["turn_id"],))
     assert turn == {"status": "completed", "subject": child["id"], "agent": "worker"}

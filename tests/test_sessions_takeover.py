@@ -162,3 +162,32 @@ async def test_cli_send_says_queued_and_store_verify_names_the_open_turn(
     out = capsys.readouterr().out
     assert f"turn {turn} (session {sid}): open after 2 round(s)" in out
     assert "1 open turn(s) with no live job" in out
+
+
+async def test_a_take_over_re_runs_the_turn_on_its_inputs_and_the_join_takes_the_rest(
+        store: Any, clock: Any) -> None:
+    """A child announced while its parent's worker was dead. The take-over re-runs the
+    parent's turn on what the dead attempt took (no announce): taking the new one, a re-run
+    that was spawning would answer it instead and leave its spawns unfinished (seen as a
+    lost child in test_sessions_crash). The announce is not lost: the join after the re-run
+    takes it."""
+    sessions = Sessions(store)
+    await spec(sessions, "lead", policy={"tools": ["spawn_subagent"], "subagents": ["worker"]})
+    await spec(sessions, "worker", policy={"tools": []})
+    parent = await sessions.create(agent="lead")
+    await sessions.send(parent, "#spawn 1 worker a part")
+    (dead,) = await store.execute(lambda tx: _claim(tx, "dead", 5.0, 1, set(), {}, None, True))
+    assert dead.session_id == parent and dead.announces == []
+    child = await sessions.spawn(parent, "an earlier part", agent="worker", by=parent,
+                                 caller=parent)
+    r, _rec = runner(store)
+    assert await r.run_until_idle(30, sessions={child["session"]})  # it ends, announces
+    clock.advance(6.0)  # the dead worker's lease runs out
+    (again,) = await store.execute(lambda tx: _claim(tx, "w2", 5.0, 1, set(), {}, None, True))
+    assert (again.job_id, again.attempt, again.announces) == (dead.job_id, 2, [])
+    clock.advance(6.0)  # w2 dies too: the runner below takes the job over and finishes
+    assert await r.run_until_idle(60)
+    announces = await store.fetchall("SELECT consumed_by FROM session_announces WHERE"
+                                     " parent_id=?", (parent,))
+    assert len(announces) == 2 and all(a["consumed_by"] for a in announces)
+    assert (await store.verify_projections()) == []

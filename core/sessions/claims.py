@@ -102,13 +102,24 @@ def _render(m: dict[str, Any]) -> ChatMessage:
     return ChatMessage(role="user", content=m["text"])  # user, [Backlog], announce lines
 
 
-def _history(tx: WriteTx, sid: str, n: int) -> list[dict[str, Any]]:
+def _history(tx: WriteTx, sid: str, n: int, last: sev.SessionMessage | None = None,
+             announced_before: int | None = None) -> list[dict[str, Any]]:
+    """The transcript's last `n` messages, oldest first; `last` is one not written yet (it
+    rides in the start event); with `announced_before`, announce lines logged from that seq
+    on are left out (a take-over's re-run: they came after the turn it re-runs began)."""
     if n <= 0:
         return []
-    rows = tx.all("SELECT * FROM session_messages WHERE session_id=? ORDER BY seq DESC"
-                  " LIMIT ?", (sid, n))
-    return [{"seq": r["seq"], "msg_id": r["msg_id"], "role": r["role"], "text": r["text"],
-             "meta": json.loads(r["meta"])} for r in reversed(rows)]
+    stored = n if last is None else n - 1
+    rows = tx.all("SELECT * FROM session_messages WHERE session_id=? AND (role<>'announce'"
+                  " OR seq < ?) ORDER BY seq DESC LIMIT ?",
+                  (sid, 1 << 62 if announced_before is None else announced_before, stored)
+                  ) if stored else []
+    out = [{"seq": r["seq"], "msg_id": r["msg_id"], "role": r["role"], "text": r["text"],
+            "meta": json.loads(r["meta"])} for r in reversed(rows)]
+    if last is not None:
+        out.append({"seq": 0, "msg_id": last.msg_id, "role": last.role, "text": last.text,
+                    "meta": last.meta})
+    return out
 
 
 def _budget(spec: AgentSpec) -> TurnBudget:
@@ -141,7 +152,14 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     resume = gate.load_resume(tx, job["id"]) if job["reason"] == "resume" else None
     steer_round: int | None = None  # a take-over with messages waiting: they steer
     rounds = takeover.close_dead_turn(tx, job, owner) if attempt > 1 else None
-    if attempt > 1 and resume is None:  # the dead attempt's turn closes, its task waits
+    # A take-over re-runs the job's turn on the inputs its first attempt took: announces
+    # that came in since (their lines, their context) wake the session after it, by the
+    # join. Taken now, a re-run parent would answer them, its spawns left undone.
+    rerun = attempt > 1 and resume is None
+    rerun_start = None if not rerun else int((tx.one(
+        "SELECT min(seq) AS s FROM events WHERE entity='turnjob' AND entity_id=? AND"
+        " type='turnjob.started'", (job["id"],)) or {}).get("s") or 0) or None
+    if rerun:  # the dead attempt's turn closes, its task waits
         task, prior = takeover.job_task(tx, job)
         if task and tx.one("SELECT 1 FROM session_inbox WHERE session_id=? AND"
                            " status='pending' LIMIT 1", (sid,)) is not None:
@@ -162,24 +180,34 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
                                  meta={"kind": "backlog", "items": drained,
                                        "job": job["id"]})))
     requester = ""
-    for m in tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
-                    " ORDER BY seq", (sid,)) if resume is None else []:
+    pending = tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
+                     " ORDER BY seq", (sid,)) if resume is None else []
+    folded = None  # the one message with no backlog before it: it rides in the start event
+    for m in pending:
         took.append(m["msg_id"])
         requester = requester or m["sender"] or "operator"
-        tx.emit(NewEvent(entity_id=sid, actor=m["sender"] or "operator", role="operator",
-                         payload=sev.SessionMessage(
-                             msg_id=new_id("m"), role="user", text=m["text"],
-                             meta={"kind": "message", "inbound": m["msg_id"],
-                                   "sender": m["sender"], "job": job["id"],
-                                   **({} if steer_round is None else
-                                      {"steered": True, "round": steer_round})})))
+        msg = sev.SessionMessage(
+            msg_id=new_id("m"), role="user", text=m["text"],
+            meta={"kind": "message", "inbound": m["msg_id"], "sender": m["sender"],
+                  "job": job["id"], **({} if steer_round is None else
+                                        {"steered": True, "round": steer_round})})
+        if backlog_msg is None and len(pending) == 1:
+            folded = msg
+        else:
+            tx.emit(NewEvent(entity_id=sid, actor=m["sender"] or "operator", role="operator",
+                             payload=msg))
     announces = []
     if spec.config.context_policy.announces:
         announces = [dict(r) for r in tx.all(
             "SELECT * FROM session_announces WHERE parent_id=? AND consumed_by IS NULL"
             " ORDER BY seq", (sid,))]
-    turn_id = f"turn-{uuid.uuid4().hex[:12]}"
-    history = _history(tx, sid, spec.config.context_policy.history_messages)
+        if rerun:  # only those the dead attempt took (see `rerun` above)
+            before = json.loads(job["took"] or "{}")
+            offered = set(before.get("announces", [])) if isinstance(before, dict) else set()
+            announces = [a for a in announces if a["msg_id"] in offered]
+    turn_id = new_id("turn")
+    history = _history(tx, sid, spec.config.context_policy.history_messages, folded,
+                       rerun_start)
     mine = [h for h in history if h["role"] == "user" and h["meta"].get("job") == job["id"]]
     steered = [h for h in mine if h["meta"].get("steered")]
     focus_msgs = steered[-1:] if steered else mine
@@ -193,13 +221,17 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     # the model turn starts with the claim (one event); a harness's turn records its own
     turn = None if provider == ACP_PROVIDER else ev.TurnStarted(
         subject=sid, agent=spec.name, model=model, budget=_budget(spec).as_json())
-    tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
-                     payload=sev.TurnJobStarted(
-                         session_id=sid, owner=owner, attempt=attempt, turn_id=turn_id,
-                         agent_id=spec.agent_id, provider=provider, model=model, took=took,
-                         drained=drained, backlog_msg_id=backlog_msg,
-                         announces=[a["msg_id"] for a in announces],
-                         recalled=recalled_refs(memories), turn=turn)))
+    started = tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
+                               payload=sev.TurnJobStarted(
+                                   session_id=sid, owner=owner, attempt=attempt,
+                                   turn_id=turn_id, agent_id=spec.agent_id, provider=provider,
+                                   model=model, took=took, drained=drained,
+                                   backlog_msg_id=backlog_msg,
+                                   announces=[a["msg_id"] for a in announces],
+                                   recalled=recalled_refs(memories), turn=turn,
+                                   message=folded)))
+    if folded is not None and history and history[-1]["msg_id"] == folded.msg_id:
+        history[-1]["seq"] = started.seq  # logged with the start: its seq
     if not requester:
         requester = next((h["meta"].get("sender") or "operator" for h in reversed(mine)),
                          "operator")

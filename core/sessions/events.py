@@ -188,6 +188,9 @@ class TurnJobStarted(Payload):
     # the turn `turn_id` starts with the claim (issue 24.2): projected as its own
     # `turn.started` would be; None in older logs and for a harness's (ACP) turn
     turn: TurnStarted | None = None
+    # the one message the job took, when no backlog came before it (issue 24.2): projected
+    # as its own `session.message` would be, with this event's seq; None in older logs
+    message: SessionMessage | None = None
 
 
 class TurnJobSteered(Payload):

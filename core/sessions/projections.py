@@ -193,6 +193,8 @@ def _queue(db: sqlite3.Connection, job_id: str, sid: str, reason: str, e: Stored
 def _job_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.TurnJobStarted)
+    if p.message is not None:  # the message the job took, folded in (issue 24.2)
+        _transcript(db, p.session_id, p.message, e)
     took: dict[str, Any] = {"msgs": p.took, "drained": p.drained, "announces": p.announces,
                             "backlog_msg_id": p.backlog_msg_id}
     if p.recalled:  # only when there is one: a store projected before it verifies the same

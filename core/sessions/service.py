@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-import uuid
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +51,9 @@ class SessionLimits:
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+    """`prefix-` and 12 random hex digits (48 bits, as `uuid4().hex[:12]` gave: 5x cheaper,
+    and a subagent child takes seven ids on the writer thread)."""
+    return f"{prefix}-{os.urandom(6).hex()}"
 
 
 def _ev(entity_id: str, by: str, payload: Payload, role: str = "operator",
