@@ -22,6 +22,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import leases
@@ -34,6 +35,7 @@ from ..store.interface import Store, WriteTx
 from ..store.writer import first_line
 from .brains import Brain, ModelBrain
 from .plan import delegates
+from .replies import Reply, complete_many
 from .service import Flows, Outcome, WorkItem, complete, decompose, item_of, take
 
 if TYPE_CHECKING:
@@ -76,6 +78,9 @@ class FlowEngine:
         self.handled = 0
         self.lost = False
         self.on_change: Callable[[], None] | None = None
+        # REPLYs of turns that ended in the same pass of the event loop: one command
+        self._replies: list[tuple[Reply, asyncio.Future[Outcome]]] = []
+        self._committing: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ lease
 
@@ -185,6 +190,9 @@ class FlowEngine:
             if self.inflight:
                 await asyncio.wait(list(self.inflight))
             self.inflight.clear()
+            self._flush_replies()  # the replies of cancelled turns still commit, as before
+            if self._committing:
+                await asyncio.wait(list(self._committing))
             if not self.lost:
                 with contextlib.suppress(ClawError):
                     await leases.release(self.store, LEASE, self.owner)
@@ -260,9 +268,8 @@ class FlowEngine:
                 ans = await self.brain.work(item)
             finally:
                 timer.cancel()
-            tokens = ans.tokens + decision.tokens
-            return await self.store.execute(
-                lambda tx: complete(tx, tid, True, ans.text, "execute", tokens))
+            return await self._reply(Reply(tid, ans.text, "execute",
+                                           ans.tokens + decision.tokens))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the agent failed: its task fails, the ERROR climbs
@@ -271,6 +278,58 @@ class FlowEngine:
             reason = first_line(exc)
             return await self.store.execute(
                 lambda tx: complete(tx, tid, False, reason, "failed"))
+
+
+    # ------------------------------------------------------------------ replies
+
+    async def _reply(self, reply: Reply) -> Outcome:
+        """Commit `reply` with the others of this pass of the event loop (one command, so
+        one savepoint and one of each read for all of them); returns its outcome once
+        committed. Like `store.execute`, a cancelled caller does not cancel the write."""
+        fut: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_consume)  # its caller may be gone (cancelled) by then
+        self._replies.append((reply, fut))
+        if len(self._replies) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_replies)
+        return await asyncio.shield(fut)
+
+    def _flush_replies(self) -> None:
+        batch, self._replies = self._replies, []
+        if not batch:  # flushed already (the engine stopping)
+            return
+        task = asyncio.create_task(self._commit_replies(batch))
+        self._committing.add(task)
+        task.add_done_callback(self._committing.discard)
+
+    async def _commit_replies(self, batch: list[tuple[Reply, asyncio.Future[Outcome]]]
+                              ) -> None:
+        replies = [r for r, _ in batch]
+        results: list[Outcome | BaseException]
+        try:
+            results = list(await self.store.execute(lambda tx: complete_many(tx, replies)))
+        except Exception:  # one reply's failure fails no other: each alone, as before
+            results = []
+            for r in replies:
+                try:
+                    results.append(await self.store.execute(partial(_complete_one, r)))
+                except Exception as exc:
+                    results.append(exc)
+        for (_, fut), res in zip(batch, results, strict=True):
+            if fut.done():
+                continue
+            if isinstance(res, BaseException):
+                fut.set_exception(res)
+            else:
+                fut.set_result(res)
+
+
+def _consume(fut: asyncio.Future[Outcome]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _complete_one(reply: Reply, tx: WriteTx) -> Outcome:
+    return complete(tx, reply.task_id, True, reply.body, reply.mode, reply.tokens)
 
 
 def model_engine(store: Store, config: ClawtowerConfig, *,
