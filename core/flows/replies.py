@@ -4,10 +4,11 @@ repeated the same reads).
 
 Each reply is applied as `service.complete` applies it (the same events, in the same order
 per reply, so the same rows); what is shared is the reading: the replying tasks and their
-coordinators in one statement, the subtasks the batch unblocked (with their inputs) in one,
-the coordinators the batch left with nothing open in one. A reply that would end its flow
-(the root's), or any reply after one that did, goes through `complete` itself, which reads
-again: a flow ended by the batch cancels tasks the batch read before.
+coordinators in one statement, the subtasks the batch unblocked (with their inputs) in
+one; a coordinator the batch left with nothing open is read for its synthesis. A reply
+that would end its flow (the root's), or any reply after one that did, goes through
+`complete` itself, which reads again: a flow ended by the batch cancels tasks the batch
+read before.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from .service import (
     Outcome,
     _dispatch,
     _ev,
+    _task,
     complete,
     item_of,
     reply_msg_id,
 )
 
 _TASKS = ("SELECT t.task_id, t.flow_id, t.agent, t.status, t.task_msg, t.parent_id,"
-          " t.dependents, p.agent AS p_agent, p.status AS p_status FROM flow_tasks t"
+          " t.dependents, p.agent AS p_agent, p.status AS p_status,"
+          " p.open_children AS p_open FROM flow_tasks t"
           " LEFT JOIN flow_tasks p ON p.task_id=t.parent_id"
           " WHERE t.task_id IN (SELECT value FROM json_each(?))")
 # as service._READY, by full task ids (the batch's replies may have several coordinators)
@@ -38,8 +41,6 @@ _READY = ("SELECT d.task_id, d.parent_id, d.flow_id, d.agent, d.instruction, d.c
           " (SELECT d.parent_id || '/' || value FROM json_each(d.depends_on))) AS inputs"
           " FROM flow_tasks d WHERE d.task_id IN (SELECT value FROM json_each(?)) AND"
           " d.waiting=0 AND d.status='pending' ORDER BY d.parent_id, d.ord")
-_SYNTH = ("SELECT * FROM flow_tasks WHERE task_id IN (SELECT value FROM json_each(?)) AND"
-          " status='synthesizing' ORDER BY task_id")
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def complete_many(tx: WriteTx, replies: list[Reply]) -> list[Outcome]:
     ended: set[str] = set()  # flows this batch finished: their later replies read again
     seen: set[str] = set()
     unblocked: dict[str, None] = {}  # dependents of the replies, in order, once each
-    waiting: dict[str, None] = {}  # coordinators that were waiting on the batch's replies
+    # coordinators waiting on the batch's replies: how many subtasks they have left open
+    left: dict[str, int] = {}
     coordinator: dict[str, str] = {}  # coordinator task -> its agent
     for rep in replies:
         t = rows.get(rep.task_id)
@@ -84,7 +86,7 @@ def complete_many(tx: WriteTx, replies: list[Reply]) -> list[Outcome]:
             idem=f"flow-reply:{rep.task_id}"))
         coordinator[parent] = t["p_agent"]
         if t["p_status"] == "waiting":
-            waiting[parent] = None
+            left[parent] = left.get(parent, t["p_open"]) - 1
         for dep in json.loads(t["dependents"]):
             unblocked[f"{parent}/{dep}"] = None
         outs.append(Outcome())
@@ -93,8 +95,9 @@ def complete_many(tx: WriteTx, replies: list[Reply]) -> list[Outcome]:
         for row in tx.all(_READY, (json.dumps(list(unblocked)),)):
             if row["flow_id"] not in ended:
                 last.items.append(_dispatch(tx, row, coordinator[row["parent_id"]]))
-    if waiting:  # the coordinators whose last open subtask replied in this batch
-        for p in tx.all(_SYNTH, (json.dumps(list(waiting)),)):
+    for parent, n in left.items():  # those whose last open subtask replied in this batch
+        if n == 0:
+            p = _task(tx, parent)
             if p["flow_id"] not in ended:
                 last.items.append(item_of(p, "synth"))
     return outs
