@@ -43,6 +43,7 @@ async def decomposed(store: Any, plan: list[dict[str, Any]]) -> tuple[str, str]:
     return fid, root
 
 
+@pytest.mark.both_backends
 async def test_a_batch_projects_what_the_replies_commit_one_by_one(
         store: Any, tmp_path: Path) -> None:
     one = await open_store(tmp_path / "one-by-one.db")
