@@ -80,7 +80,7 @@ class FlowEngine:
         self.on_change: Callable[[], None] | None = None
         # REPLYs of turns that ended in the same pass of the event loop: one command
         self._replies: list[tuple[Reply, asyncio.Future[Outcome]]] = []
-        self._committing: set[asyncio.Task[None]] = set()
+        self._committing: set[asyncio.Future[Any]] = set()  # queued, not yet committed
 
     # ------------------------------------------------------------------ lease
 
@@ -191,7 +191,7 @@ class FlowEngine:
                 await asyncio.wait(list(self.inflight))
             self.inflight.clear()
             self._flush_replies()  # the replies of cancelled turns still commit, as before
-            if self._committing:
+            while self._committing:  # (a failed batch queues its replies one by one)
                 await asyncio.wait(list(self._committing))
             if not self.lost:
                 with contextlib.suppress(ClawError):
@@ -285,42 +285,56 @@ class FlowEngine:
     async def _reply(self, reply: Reply) -> Outcome:
         """Commit `reply` with the others of this pass of the event loop (one command, so
         one savepoint and one of each read for all of them); returns its outcome once
-        committed. Like `store.execute`, a cancelled caller does not cancel the write."""
-        fut: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        committed. As with `store.execute`, a cancelled caller does not cancel the write:
+        the reply is queued already, only its answer is dropped."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Outcome] = loop.create_future()
         fut.add_done_callback(_consume)  # its caller may be gone (cancelled) by then
         self._replies.append((reply, fut))
         if len(self._replies) == 1:
-            asyncio.get_running_loop().call_soon(self._flush_replies)
-        return await asyncio.shield(fut)
+            loop.call_soon(self._flush_replies)
+        return await fut
 
     def _flush_replies(self) -> None:
+        """Queue the collected replies as one command (no task of its own: the answers are
+        handed out from the commit's callback)."""
         batch, self._replies = self._replies, []
-        if not batch:  # flushed already (the engine stopping)
-            return
-        task = asyncio.create_task(self._commit_replies(batch))
-        self._committing.add(task)
-        task.add_done_callback(self._committing.discard)
+        if batch:  # else flushed already (the engine stopping)
+            self._submit(partial(_complete_batch, [r for r, _ in batch]),
+                         partial(self._batch_done, batch))
 
-    async def _commit_replies(self, batch: list[tuple[Reply, asyncio.Future[Outcome]]]
-                              ) -> None:
-        replies = [r for r, _ in batch]
-        results: list[Outcome | BaseException]
+    def _submit(self, command: Callable[[WriteTx], Any],
+                done: Callable[[asyncio.Future[Any]], None]) -> None:
         try:
-            results = list(await self.store.execute(lambda tx: complete_many(tx, replies)))
-        except Exception:  # one reply's failure fails no other: each alone, as before
-            results = []
-            for r in replies:
-                try:
-                    results.append(await self.store.execute(partial(_complete_one, r)))
-                except Exception as exc:
-                    results.append(exc)
-        for (_, fut), res in zip(batch, results, strict=True):
-            if fut.done():
-                continue
-            if isinstance(res, BaseException):
-                fut.set_exception(res)
-            else:
-                fut.set_result(res)
+            fut = self.store.submit(command)
+        except Exception as exc:  # the store closed: nothing was queued
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(exc)
+        self._committing.add(fut)
+        fut.add_done_callback(self._committing.discard)
+        fut.add_done_callback(done)
+
+    def _batch_done(self, batch: list[tuple[Reply, asyncio.Future[Outcome]]],
+                    fut: asyncio.Future[list[Outcome]]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            # one reply's failure fails no other: each alone, as before the batching
+            for reply, waiter in batch:
+                self._submit(partial(_complete_one, reply), partial(_settle, waiter))
+            return
+        for (_, waiter), out in zip(batch, fut.result(), strict=True):
+            if not waiter.done():
+                waiter.set_result(out)
+
+
+def _settle(waiter: asyncio.Future[Outcome], fut: asyncio.Future[Outcome]) -> None:
+    if waiter.done():
+        return
+    if fut.cancelled():
+        waiter.cancel()
+    elif (exc := fut.exception()) is not None:
+        waiter.set_exception(exc)
+    else:
+        waiter.set_result(fut.result())
 
 
 def _consume(fut: asyncio.Future[Outcome]) -> None:
@@ -330,6 +344,10 @@ def _consume(fut: asyncio.Future[Outcome]) -> None:
 
 def _complete_one(reply: Reply, tx: WriteTx) -> Outcome:
     return complete(tx, reply.task_id, True, reply.body, reply.mode, reply.tokens)
+
+
+def _complete_batch(replies: list[Reply], tx: WriteTx) -> list[Outcome]:
+    return complete_many(tx, replies)
 
 
 def model_engine(store: Store, config: ClawtowerConfig, *,
