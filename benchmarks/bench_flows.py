@@ -16,7 +16,8 @@ benchmarks/requirements-peers.txt), at 1,000 subtasks, interleaved rep by rep: t
 as a StateGraph, one node per subtask, `add_edge([deps...], node)` joins (a node runs once
 all its dependencies ran), a synthesis node after the sinks, a dict-merge reducer for the
 results, SqliteSaver on a WAL connection with the same synchronous mode, `invoke(...,
-durability="sync")`; compiling the graph is not timed. Target: ours <= 0.5x its wall time.
+durability="sync")`; compiling the graph is not timed. Target: ours <= 0.35x its wall
+time (issue 24; seed 003 asked 0.5x).
 
 With `--turns`, every size also runs with each executed node a TurnJob in a session of
 its agent (`TurnBrain` over `PlanBrain`, the session worker in the same process, the
@@ -55,7 +56,7 @@ from core.sessions.service import Sessions
 from core.sessions.specs import AgentSpecConfig
 from core.store import open_store
 
-TARGET_RATIO = 0.5
+TARGET_RATIO = 0.35  # issue 24 (seed 003: 0.5)
 TARGET_TURNS = 1.0  # nodes as TurnJobs (issue 21): at most LangGraph's wall time
 TARGET_GROWTH = 11.0
 
