@@ -116,3 +116,18 @@ async def test_an_unknown_task_in_a_batch_fails_only_its_own_reply(store: Any) -
     row = await store.fetchone("SELECT status, result FROM flow_tasks WHERE task_id=?",
                                (f"{root}/x",))
     assert row == {"status": "done", "result": "x"}
+
+
+async def test_a_reply_whose_turn_was_cancelled_still_commits(store: Any) -> None:
+    _, root = await decomposed(store, [sub("x", "W"), sub("y", "W")])
+    engine = FlowEngine(store, brain=None)  # type: ignore[arg-type]
+    waiting = asyncio.create_task(engine._reply(Reply(f"{root}/x", "x", "execute")))
+    await asyncio.sleep(0)  # queued in this pass of the loop
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    while engine._committing or engine._replies:
+        await asyncio.sleep(0.01)
+    row = await store.fetchone("SELECT status, result FROM flow_tasks WHERE task_id=?",
+                               (f"{root}/x",))
+    assert row == {"status": "done", "result": "x"}
