@@ -148,12 +148,12 @@ def _replied(db: sqlite3.Connection, e: StoredEvent) -> None:
     _archive(db, p.in_reply_to, e)
     row = db.execute("SELECT parent_id, dependents, session_id FROM flow_tasks WHERE"
                      " task_id=?", (p.task_id,)).fetchone()
+    if row is not None:
+        _say(db, e, row[2], f"{p.msg_id}@out", "assistant", p.body, p.task_id, p.kind)
     db.execute(f"UPDATE flow_tasks SET status=?, {'result' if ok else 'error'}=?,"
                " mode=coalesce(nullif(?, ''), mode), tokens=tokens+?, ended_at=?, last_seq=?"
                " WHERE task_id=?",
                ("done" if ok else "failed", p.body, p.mode, p.tokens, e.ts, e.seq, p.task_id))
-    if row is not None:
-        _say(db, e, row[2], f"{p.msg_id}@out", "assistant", p.body, p.task_id, p.kind)
     _flow(db, e, "done=done+?, tokens=tokens+?", (int(ok), p.tokens))
     if not ok or row is None or row[0] is None:
         return
