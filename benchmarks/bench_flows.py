@@ -16,7 +16,8 @@ benchmarks/requirements-peers.txt), at 1,000 subtasks, interleaved rep by rep: t
 as a StateGraph, one node per subtask, `add_edge([deps...], node)` joins (a node runs once
 all its dependencies ran), a synthesis node after the sinks, a dict-merge reducer for the
 results, SqliteSaver on a WAL connection with the same synchronous mode, `invoke(...,
-durability="sync")`; compiling the graph is not timed. Target: ours <= 0.5x its wall time.
+durability="sync")`; compiling the graph is not timed. Target: ours <= 0.35x its wall
+time (issue 24; seed 003 asked 0.5x).
 
 With `--turns`, every size also runs with each executed node a TurnJob in a session of
 its agent (`TurnBrain` over `PlanBrain`, the session worker in the same process, the
@@ -30,14 +31,17 @@ the turn's records, the reply and the job's end, then the REPLY. Target: <= 1x L
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import itertools
 import operator
 import os
 import random
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, TypeVar
 
 import _common as cm
 
@@ -52,9 +56,35 @@ from core.sessions.service import Sessions
 from core.sessions.specs import AgentSpecConfig
 from core.store import open_store
 
-TARGET_RATIO = 0.5
+TARGET_RATIO = 0.35  # issue 24 (seed 003: 0.5)
 TARGET_TURNS = 1.0  # nodes as TurnJobs (issue 21): at most LangGraph's wall time
 TARGET_GROWTH = 11.0
+
+
+R = TypeVar("R")
+FREEZE = True  # --no-freeze: measure with the process's older objects in the collector
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Each measured run starts with the objects already alive (the other side's graph, the
+    imports) frozen out of the cyclic collector, for ours and LangGraph's runs alike: they
+    run in one process, and the peer's compiled 1,000-node graph made every full collection
+    during our run scan it (our wall +40-50% beside it; BENCHMARKS.md, issue 24)."""
+    if not FREEZE:
+        yield
+        return
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def measured(run: Callable[[], R]) -> R:
+    with frozen_heap():
+        return run()
 
 
 def random_dag(n: int, width: int, seed: int = 7) -> list[dict[str, Any]]:
@@ -191,7 +221,12 @@ def main() -> None:
                         " zero-latency simulator) beside PlanBrain")
     p.add_argument("--peer-size", type=int, default=1000,
                    help="the size also run in LangGraph (default 1000)")
+    p.add_argument("--no-freeze", action="store_true",
+                   help="do not freeze the objects alive before each run out of the garbage"
+                        " collector (the method before issue 24)")
     args = p.parse_args()
+    global FREEZE
+    FREEZE = not args.no_freeze
     reps = cm.reps_of(args)
     sizes = [int(x) for x in (args.sizes or ("200,2000" if args.quick else
                                              "1000,10000,100000")).split(",")]
@@ -211,12 +246,13 @@ def main() -> None:
         theirs: list[dict[str, float]] = []
         for _ in range(reps):
             for n in sizes:
-                ours_runs[n].append(asyncio.run(ours(d / "ours.db", dags[n], args.sync, conc)))
+                ours_runs[n].append(measured(lambda n=n: asyncio.run(
+                    ours(d / "ours.db", dags[n], args.sync, conc))))
                 if args.turns:
-                    turn_runs[n].append(asyncio.run(ours(d / "turns.db", dags[n], args.sync,
-                                                         conc, turns=True)))
+                    turn_runs[n].append(measured(lambda n=n: asyncio.run(
+                        ours(d / "turns.db", dags[n], args.sync, conc, turns=True))))
                 if peer is not None and n == args.peer_size:
-                    theirs.append(peer())
+                    theirs.append(measured(peer))
         rows = []
         med: dict[int, float] = {}
         for n in sizes:

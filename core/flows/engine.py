@@ -22,6 +22,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import leases
@@ -34,6 +35,7 @@ from ..store.interface import Store, WriteTx
 from ..store.writer import first_line
 from .brains import Brain, ModelBrain
 from .plan import delegates
+from .replies import Reply, complete_many
 from .service import Flows, Outcome, WorkItem, complete, decompose, item_of, take
 
 if TYPE_CHECKING:
@@ -76,6 +78,9 @@ class FlowEngine:
         self.handled = 0
         self.lost = False
         self.on_change: Callable[[], None] | None = None
+        # REPLYs of turns that ended in the same pass of the event loop: one command
+        self._replies: list[tuple[Reply, asyncio.Future[Outcome]]] = []
+        self._committing: set[asyncio.Future[Any]] = set()  # queued, not yet committed
 
     # ------------------------------------------------------------------ lease
 
@@ -185,6 +190,9 @@ class FlowEngine:
             if self.inflight:
                 await asyncio.wait(list(self.inflight))
             self.inflight.clear()
+            self._flush_replies()  # the replies of cancelled turns still commit, as before
+            while self._committing:  # (a failed batch queues its replies one by one)
+                await asyncio.wait(list(self._committing))
             if not self.lost:
                 with contextlib.suppress(ClawError):
                     await leases.release(self.store, LEASE, self.owner)
@@ -260,9 +268,8 @@ class FlowEngine:
                 ans = await self.brain.work(item)
             finally:
                 timer.cancel()
-            tokens = ans.tokens + decision.tokens
-            return await self.store.execute(
-                lambda tx: complete(tx, tid, True, ans.text, "execute", tokens))
+            return await self._reply(Reply(tid, ans.text, "execute",
+                                           ans.tokens + decision.tokens))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the agent failed: its task fails, the ERROR climbs
@@ -271,6 +278,76 @@ class FlowEngine:
             reason = first_line(exc)
             return await self.store.execute(
                 lambda tx: complete(tx, tid, False, reason, "failed"))
+
+
+    # ------------------------------------------------------------------ replies
+
+    async def _reply(self, reply: Reply) -> Outcome:
+        """Commit `reply` with the others of this pass of the event loop (one command, so
+        one savepoint and one of each read for all of them); returns its outcome once
+        committed. As with `store.execute`, a cancelled caller does not cancel the write:
+        the reply is queued already, only its answer is dropped."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Outcome] = loop.create_future()
+        fut.add_done_callback(_consume)  # its caller may be gone (cancelled) by then
+        self._replies.append((reply, fut))
+        if len(self._replies) == 1:
+            loop.call_soon(self._flush_replies)
+        return await fut
+
+    def _flush_replies(self) -> None:
+        """Queue the collected replies as one command (no task of its own: the answers are
+        handed out from the commit's callback)."""
+        batch, self._replies = self._replies, []
+        if batch:  # else flushed already (the engine stopping)
+            self._submit(partial(_complete_batch, [r for r, _ in batch]),
+                         partial(self._batch_done, batch))
+
+    def _submit(self, command: Callable[[WriteTx], Any],
+                done: Callable[[asyncio.Future[Any]], None]) -> None:
+        try:
+            fut = self.store.submit(command)
+        except Exception as exc:  # the store closed: nothing was queued
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(exc)
+        self._committing.add(fut)
+        fut.add_done_callback(self._committing.discard)
+        fut.add_done_callback(done)
+
+    def _batch_done(self, batch: list[tuple[Reply, asyncio.Future[Outcome]]],
+                    fut: asyncio.Future[list[Outcome]]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            # one reply's failure fails no other: each alone, as before the batching
+            for reply, waiter in batch:
+                self._submit(partial(_complete_one, reply), partial(_settle, waiter))
+            return
+        for (_, waiter), out in zip(batch, fut.result(), strict=True):
+            if not waiter.done():
+                waiter.set_result(out)
+
+
+def _settle(waiter: asyncio.Future[Outcome], fut: asyncio.Future[Outcome]) -> None:
+    if waiter.done():
+        return
+    if fut.cancelled():
+        waiter.cancel()
+    elif (exc := fut.exception()) is not None:
+        waiter.set_exception(exc)
+    else:
+        waiter.set_result(fut.result())
+
+
+def _consume(fut: asyncio.Future[Outcome]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _complete_one(reply: Reply, tx: WriteTx) -> Outcome:
+    return complete(tx, reply.task_id, True, reply.body, reply.mode, reply.tokens)
+
+
+def _complete_batch(replies: list[Reply], tx: WriteTx) -> list[Outcome]:
+    return complete_many(tx, replies)
 
 
 def model_engine(store: Store, config: ClawtowerConfig, *,

@@ -50,17 +50,17 @@ def _started(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _task_sent(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, fev.FlowTaskSent)
+    ctx = _j(p.context)  # encoded once for its three uses
     db.execute(
         "INSERT INTO flow_messages (msg_id, flow_id, task_id, kind, from_agent, to_agent, body,"
         " context, status, seq, at) VALUES (?, ?, ?, 'TASK', ?, ?, ?, ?, 'inbox', ?, ?)",
         (p.msg_id, e.entity_id, p.task_id, p.from_agent, p.to_agent, p.instruction,
-         _j(p.context), e.seq, e.ts))
+         ctx, e.seq, e.ts))
     db.execute("UPDATE flow_tasks SET status='dispatched', task_msg=?, context=?,"
                " session_id=nullif(?, ''), dispatched_at=?, last_seq=? WHERE task_id=?",
-               (p.msg_id, _j(p.context), p.session_id, e.ts, e.seq, p.task_id))
+               (p.msg_id, ctx, p.session_id, e.ts, e.seq, p.task_id))
     _say(db, e, p.session_id, f"{p.msg_id}@in", "user",
-         task_text(p.task_id, p.instruction, _j(p.context) if p.context else ""),
-         p.task_id, "TASK")
+         task_text(p.task_id, p.instruction, ctx if p.context else ""), p.task_id, "TASK")
 
 
 def task_text(task_id: str, instruction: str, context: str) -> str:

@@ -176,16 +176,31 @@ def _link_session(tx: WriteTx, flow_id: str, agent: str, sid: str) -> None:
     tx.emit(_ev(flow_id, agent, fev.FlowSessionLinked(agent=agent, session_id=sid)))
 
 
-def _dispatch(tx: WriteTx, row: dict[str, Any], from_agent: str, parent_ctx: str
-              ) -> WorkItem:
+# A subtask ready to dispatch: the columns `_dispatch` uses and, in the same statement, the
+# results of its dependencies (`inputs`, a JSON object by local id): one read per ready
+# subtask instead of two. `?1`: the coordinator's task id; `?2`: the subtask ids (JSON list).
+_READY = ("SELECT d.task_id, d.flow_id, d.agent, d.instruction, d.context, d.depth, d.local_id,"
+          " d.session_id, d.depends_on, (SELECT json_group_object(i.local_id, i.result) FROM"
+          " flow_tasks i WHERE i.task_id IN (SELECT ?1 || '/' || value FROM"
+          " json_each(d.depends_on))) AS inputs FROM flow_tasks d WHERE d.task_id IN"
+          " (SELECT ?1 || '/' || value FROM json_each(?2)) AND d.waiting=0 AND"
+          " d.status='pending' ORDER BY d.ord")
+
+
+def _dispatch(tx: WriteTx, row: dict[str, Any], from_agent: str) -> WorkItem:
     """Send the TASK of a pending subtask whose dependencies are done. Its context: the
-    notes the coordinator wrote for it and the results of its dependencies."""
+    notes the coordinator wrote for it and the results of its dependencies (read with the
+    row by `_READY`, or here in one statement)."""
     inputs: dict[str, Any] = {}
-    if row["depends_on"] != "[]":  # the dependencies' results, in one statement
-        inputs = {d["local_id"]: d["result"] for d in tx.all(
-            "SELECT local_id, result FROM flow_tasks WHERE task_id IN (SELECT ? || '/' ||"
-            " value FROM json_each(?))", (row["parent_id"], row["depends_on"]))}
-        inputs = {dep: inputs.get(dep) for dep in json.loads(row["depends_on"])}
+    if row["depends_on"] != "[]":
+        got = row.get("inputs")
+        if got is not None:
+            found = json.loads(got)
+        else:
+            found = {d["local_id"]: d["result"] for d in tx.all(
+                "SELECT local_id, result FROM flow_tasks WHERE task_id IN (SELECT ? || '/' ||"
+                " value FROM json_each(?))", (row["parent_id"], row["depends_on"]))}
+        inputs = {dep: found.get(dep) for dep in json.loads(row["depends_on"])}
     ctx: dict[str, Any] = {}
     notes = _context(row["context"])
     if notes:
@@ -229,11 +244,18 @@ def decompose(tx: WriteTx, task_id: str, raw: Any, tokens: int = 0) -> Outcome:
     tx.emit(_ev(t["flow_id"], t["agent"], fev.FlowDecomposed(
         task_id=task_id, msg_id=msg, subtasks=[s.model_dump() for s in subs], tokens=tokens)))
     out = Outcome()
-    for s in subs:
-        if not s.depends_on:
-            row = _task(tx, f"{task_id}/{s.id}")
-            out.items.append(_dispatch(tx, row, t["agent"], t["context"]))
+    roots = json.dumps([s.id for s in subs if not s.depends_on])
+    for row in tx.all(_READY, (task_id, roots)):  # the ready roots, in one statement
+        out.items.append(_dispatch(tx, row, t["agent"]))
     return out
+
+
+# What a reply reads: the task and its coordinator, in one statement (the columns used).
+_REPLYING = ("SELECT t.flow_id, t.agent, t.status, t.task_msg, t.parent_id, t.dependents,"
+             " t.local_id,"
+             " p.agent AS p_agent, p.status AS p_status, p.open_children AS p_open"
+             " FROM flow_tasks t LEFT JOIN flow_tasks p ON p.task_id=t.parent_id"
+             " WHERE t.task_id=?")
 
 
 def complete(tx: WriteTx, task_id: str, ok: bool, body: str, mode: str, tokens: int = 0,
@@ -241,53 +263,57 @@ def complete(tx: WriteTx, task_id: str, ok: bool, body: str, mode: str, tokens: 
     """A task's REPLY (ok) or ERROR, applied at once to its parent. An ERROR climbs to the
     root (v1 fail-fast): each coordinator on the way fails and reports ERROR upward, and the
     flow ends failed, cancelling every task still open."""
-    t = _task(tx, task_id)
+    t = tx.one(_REPLYING, (task_id,))
+    if t is None:
+        raise NotFound(f"task {task_id!r}: no such flow task")
     kind = "REPLY" if ok else "ERROR"
     msg = msg_id or reply_msg_id(task_id, ok)
     flow_id = t["flow_id"]
     if t["status"] not in RUNNABLE:
         return ignore(tx, flow_id, msg, task_id, kind, t["agent"],
                       f"task {task_id} is {t['status']}")
-    parent = tx.one("SELECT * FROM flow_tasks WHERE task_id=?", (t["parent_id"],)) \
-        if t["parent_id"] else None
-    to = parent["agent"] if parent else OPERATOR
+    parent_id = t["parent_id"]
+    to = t["p_agent"] if parent_id else OPERATOR
     tx.emit(_ev(flow_id, t["agent"], fev.FlowReplied(
         msg_id=msg, kind=kind, task_id=task_id, from_agent=t["agent"], to_agent=to, body=body,
         in_reply_to=t["task_msg"] or "", mode=mode, tokens=tokens),
         idem=f"flow-reply:{task_id}"))
     out = Outcome()
     if not ok:
-        reason = body
-        cur = t
-        while parent is not None and parent["status"] in OPEN:
-            reason = f"subtask {cur['local_id']} ({cur['agent']}) failed: {reason}"
-            grand = tx.one("SELECT agent FROM flow_tasks WHERE task_id=?",
-                           (parent["parent_id"],)) if parent["parent_id"] else None
-            pmsg = reply_msg_id(parent["task_id"], False)
-            tx.emit(_ev(flow_id, parent["agent"], fev.FlowReplied(
-                msg_id=pmsg, kind="ERROR", task_id=parent["task_id"],
-                from_agent=parent["agent"], to_agent=grand["agent"] if grand else OPERATOR,
-                body=reason, in_reply_to=parent["task_msg"] or "", mode="failed"),
-                idem=f"flow-reply:{parent['task_id']}"))
-            cur = parent
-            parent = tx.one("SELECT * FROM flow_tasks WHERE task_id=?",
-                            (parent["parent_id"],)) if parent["parent_id"] else None
+        reason = _fail_upward(tx, flow_id, t, body)
         _finish(tx, flow_id, "failed", "", reason, t["agent"])
         out.finished = "failed"
         return out
-    if parent is None:
+    if not parent_id:
         _finish(tx, flow_id, "done", body, "", t["agent"])
         out.finished = "done"
         return out
-    if t["dependents"] != "[]":  # the dependents this reply unblocked, in one statement
-        for row in tx.all("SELECT * FROM flow_tasks WHERE task_id IN (SELECT ? || '/' ||"
-                          " value FROM json_each(?)) AND waiting=0 AND status='pending'"
-                          " ORDER BY ord", (parent["task_id"], t["dependents"])):
-            out.items.append(_dispatch(tx, row, parent["agent"], parent["context"]))
-    if parent["open_children"] == 1 and parent["status"] == "waiting":
-        p = _task(tx, parent["task_id"])
+    if t["dependents"] != "[]":  # the dependents this reply unblocked, with their inputs
+        for row in tx.all(_READY, (parent_id, t["dependents"])):
+            out.items.append(_dispatch(tx, row, t["p_agent"]))
+    if t["p_open"] == 1 and t["p_status"] == "waiting":
+        p = _task(tx, parent_id)
         out.items.append(item_of(p, "synth"))
     return out
+
+
+def _fail_upward(tx: WriteTx, flow_id: str, cur: dict[str, Any], reason: str) -> str:
+    """Each open coordinator above the failed task `cur` fails in turn and reports ERROR
+    to its own parent. Returns the reason as it reached the root."""
+    parent = _task(tx, cur["parent_id"]) if cur["parent_id"] else None
+    while parent is not None and parent["status"] in OPEN:
+        reason = f"subtask {cur['local_id']} ({cur['agent']}) failed: {reason}"
+        grand = tx.one("SELECT agent FROM flow_tasks WHERE task_id=?",
+                       (parent["parent_id"],)) if parent["parent_id"] else None
+        pmsg = reply_msg_id(parent["task_id"], False)
+        tx.emit(_ev(flow_id, parent["agent"], fev.FlowReplied(
+            msg_id=pmsg, kind="ERROR", task_id=parent["task_id"],
+            from_agent=parent["agent"], to_agent=grand["agent"] if grand else OPERATOR,
+            body=reason, in_reply_to=parent["task_msg"] or "", mode="failed"),
+            idem=f"flow-reply:{parent['task_id']}"))
+        cur = parent
+        parent = _task(tx, parent["parent_id"]) if parent["parent_id"] else None
+    return reason
 
 
 def _finish(tx: WriteTx, flow_id: str, status: str, result: str, error: str, by: str
@@ -338,7 +364,7 @@ def deliver(tx: WriteTx, flow_id: str, kind: str, task_id: str, msg_id: str, bod
             return ignore(tx, flow_id, msg_id, task_id, kind, sender,
                           f"task {task_id} waits on {t['waiting']} dependencies")
         parent = _task(tx, t["parent_id"])
-        return Outcome(items=[_dispatch(tx, t, parent["agent"], parent["context"])])
+        return Outcome(items=[_dispatch(tx, t, parent["agent"])])
     return complete(tx, task_id, kind == "REPLY", body, "delivered", msg_id=msg_id)
 
 
