@@ -87,6 +87,19 @@ _ACTIVE_SQL = ",".join(
     f"'{p.value}'" for p in Phase
     if p not in (Phase.COMPLETED, Phase.FAILED, Phase.CIRCUIT_OPEN))
 
+# The scan `actionable()` runs: a waiting task's latest approval is probed in the
+# approvals_by_subject index alone (it covers kind and status: schema v19).
+ACTIONABLE_SQL = (
+    "SELECT t.id, t.phase, t.spec_ok, t.spec_version, t.retry_not_before FROM tasks t"
+    f" WHERE t.phase IN ({_ACTIVE_SQL})"
+    " AND (t.phase != 'awaiting_approval' OR (SELECT a.kind='task_side_effect'"
+    "      AND a.status!='pending' FROM approvals a WHERE a.subject=t.id"
+    "      ORDER BY a.seq DESC LIMIT 1))"
+    " AND (t.phase != 'spec_draft' OR (t.spec_ok AND NOT EXISTS (SELECT 1 FROM reviews r"
+    "      WHERE r.task_id=t.id AND r.stage='spec_review' AND r.verdict!='approved'"
+    "      AND r.spec_version=t.spec_version)))"
+    " ORDER BY t.num")
+
 _ACTIVE = frozenset(p.value for p in Phase
                     if p not in (Phase.COMPLETED, Phase.FAILED, Phase.CIRCUIT_OPEN))
 
@@ -229,17 +242,7 @@ class Orchestrator:
         """Tasks with something to do that needs no human."""
         # Runs on every wake-up: `phase IN (active)` lets it use tasks_by_phase instead of
         # scanning every finished task, and the latest approval is one index probe.
-        rows = await self.store.fetchall(
-            "SELECT t.id, t.phase, t.spec_ok, t.spec_version, t.retry_not_before FROM tasks t"
-            f" WHERE t.phase IN ({_ACTIVE_SQL})"
-            " AND (t.phase != 'awaiting_approval' OR (SELECT a.kind='task_side_effect'"
-            "      AND a.status!='pending' FROM approvals a WHERE a.subject=t.id"
-            "      ORDER BY a.seq DESC LIMIT 1))"
-            " AND (t.phase != 'spec_draft' OR (t.spec_ok AND NOT EXISTS (SELECT 1 FROM reviews r"
-            "      WHERE r.task_id=t.id AND r.stage='spec_review' AND r.verdict!='approved'"
-            "      AND r.spec_version=t.spec_version)))"
-            " ORDER BY t.num")
-        return rows
+        return await self.store.fetchall(ACTIONABLE_SQL)
 
     async def tick(self) -> int:
         """Start driving every actionable task not already in flight."""
