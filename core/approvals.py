@@ -15,7 +15,7 @@ from .errors import NotFound, ValidationError
 
 if TYPE_CHECKING:
     from .workflows.service import Workflows
-from .store.interface import Store
+from .store.interface import Store, WriteTx
 
 
 def decode_approval(row: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +58,8 @@ class Approvals:
                       always: bool) -> dict[str, Any]:
         """Workflow gates are decided by resuming their run (approve continues it, reject
         cancels it); an ACP harness's permission request by answering it with one of its
-        options (`always`: remembered for its workspace and harness)."""
+        options (`always`: remembered for its workspace and harness). The approval's kind is
+        read in the deciding command itself: one write, no read before it (the round trip)."""
         from .acp.events import PERMISSION_KIND
         from .acp.permissions import decide as acp_decide
         from .sessions.gate import KIND as TOOL_CALL_KIND
@@ -67,21 +68,27 @@ class Approvals:
         from .tasks.permissions import Role
         from .workflows.service import GATE_KINDS
 
-        row = await self.store.fetchone("SELECT kind FROM approvals WHERE id=?", (approval_id,))
-        kind = row["kind"] if row is not None else None
-        if kind in GATE_KINDS.values():
+        gates = frozenset(GATE_KINDS.values())
+
+        def decide(tx: WriteTx) -> dict[str, Any] | None:
+            row = tx.one(c.DECISION_COLUMNS, (approval_id,))
+            kind = row["kind"] if row is not None else None
+            if kind in gates:
+                return None  # decided by resuming its run, below
+            if kind == PERMISSION_KIND:
+                return acp_decide(tx, approval_id, by=by, allow=approve, always=always,
+                                  reason=reason)
+            if always:
+                raise ValidationError(f"approval {approval_id!r}: --always applies to ACP"
+                                      " permission requests only")
+            if kind == TOOL_CALL_KIND:  # a session's turn waits for it: decided and resumed
+                return decide_tool_call(tx, approval_id, approve, by, reason, Role.OPERATOR)
+            return c.decide_approval(tx, approval_id, approve, by, reason, Role.OPERATOR, row)
+
+        out = await self.store.execute(decide)
+        if out is None:
             return await self._workflows().decide(approval_id, approve, by=by, reason=reason)
-        if kind == PERMISSION_KIND:
-            return await self.store.execute(lambda tx: acp_decide(
-                tx, approval_id, by=by, allow=approve, always=always, reason=reason))
-        if always:
-            raise ValidationError(f"approval {approval_id!r}: --always applies to ACP"
-                                  " permission requests only")
-        if kind == TOOL_CALL_KIND:  # a session's turn waits for it: decided and resumed
-            return await self.store.execute(lambda tx: decide_tool_call(
-                tx, approval_id, approve, by, reason, Role.OPERATOR))
-        return await self.store.execute(
-            lambda tx: c.decide_approval(tx, approval_id, approve, by, reason, Role.OPERATOR))
+        return out
 
     def _workflows(self) -> Workflows:
         from .workflows.service import Workflows

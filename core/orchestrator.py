@@ -87,6 +87,19 @@ _ACTIVE_SQL = ",".join(
     f"'{p.value}'" for p in Phase
     if p not in (Phase.COMPLETED, Phase.FAILED, Phase.CIRCUIT_OPEN))
 
+# The scan `actionable()` runs: a waiting task's latest approval is probed in the
+# approvals_by_subject index alone (it covers kind and status: schema v19).
+ACTIONABLE_SQL = (
+    "SELECT t.id, t.phase, t.spec_ok, t.spec_version, t.retry_not_before FROM tasks t"
+    f" WHERE t.phase IN ({_ACTIVE_SQL})"
+    " AND (t.phase != 'awaiting_approval' OR (SELECT a.kind='task_side_effect'"
+    "      AND a.status!='pending' FROM approvals a WHERE a.subject=t.id"
+    "      ORDER BY a.seq DESC LIMIT 1))"
+    " AND (t.phase != 'spec_draft' OR (t.spec_ok AND NOT EXISTS (SELECT 1 FROM reviews r"
+    "      WHERE r.task_id=t.id AND r.stage='spec_review' AND r.verdict!='approved'"
+    "      AND r.spec_version=t.spec_version)))"
+    " ORDER BY t.num")
+
 _ACTIVE = frozenset(p.value for p in Phase
                     if p not in (Phase.COMPLETED, Phase.FAILED, Phase.CIRCUIT_OPEN))
 
@@ -229,17 +242,7 @@ class Orchestrator:
         """Tasks with something to do that needs no human."""
         # Runs on every wake-up: `phase IN (active)` lets it use tasks_by_phase instead of
         # scanning every finished task, and the latest approval is one index probe.
-        rows = await self.store.fetchall(
-            "SELECT t.id, t.phase, t.spec_ok, t.spec_version, t.retry_not_before FROM tasks t"
-            f" WHERE t.phase IN ({_ACTIVE_SQL})"
-            " AND (t.phase != 'awaiting_approval' OR (SELECT a.kind='task_side_effect'"
-            "      AND a.status!='pending' FROM approvals a WHERE a.subject=t.id"
-            "      ORDER BY a.seq DESC LIMIT 1))"
-            " AND (t.phase != 'spec_draft' OR (t.spec_ok AND NOT EXISTS (SELECT 1 FROM reviews r"
-            "      WHERE r.task_id=t.id AND r.stage='spec_review' AND r.verdict!='approved'"
-            "      AND r.spec_version=t.spec_version)))"
-            " ORDER BY t.num")
-        return rows
+        return await self.store.fetchall(ACTIONABLE_SQL)
 
     async def tick(self) -> int:
         """Start driving every actionable task not already in flight."""
@@ -247,7 +250,9 @@ class Orchestrator:
         room = self.concurrency - len(self._inflight)
         if room <= 0:
             return 0
-        free = [row["id"] for row in await self.actionable()
+        rows = await self.actionable()
+        phases = {row["id"]: row["phase"] for row in rows}
+        free = [row["id"] for row in rows
                 if row["id"] not in self._inflight and self._retry_at.get(row["id"], 0.0) <= now]
         if self.owner is None:
             ids = free[:room]
@@ -257,7 +262,8 @@ class Orchestrator:
             ids = []
         for tid in ids:
             if tid not in self._inflight:
-                self._inflight[tid] = asyncio.create_task(self._drive_guarded(tid))
+                self._inflight[tid] = asyncio.create_task(
+                    self._drive_guarded(tid, phases.get(tid)))
         if ids and self.owner is not None and (self._renewer is None or self._renewer.done()):
             self._renewer = asyncio.create_task(self._renew(), name="orchestrator-renew")
         return len(ids)
@@ -320,9 +326,9 @@ class Orchestrator:
         with contextlib.suppress(Exception):  # unreleased, it simply expires
             await self.store.execute(lambda tx: leases.release_many(tx, [name], owner))
 
-    async def _drive_guarded(self, task_id: str) -> None:
+    async def _drive_guarded(self, task_id: str, phase: str | None = None) -> None:
         try:
-            await self.drive(task_id)
+            await self.drive(task_id, phase)
             self._failures.pop(task_id, None)
             self._retry_at.pop(task_id, None)
             await self._release(task_id)
@@ -410,14 +416,19 @@ class Orchestrator:
 
     # ------------------------------------------------------------------ one step
 
-    async def drive(self, task_id: str) -> None:
-        """Take the next step of one task; loops until it needs a human or finishes."""
+    async def drive(self, task_id: str, phase: str | None = None) -> None:
+        """Take the next step of one task; loops until it needs a human or finishes.
+        `phase`: the phase `actionable()` read; a decided approval is then acted on in one
+        command, without reading the whole task first (the approval round trip)."""
         token = _CLAIM.set(None if self.owner is None else (task_lease(task_id), self.owner))
         try:
             for _ in range(64):
-                task = await self.tasks.get(task_id)
-                phase = Phase(task["phase"])
-                moved = await self._step(task, phase)
+                if phase == Phase.AWAITING_APPROVAL:
+                    moved = await self._resume(task_id)
+                else:
+                    task = await self.tasks.get(task_id)
+                    moved = await self._step(task, Phase(task["phase"]))
+                phase = None
                 if not moved:
                     return
         finally:
@@ -509,22 +520,17 @@ class Orchestrator:
                 await self._rework(task, f"quality review recommends rework: {_summary(review)}")
             return True
         if phase == Phase.AWAITING_APPROVAL:
-            approval = task["approvals"][-1] if task["approvals"] else None
-            if approval is None or approval["status"] == "pending":
-                return False
-            if approval["status"] == "approved":
-                await self._move(task, Phase.READY_TO_RESUME,
-                                 f"approval {approval['id']} granted by {approval['decided_by']}")
-            else:
-                await self._move(task, Phase.FAILED,
-                                 f"approval {approval['id']} rejected by {approval['decided_by']}"
-                                 + (f": {approval['reason']}" if approval["reason"] else ""))
-            return True
+            return await self._resume(task["id"])
         if phase == Phase.READY_TO_RESUME:
             await self._perform_effects(task)
             await self._move(task, Phase.COMPLETED, "approved side effects performed")
             return True
         return False
+
+    async def _resume(self, task_id: str) -> bool:
+        """Act on the task's latest approval decision (tasks.commands.resume_decided)."""
+        return await self.store.execute(partial(
+            c.resume_decided, task_id=task_id, actor=ORCH, role=Role.ORCHESTRATOR))
 
     async def _rework(self, task: dict[str, Any], reason: str) -> None:
         if _used(task) >= MAX_ATTEMPTS:

@@ -15,10 +15,17 @@ from .. import events as ev
 from ..errors import AlreadyDecided, IllegalTransition, NotFound, PermissionDenied, ValidationError
 from ..events import NewEvent
 from ..store.interface import WriteTx
+from .guards import (
+    NEEDS_BUDGET,
+    budget_base,
+    current_attempt,
+    guard,
+    latest_approval,
+    pending_effects,
+)
 from .permissions import Action, Role, allowed
 from .phases import (
     ESCALATE_AT_ATTEMPT,
-    MAX_ATTEMPTS,
     TERMINAL,
     TRANSITIONS,
     UNBLOCK_OPTIONS,
@@ -49,16 +56,6 @@ def refuse(tx: WriteTx, actor: str, role: Role, action: Action, target: str, rea
                      payload=ev.PermissionRefused(action=action.value, target=target,
                                                   reason=reason)))
     tx.defer_error(PermissionDenied(message))
-
-
-def budget_base(tx: WriteTx, task_id: str) -> int:
-    """Attempts made before the circuit was last unblocked: the budget counts only later ones.
-
-    Attempt numbers never restart, so every attempt keeps its own records and reviews.
-    """
-    row = tx.one("SELECT attempt FROM phase_history WHERE task_id=? AND from_phase=?"
-                 " ORDER BY seq DESC LIMIT 1", (task_id, Phase.CIRCUIT_OPEN.value))
-    return int(row["attempt"]) if row else 0
 
 
 def load_task(tx: WriteTx, task_id: str) -> dict[str, Any]:
@@ -95,120 +92,14 @@ def update_spec(tx: WriteTx, task_id: str, spec: TaskSpec, actor: str, role: Rol
     return problems
 
 
-def _latest_review(tx: WriteTx, task: dict[str, Any], stage: str) -> dict[str, Any] | None:
-    if stage == Phase.SPEC_REVIEW:
-        return tx.one(
-            "SELECT * FROM reviews WHERE task_id=? AND stage=? AND spec_version=?"
-            " AND seq > coalesce((SELECT max(seq) FROM phase_history WHERE task_id=?"
-            " AND to_phase='spec_review'), 0) ORDER BY seq DESC LIMIT 1",
-            (task["id"], stage, task["spec_version"], task["id"]),
-        )
-    return tx.one(
-        "SELECT * FROM reviews WHERE task_id=? AND stage=? AND attempt=?"
-        " ORDER BY seq DESC LIMIT 1",
-        (task["id"], stage, task["attempts"]),
-    )
-
-
-def _current_attempt(tx: WriteTx, task: dict[str, Any]) -> dict[str, Any] | None:
-    return tx.one("SELECT * FROM attempts WHERE task_id=? AND n=?", (task["id"], task["attempts"]))
-
-
-def _pending_effects(tx: WriteTx, task_id: str) -> list[dict[str, Any]]:
-    return tx.all(
-        "SELECT * FROM side_effects WHERE task_id=? AND status != 'done' ORDER BY planned_at,"
-        " effect_id", (task_id,),
-    )
-
-
-def _latest_approval(tx: WriteTx, task_id: str) -> dict[str, Any] | None:
-    return tx.one(
-        "SELECT * FROM approvals WHERE subject=? AND kind='task_side_effect'"
-        " ORDER BY seq DESC LIMIT 1", (task_id,),
-    )
-
-
-def guard(tx: WriteTx, task: dict[str, Any], dst: Phase) -> str | None:
-    """Why the evidence forbids moving `task` to `dst` (None = allowed).
-
-    The table says which moves exist; this says which are justified by what is stored.
-    """
-    src = Phase(task["phase"])
-    tid = task["id"]
-    if dst == Phase.FAILED or dst == Phase.CIRCUIT_OPEN:
-        return None  # the orchestrator may always stop or trip the breaker, with a reason
-    if src == Phase.SPEC_DRAFT and dst == Phase.SPEC_REVIEW:
-        if not task["spec_ok"]:
-            return f"the spec is not ready: {task['phase_reason'] or 'see spec problems'}"
-        return None
-    if src == Phase.SPEC_REVIEW and dst == Phase.EXECUTION_READY:
-        r = _latest_review(tx, task, Phase.SPEC_REVIEW)
-        if r is None or r["verdict"] != "approved":
-            return "no approving spec review of the current spec"
-        return None
-    used = task["attempts"] - budget_base(tx, tid)
-    if dst == Phase.EXECUTING:
-        if used >= MAX_ATTEMPTS:
-            return (f"attempt budget exhausted ({used}/{MAX_ATTEMPTS}):"
-                    " open the circuit instead")
-        if src == Phase.RETRYING and task["retry_not_before"] is not None \
-                and tx.now < task["retry_not_before"]:
-            return f"retry backoff until {task['retry_not_before']:.3f} (now {tx.now:.3f})"
-        return None
-    if src == Phase.EXECUTING:
-        att = _current_attempt(tx, task)
-        status = att["status"] if att else "missing"
-        if dst == Phase.SPEC_GATE and status != "succeeded":
-            return f"attempt {task['attempts']} has not succeeded (status {status})"
-        if dst == Phase.RETRYING:
-            if status == "succeeded" or status == "running":
-                return f"attempt {task['attempts']} has not failed (status {status})"
-            if used >= MAX_ATTEMPTS:
-                return f"attempt budget exhausted ({used}/{MAX_ATTEMPTS})"
-        return None
-    if src == Phase.SPEC_GATE:
-        r = _latest_review(tx, task, Phase.SPEC_GATE)
-        if r is None:
-            return f"no spec review of attempt {task['attempts']} yet"
-        if dst == Phase.QUALITY_GATE and r["verdict"] != "approved":
-            return f"the spec review says {r['verdict']}"
-        if dst == Phase.EXECUTION_READY and r["verdict"] == "approved":
-            return "the spec review approved the artifact: nothing to rework"
-        return None
-    if src == Phase.QUALITY_GATE:
-        r = _latest_review(tx, task, Phase.QUALITY_GATE)
-        if r is None:
-            return f"no quality review of attempt {task['attempts']} yet"
-        effects = _pending_effects(tx, tid)
-        if dst in (Phase.COMPLETED, Phase.AWAITING_APPROVAL) and r["verdict"] != "approve":
-            return f"the quality review recommends {r['verdict']}"
-        if dst == Phase.COMPLETED and effects:
-            return f"{len(effects)} planned side effect(s) need approval first"
-        if dst == Phase.AWAITING_APPROVAL and not effects:
-            return "no planned side effects to approve"
-        if dst == Phase.EXECUTION_READY and r["verdict"] == "approve":
-            return "the quality review approved: nothing to rework"
-        return None
-    if src == Phase.AWAITING_APPROVAL and dst == Phase.READY_TO_RESUME:
-        a = _latest_approval(tx, tid)
-        if a is None or a["status"] != "approved":
-            return f"approval {a['id'] if a else '(none)'} is {a['status'] if a else 'missing'}"
-        return None
-    if src == Phase.READY_TO_RESUME and dst == Phase.COMPLETED:
-        left = _pending_effects(tx, tid)
-        if left:
-            return f"{len(left)} approved side effect(s) not done yet"
-        return None
-    return None
-
-
 def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, role: Role,
                *, model: str = "default", escalation_model: str | None = None,
-               failure_summary: str | None = None, backoff_scale: float = 1.0
-               ) -> dict[str, Any]:
+               failure_summary: str | None = None, backoff_scale: float = 1.0,
+               task: dict[str, Any] | None = None) -> dict[str, Any]:
     """task_transition: the only way a phase moves. Orchestrator role only.
     `backoff_scale` multiplies a retry's backoff (a simulated world running faster than real
-    time: the demo at `--speed 0` waits for nothing)."""
+    time: the demo at `--speed 0` waits for nothing). `task`: its row, when the calling
+    command read it in this transaction already."""
     if not check_permission(tx, actor, role, Action.TASK_TRANSITION, task_id):
         return {}
     if dst == Phase.EXECUTING and not check_permission(tx, actor, role, Action.ATTEMPT_START,
@@ -216,7 +107,8 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
         return {}
     if not reason.strip():
         raise ValidationError("--reason: a transition needs a reason")
-    task = load_task(tx, task_id)
+    if task is None:
+        task = load_task(tx, task_id)
     src = Phase(task["phase"])
     if dst not in TRANSITIONS[src]:
         allowed_next = ", ".join(sorted(p.value for p in TRANSITIONS[src])) or "none (terminal)"
@@ -224,11 +116,12 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
             f"task {task_id!r}: {src.value} -> {dst.value} is not a legal transition"
             f" (from {src.value}: {allowed_next})"
         )
-    why_not = guard(tx, task, dst)
+    # read once, and only for the moves that count attempts (not on the approval path)
+    base = budget_base(tx, task_id) if dst in NEEDS_BUDGET or src == Phase.EXECUTING else 0
+    why_not = guard(tx, task, dst, base)
     if why_not:
         raise IllegalTransition(f"task {task_id!r}: {src.value} -> {dst.value} refused: {why_not}")
     attempt = task["attempts"]
-    base = budget_base(tx, task_id)
     reset = src == Phase.CIRCUIT_OPEN  # a fresh budget: see budget_base
     payload = ev.TaskTransitioned(from_phase=src.value, to_phase=dst.value, reason=reason,
                                   attempt=attempt, reset_attempts=reset)
@@ -240,7 +133,7 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
         tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.AttemptStarted(
             attempt=n, model=chosen, escalated=bool(escalate and escalation_model))))
     elif dst == Phase.RETRYING:
-        att = _current_attempt(tx, task)
+        att = current_attempt(tx, task)
         failed_reason = (att or {}).get("reason") or reason
         tx.emit(NewEvent(entity_id=task_id, actor=actor, role=role.value, payload=ev.RetryScheduled(
             attempt=attempt, next_attempt=attempt + 1, reason=failed_reason,
@@ -260,7 +153,7 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
             last_good_artifact=(f"{last_good['name']} ({last_good['uri']})" if last_good else None),
             unblock_options=UNBLOCK_OPTIONS)))
     elif dst == Phase.AWAITING_APPROVAL:
-        effects = _pending_effects(tx, task_id)
+        effects = pending_effects(tx, task_id)
         spec = json.loads(task["spec"])
         request_approval(
             tx, kind="task_side_effect", subject=task_id,
@@ -276,7 +169,7 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
             require_different_approver=bool(spec.get("require_different_approver")),
         )
     elif dst == Phase.FAILED and src == Phase.AWAITING_APPROVAL:
-        a = _latest_approval(tx, task_id)
+        a = latest_approval(tx, task_id)
         if a is not None and a["status"] == "pending":
             tx.emit(NewEvent(entity_id=a["id"], actor=actor, role=role.value,
                              payload=ev.ApprovalDecided(decision="withdrawn", reason=reason)))
@@ -304,14 +197,21 @@ def request_approval(tx: WriteTx, *, kind: str, subject: str, title: str, prompt
     return approval_id
 
 
+#: what deciding an approval reads of its row (not the wide title, prompt and context)
+DECISION_COLUMNS = ("SELECT id, kind, subject, status, decided_by, decided_at, required_approver,"
+                    " require_different, requested_by FROM approvals WHERE id=?")
+
+
 def decide_approval(tx: WriteTx, approval_id: str, approve: bool, by: str, reason: str,
-                    role: Role = Role.OPERATOR) -> dict[str, Any]:
-    """Approve or reject exactly once, by a named operator."""
+                    role: Role = Role.OPERATOR, row: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
+    """Approve or reject exactly once, by a named operator. `row`: the approval's
+    DECISION_COLUMNS when the calling command read them in this transaction already."""
     if not by.strip():
         raise ValidationError("--by: an approval needs the approver's name")
     if not check_permission(tx, by, role, Action.APPROVAL_DECIDE, approval_id):
         return {}
-    a = tx.one("SELECT * FROM approvals WHERE id=?", (approval_id,))
+    a = row if row is not None else tx.one(DECISION_COLUMNS, (approval_id,))
     if a is None:
         raise NotFound(f"approval {approval_id!r}: no such approval")
     if a["status"] != "pending":
@@ -331,6 +231,28 @@ def decide_approval(tx: WriteTx, approval_id: str, approve: bool, by: str, reaso
                      payload=ev.ApprovalDecided(decision=decision, reason=reason)))
     return {"approval": approval_id, "decision": decision, "subject": a["subject"],
             "kind": a["kind"]}
+
+
+def resume_decided(tx: WriteTx, task_id: str, actor: str, role: Role) -> bool:
+    """The orchestrator's step out of awaiting_approval, as one command: read the latest
+    decision and move (approved: ready_to_resume; rejected or withdrawn: failed), with no
+    full read of the task first. False: nothing decided yet. True: moved, or the task is no
+    longer awaiting approval (the caller reads it again and takes its next step)."""
+    task = load_task(tx, task_id)
+    if task["phase"] != Phase.AWAITING_APPROVAL:
+        return True
+    a = tx.one("SELECT id, status, decided_by, reason FROM approvals WHERE subject=?"
+               " ORDER BY seq DESC LIMIT 1", (task_id,))
+    if a is None or a["status"] == "pending":
+        return False
+    if a["status"] == "approved":
+        transition(tx, task_id, Phase.READY_TO_RESUME,
+                   f"approval {a['id']} granted by {a['decided_by']}", actor, role, task=task)
+    else:
+        transition(tx, task_id, Phase.FAILED,
+                   f"approval {a['id']} rejected by {a['decided_by']}"
+                   + (f": {a['reason']}" if a["reason"] else ""), actor, role, task=task)
+    return True
 
 
 # ----------------------------------------------------------------- reviewers' writes
@@ -400,7 +322,7 @@ def _running_attempt(tx: WriteTx, task_id: str, attempt: int) -> dict[str, Any]:
         raise IllegalTransition(
             f"task {task_id!r}: attempt {attempt} is not the running attempt"
             f" (phase {task['phase']}, attempt {task['attempts']})")
-    att = _current_attempt(tx, task)
+    att = current_attempt(tx, task)
     if att is None or att["status"] != "running":
         raise IllegalTransition(f"task {task_id!r}: attempt {attempt} already finished")
     return task
@@ -509,5 +431,5 @@ __all__ = [
     "TERMINAL", "append_review", "budget_base", "check_permission", "checkpoint", "create_task",
     "decide_approval", "effect_done", "effect_intent", "finish_attempt", "guard", "heartbeat",
     "parse_finding", "plan_side_effect", "record_artifact", "record_usage", "request_approval",
-    "transition", "update_spec",
+    "resume_decided", "transition", "update_spec",
 ]
