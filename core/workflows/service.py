@@ -354,9 +354,12 @@ class Workflows:
         request = pause.request
         name = workflow.get("name") if isinstance(workflow.get("name"), str) else path.stem
 
-        gate_output, started = recorder.gate_output, recorder.gate_start
+        gate_output, started, held = recorder.gate_output, recorder.gate_start, recorder.held
 
         def command(tx: WriteTx) -> str:
+            if held is not None:  # a guard: a gate's start writes any result kept before it
+                tx.emit(NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
+                                 payload=held))
             folded: list[NewEvent] = []
             leases._release(tx, lease_name(run_id), self.owner, into=folded)  # nobody drives it
             if not _live(tx, run_id):
