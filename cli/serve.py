@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from core.agents.registry import AgentSet
+    from core.events import StoredEvent
     from core.store import Store
     from core.triggers.service import Runtime
 
@@ -167,13 +168,21 @@ async def print_progress(store: Store, seq: int, quiet: bool,
             seq = e.seq
             if quiet:
                 continue
-            if e.type in ("task.transitioned", "approval.requested", "approval.decided") or (
-                    e.type == "lease.acquired" and (
-                        verbose or getattr(e.payload, "took_over_from", None))):
+            if _worth_a_line(e, verbose):
                 print(output.event_line(e), flush=True)
         if finished:
             return
         await store.wait_for_change(seq, 0.2)
+
+
+def _worth_a_line(e: StoredEvent, verbose: bool) -> bool:
+    if e.type in ("task.transitioned", "approval.requested", "approval.decided"):
+        return True
+    if e.type in ("workflow.paused", "workflow.resumed"):  # a gate's approval asked or
+        p = e.payload  # decided inside them (issue 24.2)
+        return getattr(p, "asked", None) is not None or getattr(p, "decided", None) is not None
+    return e.type == "lease.acquired" and (
+        verbose or getattr(e.payload, "took_over_from", None) is not None)
 
 
 def cmd_serve(args: argparse.Namespace) -> Awaitable[int]:

@@ -151,7 +151,9 @@ def _workflow_summary(t: str, p: dict[str, Any]) -> str:
     if t == "workflow.step_finished":
         r = p.get("result") or {}
         what = r.get("json") if r.get("json") is not None else r.get("stdout", "")
-        return f"step {p['step_id']} done: {one_line(what, 120)}".rstrip(": ")
+        done = f"step {p['step_id']} done: {one_line(what, 120)}".rstrip(": ")
+        nxt = p.get("next")  # the next step's start, folded in (issue 24.2)
+        return f"{done}; {_workflow_summary('workflow.step_started', nxt)}" if nxt else done
     if t == "workflow.step_skipped":
         return f"step {p['step_id']} skipped (condition false)"
     if t == "workflow.step_failed":
@@ -162,7 +164,8 @@ def _workflow_summary(t: str, p: dict[str, Any]) -> str:
         return f"waiting for {what} at step {p['step_id']} (approval {p['approval_id']})"
     if t == "workflow.resumed":
         by = f" by {p['by']}" if p.get("by") else ""
-        return f"step {p['step_id']} {p['decision']}{by}; resumed"
+        why = (p.get("decided") or {}).get("reason")  # the gate's decision, folded in
+        return f"step {p['step_id']} {p['decision']}{by}{f': {why}' if why else ''}; resumed"
     if t == "workflow.step_spawned":
         return f"step {p['step_id']} process {p['process']}"
     if t == "workflow.adopted":

@@ -477,6 +477,9 @@ class WorkflowStepFinished(Payload):
     branches: dict[str, dict[str, Any]] = Field(default_factory=dict)  # parallel branch results
     # spend billed from this step's output items (core/workflows/cost.py, Lobster's rule)
     cost: list[dict[str, Any]] = Field(default_factory=list)
+    # The next step's start, committed with this result (issue 24.2): projected as its own
+    # `workflow.step_started` was. Logs written before keep that event; both forms replay.
+    next: WorkflowStepStarted | None = None
 
 
 class WorkflowStepSkipped(Payload):
@@ -517,6 +520,15 @@ class WorkflowPaused(Payload):
     # not done until the gate is decided). None in stores written before this field.
     result: dict[str, Any] | None = None
     cost: list[dict[str, Any]] = Field(default_factory=list)
+    # One event per gate (issue 24.2), projected by the handlers of the events it replaces: the
+    # gate step's start, its item of the approvals list (entity `approval_id`, requested by
+    # `asked_by` as `asked_role`) and the run's lease let go (entity `workflow:<run id>`).
+    # Logs written before have those as events of their own; both forms replay.
+    started: WorkflowStepStarted | None = None
+    asked: ApprovalRequested | None = None
+    asked_by: str = ""
+    asked_role: str = ""
+    released: LeaseReleased | None = None
 
 
 class WorkflowResumed(Payload):
@@ -527,6 +539,11 @@ class WorkflowResumed(Payload):
     by: str | None = None
     result: dict[str, Any]  # the gate step's result with approved/approvedBy or response
     owner: str = ""  # the process that drives the run from here on (core/liveness.py)
+    # Folded in (issue 24.2), as `approval.decided` (entity `approval_id`, by this event's
+    # actor) and `lease.acquired` (entity `workflow:<run id>`) were projected.
+    approval_id: str | None = None
+    decided: ApprovalDecided | None = None
+    lease: LeaseAcquired | None = None
 
 
 class WorkflowStepSpawned(Payload):

@@ -25,35 +25,39 @@ def holder(tx: WriteTx, name: str) -> dict[str, Any] | None:
 
 
 def _acquire(tx: WriteTx, name: str, owner: str, ttl: float, role: Role = Role.SYSTEM,
-             holder_gone: Callable[[str], bool] | None = None) -> bool:
+             holder_gone: Callable[[str], bool] | None = None,
+             into: list[NewEvent] | None = None) -> bool:
     """`holder_gone(owner)`: True when the current holder is known dead (its process is gone
-    from this host), so its lease may be taken over before it expires."""
+    from this host), so its lease may be taken over before it expires. `into`: the event is
+    appended there instead of emitted (the caller folds it into its own, issue 24.2)."""
+    emit = tx.emit if into is None else into.append
     if not check_permission(tx, owner, role, Action.LEASE, name):
         return False
     row = tx.one("SELECT * FROM leases WHERE name=?", (name,))
     expires = tx.now + ttl
     if row is not None and row["owner"] == owner and not row["released"] \
             and row["expires_at"] > tx.now:
-        tx.emit(NewEvent(entity_id=name, actor=owner, role=role.value,
-                         payload=ev.LeaseRenewed(owner=owner, expires_at=expires)))
+        emit(NewEvent(entity_id=name, actor=owner, role=role.value,
+                      payload=ev.LeaseRenewed(owner=owner, expires_at=expires)))
         return True
     if row is None or row["released"] or row["expires_at"] <= tx.now or (
             holder_gone is not None and holder_gone(str(row["owner"]))):
         prev = row["owner"] if row is not None and not row["released"] else None
-        tx.emit(NewEvent(entity_id=name, actor=owner, role=role.value,
-                         payload=ev.LeaseAcquired(owner=owner, expires_at=expires,
-                                                  took_over_from=prev)))
+        emit(NewEvent(entity_id=name, actor=owner, role=role.value,
+                      payload=ev.LeaseAcquired(owner=owner, expires_at=expires,
+                                               took_over_from=prev)))
         return True
     return False
 
 
-def _release(tx: WriteTx, name: str, owner: str, role: Role = Role.SYSTEM) -> None:
+def _release(tx: WriteTx, name: str, owner: str, role: Role = Role.SYSTEM,
+             into: list[NewEvent] | None = None) -> None:
     if not check_permission(tx, owner, role, Action.LEASE, name):
         return
     row = tx.one("SELECT * FROM leases WHERE name=?", (name,))
     if row is not None and row["owner"] == owner and not row["released"]:
-        tx.emit(NewEvent(entity_id=name, actor=owner, role=role.value,
-                         payload=ev.LeaseReleased(owner=owner)))
+        (tx.emit if into is None else into.append)(NewEvent(
+            entity_id=name, actor=owner, role=role.value, payload=ev.LeaseReleased(owner=owner)))
 
 
 def acquire_in(tx: WriteTx, name: str, owner: str, ttl: float,

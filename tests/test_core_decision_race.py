@@ -58,8 +58,11 @@ async def _race(first: Any, second: Any, aid: str) -> tuple[str, AlreadyDecided]
 
 
 async def _one_decision(store: Any, aid: str, winner: str) -> None:
+    # a gate approved is decided inside the run's resume (issue 24.2): count both forms
     rows = await store.fetchall(
-        "SELECT payload FROM events WHERE type='approval.decided' AND entity_id=?", (aid,))
+        "SELECT payload FROM events WHERE (type='approval.decided' AND entity_id=?) OR"
+        " (type='workflow.resumed' AND json_extract(payload, '$.approval_id')=? AND"
+        " json_extract(payload, '$.decided') IS NOT NULL)", (aid, aid))
     assert len(rows) == 1
     a = await Approvals(store).get(aid)
     assert a["status"] == winner

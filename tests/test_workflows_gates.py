@@ -228,15 +228,17 @@ async def test_resume_rereads_the_file_and_warns_when_it_changed(store: Any,
 async def test_a_rejected_gate_tells_the_truth(wf: Workflows, tmp_path: Path,
                                                store: Any) -> None:
     """After a reject: later steps say they never ran, the reason is on the run, and the log
-    reads in causal order (the gate is asked for before anything is said of its step)."""
+    says the gate in one event (issue 24.2): its start, its approvals item and its pause,
+    projected in that order, and nothing said of its step being done while it waits."""
     aid = (await paused(wf, tmp_path))["requiresApproval"]["approvalId"]
     run_id = (await wf.list())[0]["id"]
-    types = [(e.type, getattr(e.payload, "step_id", None))
-             for e in await store.events_after(0, 1000)]
-    asked = types.index(("approval.requested", None))
+    log = await store.events_after(0, 1000)
+    types = [(e.type, getattr(e.payload, "step_id", None)) for e in log]
     assert ("workflow.step_finished", "gate") not in types  # not "done" while it waits
-    assert types.index(("workflow.step_started", "gate")) < asked
-    assert types[asked + 1] == ("workflow.paused", "gate")
+    assert ("approval.requested", None) not in types and types[-1] == ("workflow.paused", "gate")
+    pause = log[-1].payload
+    assert pause.started is not None and pause.started.step_id == "gate"
+    assert pause.asked is not None and pause.approval_id == aid and pause.asked_role == "approver"
     await Approvals(store).reject(aid, by="ops", reason="not this week")
     run = await wf.get(run_id)
     assert (run["status"], run["error"]) == ("cancelled", "rejected: not this week")

@@ -23,6 +23,8 @@ TASK_COLUMNS = ("id, num, title, phase, attempts, spec_ok, phase_reason, created
 EVENT_LOG_SIZE = 500
 # Periodic lease renewals would drown the log; the lease's holder shows in the mode bar.
 QUIET_EVENTS = frozenset({"lease.renewed"})
+# a workflow gate's approvals item is asked and decided inside these (issue 24.2)
+GATE_EVENTS = frozenset({"workflow.paused", "workflow.resumed"})
 
 # Phases in the order an operator wants to see them: what waits on a human first,
 # then work in flight, then the finished.
@@ -157,8 +159,10 @@ class StoreFollower:
             delta.seq = max(delta.seq, events[-1].seq)
         types = {e.type for e in events}
         delta.events = [e for e in events if e.type not in QUIET_EVENTS]
-        delta.approvals_changed = start > after or any(t.startswith("approval.") for t in types)
-        delta.lease_changed = start > after or any(t.startswith("lease.") for t in types)
+        delta.approvals_changed = start > after or any(
+            t.startswith("approval.") or t in GATE_EVENTS for t in types)
+        delta.lease_changed = start > after or any(
+            t.startswith("lease.") or t in GATE_EVENTS for t in types)
         delta.meetings = {e.entity_id for e in events if e.type.startswith("meeting.")}
         delta.meetings_changed = start > after or bool(delta.meetings)
         delta.workflows = {e.entity_id for e in events if e.type.startswith("workflow.")}

@@ -104,8 +104,10 @@ def event_tone(e: StoredEvent) -> str | None:
         return PHASE_TONE.get(str(getattr(p, "to_phase", "")), None)
     if t == "approval.decided":
         return "done" if getattr(p, "decision", "") == "approved" else "failed"
-    if t in ("approval.requested", "circuit.opened"):
+    if t in ("approval.requested", "circuit.opened", "workflow.paused"):
         return "waiting"
+    if t == "workflow.resumed":
+        return "done"
     if t == "attempt.finished":
         return "done" if getattr(p, "status", "") == "succeeded" else "failed"
     if t == "permission.refused":

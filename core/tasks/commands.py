@@ -179,8 +179,10 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
 def request_approval(tx: WriteTx, *, kind: str, subject: str, title: str, prompt: str,
                      context: dict[str, Any], preview: str, actor: str, role: Role,
                      required_approver: str | None = None,
-                     require_different_approver: bool = False) -> str:
-    """Add an item to the one approvals list (used by tasks now, by gates later)."""
+                     require_different_approver: bool = False,
+                     into: list[NewEvent] | None = None) -> str:
+    """Add an item to the one approvals list (tasks, gates). `into`: its event is appended
+    there instead of emitted (a workflow gate folds it into its pause, issue 24.2)."""
     if not check_permission(tx, actor, role, Action.APPROVAL_REQUEST, subject):
         return ""
     for _ in range(16):
@@ -189,11 +191,11 @@ def request_approval(tx: WriteTx, *, kind: str, subject: str, title: str, prompt
             break
     else:  # pragma: no cover - 16 collisions in 2^32 ids
         raise ValidationError("could not allocate an approval id")
-    tx.emit(NewEvent(entity_id=approval_id, actor=actor, role=role.value,
-                     payload=ev.ApprovalRequested(
-                         kind=kind, subject=subject, title=title, prompt=prompt, context=context,
-                         preview=preview, required_approver=required_approver,
-                         require_different_approver=require_different_approver)))
+    (tx.emit if into is None else into.append)(NewEvent(
+        entity_id=approval_id, actor=actor, role=role.value, payload=ev.ApprovalRequested(
+            kind=kind, subject=subject, title=title, prompt=prompt, context=context,
+            preview=preview, required_approver=required_approver,
+            require_different_approver=require_different_approver)))
     return approval_id
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import events as ev
 from ..events import StoredEvent
-from ..store.projections import projects
+from ..store.projections import apply, projects
 
 
 def _jo(value: Any) -> str:
@@ -55,10 +55,23 @@ def _wf_step(db: sqlite3.Connection, e: StoredEvent, step_id: str, idx: int, kin
     )
 
 
+def _folded(db: sqlite3.Connection, e: StoredEvent, entity_id: str, payload: ev.Payload,
+            actor: str | None = None, role: str | None = None) -> None:
+    """A fact folded into a workflow event (issue 24.2), projected by the handlers of the
+    event it replaces, as if that event had its own line in the log at this seq."""
+    apply(db, StoredEvent(seq=e.seq, ts=e.ts, entity=payload.ENTITY, entity_id=entity_id,
+                          type=payload.TYPE, actor=actor or e.actor, role=role or e.role,
+                          payload=payload))
+
+
 @projects(ev.WorkflowStepStarted)
 def _wf_step_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, ev.WorkflowStepStarted)
+    _wf_started_step(db, e, p)
+
+
+def _wf_started_step(db: sqlite3.Connection, e: StoredEvent, p: ev.WorkflowStepStarted) -> None:
     _wf_step(db, e, p.step_id, p.index, p.kind, "running", attempts=p.attempt)
     _wf_touch(db, e)
 
@@ -71,6 +84,8 @@ def _wf_step_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
     for bid, r in p.branches.items():
         _wf_step(db, e, bid, p.index, "branch", "done", result=r, parent=p.step_id, ended=True)
     _wf_touch(db, e)
+    if p.next is not None:  # the next step's start, folded in
+        _wf_started_step(db, e, p.next)
 
 
 @projects(ev.WorkflowStepSkipped)
@@ -100,6 +115,12 @@ def _wf_step_failed(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _wf_paused(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, ev.WorkflowPaused)
+    if p.started is not None:  # what one gate wrote as four events, folded in (issue 24.2)
+        _wf_started_step(db, e, p.started)
+    if p.released is not None:
+        _folded(db, e, f"workflow:{e.entity_id}", p.released, p.released.owner, "system")
+    if p.asked is not None:
+        _folded(db, e, p.approval_id, p.asked, p.asked_by, p.asked_role)
     _wf_step(db, e, p.step_id, p.index, p.gate if p.gate == "input" else None, "waiting",
              result=p.result)
     _wf_touch(db, e, "status='paused', waiting_step=?, gate=?, resume_at=?, approval_id=?,"
@@ -112,10 +133,14 @@ def _wf_paused(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _wf_resumed(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, ev.WorkflowResumed)
+    if p.decided is not None and p.approval_id:  # the gate's decision, folded in
+        _folded(db, e, p.approval_id, p.decided)
     db.execute("UPDATE workflow_steps SET status='done', result=?, ended_at=?, seq=?"
                " WHERE run_id=? AND step_id=?", (_jo(p.result), e.ts, e.seq, e.entity_id,
                                                  p.step_id))
     _wf_touch(db, e, "status='running', waiting_step=NULL, gate=NULL, token_hash=NULL, ")
+    if p.lease is not None:
+        _folded(db, e, f"workflow:{e.entity_id}", p.lease, p.lease.owner, "system")
 
 
 @projects(ev.WorkflowAdopted)

@@ -42,6 +42,14 @@ from .jsvalues import UNDEFINED, js_prefix, to_json
 from .llm import CURRENT_RUN, config_llm
 from .load import WorkflowError, is_input_step, load_workflow, resolve_workflow_file
 from .pipeline import LlmCall, PipelineFailure, run_pipeline
+from .recorder import (
+    SAFE_KINDS,
+    HandedOver,
+    LeaseLost,
+    RunCancelled,
+    StoreRecorder,
+    lease_name,
+)
 from .runner import (
     Context,
     Outcome,
@@ -56,16 +64,11 @@ from .tokens import decode_token, matches, new_token
 GATE_KINDS = {"approval": "workflow_approval", "input": "workflow_input"}
 NOT_FOUND = "Workflow resume state not found"
 REPEAT_KEY = "x-idempotent"  # a step marked `x-idempotent: true` may run again after a crash
-SAFE_KINDS = ("approval", "input", "none")  # steps with no effect of their own
 LEASE_TTL_S = 10.0
 
 
 # driver tasks cancelled because another process adopted their run (they write nothing more)
 _ADOPTED_AWAY: weakref.WeakKeyDictionary[asyncio.Task[Any], str] = weakref.WeakKeyDictionary()
-
-
-def lease_name(run_id: str) -> str:
-    return f"workflow:{run_id}"
 
 
 def repeatable(step: dict[str, Any]) -> bool:
@@ -134,126 +137,9 @@ def _why_cancelled(decision: str, reason: str) -> str:
     return f"{how}: {reason.strip()}" if reason.strip() else how
 
 
-class RunCancelled(Exception):
-    """The run was cancelled from elsewhere (another process, the console) while it ran."""
-
-
 def _live(tx: WriteTx, run_id: str) -> bool:
     row = tx.one("SELECT status FROM workflow_runs WHERE id=?", (run_id,))
     return row is not None and row["status"] not in ("cancelled", "ok", "failed")
-
-
-class LeaseLost(Exception):
-    """Another process adopted the run (this driver stalled past its lease)."""
-
-
-class HandedOver(Exception):
-    """This process is stopping and hands the run over at a step boundary (its lease is
-    released, nothing is failed): any engine on the store drives it on from that step."""
-
-
-class _StoreRecorder:
-    """Every step's progress as an event of the run. Before each step starts, a cancel made
-    by any process is honoured (a step already in flight finishes first), and the start is
-    committed before the step's process exists, under this driver's lease."""
-
-    def __init__(self, store: Store, run_id: str, actor: str, owner: str, ttl: float,
-                 handing_over: Callable[[], bool] = lambda: False) -> None:
-        self.store, self.run_id, self.actor = store, run_id, actor
-        self.owner, self.ttl = owner, ttl
-        self.handing_over = handing_over
-        self.gate_output: ev.WorkflowStepFinished | None = None
-
-    def spawned(self, step_id: str, pid: int) -> None:
-        """Not awaited: the group's leader dies with this process anyway (shell.py); the
-        record lets an adopter kill what the leader left behind."""
-        event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
-                         payload=ev.WorkflowStepSpawned(step_id=step_id,
-                                                        process=process_tag(pid)))
-        self.store.submit(lambda tx: tx.emit(event))
-
-    async def _emit(self, payload: ev.Payload) -> None:
-        """A step's result, skip or failure, fenced by the run's lease in the same commit: a
-        driver that stalled and lost its run to another process writes nothing more (the
-        new driver settles that step), even before its renewer notices."""
-        event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
-                         payload=payload)
-        name = lease_name(self.run_id)
-
-        def command(tx: WriteTx) -> bool:
-            held = leases.holder(tx, name)
-            if held is not None and held["owner"] != self.owner:
-                return False
-            if held is None:  # lapsed while we stalled: ours again only if nobody took it
-                last = tx.one("SELECT owner, released FROM leases WHERE name=?", (name,))
-                if ((last is not None and (last["owner"] != self.owner or last["released"]))
-                        or not leases._acquire(tx, name, self.owner, self.ttl)):
-                    return False
-            tx.emit(event)
-            return True
-
-        if not await self.store.execute(command):
-            raise LeaseLost(self.run_id)
-
-    async def step_started(self, step_id: str, index: int, kind: str, attempt: int) -> None:
-        # Awaited: an adopter must know a step may have had its effect (a start with no
-        # result is an interrupted step), so the start is durable before the process runs.
-        if self.handing_over():  # before the start: the next driver runs this step afresh
-            raise HandedOver(self.run_id)
-        event = NewEvent(entity_id=self.run_id, actor=self.actor, role=Role.SYSTEM.value,
-                         payload=ev.WorkflowStepStarted(step_id=step_id, index=index,
-                                                        kind=kind, attempt=attempt))
-        name = lease_name(self.run_id)
-        if kind in SAFE_KINDS:
-            # a gate has no process and no effect: its start may ride in the commit of its
-            # pause (one commit per gate, not two); with no start recorded it simply runs again
-            row = await self.store.fetchone("SELECT status FROM workflow_runs WHERE id=?",
-                                            (self.run_id,))
-            if row is not None and row["status"] == "cancelled":
-                raise RunCancelled(self.run_id)
-            self.store.submit(lambda tx: tx.emit(event))
-            return
-
-        def command(tx: WriteTx) -> str:
-            row = tx.one("SELECT status FROM workflow_runs WHERE id=?", (self.run_id,))
-            if row is not None and row["status"] == "cancelled":
-                return "cancelled"
-            held = leases.holder(tx, name)
-            if held is not None and held["owner"] != self.owner:
-                return "lost"
-            if held is None and not leases._acquire(tx, name, self.owner, self.ttl):
-                return "lost"
-            tx.emit(event)
-            return ""
-
-        why = await self.store.execute(command)
-        if why == "cancelled":
-            raise RunCancelled(self.run_id)
-        if why == "lost":
-            raise LeaseLost(self.run_id)
-
-    async def step_finished(self, step_id: str, index: int, result: dict[str, Any],
-                            branches: dict[str, dict[str, Any]] | None, *,
-                            durable: bool = True, cost: list[dict[str, Any]] | None = None
-                            ) -> None:
-        payload = ev.WorkflowStepFinished(step_id=step_id, index=index, result=result,
-                                          branches=branches or {}, cost=cost or [])
-        if durable:
-            await self._emit(payload)
-            return
-        # An approval step: its output goes with the gate's pause, after approval.requested
-        # (Workflows._pause), so the log reads in causal order.
-        self.gate_output = payload
-
-    async def step_skipped(self, step_id: str, index: int) -> None:
-        await self._emit(ev.WorkflowStepSkipped(step_id=step_id, index=index))
-
-    async def step_failed(self, step_id: str, index: int, message: str, policy: str,
-                          retrying: bool, *, cost: list[dict[str, Any]] | None = None
-                          ) -> None:
-        await self._emit(ev.WorkflowStepFailed(step_id=step_id, index=index, error=message,
-                                               policy=policy, retrying=retrying,
-                                               cost=cost or []))
 
 
 class Workflows:
@@ -353,7 +239,7 @@ class Workflows:
         self._handing_over = True
 
     def _context(self, run_id: str, path: Path, cwd: str | None = None) -> Context:
-        recorder = _StoreRecorder(self.store, run_id, "workflow", self.owner, self.lease_ttl_s,
+        recorder = StoreRecorder(self.store, run_id, "workflow", self.owner, self.lease_ttl_s,
                                   handing_over=lambda: self._handing_over)
         return Context(env=self.env, cwd=cwd or self.cwd, recorder=recorder,
                        pipeline=self._pipeline, stderr=self.stderr,
@@ -412,8 +298,12 @@ class Workflows:
         if start > 0:  # a gate pauses a run, it does not reset its spend
             tracker.restore(await self._spend(run_id))
         runner = Runner(workflow, path, args, ctx, tracker)
+        recorder = ctx.recorder
+        assert isinstance(recorder, StoreRecorder)
         try:
             outcome = await runner.run(results, start, last)
+            if outcome.pause is None:
+                await recorder.flush()  # the last step's result, kept for the next write
         except LeaseLost:
             return _lost(run_id)
         except HandedOver:
@@ -424,12 +314,14 @@ class Workflows:
             return ok_envelope("cancelled", [])
         except (WorkflowError, CostLimitExceeded) as exc:
             message = exc.message if isinstance(exc, WorkflowError) else str(exc)
+            await recorder.flush(lost_ok=True)
             await self._end(run_id, ev.WorkflowFailed(error=message, kind="runtime_error"))
             return error_envelope("runtime_error", message)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and _ADOPTED_AWAY.get(task) == run_id:
                 raise  # adopted elsewhere: not this driver's to end
+            await asyncio.shield(recorder.flush(lost_ok=True))
             if self._handing_over:  # left for another engine, as a kill -9 would leave it
                 await asyncio.shield(leases.release(self.store, lease_name(run_id),
                                                     self.owner))
@@ -440,9 +332,7 @@ class Workflows:
         if outcome.pause is None:
             await self._end(run_id, ev.WorkflowFinished(output=outcome.output))
             return ok_envelope("ok", outcome.output)
-        recorder = ctx.recorder
-        gate_output = recorder.gate_output if isinstance(recorder, _StoreRecorder) else None
-        return await self._pause(run_id, workflow, outcome, path, gate_output)
+        return await self._pause(run_id, workflow, outcome, path, recorder)
 
     async def _end(self, run_id: str, payload: ev.Payload) -> None:
         event = NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
@@ -456,17 +346,25 @@ class Workflows:
         await self.store.execute(command)
 
     async def _pause(self, run_id: str, workflow: dict[str, Any], outcome: Outcome,
-                     path: Path, gate_output: ev.WorkflowStepFinished | None = None
-                     ) -> dict[str, Any]:
+                     path: Path, recorder: StoreRecorder) -> dict[str, Any]:
+        """One event: the gate's start, its output, its approvals item, the lease let go."""
         pause = outcome.pause
         assert pause is not None
         token, token_hash = new_token(run_id)
         request = pause.request
         name = workflow.get("name") if isinstance(workflow.get("name"), str) else path.stem
 
+        gate_output, started, held = recorder.gate_output, recorder.gate_start, recorder.held
+
         def command(tx: WriteTx) -> str:
-            leases._release(tx, lease_name(run_id), self.owner)  # a gate: nobody drives it
+            if held is not None:  # a guard: a gate's start writes any result kept before it
+                tx.emit(NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
+                                 payload=held))
+            folded: list[NewEvent] = []
+            leases._release(tx, lease_name(run_id), self.owner, into=folded)  # nobody drives it
             if not _live(tx, run_id):
+                for event in folded:
+                    tx.emit(event)
                 return ""
             requester = str(pause.identity.get("initiatedBy") or "workflow")
             if pause.kind == "approval":
@@ -486,7 +384,10 @@ class Workflows:
                 context=json.loads(to_json(context)), preview=preview, actor=requester,
                 role=Role.APPROVER,
                 required_approver=pause.identity.get("requiredApprover"),
-                require_different_approver=bool(pause.identity.get("requireDifferentApprover")))
+                require_different_approver=bool(pause.identity.get("requireDifferentApprover")),
+                into=folded)
+            asked = [e for e in folded if isinstance(e.payload, ev.ApprovalRequested)]
+            released = [e.payload for e in folded if isinstance(e.payload, ev.LeaseReleased)]
             tx.emit(NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
                              payload=ev.WorkflowPaused(
                                  step_id=pause.step_id, index=pause.index, gate=pause.kind,
@@ -496,7 +397,11 @@ class Workflows:
                                  input_schema=pause.input_schema,
                                  subject=json.loads(to_json(pause.subject)),
                                  result=gate_output.result if gate_output else None,
-                                 cost=gate_output.cost if gate_output else [])))
+                                 cost=gate_output.cost if gate_output else [],
+                                 started=started, released=released[0] if released else None,
+                                 asked=asked[0].payload if asked else None,
+                                 asked_by=asked[0].actor if asked else "",
+                                 asked_role=asked[0].role if asked else "")))
             return approval_id
 
         approval_id = await self.store.execute(command)
@@ -644,26 +549,39 @@ class Workflows:
         return now
 
     def _decide(self, tx: WriteTx, run: dict[str, Any], decision: str, by: str | None,
-                reason: str = "") -> None:
+                reason: str = "", fold: bool = False) -> ev.ApprovalDecided | None:
+        """The gate's approvals item decided; `fold`: returned for the run's resume to
+        carry (one event, issue 24.2) rather than emitted."""
         a = tx.one("SELECT status FROM approvals WHERE id=?", (run["approval_id"],))
-        if a is not None and a["status"] == "pending":
+        if a is None or a["status"] != "pending":
+            return None
+        payload = ev.ApprovalDecided(decision=decision, reason=reason)
+        if not fold:
             tx.emit(NewEvent(entity_id=run["approval_id"], actor=(by or "").strip() or self.actor,
-                             role=Role.OPERATOR.value,
-                             payload=ev.ApprovalDecided(decision=decision, reason=reason)))
+                             role=Role.OPERATOR.value, payload=payload))
+        return payload
 
     async def _consume(self, run: dict[str, Any], decision: str, by: str | None,
                        result: dict[str, Any], reason: str = "") -> None:
         def command(tx: WriteTx) -> None:
             self._claim(tx, run)
-            self._decide(tx, run, "approved" if decision == "approved" else "answered", by,
-                         reason)
+            decided = self._decide(tx, run, "approved" if decision == "approved"
+                                   else "answered", by, reason, fold=True)
+            lease: list[NewEvent] = []
+            leases._acquire(tx, lease_name(run["id"]), self.owner, self.lease_ttl_s,
+                            holder_gone=holder_gone, into=lease)
+            taken = lease[0].payload if lease else None  # a take-over keeps its own event
+            if not isinstance(taken, ev.LeaseAcquired) or taken.took_over_from is not None:
+                taken = None
             tx.emit(NewEvent(entity_id=run["id"], actor=(by or "").strip() or self.actor,
                              role=Role.OPERATOR.value, payload=ev.WorkflowResumed(
                                  step_id=run["waiting_step"], decision=decision,
                                  by=(by or "").strip() or None,
-                                 result=json.loads(to_json(result)), owner=process_tag())))
-            leases._acquire(tx, lease_name(run["id"]), self.owner, self.lease_ttl_s,
-                            holder_gone=holder_gone)
+                                 result=json.loads(to_json(result)), owner=process_tag(),
+                                 approval_id=run["approval_id"] if decided else None,
+                                 decided=decided, lease=taken)))
+            for event in lease if taken is None else ():
+                tx.emit(event)
 
         await self.store.execute(command)
 
