@@ -10,14 +10,14 @@ exactly the same rows (only the sequence numbers move, as events are fewer)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from folded_logs import import_log, read_log, rows, same
 from session_helpers import runner, spec
 
 from core import events as ev
-from core.events import StoredEvent, payload_class
+from core.events import StoredEvent
 from core.sessions import events as sev
 from core.sessions.service import Sessions
 
@@ -29,15 +29,6 @@ TABLES = {"sessions": "id", "session_inbox": "msg_id", "session_messages": "msg_
           "session_announces": "run_id"}
 
 
-def _old_events() -> list[StoredEvent]:
-    out = []
-    for line in OLD_LOG.read_text().splitlines():
-        r = json.loads(line)
-        payload = payload_class(r["type"]).model_validate_json(r["payload"])
-        out.append(StoredEvent(seq=r["seq"], ts=r["ts"], entity=r["entity"],
-                               entity_id=r["entity_id"], type=r["type"], actor=r["actor"],
-                               role=r["role"], payload=payload, idem_key=r["idem_key"]))
-    return out
 
 
 def _fold(events: list[StoredEvent]) -> list[StoredEvent]:
@@ -98,40 +89,15 @@ def _fold(events: list[StoredEvent]) -> list[StoredEvent]:
     return [x.model_copy(update={"seq": i}) for i, x in enumerate(out, 1)]
 
 
-async def _load(store: Any, events: list[StoredEvent]) -> None:
-    def command(tx: Any) -> None:
-        for e in events:
-            tx.import_event(e, e.payload.model_dump_json())
-    await store.execute(command)
 
 
-async def _rows(store: Any) -> dict[str, list[dict[str, Any]]]:
-    """Every row of the session tables, seq-valued columns left out."""
-    out = {}
-    for table, key in TABLES.items():
-        rows = await store.fetchall(f"SELECT * FROM {table} ORDER BY {key}")
-        out[table] = [{k: v for k, v in r.items() if "seq" not in k} for r in rows]
-    return out
 
 
-def _same(a: dict[str, list[dict[str, Any]]], b: dict[str, list[dict[str, Any]]]) -> None:
-    """Equal rows; times within a second (a merged event has ONE time where its parts had
-    a few microseconds between them)."""
-    assert a.keys() == b.keys()
-    for table in a:
-        assert len(a[table]) == len(b[table]), table
-        for x, y in zip(a[table], b[table], strict=True):
-            assert x.keys() == y.keys()
-            for k in x:
-                if isinstance(x[k], float) and x[k] > 1e9:
-                    assert abs(x[k] - y[k]) < 1.0, (table, k)
-                else:
-                    assert x[k] == y[k], (table, k, x[k], y[k])
 
 
 async def test_a_log_of_the_release_before_replays_and_verifies(store: Any) -> None:
-    old = _old_events()
-    await _load(store, old)
+    old = read_log(OLD_LOG)
+    await import_log(store, old)
     assert await store.verify_projections() == []
     await store.rebuild_projections()
     assert await store.verify_projections() == []
@@ -149,14 +115,14 @@ async def test_a_log_of_the_release_before_replays_and_verifies(store: Any) -> N
 async def test_the_folded_log_projects_the_same_rows_in_fewer_events(store: Any,
                                                                      tmp_path: Path) -> None:
     from core.store import open_store
-    old = _old_events()
+    old = read_log(OLD_LOG)
     new = _fold(old)
-    await _load(store, old)
+    await import_log(store, old)
     other = await open_store(tmp_path / "folded.db")
     try:
-        await _load(other, new)
+        await import_log(other, new)
         assert await other.verify_projections() == []
-        _same(await _rows(other), await _rows(store))
+        same(await rows(other, TABLES), await rows(store, TABLES))
     finally:
         await other.close()
     # per child: its task, its job queued, the message its job took, its turn's start, its

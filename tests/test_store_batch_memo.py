@@ -13,8 +13,9 @@ import pytest
 
 from core.sessions.service import _set_spec, spec_by_ref
 from core.sessions.specs import AgentSpecConfig
-from core.store import open_store
 from core.store.interface import WriteTx
+
+pytestmark = pytest.mark.both_backends  # the writer's batches are the same code on both
 
 
 def _config(rounds: int) -> AgentSpecConfig:
@@ -32,63 +33,50 @@ async def _batch(store: Any, *commands: Any) -> list[Any]:
     return list(await asyncio.gather(*futures, return_exceptions=True))
 
 
-async def test_a_value_is_loaded_once_per_batch_and_again_in_the_next(tmp_path: Any) -> None:
-    store = await open_store(tmp_path / "s.db")
+async def test_a_value_is_loaded_once_per_batch_and_again_in_the_next(store: Any) -> None:
     loads: list[int] = []
 
     def read(tx: WriteTx) -> str:
         return tx.cached("agentspec", "k", lambda: str(loads.append(1) or len(loads)))
 
-    try:
-        assert await _batch(store, read, read, read) == ["1", "1", "1"]
-        assert await store.execute(read) == "2"  # a new batch reads again
-    finally:
-        await store.close()
+    assert await _batch(store, read, read, read) == ["1", "1", "1"]
+    assert await store.execute(read) == "2"  # a new batch reads again
 
 
-async def test_a_spec_written_in_the_same_batch_is_read_fresh(tmp_path: Any) -> None:
-    store = await open_store(tmp_path / "s.db")
-    try:
-        await store.execute(lambda tx: _set_spec(tx, "w", _config(3), "test", "op"))
-        out = await _batch(
-            store, _rounds,
-            lambda tx: _set_spec(tx, "w", _config(7), "test", "op"),
-            _rounds)
-        assert out[0] == 3 and out[2] == 7
+async def test_a_spec_written_in_the_same_batch_is_read_fresh(store: Any) -> None:
+    await store.execute(lambda tx: _set_spec(tx, "w", _config(3), "test", "op"))
+    out = await _batch(
+        store, _rounds,
+        lambda tx: _set_spec(tx, "w", _config(7), "test", "op"),
+        _rounds)
+    assert out[0] == 3 and out[2] == 7
 
-        def both(tx: WriteTx) -> tuple[int, int]:  # inside one command too
-            before = _rounds(tx)
-            _set_spec(tx, "w", _config(9), "test", "op")
-            return before, _rounds(tx)
+    def both(tx: WriteTx) -> tuple[int, int]:  # inside one command too
+        before = _rounds(tx)
+        _set_spec(tx, "w", _config(9), "test", "op")
+        return before, _rounds(tx)
 
-        assert await store.execute(both) == (7, 9)
-    finally:
-        await store.close()
+    assert await store.execute(both) == (7, 9)
 
 
-async def test_a_rolled_back_write_is_not_served_from_the_cache(tmp_path: Any) -> None:
-    store = await open_store(tmp_path / "s.db")
-    try:
-        await store.execute(lambda tx: _set_spec(tx, "w", _config(3), "test", "op"))
+async def test_a_rolled_back_write_is_not_served_from_the_cache(store: Any) -> None:
+    await store.execute(lambda tx: _set_spec(tx, "w", _config(3), "test", "op"))
 
-        def set_read_fail(tx: WriteTx) -> None:
-            _set_spec(tx, "w", _config(5), "test", "op")
-            assert _rounds(tx) == 5  # cached after the write, then rolled back with it
-            raise RuntimeError("refused")
+    def set_read_fail(tx: WriteTx) -> None:
+        _set_spec(tx, "w", _config(5), "test", "op")
+        assert _rounds(tx) == 5  # cached after the write, then rolled back with it
+        raise RuntimeError("refused")
 
-        out = await _batch(store, _rounds, set_read_fail, _rounds)
-        assert out[0] == 3 and isinstance(out[1], RuntimeError) and out[2] == 3
-    finally:
-        await store.close()
+    out = await _batch(store, _rounds, set_read_fail, _rounds)
+    assert out[0] == 3 and isinstance(out[1], RuntimeError) and out[2] == 3
 
 
 @pytest.mark.parametrize("entity", ["memory", "session"])
-async def test_only_the_written_entity_is_dropped(tmp_path: Any, entity: str) -> None:
+async def test_only_the_written_entity_is_dropped(store: Any, entity: str) -> None:
     """A write of another entity keeps the value; the same entity drops it."""
     from core.memory.events import MemoryStored
     from core.sessions import events as sev
 
-    store = await open_store(tmp_path / "s.db")
     loads: list[int] = []
 
     def read(tx: WriteTx) -> int:
@@ -101,8 +89,5 @@ async def test_only_the_written_entity_is_dropped(tmp_path: Any, entity: str) ->
         tx.emit(NewEvent(entity_id="mem-1" if entity == "memory" else "S-1", actor="op",
                          role="operator", payload=payload))
 
-    try:
-        out = await _batch(store, read, write, read)
-        assert (out[0], out[2]) == ((1, 2) if entity == "memory" else (1, 1))
-    finally:
-        await store.close()
+    out = await _batch(store, read, write, read)
+    assert (out[0], out[2]) == ((1, 2) if entity == "memory" else (1, 1))
