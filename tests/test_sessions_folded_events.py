@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from folded_logs import import_log, read_log, rows, same
+from folded_logs import import_log, read_log, same_as_folded
 from session_helpers import runner, spec
 
 from core import events as ev
@@ -114,17 +114,9 @@ async def test_a_log_of_the_release_before_replays_and_verifies(store: Any) -> N
 
 async def test_the_folded_log_projects_the_same_rows_in_fewer_events(store: Any,
                                                                      tmp_path: Path) -> None:
-    from core.store import open_store
     old = read_log(OLD_LOG)
     new = _fold(old)
-    await import_log(store, old)
-    other = await open_store(tmp_path / "folded.db")
-    try:
-        await import_log(other, new)
-        assert await other.verify_projections() == []
-        same(await rows(other, TABLES), await rows(store, TABLES))
-    finally:
-        await other.close()
+    await same_as_folded(store, old, new, TABLES, tmp_path / "folded.db")
     # per child: its task, its job queued, the message its job took, its turn's start, its
     # final usage, its reply and its end folded (7); the parent's two turns: their start,
     # final usage, reply (2 x 3), and the message its first job took (the join took none)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from folded_logs import import_log, read_log, rows, same
+from folded_logs import import_log, read_log, same_as_folded
 
 from core import events as ev
 from core.describe import event_summary
@@ -103,19 +103,9 @@ async def test_a_log_of_the_release_before_replays_and_verifies(store: Any) -> N
 
 async def test_the_folded_log_projects_the_same_rows_in_fewer_events(store: Any,
                                                                      tmp_path: Path) -> None:
-    from core.store import open_store
     old = read_log(OLD_LOG)
     new = _fold(old)
-    await import_log(store, old)
-    other = await open_store(tmp_path / "folded.db")
-    try:
-        await import_log(other, new)
-        assert await other.verify_projections() == []
-        same(await rows(other, TABLES), await rows(store, TABLES))
-        await other.rebuild_projections()
-        same(await rows(other, TABLES), await rows(store, TABLES))
-    finally:
-        await other.close()
+    await same_as_folded(store, old, new, TABLES, tmp_path / "folded.db")
     # a start right after a result (plain1, in each run: a skip or a resume comes before
     # the others): 2; each of four gates' start, lease, approvals item (3 x 4); each of the
     # three resumes' decision and lease (2 x 3). 56 events -> 36.

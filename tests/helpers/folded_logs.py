@@ -54,3 +54,21 @@ def same(a: Rows, b: Rows) -> None:
                     assert abs(x[k] - y[k]) < 1.0, (table, k)
                 else:
                     assert x[k] == y[k], (table, k, x[k], y[k])
+
+
+async def same_as_folded(store: Any, old: list[StoredEvent], new: list[StoredEvent],
+                         tables: dict[str, str], folded_db: Path) -> None:
+    """`old` imported into `store` and `new` (the same log folded into fewer events) into a
+    fresh store at `folded_db` project the same rows, live and after a rebuild."""
+    from core.store import open_store
+
+    await import_log(store, old)
+    other = await open_store(folded_db)
+    try:
+        await import_log(other, new)
+        assert await other.verify_projections() == []
+        same(await rows(other, tables), await rows(store, tables))
+        await other.rebuild_projections()
+        same(await rows(other, tables), await rows(store, tables))
+    finally:
+        await other.close()
