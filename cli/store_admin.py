@@ -86,7 +86,7 @@ async def cmd_store(args: argparse.Namespace) -> int:
         print(f"store: {name}\nschema: v{next(iter(row.values())) if row else '?'}\n"
               f"events: {await store.last_seq()}\n"
               f"size: {size}")
-        from core.store.schema import ledger_problems
+        from core.store.ledger import ledger_problems
 
         read = getattr(store, "migrations", None)  # SQLite and PostgreSQL stores keep one
         ledger: list[dict[str, Any]] = await read() if read is not None else []

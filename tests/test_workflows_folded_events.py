@@ -18,6 +18,7 @@ from folded_logs import import_log, read_log, same_as_folded
 from core import events as ev
 from core.describe import event_summary
 from core.events import StoredEvent
+from core.workflows import events as wev
 from core.workflows.service import Workflows
 
 OLD_LOG = Path(__file__).parent / "data" / "workflows_log_pre_24_2.jsonl"
@@ -41,11 +42,11 @@ def _fold(events: list[StoredEvent]) -> list[StoredEvent]:
     for e in events:
         p = e.payload
         prev = out[-1] if out else None
-        if isinstance(p, ev.WorkflowStepStarted) and p.kind in ("approval", "input"):
+        if isinstance(p, wev.WorkflowStepStarted) and p.kind in ("approval", "input"):
             gate[e.entity_id] = [e]
             continue
-        if isinstance(p, ev.WorkflowStepStarted) and prev is not None and isinstance(
-                prev.payload, ev.WorkflowStepFinished) and prev.entity_id == e.entity_id:
+        if isinstance(p, wev.WorkflowStepStarted) and prev is not None and isinstance(
+                prev.payload, wev.WorkflowStepFinished) and prev.entity_id == e.entity_id:
             out[-1] = _with(prev, next=p)  # a result carries the next step's start
             continue
         if isinstance(p, ev.LeaseReleased | ev.ApprovalRequested):
@@ -53,20 +54,20 @@ def _fold(events: list[StoredEvent]) -> list[StoredEvent]:
             if run in gate:
                 gate[run].append(e)
                 continue
-        if isinstance(p, ev.WorkflowPaused):
+        if isinstance(p, wev.WorkflowPaused):
             parts = {type(x.payload): x for x in gate.pop(e.entity_id)}
             asked = parts[ev.ApprovalRequested]
-            e = _with(e, started=parts[ev.WorkflowStepStarted].payload,
+            e = _with(e, started=parts[wev.WorkflowStepStarted].payload,
                       released=parts[ev.LeaseReleased].payload, asked=asked.payload,
                       asked_by=asked.actor, asked_role=asked.role)
         if isinstance(p, ev.ApprovalDecided) and p.decision in ("approved", "answered"):
             decided[e.entity_id] = e
             continue
-        if isinstance(p, ev.WorkflowResumed):
+        if isinstance(p, wev.WorkflowResumed):
             (aid,) = [a for a, d in decided.items() if d.actor == e.actor]
             e = _with(e, approval_id=aid, decided=decided.pop(aid).payload)
         if isinstance(p, ev.LeaseAcquired) and prev is not None and isinstance(
-                prev.payload, ev.WorkflowResumed) and p.took_over_from is None:
+                prev.payload, wev.WorkflowResumed) and p.took_over_from is None:
             out[-1] = _with(prev, lease=p)
             continue
         out.append(e)

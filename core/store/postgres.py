@@ -48,10 +48,11 @@ from ..errors import StoreClosed, StoreError
 from ..events import StoredEvent
 from . import projections
 from . import replica as replica_mod
+from .ledger import migration_checksum, migration_name
 from .postgres_url import redact
 from .reads import LogReads
 from .replica import Slot, memory_replica, replica_root
-from .schema import LATEST_VERSION, MIGRATIONS, migration_checksum, migration_name
+from .schema import LATEST_VERSION, MIGRATIONS
 from .sqlite import _tuple_to_event, verify_connection
 from .writer import BatchResult, BatchWriter, Job, first_line, run_commands
 from .writer import dict_factory as _dict_factory

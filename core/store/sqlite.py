@@ -33,6 +33,7 @@ from .checkpoint import (
     WalIndex,
     passive_checkpoint,
 )
+from .ledger import migration_checksum, migration_name
 from .notify import WakeChannel
 from .reads import LogReads
 from .schema import (
@@ -42,8 +43,6 @@ from .schema import (
     MIGRATIONS,
     PROJECTION_SCHEMA,
     PROJECTION_TABLES,
-    migration_checksum,
-    migration_name,
 )
 from .writer import BatchResult, BatchWriter, Job, run_commands
 from .writer import dict_factory as _dict_factory

@@ -155,7 +155,28 @@ def _load_one(p: Path) -> Workflow:
             _PARSED.popitem(last=False)
     else:
         _PARSED.move_to_end(key)
-    return copy.deepcopy(hit)  # callers may not share (or mutate) the cached one
+    try:  # callers may not share (or mutate) the cached one
+        copied: Workflow = _copied(hit)
+    except RecursionError:  # a YAML alias that contains itself: deepcopy keeps the cycle
+        copied = copy.deepcopy(hit)
+    return copied
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of parsed YAML/JSON: dicts and lists copied, scalars (immutable) shared,
+    anything else through `copy.deepcopy`. ~5x cheaper than `copy.deepcopy` of the whole
+    workflow, which was ~18% of a gate's resume (BENCHMARKS.md, issue 24)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if kind is list:
+        return [_copied(v) for v in value]
+    if kind in _SCALARS:
+        return value
+    return copy.deepcopy(value)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def is_approval_step(approval: Any) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 from .. import events as ev
 from ..events import StoredEvent
 from ..store.projections import apply, projects
+from . import events as wev
 
 
 def _jo(value: Any) -> str:
@@ -20,10 +21,10 @@ def _jo(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-@projects(ev.WorkflowStarted)
+@projects(wev.WorkflowStarted)
 def _wf_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowStarted)
+    assert isinstance(p, wev.WorkflowStarted)
     num = int(e.entity_id.split("-", 1)[1])
     db.execute(
         "INSERT INTO workflow_runs (id, num, name, file, args, steps, digest, status, started_by,"
@@ -64,22 +65,22 @@ def _folded(db: sqlite3.Connection, e: StoredEvent, entity_id: str, payload: ev.
                           payload=payload))
 
 
-@projects(ev.WorkflowStepStarted)
+@projects(wev.WorkflowStepStarted)
 def _wf_step_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowStepStarted)
+    assert isinstance(p, wev.WorkflowStepStarted)
     _wf_started_step(db, e, p)
 
 
-def _wf_started_step(db: sqlite3.Connection, e: StoredEvent, p: ev.WorkflowStepStarted) -> None:
+def _wf_started_step(db: sqlite3.Connection, e: StoredEvent, p: wev.WorkflowStepStarted) -> None:
     _wf_step(db, e, p.step_id, p.index, p.kind, "running", attempts=p.attempt)
     _wf_touch(db, e)
 
 
-@projects(ev.WorkflowStepFinished)
+@projects(wev.WorkflowStepFinished)
 def _wf_step_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowStepFinished)
+    assert isinstance(p, wev.WorkflowStepFinished)
     _wf_step(db, e, p.step_id, p.index, None, "done", result=p.result, ended=True)
     for bid, r in p.branches.items():
         _wf_step(db, e, bid, p.index, "branch", "done", result=r, parent=p.step_id, ended=True)
@@ -88,19 +89,19 @@ def _wf_step_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
         _wf_started_step(db, e, p.next)
 
 
-@projects(ev.WorkflowStepSkipped)
+@projects(wev.WorkflowStepSkipped)
 def _wf_step_skipped(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowStepSkipped)
+    assert isinstance(p, wev.WorkflowStepSkipped)
     _wf_step(db, e, p.step_id, p.index, "", "skipped",
              result={"id": p.step_id, "skipped": True}, ended=True)
     _wf_touch(db, e)
 
 
-@projects(ev.WorkflowStepFailed)
+@projects(wev.WorkflowStepFailed)
 def _wf_step_failed(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowStepFailed)
+    assert isinstance(p, wev.WorkflowStepFailed)
     if p.retrying:
         _wf_step(db, e, p.step_id, p.index, None, "retrying", error=p.error)
     else:
@@ -111,10 +112,10 @@ def _wf_step_failed(db: sqlite3.Connection, e: StoredEvent) -> None:
     _wf_touch(db, e)
 
 
-@projects(ev.WorkflowPaused)
+@projects(wev.WorkflowPaused)
 def _wf_paused(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowPaused)
+    assert isinstance(p, wev.WorkflowPaused)
     if p.started is not None:  # what one gate wrote as four events, folded in (issue 24.2)
         _wf_started_step(db, e, p.started)
     if p.released is not None:
@@ -129,10 +130,10 @@ def _wf_paused(db: sqlite3.Connection, e: StoredEvent) -> None:
                _jo(p.identity), _jo(p.input_schema), _jo(p.subject)))
 
 
-@projects(ev.WorkflowResumed)
+@projects(wev.WorkflowResumed)
 def _wf_resumed(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowResumed)
+    assert isinstance(p, wev.WorkflowResumed)
     if p.decided is not None and p.approval_id:  # the gate's decision, folded in
         _folded(db, e, p.approval_id, p.decided)
     db.execute("UPDATE workflow_steps SET status='done', result=?, ended_at=?, seq=?"
@@ -143,15 +144,15 @@ def _wf_resumed(db: sqlite3.Connection, e: StoredEvent) -> None:
         _folded(db, e, f"workflow:{e.entity_id}", p.lease, p.lease.owner, "system")
 
 
-@projects(ev.WorkflowAdopted)
+@projects(wev.WorkflowAdopted)
 def _wf_adopted(db: sqlite3.Connection, e: StoredEvent) -> None:
     _wf_touch(db, e)
 
 
-@projects(ev.WorkflowInterrupted)
+@projects(wev.WorkflowInterrupted)
 def _wf_interrupted(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowInterrupted)
+    assert isinstance(p, wev.WorkflowInterrupted)
     _wf_step(db, e, p.step_id, p.index, None, "interrupted", error=p.reason)
     request = {"prompt": p.reason, "reason": p.reason, "choices": ["retry", "skip", "cancel"]}
     _wf_touch(db, e, "status='paused', waiting_step=?, gate='interrupted', resume_at=?,"
@@ -159,10 +160,10 @@ def _wf_interrupted(db: sqlite3.Connection, e: StoredEvent) -> None:
               " subject=NULL, error=?, ", (p.step_id, p.index, _jo(request), p.reason))
 
 
-@projects(ev.WorkflowRecovered)
+@projects(wev.WorkflowRecovered)
 def _wf_recovered(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowRecovered)
+    assert isinstance(p, wev.WorkflowRecovered)
     if p.decision == "skip":
         _wf_step(db, e, p.step_id, p.index, None, "skipped",
                  result={"id": p.step_id, "skipped": True}, ended=True)
@@ -177,22 +178,22 @@ def _wf_end(db: sqlite3.Connection, e: StoredEvent, status: str, output: Any,
               (status, None if output is None else _jo(output), error, e.ts))
 
 
-@projects(ev.WorkflowFinished)
+@projects(wev.WorkflowFinished)
 def _wf_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowFinished)
+    assert isinstance(p, wev.WorkflowFinished)
     _wf_end(db, e, "ok", p.output, None)
 
 
-@projects(ev.WorkflowCancelled)
+@projects(wev.WorkflowCancelled)
 def _wf_cancelled(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowCancelled)
+    assert isinstance(p, wev.WorkflowCancelled)
     _wf_end(db, e, "cancelled", [], p.reason or None)
 
 
-@projects(ev.WorkflowFailed)
+@projects(wev.WorkflowFailed)
 def _wf_failed(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
-    assert isinstance(p, ev.WorkflowFailed)
+    assert isinstance(p, wev.WorkflowFailed)
     _wf_end(db, e, "failed", None, p.error)

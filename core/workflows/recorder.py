@@ -19,6 +19,7 @@ from ..events import NewEvent
 from ..liveness import process_tag
 from ..store.interface import Store, WriteTx
 from ..tasks.permissions import Role
+from . import events as wev
 
 SAFE_KINDS = ("approval", "input", "none")  # steps with no effect of their own
 
@@ -50,14 +51,14 @@ class StoreRecorder:
         self.store, self.run_id, self.actor = store, run_id, actor
         self.owner, self.ttl = owner, ttl
         self.handing_over = handing_over
-        self.gate_output: ev.WorkflowStepFinished | None = None  # written with the pause
-        self.gate_start: ev.WorkflowStepStarted | None = None  # written with the pause
-        self.held: ev.WorkflowStepFinished | None = None
+        self.gate_output: wev.WorkflowStepFinished | None = None  # written with the pause
+        self.gate_start: wev.WorkflowStepStarted | None = None  # written with the pause
+        self.held: wev.WorkflowStepFinished | None = None
 
     def spawned(self, step_id: str, pid: int) -> None:
         """Not awaited: the group's leader dies with this process anyway (shell.py); the
         record lets an adopter kill what the leader left behind."""
-        event = self._event(ev.WorkflowStepSpawned(step_id=step_id, process=process_tag(pid)))
+        event = self._event(wev.WorkflowStepSpawned(step_id=step_id, process=process_tag(pid)))
         self.store.submit(lambda tx: tx.emit(event))
 
     def _event(self, payload: ev.Payload) -> NewEvent:
@@ -116,7 +117,7 @@ class StoreRecorder:
         if self.handing_over():  # before the start: the next driver runs this step afresh
             await self.flush()
             raise HandedOver(self.run_id)
-        start = ev.WorkflowStepStarted(step_id=step_id, index=index, kind=kind, attempt=attempt)
+        start = wev.WorkflowStepStarted(step_id=step_id, index=index, kind=kind, attempt=attempt)
         if kind in SAFE_KINDS:
             # a gate has no process and no effect: its start rides in its pause, which
             # finds a run cancelled meanwhile (one commit per gate, no read before it); with
@@ -125,7 +126,7 @@ class StoreRecorder:
             self.gate_start = start
             return
         before = self._pending()  # a result kept for this start: one event with it
-        if before and isinstance(before[-1], ev.WorkflowStepFinished):
+        if before and isinstance(before[-1], wev.WorkflowStepFinished):
             now = [*before[:-1], before[-1].model_copy(update={"next": start})]
         else:
             now = [*before, start]
@@ -153,7 +154,7 @@ class StoreRecorder:
                             branches: dict[str, dict[str, Any]] | None, *,
                             durable: bool = True, cost: list[dict[str, Any]] | None = None
                             ) -> None:
-        payload = ev.WorkflowStepFinished(step_id=step_id, index=index, result=result,
+        payload = wev.WorkflowStepFinished(step_id=step_id, index=index, result=result,
                                           branches=branches or {}, cost=cost or [])
         if not durable:
             # An approval step: its output goes with the gate's pause, after
@@ -165,11 +166,11 @@ class StoreRecorder:
         self.held = payload  # written with the next step's start, or flushed
 
     async def step_skipped(self, step_id: str, index: int) -> None:
-        await self._emit(ev.WorkflowStepSkipped(step_id=step_id, index=index))
+        await self._emit(wev.WorkflowStepSkipped(step_id=step_id, index=index))
 
     async def step_failed(self, step_id: str, index: int, message: str, policy: str,
                           retrying: bool, *, cost: list[dict[str, Any]] | None = None
                           ) -> None:
-        await self._emit(ev.WorkflowStepFailed(step_id=step_id, index=index, error=message,
+        await self._emit(wev.WorkflowStepFailed(step_id=step_id, index=index, error=message,
                                                policy=policy, retrying=retrying,
                                                cost=cost or []))

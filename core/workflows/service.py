@@ -36,6 +36,7 @@ from ..liveness import end_group, holder_gone, liveness, process_tag, unheld
 from ..store.interface import Store, WriteTx
 from ..tasks import commands as c
 from ..tasks.permissions import Role
+from . import events as wev
 from .conditions import check_workflow_conditions
 from .cost import CostLimitExceeded, CostLine, CostTracker, line_from, parse_limit, summarize
 from .jsvalues import UNDEFINED, js_prefix, to_json
@@ -222,7 +223,7 @@ class Workflows:
         run_id = f"W-{row['n'] if row else 1}"
         name = workflow.get("name")
         tx.emit(NewEvent(entity_id=run_id, actor=self.actor, role=Role.OPERATOR.value,
-                         payload=ev.WorkflowStarted(
+                         payload=wev.WorkflowStarted(
                              file=str(path), name=name if isinstance(name, str) else path.stem,
                              args=json.loads(to_json(args)),
                              steps=[str(s["id"]) for s in workflow["steps"]],
@@ -315,7 +316,7 @@ class Workflows:
         except (WorkflowError, CostLimitExceeded) as exc:
             message = exc.message if isinstance(exc, WorkflowError) else str(exc)
             await recorder.flush(lost_ok=True)
-            await self._end(run_id, ev.WorkflowFailed(error=message, kind="runtime_error"))
+            await self._end(run_id, wev.WorkflowFailed(error=message, kind="runtime_error"))
             return error_envelope("runtime_error", message)
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -326,11 +327,11 @@ class Workflows:
                 await asyncio.shield(leases.release(self.store, lease_name(run_id),
                                                     self.owner))
                 raise
-            await asyncio.shield(self._end(run_id, ev.WorkflowFailed(
+            await asyncio.shield(self._end(run_id, wev.WorkflowFailed(
                 error="interrupted", kind="runtime_error")))
             raise
         if outcome.pause is None:
-            await self._end(run_id, ev.WorkflowFinished(output=outcome.output))
+            await self._end(run_id, wev.WorkflowFinished(output=outcome.output))
             return ok_envelope("ok", outcome.output)
         return await self._pause(run_id, workflow, outcome, path, recorder)
 
@@ -389,7 +390,7 @@ class Workflows:
             asked = [e for e in folded if isinstance(e.payload, ev.ApprovalRequested)]
             released = [e.payload for e in folded if isinstance(e.payload, ev.LeaseReleased)]
             tx.emit(NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
-                             payload=ev.WorkflowPaused(
+                             payload=wev.WorkflowPaused(
                                  step_id=pause.step_id, index=pause.index, gate=pause.kind,
                                  resume_at=pause.resume_at, approval_id=approval_id,
                                  token_hash=token_hash, request=json.loads(to_json(request)),
@@ -574,7 +575,7 @@ class Workflows:
             if not isinstance(taken, ev.LeaseAcquired) or taken.took_over_from is not None:
                 taken = None
             tx.emit(NewEvent(entity_id=run["id"], actor=(by or "").strip() or self.actor,
-                             role=Role.OPERATOR.value, payload=ev.WorkflowResumed(
+                             role=Role.OPERATOR.value, payload=wev.WorkflowResumed(
                                  step_id=run["waiting_step"], decision=decision,
                                  by=(by or "").strip() or None,
                                  result=json.loads(to_json(result)), owner=process_tag(),
@@ -591,7 +592,7 @@ class Workflows:
             self._claim(tx, run)
             self._decide(tx, run, decision, by, reason)
             tx.emit(NewEvent(entity_id=run["id"], actor=(by or "").strip() or self.actor,
-                             role=Role.OPERATOR.value, payload=ev.WorkflowCancelled(
+                             role=Role.OPERATOR.value, payload=wev.WorkflowCancelled(
                                  reason=_why_cancelled(decision, reason),
                                  by=(by or "").strip() or None)))
 
@@ -686,7 +687,7 @@ class Workflows:
             if run["status"] == "paused":
                 self._decide(tx, run, "withdrawn", by, reason)
             tx.emit(NewEvent(entity_id=run_id, actor=by, role=Role.OPERATOR.value,
-                             payload=ev.WorkflowCancelled(reason=reason or "cancelled", by=by)))
+                             payload=wev.WorkflowCancelled(reason=reason or "cancelled", by=by)))
 
         await self.store.execute(command)
 
@@ -779,7 +780,7 @@ class Workflows:
                     raise ClawError(f"workflow run {run_id!r}: step {plan.step_id}'s process"
                                     f" group {p['process']} did not end; try again")
         if plan.fail is not None:
-            await self._end(run_id, ev.WorkflowFailed(error=plan.fail, kind="runtime_error"))
+            await self._end(run_id, wev.WorkflowFailed(error=plan.fail, kind="runtime_error"))
             return error_envelope("runtime_error", plan.fail)
         if plan.step_id is not None and not plan.rerun:
             return await self._interrupt(run_id, plan)
@@ -787,7 +788,7 @@ class Workflows:
         results = await self._results(run_id)
         await self.store.execute(lambda tx: tx.emit(NewEvent(
             entity_id=run_id, actor=self.actor, role=Role.SYSTEM.value,
-            payload=ev.WorkflowAdopted(owner=self.owner, previous_owner=previous,
+            payload=wev.WorkflowAdopted(owner=self.owner, previous_owner=previous,
                                        index=plan.index, step_id=plan.step_id,
                                        rerun=plan.rerun))))
         return await self._drive(run_id, workflow, path, args, results, plan.index,
@@ -810,7 +811,7 @@ class Workflows:
 
         def command(tx: WriteTx) -> None:
             tx.emit(NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
-                             payload=ev.WorkflowInterrupted(step_id=step_id, index=plan.index,
+                             payload=wev.WorkflowInterrupted(step_id=step_id, index=plan.index,
                                                             reason=reason)))
             leases._release(tx, lease_name(run_id), self.owner)
 
@@ -855,7 +856,7 @@ class Workflows:
                                    holder_gone=holder_gone):
                 raise Conflict(f"workflow run {run_id!r}: another process is settling it")
             tx.emit(NewEvent(entity_id=run_id, actor=who, role=Role.OPERATOR.value,
-                             payload=ev.WorkflowRecovered(step_id=step_id, index=index,
+                             payload=wev.WorkflowRecovered(step_id=step_id, index=index,
                                                           decision=decision, by=who,
                                                           owner=self.owner)))
 
