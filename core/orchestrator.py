@@ -33,6 +33,7 @@ from .store.interface import Command, Store, WriteTx
 from .tasks import commands as c
 from .tasks.permissions import Role
 from .tasks.phases import MAX_ATTEMPTS, Phase
+from .tasks.scan import ACTIONABLE_SQL, ACTIVE
 from .tasks.service import Tasks
 
 log = logging.getLogger("clawtower.orchestrator")
@@ -81,27 +82,6 @@ SYSTEM_PROMPTS = {
                     "Answer with JSON: {recommendation: approve|rework, risk, maintainability, "
                     "test_gaps[], findings[]}.",
 }
-
-# Phases with something left to do (everything but completed, failed, circuit_open).
-_ACTIVE_SQL = ",".join(
-    f"'{p.value}'" for p in Phase
-    if p not in (Phase.COMPLETED, Phase.FAILED, Phase.CIRCUIT_OPEN))
-
-# The scan `actionable()` runs: a waiting task's latest approval is probed in the
-# approvals_by_subject index alone (it covers kind and status: schema v19).
-ACTIONABLE_SQL = (
-    "SELECT t.id, t.phase, t.spec_ok, t.spec_version, t.retry_not_before FROM tasks t"
-    f" WHERE t.phase IN ({_ACTIVE_SQL})"
-    " AND (t.phase != 'awaiting_approval' OR (SELECT a.kind='task_side_effect'"
-    "      AND a.status!='pending' FROM approvals a WHERE a.subject=t.id"
-    "      ORDER BY a.seq DESC LIMIT 1))"
-    " AND (t.phase != 'spec_draft' OR (t.spec_ok AND NOT EXISTS (SELECT 1 FROM reviews r"
-    "      WHERE r.task_id=t.id AND r.stage='spec_review' AND r.verdict!='approved'"
-    "      AND r.spec_version=t.spec_version)))"
-    " ORDER BY t.num")
-
-_ACTIVE = frozenset(p.value for p in Phase
-                    if p not in (Phase.COMPLETED, Phase.FAILED, Phase.CIRCUIT_OPEN))
 
 _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?|\n?```\s*$")
 
@@ -289,7 +269,7 @@ class Orchestrator:
             # a task another engine finished since our read is not claimed (nor driven)
             live = [n for n in names if (row := tx.one(
                 "SELECT phase FROM tasks WHERE id=?", (n.partition(":")[2],))) is not None
-                and row["phase"] in _ACTIVE]
+                and row["phase"] in ACTIVE]
             return leases.claim_many(tx, live, owner, ttl, room)
 
         taken = await self.store.execute(claim)

@@ -11,9 +11,10 @@ from protocol import good_spec
 from core.agents.registry import AgentSet
 from core.agents.simulator import SimScript
 from core.approvals import Approvals
-from core.orchestrator import ACTIONABLE_SQL, Orchestrator
+from core.orchestrator import Orchestrator
 from core.tasks import commands as c
 from core.tasks.permissions import Role
+from core.tasks.scan import ACTIONABLE_SQL
 from core.tasks.spec import PlannedEffect
 
 EFFECTS = [PlannedEffect(kind="notify", description="Post the notes", target="chat://c")]

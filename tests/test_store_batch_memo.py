@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from core.sessions.service import _set_spec, spec_by_ref
+from core.sessions.registry import _set_spec, spec_by_ref
 from core.sessions.specs import AgentSpecConfig
 from core.store.interface import WriteTx
 

@@ -105,7 +105,7 @@ class FlowEngine:
             self.queue.append(item)
 
     async def _load_specs(self) -> None:
-        from ..sessions.service import _spec_of
+        from ..sessions.registry import _spec_of
 
         rows = await self.store.fetchall("SELECT * FROM agent_specs")
         fresh = {r["name"]: _spec_of(r) for r in rows}

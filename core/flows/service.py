@@ -18,14 +18,8 @@ from ..errors import Conflict, NotFound, ValidationError
 from ..events import NewEvent, Payload
 from ..executors import EXECUTOR_PATTERN
 from ..sessions import events as sev
-from ..sessions.service import (
-    INTERNAL_CHANNEL,
-    _next_session_id,
-    _spec_of,
-    _stop,
-    spec_by_ref,
-    spec_for,
-)
+from ..sessions.registry import _spec_of, spec_by_ref, spec_for
+from ..sessions.service import INTERNAL_CHANNEL, _next_session_id, _stop
 from ..sessions.specs import AgentSpec
 from ..store.interface import Store, WriteTx
 from . import events as fev

@@ -261,7 +261,7 @@ def diff(before: AgentSpecConfig | None, after: AgentSpecConfig) -> list[str]:
 async def apply(store: Store, imp: OpenClawImport, *, by: str) -> list[dict[str, Any]]:
     """Write the specs that are new or changed, all in one transaction (an unchanged spec
     writes nothing: re-importing is idempotent); each agent's status and diff."""
-    from .service import _set_spec
+    from .registry import _set_spec
 
     source = f"openclaw:{imp.path}"
 

@@ -54,8 +54,7 @@ from .reads import LogReads
 from .replica import Slot, memory_replica, replica_root
 from .schema import LATEST_VERSION, MIGRATIONS
 from .sqlite import _tuple_to_event, verify_connection
-from .writer import BatchResult, BatchWriter, Job, first_line, run_commands
-from .writer import dict_factory as _dict_factory
+from .writer import BatchResult, BatchWriter, Job, dict_factory, first_line, run_commands
 
 T = TypeVar("T")
 
@@ -479,7 +478,7 @@ class PostgresStore(BatchWriter, LogReads):
         cur = self._replica.execute(sql, params)
         if cur.description is None:
             return []
-        return [_dict_factory(cur, row) for row in cur.fetchall()]
+        return [dict_factory(cur, row) for row in cur.fetchall()]
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         return await self._read(self._query, sql, params)
@@ -492,7 +491,7 @@ class PostgresStore(BatchWriter, LogReads):
             out = []
             for sql, params in queries:
                 cur = self._replica.execute(sql, params)
-                out.append([_dict_factory(cur, row) for row in cur.fetchall()])
+                out.append([dict_factory(cur, row) for row in cur.fetchall()])
             return out
 
         return await self._read(run)

@@ -7,6 +7,7 @@ our envelopes comparable with the real CLI's, so the conversions live in one pla
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from typing import Any
@@ -236,3 +237,20 @@ def truthy(value: Any) -> bool:
     if isinstance(value, str):
         return value != ""
     return True
+
+
+def copy_plain(value: Any) -> Any:
+    """A deep copy of parsed YAML/JSON: dicts and lists copied, scalars (immutable) shared,
+    anything else through `copy.deepcopy`. ~5x cheaper than `copy.deepcopy` of the whole
+    workflow, as each workflow resume copies its cached parse (issue 24)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: copy_plain(v) for k, v in value.items()}
+    if kind is list:
+        return [copy_plain(v) for v in value]
+    if kind in _SCALARS:
+        return value
+    return copy.deepcopy(value)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})

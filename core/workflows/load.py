@@ -25,7 +25,7 @@ from ..limits import (
     read_text,
 )
 from . import yaml12
-from .jsvalues import parse_json, truthy
+from .jsvalues import copy_plain, parse_json, truthy
 
 EXTENSIONS = (".lobster", ".yaml", ".yml", ".json")
 MAX_TIMEOUT_MS = 2_147_483_647
@@ -156,27 +156,12 @@ def _load_one(p: Path) -> Workflow:
     else:
         _PARSED.move_to_end(key)
     try:  # callers may not share (or mutate) the cached one
-        copied: Workflow = _copied(hit)
+        copied: Workflow = copy_plain(hit)
     except RecursionError:  # a YAML alias that contains itself: deepcopy keeps the cycle
         copied = copy.deepcopy(hit)
     return copied
 
 
-def _copied(value: Any) -> Any:
-    """A deep copy of parsed YAML/JSON: dicts and lists copied, scalars (immutable) shared,
-    anything else through `copy.deepcopy`. ~5x cheaper than `copy.deepcopy` of the whole
-    workflow, which was ~18% of a gate's resume (BENCHMARKS.md, issue 24)."""
-    kind = type(value)
-    if kind is dict:
-        return {k: _copied(v) for k, v in value.items()}
-    if kind is list:
-        return [_copied(v) for v in value]
-    if kind in _SCALARS:
-        return value
-    return copy.deepcopy(value)
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def is_approval_step(approval: Any) -> bool:

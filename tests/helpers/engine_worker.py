@@ -17,13 +17,13 @@ import sys
 from engine_child import sim
 
 from core.engine import Engine
-from core.orchestrator import _ACTIVE_SQL
 from core.store import open_store
+from core.tasks.scan import ACTIVE_SQL
 
 
 async def left(store: object) -> int:
     rows = await store.fetchall(  # type: ignore[attr-defined]
-        f"SELECT (SELECT count(*) FROM tasks WHERE phase IN ({_ACTIVE_SQL}))"
+        f"SELECT (SELECT count(*) FROM tasks WHERE phase IN ({ACTIVE_SQL}))"
         " + (SELECT count(*) FROM workflow_runs WHERE status='running') AS n")
     return int(rows[0]["n"])
 

@@ -1,0 +1,24 @@
+"""The orchestrator's scan: the tasks with something to do that needs no human, one query
+run on every wake-up (`Orchestrator.actionable`)."""
+
+from __future__ import annotations
+
+from .phases import Phase
+
+#: phases with something left to do (everything but completed, failed, circuit_open)
+ACTIVE = frozenset(p.value for p in Phase
+                   if p not in (Phase.COMPLETED, Phase.FAILED, Phase.CIRCUIT_OPEN))
+ACTIVE_SQL = ",".join(f"'{p.value}'" for p in Phase if p.value in ACTIVE)
+
+# The scan `actionable()` runs: a waiting task's latest approval is probed in the
+# approvals_by_subject index alone (it covers kind and status: schema v19).
+ACTIONABLE_SQL = (
+    "SELECT t.id, t.phase, t.spec_ok, t.spec_version, t.retry_not_before FROM tasks t"
+    f" WHERE t.phase IN ({ACTIVE_SQL})"
+    " AND (t.phase != 'awaiting_approval' OR (SELECT a.kind='task_side_effect'"
+    "      AND a.status!='pending' FROM approvals a WHERE a.subject=t.id"
+    "      ORDER BY a.seq DESC LIMIT 1))"
+    " AND (t.phase != 'spec_draft' OR (t.spec_ok AND NOT EXISTS (SELECT 1 FROM reviews r"
+    "      WHERE r.task_id=t.id AND r.stage='spec_review' AND r.verdict!='approved'"
+    "      AND r.spec_version=t.spec_version)))"
+    " ORDER BY t.num")
