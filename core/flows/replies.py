@@ -17,30 +17,19 @@ import json
 from dataclasses import dataclass
 
 from ..store.interface import WriteTx
-from . import events as fev
 from .service import (
+    _READY,
+    _REPLYING_FROM,
     RUNNABLE,
     Outcome,
     _dispatch,
-    _ev,
     _task,
     complete,
     item_of,
-    reply_msg_id,
+    replied,
 )
 
-_TASKS = ("SELECT t.task_id, t.flow_id, t.agent, t.status, t.task_msg, t.parent_id,"
-          " t.dependents, p.agent AS p_agent, p.status AS p_status,"
-          " p.open_children AS p_open FROM flow_tasks t"
-          " LEFT JOIN flow_tasks p ON p.task_id=t.parent_id"
-          " WHERE t.task_id IN (SELECT value FROM json_each(?))")
-# as service._READY, by full task ids (the batch's replies may have several coordinators)
-_READY = ("SELECT d.task_id, d.parent_id, d.flow_id, d.agent, d.instruction, d.context,"
-          " d.depth, d.local_id, d.session_id, d.depends_on, (SELECT"
-          " json_group_object(i.local_id, i.result) FROM flow_tasks i WHERE i.task_id IN"
-          " (SELECT d.parent_id || '/' || value FROM json_each(d.depends_on))) AS inputs"
-          " FROM flow_tasks d WHERE d.task_id IN (SELECT value FROM json_each(?)) AND"
-          " d.waiting=0 AND d.status='pending' ORDER BY d.parent_id, d.ord")
+_TASKS = _REPLYING_FROM + "t.task_id IN (SELECT value FROM json_each(?))"
 
 
 @dataclass(frozen=True)
@@ -79,11 +68,7 @@ def complete_many(tx: WriteTx, replies: list[Reply]) -> list[Outcome]:
             continue
         seen.add(rep.task_id)
         parent = t["parent_id"]
-        tx.emit(_ev(t["flow_id"], t["agent"], fev.FlowReplied(
-            msg_id=reply_msg_id(rep.task_id, True), kind="REPLY", task_id=rep.task_id,
-            from_agent=t["agent"], to_agent=t["p_agent"], body=rep.body,
-            in_reply_to=t["task_msg"] or "", mode=rep.mode, tokens=rep.tokens),
-            idem=f"flow-reply:{rep.task_id}"))
+        replied(tx, t, True, rep.body, rep.mode, rep.tokens)
         coordinator[parent] = t["p_agent"]
         if t["p_status"] == "waiting":
             left[parent] = left.get(parent, t["p_open"]) - 1

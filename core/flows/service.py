@@ -173,12 +173,20 @@ def _link_session(tx: WriteTx, flow_id: str, agent: str, sid: str) -> None:
 # A subtask ready to dispatch: the columns `_dispatch` uses and, in the same statement, the
 # results of its dependencies (`inputs`, a JSON object by local id): one read per ready
 # subtask instead of two. `?1`: the coordinator's task id; `?2`: the subtask ids (JSON list).
-_READY = ("SELECT d.task_id, d.flow_id, d.agent, d.instruction, d.context, d.depth, d.local_id,"
-          " d.session_id, d.depends_on, (SELECT json_group_object(i.local_id, i.result) FROM"
-          " flow_tasks i WHERE i.task_id IN (SELECT ?1 || '/' || value FROM"
-          " json_each(d.depends_on))) AS inputs FROM flow_tasks d WHERE d.task_id IN"
-          " (SELECT ?1 || '/' || value FROM json_each(?2)) AND d.waiting=0 AND"
-          " d.status='pending' ORDER BY d.ord")
+# The subtasks among `?` (full task ids, a JSON list) ready to run, with their inputs (the
+# results of what they depend on): one statement for a reply's dependents, a decomposition's
+# roots or a batch of replies with several coordinators.
+_READY = ("SELECT d.task_id, d.parent_id, d.flow_id, d.agent, d.instruction, d.context,"
+          " d.depth, d.local_id, d.session_id, d.depends_on, (SELECT"
+          " json_group_object(i.local_id, i.result) FROM flow_tasks i WHERE i.task_id IN"
+          " (SELECT d.parent_id || '/' || value FROM json_each(d.depends_on))) AS inputs"
+          " FROM flow_tasks d WHERE d.task_id IN (SELECT value FROM json_each(?)) AND"
+          " d.waiting=0 AND d.status='pending' ORDER BY d.parent_id, d.ord")
+
+
+def ready_ids(parent_id: str, local_ids: list[str]) -> str:
+    """`_READY`'s parameter: the full task ids of `parent_id`'s subtasks `local_ids`."""
+    return json.dumps([f"{parent_id}/{local}" for local in local_ids])
 
 
 def _dispatch(tx: WriteTx, row: dict[str, Any], from_agent: str) -> WorkItem:
@@ -238,18 +246,30 @@ def decompose(tx: WriteTx, task_id: str, raw: Any, tokens: int = 0) -> Outcome:
     tx.emit(_ev(t["flow_id"], t["agent"], fev.FlowDecomposed(
         task_id=task_id, msg_id=msg, subtasks=[s.model_dump() for s in subs], tokens=tokens)))
     out = Outcome()
-    roots = json.dumps([s.id for s in subs if not s.depends_on])
-    for row in tx.all(_READY, (task_id, roots)):  # the ready roots, in one statement
+    roots = ready_ids(task_id, [s.id for s in subs if not s.depends_on])
+    for row in tx.all(_READY, (roots,)):  # the ready roots, in one statement
         out.items.append(_dispatch(tx, row, t["agent"]))
     return out
 
 
 # What a reply reads: the task and its coordinator, in one statement (the columns used).
-_REPLYING = ("SELECT t.flow_id, t.agent, t.status, t.task_msg, t.parent_id, t.dependents,"
-             " t.local_id,"
-             " p.agent AS p_agent, p.status AS p_status, p.open_children AS p_open"
-             " FROM flow_tasks t LEFT JOIN flow_tasks p ON p.task_id=t.parent_id"
-             " WHERE t.task_id=?")
+_REPLYING_FROM = ("SELECT t.task_id, t.flow_id, t.agent, t.status, t.task_msg, t.parent_id,"
+                  " t.dependents, t.local_id, p.agent AS p_agent, p.status AS p_status,"
+                  " p.open_children AS p_open FROM flow_tasks t"
+                  " LEFT JOIN flow_tasks p ON p.task_id=t.parent_id WHERE ")
+_REPLYING = _REPLYING_FROM + "t.task_id=?"
+
+
+def replied(tx: WriteTx, t: dict[str, Any], ok: bool, body: str, mode: str, tokens: int,
+            msg_id: str | None = None) -> None:
+    """The task `t` (a `_REPLYING` row) answers its coordinator, or the operator."""
+    task_id = t["task_id"]
+    tx.emit(_ev(t["flow_id"], t["agent"], fev.FlowReplied(
+        msg_id=msg_id or reply_msg_id(task_id, ok), kind="REPLY" if ok else "ERROR",
+        task_id=task_id, from_agent=t["agent"],
+        to_agent=t["p_agent"] if t["parent_id"] else OPERATOR, body=body,
+        in_reply_to=t["task_msg"] or "", mode=mode, tokens=tokens),
+        idem=f"flow-reply:{task_id}"))
 
 
 def complete(tx: WriteTx, task_id: str, ok: bool, body: str, mode: str, tokens: int = 0,
@@ -267,11 +287,7 @@ def complete(tx: WriteTx, task_id: str, ok: bool, body: str, mode: str, tokens: 
         return ignore(tx, flow_id, msg, task_id, kind, t["agent"],
                       f"task {task_id} is {t['status']}")
     parent_id = t["parent_id"]
-    to = t["p_agent"] if parent_id else OPERATOR
-    tx.emit(_ev(flow_id, t["agent"], fev.FlowReplied(
-        msg_id=msg, kind=kind, task_id=task_id, from_agent=t["agent"], to_agent=to, body=body,
-        in_reply_to=t["task_msg"] or "", mode=mode, tokens=tokens),
-        idem=f"flow-reply:{task_id}"))
+    replied(tx, t, ok, body, mode, tokens, msg)
     out = Outcome()
     if not ok:
         reason = _fail_upward(tx, flow_id, t, body)
@@ -283,7 +299,7 @@ def complete(tx: WriteTx, task_id: str, ok: bool, body: str, mode: str, tokens: 
         out.finished = "done"
         return out
     if t["dependents"] != "[]":  # the dependents this reply unblocked, with their inputs
-        for row in tx.all(_READY, (parent_id, t["dependents"])):
+        for row in tx.all(_READY, (ready_ids(parent_id, json.loads(t["dependents"])),)):
             out.items.append(_dispatch(tx, row, t["p_agent"]))
     if t["p_open"] == 1 and t["p_status"] == "waiting":
         p = _task(tx, parent_id)

@@ -56,13 +56,21 @@ def worker_lease(owner: str) -> str:
     return f"worker:{owner}"
 
 
+def _running_beside(session: str, job: str) -> str:
+    """SQL: another job of `session` runs under a live worker's lease (the one `?`: now).
+    A session has at most one active TurnJob, across processes: the check and the claim
+    (or the fence) are one commit."""
+    return ("EXISTS(SELECT 1 FROM turn_jobs o JOIN leases ol ON ol.name = 'worker:' ||"
+            f" o.owner WHERE o.session_id={session} AND o.status='running' AND o.id<>{job}"
+            " AND ol.released=0 AND ol.expires_at > ?)")
+
+
+_BUSY = f"SELECT {_running_beside('?', '?')} AS busy"
+
+
 def _busy(tx: WriteTx, job: dict[str, Any]) -> bool:
-    """Another job of the job's session runs under a live worker's lease (a session has at
-    most one active TurnJob, across processes: this check and the claim are one commit)."""
-    return tx.one(
-        "SELECT 1 FROM turn_jobs j JOIN leases l ON l.name = 'worker:' || j.owner"
-        " WHERE j.session_id=? AND j.status='running' AND j.id<>? AND l.released=0"
-        " AND l.expires_at > ? LIMIT 1", (job["session_id"], job["id"], tx.now)) is not None
+    row = tx.one(_BUSY, (job["session_id"], job["id"], tx.now))
+    return bool(row and row["busy"])
 
 
 @dataclass
@@ -156,9 +164,9 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     # that came in since (their lines, their context) wake the session after it, by the
     # join. Taken now, a re-run parent would answer them, its spawns left undone.
     rerun = attempt > 1 and resume is None
-    rerun_start = None if not rerun else int((tx.one(
-        "SELECT min(seq) AS s FROM events WHERE entity='turnjob' AND entity_id=? AND"
-        " type='turnjob.started'", (job["id"],)) or {}).get("s") or 0) or None
+    first = tx.one("SELECT min(seq) AS s FROM events WHERE entity='turnjob' AND"
+                   " entity_id=? AND type='turnjob.started'", (job["id"],)) if rerun else None
+    rerun_start = first["s"] if first else None
     if rerun:  # the dead attempt's turn closes, its task waits
         task, prior = takeover.job_task(tx, job)
         if task and tx.one("SELECT 1 FROM session_inbox WHERE session_id=? AND"
@@ -281,18 +289,17 @@ def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
     return out
 
 
+_OURS = ("SELECT j.status, j.owner, j.attempt, l.owner AS lease_owner, l.released,"
+         f" {_running_beside('j.session_id', 'j.id')} AS busy"
+         " FROM turn_jobs j LEFT JOIN leases l ON l.name=? WHERE j.id=?")
+
+
 def _ours(tx: WriteTx, claim: Claim, owner: str) -> bool:
     """Whether the job is still this worker's: running, its owner and attempt ours, under
     our unreleased lease, and no other job of its session running under a live lease (ours
     lapsed and another worker took the session's next job). One statement: it runs at
     every finish, steer and renewal."""
-    row = tx.one(
-        "SELECT j.status, j.owner, j.attempt, l.owner AS lease_owner, l.released,"
-        " EXISTS(SELECT 1 FROM turn_jobs o JOIN leases ol ON ol.name = 'worker:' || o.owner"
-        " WHERE o.session_id=j.session_id AND o.status='running' AND o.id<>j.id"
-        " AND ol.released=0 AND ol.expires_at > ?) AS busy"
-        " FROM turn_jobs j LEFT JOIN leases l ON l.name=? WHERE j.id=?",
-        (tx.now, worker_lease(owner), claim.job_id))
+    row = tx.one(_OURS, (tx.now, worker_lease(owner), claim.job_id))
     return row is not None and row["status"] == "running" and row["owner"] == owner \
         and int(row["attempt"]) == claim.attempt and row["lease_owner"] == owner \
         and not row["released"] and not row["busy"]

@@ -233,15 +233,13 @@ def _job_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
     # the session first: whether the job ran is read before its row changes below; a
     # session that ended with the job (folded in, issue 24.2) ends in the same statement
     ends = "" if p.session_status is None else ", status=?, result=?"
-    db.execute(
-        "UPDATE sessions SET status=CASE WHEN status IN ('running','queued','waiting') THEN"
-        " 'idle' ELSE status END, active_job=NULL, turns=turns+(SELECT count(*) FROM"
-        " turn_jobs WHERE id=? AND status='running'), prompt_tokens=prompt_tokens+?,"
-        " completion_tokens=completion_tokens+?, cost_usd=cost_usd+?" + ends +
-        ", updated_at=?, last_seq=? WHERE id=?",
-        (e.entity_id, p.prompt_tokens, p.completion_tokens, p.cost_usd,
-         *(() if p.session_status is None else _ended(p.session_status)), e.ts, e.seq,
-         p.session_id))
+    _touch(db, p.session_id, e,
+           "status=CASE WHEN status IN ('running','queued','waiting') THEN 'idle' ELSE status"
+           " END, active_job=NULL, turns=turns+(SELECT count(*) FROM turn_jobs WHERE id=? AND"
+           " status='running'), prompt_tokens=prompt_tokens+?,"
+           " completion_tokens=completion_tokens+?, cost_usd=cost_usd+?" + ends,
+           (e.entity_id, p.prompt_tokens, p.completion_tokens, p.cost_usd,
+            *(() if p.session_status is None else _ended(p.session_status))))
     row = db.execute("UPDATE turn_jobs SET status=?, stop_reason=?, error=?, reply_msg_id=?,"
                      " prompt_tokens=?, completion_tokens=?, cost_usd=?, ended_at=?, last_seq=?"
                      " WHERE id=? RETURNING took",
