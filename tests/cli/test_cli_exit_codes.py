@@ -80,13 +80,21 @@ def test_not_found_has_one_style(run: Run, db: Path, argv: tuple[str, ...]) -> N
     assert r.code == 2 and ONE_STYLE.match(r.err), (argv, r.err)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_130_interrupted(home: Path, tmp_path: Path) -> None:
     db = tmp_path / "follow.db"
     env = child_env(home)
     assert subprocess.run([str(CLAWTOWER), "task", "create", spec("01"), "--db", str(db)],
                           env=env, capture_output=True, timeout=60).returncode == 0
+    # ctrl+c as a terminal delivers it: SIGINT at its default. An ignored SIGINT is inherited
+    # (a run started in the background by a non-interactive shell ignores it), and Python
+    # then leaves it ignored: the CLI would rightly keep following (nohup semantics).
     proc = subprocess.Popen([str(CLAWTOWER), "events", "--follow", "--db", str(db)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     try:
         assert proc.stdout is not None
         assert "task.created" in proc.stdout.readline()  # it is following now
