@@ -30,6 +30,7 @@ from core.limits import (
     check_float,
     check_id,
     check_int,
+    check_name,
     check_text,
     printable,
 )
@@ -42,8 +43,9 @@ MAX_TIMEOUT_S = 86_400.0  # llm task --timeout: a day
 
 # What each option holds, by its argparse dest. Unlisted strings are checked as TEXT.
 IDS = frozenset({"id", "entity", "name", "agent", "subject"})
+NAMES = frozenset({"by"})  # an operator's name, recorded on what they do: the one name rule
 TOKENS = frozenset({"token"})  # a resume token: one word, longer than an id (~150 chars)
-WORDS = frozenset({"by", "choice", "phase", "role", "verdict", "risk", "format", "approve",
+WORDS = frozenset({"choice", "phase", "role", "verdict", "risk", "format", "approve",
                    "cancel", "mode", "participants", "command", "task_cmd", "meeting_cmd",
                    "store_cmd", "workflow_cmd", "tools_cmd", "agents_cmd", "llm_cmd"})
 JSONS = frozenset({"args_json", "response_json", "args"})
@@ -110,6 +112,8 @@ def check_value(dest: str, field: str, value: Any) -> None:
     elif isinstance(value, str):
         if dest in IDS:
             check_id(value, field)
+        elif dest in NAMES:
+            check_name(value, field)
         elif dest in TOKENS:
             check_text(value, field, max_chars=MAX_TOKEN_CHARS, one_line=True)
         elif dest in WORDS:
@@ -135,6 +139,21 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     minutes = getattr(args, "minutes_dir", None)
     if minutes:
         confined_dir(minutes, "--minutes-dir")
+    env_operator()
+
+
+def env_operator() -> str | None:
+    """$CLAWTOWER_OPERATOR under the one name rule, or None when it is not set; checked with
+    the arguments, so a bad one refuses a command before anything is opened. Set but empty
+    is refused, not skipped: it is what `CLAWTOWER_OPERATOR=$WHO` gives when WHO is unset,
+    and acting under the login name instead would go unnoticed."""
+    value = os.environ.get("CLAWTOWER_OPERATOR")
+    if value is None:
+        return None
+    if not value:
+        raise ValidationError("$CLAWTOWER_OPERATOR: set but empty (unset it to act as your"
+                              " login name, or give --by NAME)")
+    return check_name(value, "$CLAWTOWER_OPERATOR")
 
 
 def confined_dir(value: str, field: str) -> Path:
@@ -160,4 +179,4 @@ def confined_dir(value: str, field: str) -> Path:
     return resolved
 
 
-__all__ = ["check_args", "check_value", "confined_dir", "one_line"]
+__all__ = ["check_args", "check_value", "confined_dir", "env_operator", "one_line"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -128,10 +127,24 @@ def _near_choice(message: str) -> str:
 
 
 def operator_name() -> str:
+    """Who is acting when no --by is given: $CLAWTOWER_OPERATOR, else the login name; under
+    the one name rule (core.limits.check_name), a refusal naming where the name came from.
+    A variable set but empty is refused, not skipped: it is what `CLAWTOWER_OPERATOR=$WHO`
+    gives when WHO is unset, and acting under the login name instead would be silent."""
+    from core.limits import check_name
+
+    from .boundary import env_operator
+
+    env = env_operator()
+    if env is not None:
+        return env
     try:
-        return os.environ.get("CLAWTOWER_OPERATOR") or getpass.getuser() or "operator"
+        user = getpass.getuser()
     except Exception:
+        user = ""
+    if not user:
         return "operator"
+    return check_name(user, "your login name (set $CLAWTOWER_OPERATOR or give --by NAME)")
 
 
 def default_agents() -> str | None:

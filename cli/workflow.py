@@ -176,15 +176,21 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
         except WorkflowError as exc:
             return _print(error_envelope(exc.kind, exc.message))
 
+    approver = None
+    if wc == "resume":
+        approver = args.by or os.environ.get("LOBSTER_APPROVAL_APPROVED_BY")
+        if approver and not args.by:  # --by passed the boundary's check already
+            from core.limits import check_name
+
+            check_name(approver, "$LOBSTER_APPROVAL_APPROVED_BY")
     async with cli_store(args.db, read_only=wc in ("list", "show")) as store:
         wf = Workflows(store, actor=_operator())
         if wc == "run":
             return _print(await wf.run(file, provided, dry_run=args.dry_run))
         if wc == "resume":
-            by = args.by or os.environ.get("LOBSTER_APPROVAL_APPROVED_BY")
             return _print(await wf.resume(token=args.token, approval_id=args.id,
                                           approve=resume.approve, response=resume.response,
-                                          cancel=resume.cancel, approved_by=by))
+                                          cancel=resume.cancel, approved_by=approver))
         if wc == "list":
             rows = await wf.list()
             if args.json:

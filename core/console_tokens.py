@@ -33,7 +33,7 @@ from typing import Any
 
 from . import config, files
 from .errors import ValidationError
-from .limits import check_id
+from .limits import check_name
 from .safe_yaml import loads
 
 PREFIX = "ct_"  # says what a leaked string is (like GitHub's ghp_)
@@ -72,7 +72,7 @@ def parse(text: str, path: Path) -> dict[str, ConsoleToken]:
     for name, d in data.items():
         if not isinstance(name, str):
             raise ValidationError(f"{path}: {name!r}: an operator name must be a string")
-        check_id(name, f"{path}:{name}")
+        check_name(name, f"{path}: operator")
         if not isinstance(d, dict):
             raise ValidationError(f"{path}:{name}: must be a mapping")
         h, created, used = d.get("sha256"), d.get("created", 0.0), d.get("link_used", False)
@@ -107,7 +107,7 @@ def _write(tokens: dict[str, ConsoleToken]) -> None:
 def issue(operator: str) -> str:
     """A new token for `operator` (replacing theirs: a rotation); returns it, the only time
     it exists in clear. Sessions signed in with the old one end at their next request."""
-    check_id(operator, "--by")
+    check_name(operator, "--by")
     token = PREFIX + secrets.token_urlsafe(32)
     tokens = load()
     tokens[operator] = ConsoleToken(operator, digest(token), time.time())

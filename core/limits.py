@@ -80,6 +80,27 @@ def check_id(value: str, field: str) -> str:
     return value
 
 
+MAX_NAME_CHARS = 64
+NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+NAME_RULE = f"1-{MAX_NAME_CHARS} letters, digits, '_', '-' or '.', and not '.' or '..'"
+
+
+def is_name(value: object) -> bool:
+    """The one name rule, for every name made from user input (an operator, an agent spec,
+    an OpenClaw agent's id, an expert's trigger): NAME_RULE. `.` and `..` are refused
+    because a name can end up as a path segment, a YAML key or a URL part."""
+    return (isinstance(value, str) and 0 < len(value) <= MAX_NAME_CHARS
+            and set(value) <= NAME_CHARS and value not in (".", ".."))
+
+
+def check_name(value: str, field: str) -> str:
+    """`value` under the one name rule (is_name), or one ValidationError naming `field`."""
+    if not is_name(value):
+        raise ValidationError(f"{field}: {printable(str(value), 80)!r} is not a name"
+                              f" ({NAME_RULE})")
+    return value
+
+
 INT64_MIN = -(1 << 63)
 
 

@@ -61,7 +61,8 @@ def test_the_link_is_marked_used_once_and_survives_a_reload() -> None:
     ("alice: {sha256: abc}\n", "alice.sha256: must be 64 lower-case hex digits"),
     (f"alice: {{sha256: {'a' * 64}, link_used: 'yes'}}\n", "alice.link_used"),
     (f"alice: {{sha256: {'a' * 64}, created: 'now'}}\n", "alice.created"),
-    (f"'al ice': {{sha256: {'a' * 64}}}\n", "contains whitespace"),
+    (f"'al ice': {{sha256: {'a' * 64}}}\n", "'al ice' is not a name"),
+    (f"'..': {{sha256: {'a' * 64}}}\n", "'..' is not a name"),
 ])
 def test_a_broken_file_is_refused_naming_the_field(text: str, field: str) -> None:
     path = console_tokens.tokens_file()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ValidationError
+from ..limits import NAME_RULE, is_name, printable
 from ..safe_yaml import MAX_BYTES, loads
 from . import checks as ck
 
@@ -478,8 +479,10 @@ def _triggers(ld: _Loader, m: dict[str, Any], triggers: list[Any]) -> None:
         if not isinstance(t, dict):
             ld.err(f, f"triggers[{i}]", f"must be a mapping (got {ck.type_name(t)})")
             continue
-        ld.unique(ld.string(t, "name", f, pre, required=True), names, f, f"{pre}name",
-                  "is used by another trigger")
+        tname = ld.string(t, "name", f, pre, required=True)
+        if tname is not None and not is_name(tname):  # a URL segment, a hooks.yaml key
+            ld.err(f, f"{pre}name", f"{printable(tname, 80)!r} is not a name ({NAME_RULE})")
+        ld.unique(tname, names, f, f"{pre}name", "is used by another trigger")
         ld.enum(t, "type", ("webhook", "cron", "channel"), f, pre, required=True)
         ld.string(t, "process", f, pre, required=True)
         for key in ("preset", "requires_tool", "dedupe_key", "description"):

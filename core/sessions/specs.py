@@ -27,6 +27,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import ValidationError
+from ..limits import NAME_RULE, is_name, printable
 from ..memory.policy import RecallPolicy
 from ..tools.approval import ToolApprovalPolicy
 
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from ..agents.config import ClawtowerConfig
 
 SIM_MODELS = ("sim-standard", "sim-strong")
-NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 
 class SpecPrice(BaseModel):
@@ -145,9 +145,10 @@ def parse_config(data: Any, where: str) -> AgentSpecConfig:
 
 
 def check_name(name: str, where: str = "agent spec") -> str:
-    if not name or len(name) > 64 or not set(name) <= NAME_CHARS or name.startswith("ag-"):
-        raise ValidationError(f"{where}: name {name!r} must be 1-64 letters, digits, '_', '-'"
-                              " or '.', and not start with 'ag-' (agent ids do)")
+    """A spec's name: the one name rule (core/limits.py), and not 'ag-...' (agent ids are)."""
+    if not is_name(name) or name.startswith("ag-"):
+        raise ValidationError(f"{where}: name {printable(str(name), 80)!r} must be"
+                              f" {NAME_RULE}, and not start with 'ag-' (agent ids do)")
     return name
 
 
