@@ -165,9 +165,11 @@ async def _import_openclaw(args: argparse.Namespace) -> int:
         if args.gateway else None
     if gateway is not None:  # the same checks as an acp_agents entry's `openclaw:`
         from core.acp.config import harness_from_data
+        from core.limits import read_secret
 
         harness_from_data({"openclaw": {"url": gateway.url, "token_file": gateway.token_file,
                                         "command": gateway.command}}, "openclaw", "--gateway")
+        read_secret(gateway.token_file, "--token-file")  # there, one line, not empty
     path, data = openclaw.read_config(args.openclaw or None)
     cfg = _config(args)
     async with cli_store(args.db) as store:

@@ -14,6 +14,15 @@ from .common import db_parent, nothing_yet, operator_name
 from .stores import cli_store
 
 
+class _Random:
+    """`--token`/`--secret` with no value: make a random one (hookauth.RANDOM). A sentinel no
+    argv can spell, so `--token ''` - an unset variable - is refused instead of silently
+    replacing a working token with a random one."""
+
+
+RANDOM = _Random()
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     t = subparsers.add_parser("triggers", help="expert triggers: list, fire, history, auth")
     sub = t.add_subparsers(dest="triggers_cmd", metavar="ACTION", parser_class=type(t),
@@ -37,10 +46,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     a = sub.add_parser("auth", parents=c, help="set a webhook trigger's token or HMAC secret")
     a.add_argument("expert", help="installed expert")
     a.add_argument("trigger", help="webhook trigger name")
-    a.add_argument("--token", nargs="?", const="", default=None,
+    a.add_argument("--token", nargs="?", const=RANDOM, default=None,
                    help="bearer token (random when no value is given; a value typed here"
                    " stays in shell history: prefer --token-file)")
-    a.add_argument("--secret", nargs="?", const="", default=None,
+    a.add_argument("--secret", nargs="?", const=RANDOM, default=None,
                    help="HMAC-SHA256 secret (random when no value is given; prefer"
                    " --secret-file)")
     a.add_argument("--token-file", metavar="PATH", default=None,
@@ -148,22 +157,18 @@ def fingerprint(secret: str) -> str:
 
 def _read_secret(path: str, option: str) -> str:
     """A credential from a file or stdin (first line, surrounding whitespace dropped)."""
-    from core.errors import ValidationError
-    from core.limits import check_text, read_text
+    from core.limits import MAX_SECRET_CHARS, read_secret, secret_in
 
-    raw = sys.stdin.read(4097) if path == "-" else read_text(path, max_bytes=4096)
-    value = raw.strip()
-    if len(raw) > 4096 or "\n" in value:
-        raise ValidationError(f"{option}: expected one line of at most 4096 characters")
-    if not value:
-        raise ValidationError(f"{option}: empty")
-    return check_text(value, option, max_chars=4096, one_line=True)
+    if path == "-":
+        return secret_in(sys.stdin.read(MAX_SECRET_CHARS + 1), option)
+    return read_secret(path, option)
 
 
 def _auth(args: argparse.Namespace) -> int:
     from core.errors import ValidationError
     from core.experts import home
     from core.experts.package import load_package
+    from core.limits import check_secret
     from core.triggers import hookauth
     from core.triggers.spec import triggers_of
 
@@ -177,9 +182,13 @@ def _auth(args: argparse.Namespace) -> int:
                               (args.secret, args.secret_file, "secret")):
         if given is not None and file is not None:
             raise ValidationError(f"give --{name} or --{name}-file, not both")
-    token = _read_secret(args.token_file, "--token-file") if args.token_file else args.token
-    secret = (_read_secret(args.secret_file, "--secret-file") if args.secret_file
-              else args.secret)
+    for given, option in ((args.token, "--token"), (args.secret, "--secret")):
+        if isinstance(given, str):  # typed (RANDOM: none given, make one)
+            check_secret(given, option)
+    token = _read_secret(args.token_file, "--token-file") if args.token_file else \
+        hookauth.RANDOM if args.token is RANDOM else args.token
+    secret = _read_secret(args.secret_file, "--secret-file") if args.secret_file else \
+        hookauth.RANDOM if args.secret is RANDOM else args.secret
     if token is None and secret is None and args.max_bytes is None:
         raise ValidationError("give --token and/or --secret (or their -file forms, or"
                               " --max-bytes)")
@@ -189,7 +198,8 @@ def _auth(args: argparse.Namespace) -> int:
     # never the credential itself (terminals, CI logs): a fingerprint the sender can match
     for name, asked, value in (("token", token, auth.token), ("secret", secret, auth.secret)):
         if asked is not None and value is not None:
-            made = " (random: read it from the file below)" if asked == "" else ""
+            made = " (random: read it from the file below)" \
+                if asked is hookauth.RANDOM else ""
             print(f"{name}: {fingerprint(value)}{made}")
     sys.stderr.write(f"written to {path}\n")
     return 0

@@ -30,12 +30,15 @@ def check_env_sources(v: dict[str, str]) -> dict[str, str]:
 
 
 def resolve(env: Mapping[str, str], env_from: Mapping[str, str], who: str) -> dict[str, str]:
-    """`env` plus each `env_from` variable's value; a variable of ours that is not set is a
-    ValidationError naming `who` and the variable (never a value)."""
+    """`env` plus each `env_from` variable's value; a variable of ours that is not set, or
+    set but empty, is a ValidationError naming `who` and the variable (never a value)."""
     out = dict(env)
     for child, ours in env_from.items():
         value = os.environ.get(ours)
         if value is None:
             raise ValidationError(f"{who}: env_from.{child}: the variable {ours} is not set")
+        if not value.strip():  # env_from carries secrets: an empty one is a mistake
+            raise ValidationError(f"{who}: env_from.{child}: the variable {ours} is set but"
+                                  " empty")
         out[child] = value
     return out

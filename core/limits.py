@@ -101,6 +101,39 @@ def check_name(value: str, field: str) -> str:
     return value
 
 
+MAX_SECRET_CHARS = 4096
+
+
+def check_secret(value: str, field: str) -> str:
+    """A token, password or secret a user hands over (an option's value, a file's or a
+    variable's): one line, not empty. An empty one is refused, never read as "make one up"
+    or "no credential": it is what an unset shell variable (`--token "$TOKEN"`) or an empty
+    file gives, and a random replacement would silently lock out whoever held the old one."""
+    if not value.strip():
+        raise ValidationError(f"{field}: empty (an unset variable or an empty file?)")
+    return check_text(value, field, max_chars=MAX_SECRET_CHARS, one_line=True)
+
+
+def secret_in(raw: str, field: str) -> str:
+    """The credential a file or stdin holds: one line, surrounding whitespace dropped, not
+    empty (check_secret); errors name `field` (the option that named the file)."""
+    value = raw.strip()
+    if len(raw) > MAX_SECRET_CHARS or "\n" in value:
+        raise ValidationError(f"{field}: expected one line of at most {MAX_SECRET_CHARS}"
+                              " characters")
+    return check_secret(value, field)
+
+
+def read_secret(path: str | Path, field: str) -> str:
+    """secret_in of a file, read bounded; a file that cannot be read is refused naming
+    `field` too."""
+    try:
+        raw = read_text(path, max_bytes=MAX_SECRET_CHARS)
+    except ValidationError as exc:
+        raise ValidationError(f"{field}: {exc}") from None
+    return secret_in(raw, field)
+
+
 INT64_MIN = -(1 << 63)
 
 

@@ -32,6 +32,16 @@ QUIET_ENV = {"OPENCLAW_HIDE_BANNER": "1", "OPENCLAW_SUPPRESS_NOTES": "1",
              "OPENCLAW_NO_RESPAWN": "1"}
 
 
+def _blank(path: str) -> bool:
+    """Whether a credentials file holds nothing but whitespace (an unreadable one is left
+    to the harness, whose error names it)."""
+    try:
+        with open(path, "rb") as f:
+            return not f.read(4097).strip()
+    except OSError:
+        return False
+
+
 class OpenClawTarget(BaseModel):
     """Which Gateway, with which credentials, and which of its agents' sessions."""
 
@@ -88,6 +98,10 @@ class OpenClawTarget(BaseModel):
                 return (f"{self.who(harness)}: openclaw.{field}"
                         f" {value} does not exist (write the Gateway's gateway.auth token"
                         " there: `openclaw gateway auth-token --show` on the Gateway host)")
+            if value and _blank(os.path.expanduser(value)):
+                return (f"{self.who(harness)}: openclaw.{field} {value} is empty (write the"
+                        " Gateway's gateway.auth token there: `openclaw gateway auth-token"
+                        " --show` on the Gateway host)")
         return ""
 
     def explain(self, harness: str, reason: str) -> str:

@@ -142,8 +142,10 @@ class HTTPProvider:
         if not self.api_key_env:
             return None
         value = os.environ.get(self.api_key_env)
-        if not value:
+        if value is None:
             raise self._error(f"the API key variable {self.api_key_env} is not set")
+        if not value.strip():
+            raise self._error(f"the API key variable {self.api_key_env} is set but empty")
         return value
 
     def _error(self, message: str, *, retryable: bool = False) -> ProviderError:

@@ -75,7 +75,7 @@ async def fire_webhook(store: Store, payload: dict[str, Any] | None = None) -> s
 
     from .webhook import build_app
 
-    token = hookauth.write(EXPERT, WEBHOOK, token="").token
+    token = hookauth.write(EXPERT, WEBHOOK, token=hookauth.RANDOM).token
     app = build_app(store, Catalog())
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://demo") as client:

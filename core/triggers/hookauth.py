@@ -24,13 +24,25 @@ from typing import Any
 
 from .. import config, files
 from ..errors import ValidationError
-from ..limits import MAX_JSON_BYTES
+from ..limits import MAX_JSON_BYTES, check_secret
 from ..safe_yaml import loads
 
 DEFAULT_MAX_BYTES = 256 * 1024
 DEFAULT_WINDOW_S = 300.0
 SIGNATURE_HEADER = "x-hub-signature-256"
 TIMESTAMP_HEADER = "x-clawtower-timestamp"
+
+
+class Random:
+    """`write(token=RANDOM)`: make a random credential (`triggers auth --token` with no
+    value). A sentinel, not "": an empty string is what an unset variable gives, and is
+    refused."""
+
+    def __repr__(self) -> str:
+        return "RANDOM"
+
+
+RANDOM = Random()
 
 
 @dataclass(frozen=True)
@@ -79,11 +91,15 @@ def parse(text: str, path: Path) -> dict[str, HookAuth]:
     return out
 
 
-def write(expert: str, trigger: str, *, token: str | None = None, secret: str | None = None,
-          max_bytes: int | None = None) -> HookAuth:
-    """Set a trigger's credentials (a random one for each asked as ""); returns them."""
+def write(expert: str, trigger: str, *, token: str | Random | None = None,
+          secret: str | Random | None = None, max_bytes: int | None = None) -> HookAuth:
+    """Set a trigger's credentials (a random one for each asked as RANDOM; an empty one is
+    refused before the file is touched); returns them."""
     import yaml
 
+    for name, given in (("token", token), ("secret", secret)):
+        if isinstance(given, str):
+            check_secret(given, f"{trigger}.{name}")
     path = hooks_file(expert)
     data: dict[str, Any] = {}
     if path.is_file():
@@ -91,9 +107,9 @@ def write(expert: str, trigger: str, *, token: str | None = None, secret: str | 
         data = raw if isinstance(raw, dict) else {}
     entry = dict(data.get(trigger) or {})
     if token is not None:
-        entry["token"] = token or secrets.token_urlsafe(32)
+        entry["token"] = secrets.token_urlsafe(32) if isinstance(token, Random) else token
     if secret is not None:
-        entry["secret"] = secret or secrets.token_urlsafe(32)
+        entry["secret"] = secrets.token_urlsafe(32) if isinstance(secret, Random) else secret
     if max_bytes is not None:
         entry["max_bytes"] = max_bytes
     data[trigger] = entry

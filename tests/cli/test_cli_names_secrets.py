@@ -5,10 +5,14 @@ the range that applies. Every refusal is one stderr line, exit 2, nothing writte
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import Run
+from cli_helpers import Run, digest
+
+from core.triggers import hookauth
+from tests.helpers.hook_expert import TOKEN, install_hook_expert
 
 CLAWTOWER_YAML = """providers:
   local:
@@ -105,3 +109,97 @@ def test_openclaw_ids_dot_and_dotdot_are_refused(
     assert "name '.'" in line or "name '..'" in line, line
     assert not db.exists() or run("agents", "spec", "list", "--json", "--db", db
                                   ).json() == []
+
+
+# -- empty secrets -----------------------------------------------------------------------
+
+def _authentic(token: str) -> bool:
+    auth = hookauth.load("hook-expert")["inbound"]
+    headers = {"authorization": f"Bearer {token}"}
+    return hookauth.check(auth, headers, b"{}", time.time()) is None
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["--token", ""], "--token"),  # `--token "$TOKEN"` with TOKEN unset
+    (["--token", "   "], "--token"),
+    (["--secret", ""], "--secret"),
+    (["--token-file", ""], "--token-file"),  # `--token-file "$F"` with F unset
+    (["--secret-file", ""], "--secret-file"),
+])
+def test_an_empty_token_or_secret_is_refused_and_the_old_one_still_works(
+        run: Run, db: Path, tmp_path: Path, home: Path, argv: list[str],
+        option: str) -> None:
+    install_hook_expert(tmp_path)
+    hooks = hookauth.hooks_file("hook-expert")
+    before = digest(hooks)
+    assert _authentic(TOKEN)
+    r = run("triggers", "auth", "hook-expert", "inbound", *argv, "--db", db)
+    line = _one_line(r.err)
+    assert r.code == 2 and line.startswith(f"clawtower: error: {option}:"), line
+    assert r.out == "" and digest(hooks) == before  # nothing written
+    assert _authentic(TOKEN)
+
+
+def test_an_empty_token_file_is_refused(run: Run, db: Path, tmp_path: Path) -> None:
+    install_hook_expert(tmp_path)
+    before = digest(hookauth.hooks_file("hook-expert"))
+    empty = tmp_path / "empty.token"
+    empty.write_text("\n")
+    r = run("triggers", "auth", "hook-expert", "inbound", "--token-file", empty, "--db", db)
+    assert r.code == 2 and "--token-file: empty" in _one_line(r.err)
+    assert digest(hookauth.hooks_file("hook-expert")) == before and _authentic(TOKEN)
+
+
+def test_token_without_a_value_still_makes_a_random_one(run: Run, db: Path,
+                                                       tmp_path: Path) -> None:
+    install_hook_expert(tmp_path)
+    r = run("triggers", "auth", "hook-expert", "inbound", "--token", "--db", db)
+    assert r.code == 0 and "(random" in r.out, r.err
+    new = hookauth.load("hook-expert")["inbound"].token
+    assert new and new != TOKEN and new not in r.out and not _authentic(TOKEN)
+
+
+def test_the_core_refuses_an_empty_credential_too(tmp_path: Path) -> None:
+    from core.errors import ValidationError
+
+    install_hook_expert(tmp_path)
+    before = digest(hookauth.hooks_file("hook-expert"))
+    for kw in ({"token": ""}, {"secret": " "}):
+        with pytest.raises(ValidationError, match="empty"):
+            hookauth.write("hook-expert", "inbound", **kw)  # type: ignore[arg-type]
+    assert digest(hookauth.hooks_file("hook-expert")) == before
+
+
+def test_an_empty_gateway_token_file_is_refused_at_import(
+        run: Run, db: Path, tmp_path: Path) -> None:
+    oc = tmp_path / "openclaw.json"
+    oc.write_text("{agents: {entries: {main: {tools: {allow: []}}}}}")
+    empty = tmp_path / "gw.token"
+    empty.write_text("")
+    r = run("agents", "spec", "import", "--openclaw", oc, "--gateway", "ws://127.0.0.1:1",
+            "--token-file", empty, "--db", db)
+    line = _one_line(r.err)
+    assert r.code == 2 and "--token-file" in line and "empty" in line, line
+    assert not db.exists()
+
+def test_empty_secrets_from_the_environment_and_credential_files_are_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.acp.openclaw import OpenClawTarget
+    from core.agents.openai import OpenAIProvider
+    from core.childenv import resolve
+    from core.errors import ValidationError
+
+    monkeypatch.setenv("CT_EMPTY_SECRET", "")
+    with pytest.raises(ValidationError, match="GH_TOKEN: the variable"
+                                              " CT_EMPTY_SECRET is set but empty"):
+        resolve({}, {"GH_TOKEN": "CT_EMPTY_SECRET"}, "mcp server gh")
+    key = OpenAIProvider("local", "http://llm.test/v1", api_key_env="CT_EMPTY_SECRET")._key
+    with pytest.raises(Exception, match="CT_EMPTY_SECRET is set but empty"):
+        key()
+    empty = tmp_path / "gw.token"
+    empty.write_text("\n")
+    target = OpenClawTarget(url="ws://127.0.0.1:1", token_file=str(empty))
+    assert "openclaw.token_file" in target.preflight("oc") and \
+        "is empty" in target.preflight("oc")
+    empty.write_text("t0ken\n")
+    assert target.preflight("oc") == ""
