@@ -60,11 +60,17 @@ INTS: dict[str, tuple[int, int]] = {
     "max_depth": (1, 1_000_000),  # flow run
     "max_width": (1, 1_000_000),
     "max_nodes": (1, 1_000_000),
+    "port": (0, 65535),  # console --web, serve (0: a free one)
+    "max_consoles": (1, 1000),
+    "auth_failures": (1, 10_000),
+    "auth_trigger_failures": (1, 1_000_000),
 }
 FLOATS: dict[str, tuple[float, float]] = {
     "speed": (0.0, MAX_SPEED),
     "temperature": (0.0, 2.0),
     "timeout": (0.001, MAX_TIMEOUT_S),
+    "idle_minutes": (0.01, 7 * 24 * 60),  # console --web: a week
+    "auth_window": (1.0, 86_400.0),
 }
 
 
@@ -179,4 +185,5 @@ def confined_dir(value: str, field: str) -> Path:
     return resolved
 
 
-__all__ = ["check_args", "check_value", "confined_dir", "env_operator", "one_line"]
+__all__ = ["FLOATS", "INTS", "check_args", "check_value", "confined_dir", "env_operator",
+           "one_line"]

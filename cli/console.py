@@ -115,15 +115,24 @@ async def _web(args: argparse.Namespace) -> int:
     import asyncio
 
     from core import console_tokens
-    from core.limits import check_float, check_id, check_int, check_text
+    from core.limits import check_float, check_host, check_int, check_name, check_text
     from core.triggers.ratelimit import FailureLimiter
 
-    host = args.host or "127.0.0.1"
-    port = 8788 if args.port is None else check_int(args.port, "--port", 0, 65535)
-    max_consoles = check_int(_given(args.max_consoles, 8), "--max-consoles", 1, 1000)
-    idle = check_float(_given(args.idle_minutes, 30.0), "--idle-minutes", 0.01, 7 * 24 * 60)
-    failures = check_int(_given(args.auth_failures, 20), "--auth-failures", 1, 10_000)
-    window = check_float(_given(args.auth_window, 60.0), "--auth-window", 1, 86_400)
+    from .boundary import FLOATS, INTS
+
+    # every option first (the same ranges as the boundary's), then the files: a refusal
+    # opens, creates and writes nothing
+    host = "127.0.0.1" if args.host is None else check_host(args.host, "--host")
+    port = 8788 if args.port is None else check_int(args.port, "--port", *INTS["port"])
+    max_consoles = check_int(_given(args.max_consoles, 8), "--max-consoles",
+                             *INTS["max_consoles"])
+    idle = check_float(_given(args.idle_minutes, 30.0), "--idle-minutes",
+                       *FLOATS["idle_minutes"])
+    failures = check_int(_given(args.auth_failures, 20), "--auth-failures",
+                         *INTS["auth_failures"])
+    window = check_float(_given(args.auth_window, 60.0), "--auth-window",
+                         *FLOATS["auth_window"])
+    by = check_name(args.by, "--by") if args.by is not None else operator_name()
     public = args.public_url
     if public is not None:
         from urllib.parse import urlsplit
@@ -144,8 +153,6 @@ async def _web(args: argparse.Namespace) -> int:
 
     await (await open_store(args.db)).close()  # so does a bad store
 
-    by = args.by or operator_name()
-    check_id(by, "--by")
     tokens = console_tokens.load()
     # made once the port is bound (in ready): a start that fails leaves no unseen token
     make_token = args.rotate_token or (by not in tokens and (args.by is not None or not tokens))
@@ -182,9 +189,24 @@ async def _web(args: argparse.Namespace) -> int:
     try:
         await server.run(stop, ready)
     except OSError as exc:
-        sys.stderr.write(f"clawtower: error: --port {port}: {exc.strerror or exc}\n")
+        sys.stderr.write(f"clawtower: error: {bind_error(exc, host, port)}\n")
         return 1
     return 0
+
+
+def bind_error(exc: OSError, host: str, port: int) -> str:
+    """Why listening on host:port failed, naming the option at fault: --port for a port in
+    use or not ours to take, --host for a name that does not resolve or an address this
+    machine does not have."""
+    import errno
+    import socket
+
+    why = exc.strerror or str(exc)
+    if isinstance(exc, socket.gaierror) or exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+        return f"--host {host}: {why}"
+    if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+        return f"--port {port}: {why}"
+    return f"--host {host} --port {port}: {why}"
 
 
 def _url_host(host: str) -> str:

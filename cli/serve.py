@@ -12,9 +12,10 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from core.config import effects_journal
-from core.limits import check_float, check_int
+from core.limits import check_float, check_host, check_int
 
 from . import output
+from .boundary import FLOATS, INTS
 from .common import (
     add_config_option,
     default_agents_file,
@@ -210,15 +211,16 @@ async def _serve(args: argparse.Namespace, signals: StartupSignals) -> int:
 
 
 async def _start(args: argparse.Namespace) -> int:
-    path = args.config or default_agents_file()
-    # a bad agents file or config fails before the store is opened
-    agents = load_agents(path)
-
+    # the options, then a bad agents file or config, fail before the store is opened
+    check_host(args.host, "--host")  # "" would listen on every interface
     if args.port is not None:
-        check_int(args.port, "--port", 0, 65535)
-    check_int(args.auth_failures, "--auth-failures", 1, 10_000)
-    check_int(args.auth_trigger_failures, "--auth-trigger-failures", 1, 1_000_000)
-    check_float(args.auth_window, "--auth-window", 1, 86_400)
+        check_int(args.port, "--port", *INTS["port"])
+    check_int(args.auth_failures, "--auth-failures", *INTS["auth_failures"])
+    check_int(args.auth_trigger_failures, "--auth-trigger-failures",
+              *INTS["auth_trigger_failures"])
+    check_float(args.auth_window, "--auth-window", *FLOATS["auth_window"])
+    path = args.config or default_agents_file()
+    agents = load_agents(path)
 
     async def run(store: Store) -> int:
         await startup_hold("store")

@@ -134,6 +134,28 @@ def read_secret(path: str | Path, field: str) -> str:
     return secret_in(raw, field)
 
 
+def check_host(value: str, field: str) -> str:
+    """Where a server listens: an IP address or a host name (dot-separated labels of
+    letters, digits and '-'). An empty one is refused: to a socket it means every
+    interface, which nobody asks for by leaving a variable unset."""
+    import ipaddress
+
+    with_zone = value.partition("%")[0]  # fe80::1%eth0
+    try:
+        ipaddress.ip_address(with_zone)
+        return value
+    except ValueError:
+        pass
+    labels = (value[:-1] if value.endswith(".") else value).split(".")  # "example.com."
+    if not value or len(value) > 253 or not all(
+            0 < len(x) <= 63 and x[0] != "-" and x[-1] != "-" and set(x) <= _HOST_CHARS
+            for x in labels):
+        raise ValidationError(f"{field}: {printable(value, 80)!r} is not an IP address or a"
+                              " host name (letters, digits, '-' and '.')")
+    return value
+
+
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 INT64_MIN = -(1 << 63)
 
 

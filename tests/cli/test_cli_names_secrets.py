@@ -5,6 +5,8 @@ the range that applies. Every refusal is one stderr line, exit 2, nothing writte
 
 from __future__ import annotations
 
+import errno
+import socket
 import time
 from pathlib import Path
 
@@ -203,3 +205,35 @@ def test_empty_secrets_from_the_environment_and_credential_files_are_refused(
         "is empty" in target.preflight("oc")
     empty.write_text("t0ken\n")
     assert target.preflight("oc") == ""
+
+
+# -- console --web options: the option at fault, the range that applies ------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["--host", "bad_host!"], "--host: 'bad_host!' is not an IP address or a host name"),
+    (["--host", ""], "--host: '' is not an IP address or a host name"),
+    (["--idle-minutes", "nan"], "--idle-minutes: must be a number between 0.01 and 10080"),
+    (["--idle-minutes", "0"], "--idle-minutes: must be a number between 0.01 and 10080"),
+    (["--auth-window", "inf"], "--auth-window: must be a number between 1 and 86400"),
+    (["--port", "70000"], "--port: must be between 0 and 65535"),
+    (["--max-consoles", "0"], "--max-consoles: must be between 1 and 1000"),
+    (["--auth-failures", "-1"], "--auth-failures: must be between 1 and 10000"),
+])
+def test_console_web_errors_name_the_option_and_its_range(
+        run: Run, db: Path, home: Path, argv: list[str], message: str) -> None:
+    r = run("console", "--web", *argv, "--db", db)
+    line = _one_line(r.err)
+    assert r.code == 2 and line.startswith(f"clawtower: error: {message}"), line
+    assert "1e+12" not in line and not db.exists()
+    assert not (home / "console-tokens.yaml").exists()
+
+
+def test_a_failed_bind_blames_the_option_at_fault() -> None:
+    from cli.console import bind_error
+
+    gai = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    assert bind_error(gai, "nosuch.invalid", 8788).startswith("--host nosuch.invalid:")
+    notours = OSError(errno.EADDRNOTAVAIL, "Cannot assign requested address")
+    assert bind_error(notours, "10.9.9.9", 8788).startswith("--host 10.9.9.9:")
+    taken = OSError(errno.EADDRINUSE, "Address already in use")
+    assert bind_error(taken, "127.0.0.1", 8788).startswith("--port 8788:")
