@@ -178,11 +178,15 @@ async def _import_openclaw(args: argparse.Namespace) -> int:
         imp = openclaw.build(path, data, cfg, only=args.names or None, gateway=gateway,
                              known_tools=known)
         rows = await openclaw.apply(store, imp, by=_operator())
+    notes = {a.name: a.notes for a in imp.agents}
     if args.json:
-        output.emit_json({"file": path, "agents": rows, "unmapped": imp.unmapped})
+        output.emit_json({"file": path, "agents": [{**r, "notes": notes[r["name"]]}
+                                                   for r in rows], "unmapped": imp.unmapped})
         return 0
     for r in rows:
         print(f"{r['name']}: {r['status']} ({r['agent_id']}) from {path}")
+        for note in notes[r["name"]]:
+            print(f"  {note}")
         for line in r["diff"]:
             print(f"  {line}")
         for u in r["unmapped"]:

@@ -9,7 +9,8 @@ agent becomes a spec named by its id:
                                             the agent runs on its Gateway (below)
     tools.allow                           -> policy.tools: the names clawtower has a tool
                                             for; the others are listed (the list stays a
-                                            restriction: none mapped = no tools)
+                                            restriction: none mapped = no tools;
+                                            absent = every tool, said in a note)
     subagents.allowAgents                 -> policy.subagents (["*"] = any; absent = only
                                             itself, OpenClaw's default)
     workspace                             -> the Gateway harness's cwd (with --gateway)
@@ -65,6 +66,7 @@ class Imported:
     where: str  # the agent's field path: agents.entries.<id> or agents.list[i]
     config: AgentSpecConfig
     unmapped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the user should know (every_tool)
 
 
 @dataclass
@@ -238,9 +240,19 @@ def build(path: str, data: dict[str, Any], cfg: ClawtowerConfig | None, *,
         except ValueError as exc:  # pydantic's: a value the spec refuses
             raise ValidationError(f"{path}: field '{where}': {exc}") from None
         out.append(Imported(aid, where, config,
-                            [u for u in unmapped if not u.startswith("agents.defaults.")]))
+                            [u for u in unmapped if not u.startswith("agents.defaults.")],
+                            every_tool(config, where)))
         wide += [u for u in unmapped if u.startswith("agents.defaults.") and u not in wide]
     return OpenClawImport(path, out, wide)
+
+
+def every_tool(config: AgentSpecConfig, where: str) -> list[str]:
+    """The note an agent without an allow-list gets: its spec may call every tool (OpenClaw
+    without `tools.allow` restricts nothing, and neither does a spec without policy.tools)."""
+    if config.policy.tools is not None:
+        return []
+    return [f"may call every tool: no tools.allow in {where}.tools or agents.defaults.tools"
+            " (add one, or `agents spec set NAME --tools a,b`, to restrict it)"]
 
 
 def _dump(config: AgentSpecConfig) -> str:
@@ -288,4 +300,4 @@ async def apply(store: Store, imp: OpenClawImport, *, by: str) -> list[dict[str,
 
 
 __all__ = ["DEFAULT_PATH", "Gateway", "Imported", "OpenClawImport", "agents_of", "apply",
-           "build", "diff", "read_config"]
+           "build", "diff", "every_tool", "read_config"]

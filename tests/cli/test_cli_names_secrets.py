@@ -237,3 +237,23 @@ def test_a_failed_bind_blames_the_option_at_fault() -> None:
     assert bind_error(notours, "10.9.9.9", 8788).startswith("--host 10.9.9.9:")
     taken = OSError(errno.EADDRINUSE, "Address already in use")
     assert bind_error(taken, "127.0.0.1", 8788).startswith("--port 8788:")
+
+
+# -- an OpenClaw agent without an allow-list --------------------------------------------
+
+def test_an_openclaw_agent_without_an_allow_list_imports_saying_it_may_call_every_tool(
+        run: Run, db: Path, tmp_path: Path) -> None:
+    oc = tmp_path / "openclaw.json"
+    oc.write_text("{agents: {entries: {open: {}, shut: {tools: {allow: []}}}}}")
+    r = run("agents", "spec", "import", "--openclaw", oc, "--db", db)
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    at = lines.index(next(x for x in lines if x.startswith("open: new")))
+    assert lines[at + 1].startswith("  may call every tool: no tools.allow in"
+                                    " agents.entries.open.tools"), r.out
+    assert "may call every tool" not in "".join(x for x in lines if "shut" in x)
+    assert r.out.count("may call every tool") == 1
+    rows = {a["name"]: a for a in run("agents", "spec", "import", "--openclaw", oc,
+                                      "--db", db, "--json").json()["agents"]}
+    assert rows["open"]["notes"] and rows["shut"]["notes"] == []
+    assert rows["open"]["status"] == "unchanged"  # said again on every import
