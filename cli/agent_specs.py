@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from core.store import Store
 
 
+OPENCLAW_DEFAULT = "~/.openclaw/openclaw.json"  # core/sessions/openclaw.DEFAULT_PATH
+
+
 def add_spec_parser(agents_sub: Any) -> None:
     """`agents spec ...` (called by cli/agents.py)."""
     sp = agents_sub.add_parser("spec", help="agent specs of sessions (the store's registry)")
@@ -53,7 +56,9 @@ def add_spec_parser(agents_sub: Any) -> None:
                         " OpenClaw config: --openclaw)", parents=c)
     im.add_argument("names", nargs="*", metavar="NAME",
                     help="the agents to import (default: every agent of the config)")
-    im.add_argument("--openclaw", nargs="?", const="", default=None, metavar="PATH",
+    # no value: the default path (typed '' - an unset variable - is refused as a path)
+    im.add_argument("--openclaw", nargs="?", const=OPENCLAW_DEFAULT, default=None,
+                    metavar="PATH",
                     help="import OpenClaw's agents (JSON5; default ~/.openclaw/openclaw.json)")
     im.add_argument("--gateway", metavar="URL",
                     help="with --openclaw: run the imported agents on this Gateway"
@@ -157,6 +162,8 @@ async def _import_openclaw(args: argparse.Namespace) -> int:
     from core.sessions import openclaw
     from core.tools.builtin import builtin_tools
 
+    if args.gateway is not None and not args.gateway.strip():
+        raise ValidationError("--gateway: empty (an unset variable?)")
     if bool(args.gateway) != bool(args.token_file):
         raise ValidationError("agents spec import --openclaw: --gateway and --token-file go"
                               " together (the Gateway, and the file holding its token)")
@@ -170,7 +177,7 @@ async def _import_openclaw(args: argparse.Namespace) -> int:
         harness_from_data({"openclaw": {"url": gateway.url, "token_file": gateway.token_file,
                                         "command": gateway.command}}, "openclaw", "--gateway")
         read_secret(gateway.token_file, "--token-file")  # there, one line, not empty
-    path, data = openclaw.read_config(args.openclaw or None)
+    path, data = openclaw.read_config(args.openclaw)
     cfg = _config(args)
     async with cli_store(args.db) as store:
         known = set(builtin_tools()) | {r["name"] for r in await store.fetchall(

@@ -50,7 +50,7 @@ WORDS = frozenset({"choice", "phase", "role", "verdict", "risk", "format", "appr
                    "store_cmd", "workflow_cmd", "tools_cmd", "agents_cmd", "llm_cmd"})
 JSONS = frozenset({"args_json", "response_json", "args"})
 PATHS = frozenset({"db", "spec", "file", "path", "agents", "agents_file", "config", "schema",
-                   "input", "minutes_dir", "token_file", "secret_file"})
+                   "input", "minutes_dir", "token_file", "secret_file", "openclaw"})
 INTS: dict[str, tuple[int, int]] = {
     "after": (0, MAX_SEQ),
     "max_rounds": (1, MAX_MEETING_ROUNDS),

@@ -206,6 +206,25 @@ def test_empty_secrets_from_the_environment_and_credential_files_are_refused(
     empty.write_text("t0ken\n")
     assert target.preflight("oc") == ""
 
+@pytest.mark.parametrize("argv, option", [
+    (["--openclaw", ""], "--openclaw"),  # read ~/.openclaw/openclaw.json instead
+    (["--openclaw", "OC", "--gateway", ""], "--gateway"),  # imported without it
+])
+def test_an_empty_openclaw_path_or_gateway_is_refused(
+        run: Run, db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        argv: list[str], option: str) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    default = tmp_path / ".openclaw" / "openclaw.json"
+    default.parent.mkdir()
+    default.write_text("{agents: {entries: {main: {tools: {allow: []}}}}}")
+    argv = [str(default) if a == "OC" else a for a in argv]
+    r = run("agents", "spec", "import", *argv, "--db", db)
+    line = _one_line(r.err)
+    assert r.code == 2 and line.startswith(f"clawtower: error: {option}:"), line
+    assert not db.exists()
+    r = run("agents", "spec", "import", "--openclaw", "--db", db)  # no value: the default
+    assert r.code == 0 and r.out.startswith("main: new (ag-") and str(default) in r.out, r.err
+
 
 # -- console --web options: the option at fault, the range that applies ------------------
 
