@@ -131,6 +131,7 @@ def operator_name() -> str:
     the one name rule (core.limits.check_name), a refusal naming where the name came from.
     A variable set but empty is refused, not skipped: it is what `CLAWTOWER_OPERATOR=$WHO`
     gives when WHO is unset, and acting under the login name instead would be silent."""
+    from core.errors import ValidationError
     from core.limits import check_name
 
     from .boundary import env_operator
@@ -144,7 +145,11 @@ def operator_name() -> str:
         user = ""
     if not user:
         return "operator"
-    return check_name(user, "your login name (set $CLAWTOWER_OPERATOR or give --by NAME)")
+    try:
+        return check_name(user, "your login name")
+    except ValidationError as exc:
+        raise ValidationError(f"{exc}; set $CLAWTOWER_OPERATOR (or --by NAME where the"
+                              " command takes one)") from None
 
 
 def default_agents() -> str | None:

@@ -77,6 +77,20 @@ def test_a_bad_or_empty_operator_variable_refuses_before_anything_is_written(
     assert r.code == 2 and says in _one_line(r.err)
     assert state(seeded) == before
 
+def test_a_login_name_that_is_not_a_name_is_refused_saying_what_to_set(
+        run: Run, seeded: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli_helpers import state
+
+    before = state(seeded)
+    monkeypatch.delenv("CLAWTOWER_OPERATOR")
+    monkeypatch.setattr("getpass.getuser", lambda: "john doe")
+    r = run("task", "cancel", "T-1", "--reason", "r", "--db", seeded)
+    line = _one_line(r.err)
+    assert r.code == 2 and "your login name: 'john doe' is not a name" in line, line
+    assert "set $CLAWTOWER_OPERATOR" in line and state(seeded) == before
+    r = run("task", "cancel", "T-1", "--reason", "r", "--by", "john.doe", "--db", seeded)
+    assert r.code == 0 and "cancel by john.doe" in r.out, r.err
+
 
 @pytest.mark.parametrize("name", ["../x", "..", "a b"])
 def test_a_trigger_name_that_is_not_a_name_is_refused_at_install(
