@@ -166,7 +166,8 @@ def check_fields(data: Mapping[str, Any], known: Collection[str], source: str) -
             near = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
             hint = f" (did you mean {near[0]!r}?)" if near else \
                 f" (known: {', '.join(sorted(known))})"
-            raise ValidationError(f"{source}: unknown field {printable(str(key), 60)!r}{hint}")
+            at = f"{source}: " if source else ""
+            raise ValidationError(f"{at}unknown field {printable(str(key), 60)!r}{hint}")
 
 
 __all__ = ["MAX_JSON5_BYTES", "MAX_NUMBER_CHARS", "check_depth", "check_fields", "parse_json",
