@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from .errors import ValidationError
 from .limits import (
@@ -156,20 +157,70 @@ def read_yaml(path: str | Path) -> Any:
     return load_file(path)
 
 
+def _near(key: str, known: Collection[str]) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else f" (known: {', '.join(sorted(known))})"
+
+
+def _fields_at(model: Any, path: Sequence[Any]) -> list[str]:
+    """The field names of the pydantic model at `path` (field names, dict keys, list
+    indexes) inside `model`; [] when the path leads to no model."""
+    from pydantic import BaseModel
+
+    def models(tp: Any) -> list[type[BaseModel]]:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            return [tp]
+        return [m for a in get_args(tp) for m in models(a)] if get_origin(tp) in (
+            Union, UnionType, Annotated) else []
+
+    def step(tp: Any, part: Any) -> Any:
+        for m in models(tp):
+            if isinstance(part, str) and part in m.model_fields:
+                return m.model_fields[part].annotation
+        origin, args = get_origin(tp), get_args(tp)
+        if origin in (Union, UnionType, Annotated):
+            return next((t for t in (step(a, part) for a in args) if t is not None), None)
+        if origin is dict and len(args) == 2:
+            return args[1]
+        if origin in (list, tuple, set, frozenset) and args:
+            return args[0]
+        return None
+
+    tp: Any = model
+    for part in path:
+        tp = step(tp, part)
+        if tp is None:
+            return []
+    return [f for m in models(tp) for f in m.model_fields]
+
+
+def schema_problem(exc: Any, model: Any, *, also: Collection[str] = ()) -> tuple[str, str]:
+    """(field path, message) of the first problem pydantic found validating `model`. A
+    field the schema does not have (extra="forbid") is "unknown field", with the closest
+    name its object does have (`also`: more names the top level takes); it is reported
+    first, as a misspelt field is also a missing one."""
+    errors = exc.errors()
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = [x for x in err["loc"] if x != "__root__"]
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden" and loc:
+        known = [*_fields_at(model, loc[:-1]), *(also if len(loc) == 1 else ())]
+        msg = "unknown field" + (_near(str(loc[-1]), known) if known else "")
+    return ".".join(str(x) for x in loc), msg
+
+
 def check_fields(data: Mapping[str, Any], known: Collection[str], source: str) -> None:
     """Every key of `data` is one of `known`: else one error naming the first unknown one,
     with the closest known name (a misspelt `expires` must not pass as no expiry)."""
-    import difflib
-
     for key in data:
         if key not in known:
-            near = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
-            hint = f" (did you mean {near[0]!r}?)" if near else \
-                f" (known: {', '.join(sorted(known))})"
             at = f"{source}: " if source else ""
-            raise ValidationError(f"{at}unknown field {printable(str(key), 60)!r}{hint}")
+            raise ValidationError(f"{at}unknown field {printable(str(key), 60)!r}"
+                                  f"{_near(str(key), known)}")
 
 
 __all__ = ["MAX_JSON5_BYTES", "MAX_NUMBER_CHARS", "check_depth", "check_fields", "parse_json",
            "parse_json5", "parse_json_lines", "read_json", "read_json5", "read_json_lines",
-           "read_yaml"]
+           "read_yaml", "schema_problem"]

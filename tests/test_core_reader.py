@@ -124,3 +124,24 @@ def test_unknown_fields_get_a_did_you_mean() -> None:
     assert "unknown field 'zzz' (known: category, content" in _refused(
         check_fields, {"zzz": 1}, known, "m")
     check_fields({"key": "k"}, known, "m")
+
+
+def test_schema_problem_finds_the_fields_of_the_nested_object() -> None:
+    import pydantic
+
+    from core.agents.config import ProviderConfig
+    from core.reader import schema_problem
+    from core.tasks.spec import TaskSpec
+
+    def problem(model: type[pydantic.BaseModel], data: object) -> tuple[str, str]:
+        with pytest.raises(pydantic.ValidationError) as got:
+            model.model_validate(data)
+        return schema_problem(got.value, model)
+
+    # a misspelt required field is reported as the unknown one, not as missing
+    assert problem(ProviderConfig, {"kind": "openai", "bse_url": "x"}) == (
+        "bse_url", "unknown field (did you mean 'base_url'?)")
+    assert problem(TaskSpec, {"goal": "g", "side_effects": [{"kind": "k", "description": "d",
+                                                            "traget": "t"}]}) == (
+        "side_effects.0.traget", "unknown field (did you mean 'target'?)")
+    assert problem(TaskSpec, {"goal": ""})[0] == "goal"  # other problems pass through

@@ -167,3 +167,22 @@ def test_openclaw_hostile_content(run: Run, store: Path, tmp_path: Path, name: s
     f = tmp_path / f"{name}.json"
     f.write_text(text)
     _refused(run, store, ("agents", "spec", "import", "--openclaw", f), f"{f}: {why}")
+
+
+# ------------------------------------------- unknown fields of a schema: a did-you-mean
+
+
+@pytest.mark.parametrize(("argv", "text", "why"), [
+    (("task", "create"), "goal: g\nacceptence_criteria: [a]\n",
+     "field 'acceptence_criteria': unknown field (did you mean 'acceptance_criteria'?)"),
+    (("task", "create"), "goal: g\nside_effects: [{kind: k, description: d, traget: t}]\n",
+     "field 'side_effects.0.traget': unknown field (did you mean 'target'?)"),
+    (("agents", "spec", "set", "ada", "--file"), "defaults: {modle: x}\n",
+     "field 'defaults.modle': unknown field (did you mean 'model'?)"),
+])
+def test_a_misspelt_field_gets_a_did_you_mean(run: Run, store: Path, tmp_path: Path,
+                                              argv: tuple[str, ...], text: str,
+                                              why: str) -> None:
+    f = tmp_path / "in.yaml"
+    f.write_text(text)
+    _refused(run, store, (*argv, f), str(f), why)
