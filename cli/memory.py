@@ -155,9 +155,14 @@ async def _search(args: argparse.Namespace) -> int:
 
 
 def _iso(ts: float) -> str:
+    """A stored time as ISO 8601; one no calendar can show (a store written before imports
+    were checked: 1e308) as the number, never an internal error."""
     import time
 
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return str(ts)
 
 
 async def _put(args: argparse.Namespace) -> int:

@@ -186,3 +186,22 @@ def test_a_misspelt_field_gets_a_did_you_mean(run: Run, store: Path, tmp_path: P
     f = tmp_path / "in.yaml"
     f.write_text(text)
     _refused(run, store, (*argv, f), str(f), why)
+
+
+def test_show_survives_an_expiry_stored_before_imports_were_checked(run: Run,
+                                                                   store: Path) -> None:
+    import asyncio
+
+    from core.memory.service import Memories
+    from core.store import open_store
+
+    async def put() -> None:  # what main's import wrote for `"expires_at": 1e308`
+        s = await open_store(str(store))
+        try:
+            await Memories(s).put("agent:a", "far", "x", by="t", expires_at=1e308)
+        finally:
+            await s.close()
+
+    asyncio.run(put())
+    r = run("memory", "show", "agent:a", "far", "--db", store)
+    assert r.code == 0 and "expires: 1e+308" in r.out, r.err
