@@ -18,7 +18,6 @@ from .limits import (
     MAX_FILE_BYTES,
     MAX_NUMBER_CHARS,
     check_tree,
-    parse_json,
     printable,
     read_text,
 )
@@ -101,9 +100,12 @@ def loads(text: str, source: str, loader: type[_BoundedLoader] | None = None) ->
 
 def load_file(path: str | Path) -> Any:
     """A YAML or JSON file, read incrementally up to MAX_BYTES (core/limits.py). A `.json`
-    file is strict JSON: duplicate keys and NaN are refused, as YAML's duplicates are."""
+    file is strict JSON (core/reader.py): duplicate keys and NaN are refused, as YAML's
+    duplicates are."""
     p = Path(path)
     text = read_text(p, MAX_BYTES)
     if p.suffix.lower() == ".json":
-        return parse_json(text, str(p), file=True)
+        from .reader import parse_json  # the bounded reader's: errors give the line
+
+        return parse_json(text, str(p))
     return loads(text, str(p))

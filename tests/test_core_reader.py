@@ -145,3 +145,11 @@ def test_schema_problem_finds_the_fields_of_the_nested_object() -> None:
                                                             "traget": "t"}]}) == (
         "side_effects.0.traget", "unknown field (did you mean 'target'?)")
     assert problem(TaskSpec, {"goal": ""})[0] == "goal"  # other problems pass through
+
+
+def test_a_json_config_names_the_line_of_a_duplicate(tmp_path: Path) -> None:
+    from core.safe_yaml import load_file
+
+    f = tmp_path / "spec.json"
+    f.write_text('{"goal": "a",\n "goal": "b"}')
+    assert f"{f}: line 2: duplicate key 'goal'" == _refused(load_file, f)
