@@ -155,9 +155,14 @@ async def _search(args: argparse.Namespace) -> int:
 
 
 def _iso(ts: float) -> str:
+    """A stored time as ISO 8601; one no calendar can show (a store written before imports
+    were checked: 1e308) as the number, never an internal error."""
     import time
 
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return str(ts)
 
 
 async def _put(args: argparse.Namespace) -> int:
@@ -202,14 +207,17 @@ async def _export(args: argparse.Namespace) -> int:
 
 
 async def _import(args: argparse.Namespace) -> int:
+    import time
+
     from core.errors import ValidationError
-    from core.limits import read_text
+    from core.limits import printable, read_text
     from core.memory.service import parse_jsonl
 
     if args.file.endswith(".md"):
         raise ValidationError(f"{args.file}: Markdown exports are for reading; import the"
                               " JSONL export (`memory export NS --format jsonl`)")
-    payloads = parse_jsonl(read_text(args.file), args.file)  # all lines checked first
+    # every line checked (core/reader.py, and as `memory put` checks) before the store opens
+    payloads = parse_jsonl(read_text(args.file), printable(args.file), time.time())
     async with cli_store(args.db) as store:
         out = await _memories(store, args).import_many(payloads, by=operator_name())
     counts = {s: sum(1 for o in out if o["status"] == s)

@@ -33,7 +33,7 @@ from typing import Any
 
 from . import config, files
 from .errors import ValidationError
-from .limits import check_name
+from .limits import check_name, read_text
 from .safe_yaml import loads
 
 PREFIX = "ct_"  # says what a leaked string is (like GitHub's ghp_)
@@ -90,7 +90,7 @@ def load() -> dict[str, ConsoleToken]:
     path = tokens_file()
     if not path.is_file():
         return {}
-    return parse(path.read_text(encoding="utf-8"), path)
+    return parse(read_text(path), path)  # bounded: a FIFO or a huge file is one error
 
 
 def _write(tokens: dict[str, ConsoleToken]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from .errors import ValidationError
 MAX_FILE_BYTES = 1 << 20  # a spec, workflow, config, schema or input file
 MAX_JSON_BYTES = 1 << 20  # a JSON argument (--args-json, --response-json, --args)
 MAX_JSON_DEPTH = 64
+MAX_NUMBER_CHARS = 100  # a number literal in JSON/JSON5/YAML: an int64 is at most 20
 MAX_ID_CHARS = 200  # an id or a name: T-7, 9bfeb6dd, W-3, ada, git.git_status
 MAX_TEXT_CHARS = 20_000  # free text: a reason, a topic, a finding, a prompt
 MAX_SEQ = (1 << 63) - 1  # an event sequence number (SQLite INTEGER)
@@ -185,23 +187,48 @@ def check_float(value: float, field: str, lo: float, hi: float) -> float:
     return value
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+class Refused(Exception):  # not a ValueError: json5 would swallow that
+    """A value a JSON/JSON5 parser's hooks refuse. `literal` (its `nth` occurrence) is
+    searched for in the text to name the line it is on."""
+
+    def __init__(self, message: str, literal: str = "", nth: int = 1) -> None:
+        super().__init__(message)
+        self.literal, self.nth = literal, nth
+
+
+def unique_pairs(pairs: Iterable[tuple[Any, Any]]) -> dict[Any, Any]:
+    """object_pairs_hook: a key given twice is refused (JSON's own parsers keep the last)."""
+    out: dict[Any, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _Duplicate(key)
+            raise Refused(f"duplicate key {printable(str(key), 60)!r}", str(key), 2)
         out[key] = value
     return out
 
 
-class _Duplicate(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
+def json_int(text: str, base: int = 10) -> int:
+    """parse_int: at most MAX_NUMBER_CHARS digits (Python refuses over 4,300 itself, with
+    advice about sys.set_int_max_str_digits that is no use to a user)."""
+    if len(text) > MAX_NUMBER_CHARS:
+        raise Refused(f"a number of {len(text)} digits (at most {MAX_NUMBER_CHARS})",
+                      text[:MAX_NUMBER_CHARS + 1])
+    return int(text, base)
+
+
+def json_float(text: str) -> float:
+    """parse_float: bounded length, and finite (1e400 overflows to infinity)."""
+    if len(text) > MAX_NUMBER_CHARS:
+        raise Refused(f"a number of {len(text)} characters (at most {MAX_NUMBER_CHARS})",
+                      text[:MAX_NUMBER_CHARS + 1])
+    value = float(text)
+    if not math.isfinite(value):
+        raise Refused(f"number {printable(text, 24)} is out of range (it overflows to"
+                      " infinity)", text)
+    return value
 
 
 def _constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise Refused(f"{name} is not JSON", name)
 
 
 def check_tree(value: Any, source: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
@@ -215,6 +242,8 @@ def check_tree(value: Any, source: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
             raise ValidationError(f"{source}: nested deeper than {max_depth} levels")
         if isinstance(v, str):
             _no_surrogates(v, source)
+        elif isinstance(v, float) and not math.isfinite(v):  # YAML's .inf, .nan, 1e400
+            raise ValidationError(f"{source}: a number that is not finite ({v})")
         elif isinstance(v, dict):
             for k, x in v.items():
                 if isinstance(k, str):
@@ -276,9 +305,10 @@ def parse_json(text: str, field: str, *, want: type | None = None,
     if len(text.encode("utf-8", "surrogatepass")) > max_bytes:
         raise ValidationError(f"{field}: larger than {max_bytes} bytes")
     try:
-        value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
-    except _Duplicate as exc:
-        raise ValidationError(f"{field}: duplicate key {printable(exc.key, 60)!r}") from None
+        value = json.loads(text, object_pairs_hook=unique_pairs, parse_constant=_constant,
+                           parse_int=json_int, parse_float=json_float)
+    except Refused as exc:
+        raise ValidationError(f"{field}: {exc}") from None
     except json.JSONDecodeError as exc:
         if file:
             raise ValidationError(f"{field}: line {exc.lineno}: invalid JSON ({exc.msg})"

@@ -7,17 +7,25 @@ and line of every problem.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .errors import ValidationError
-from .limits import MAX_FILE_BYTES, check_tree, parse_json, read_text
+from .limits import (
+    MAX_FILE_BYTES,
+    MAX_NUMBER_CHARS,
+    check_tree,
+    printable,
+    read_text,
+)
 
 MAX_BYTES = MAX_FILE_BYTES
 MAX_NODES = 100_000
 MAX_DEPTH = 64
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -34,6 +42,20 @@ class _BoundedLoader(yaml.SafeLoader):
         if self.nodes > MAX_NODES:
             raise yaml.YAMLError(f"line {event.start_mark.line + 1}: more than {MAX_NODES} nodes")
         return super().compose_node(parent, index)
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        """Numbers bounded as core/limits' JSON hooks bound them: at most MAX_NUMBER_CHARS
+        characters (Python refuses over 4,300 digits with advice no user can follow), and
+        finite (`.inf`, `.nan` and 1e400 are not a value any field takes)."""
+        if node.tag in _NUMBER_TAGS and len(str(node.value)) > MAX_NUMBER_CHARS:
+            raise yaml.YAMLError(f"line {node.start_mark.line + 1}: a number of"
+                                 f" {len(str(node.value))} characters (at most"
+                                 f" {MAX_NUMBER_CHARS})")
+        value = super().construct_object(node, deep=deep)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise yaml.YAMLError(f"line {node.start_mark.line + 1}: number"
+                                 f" {printable(str(node.value), 24)} is not finite")
+        return value
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         """A key given twice is an error (YAML requires unique keys; PyYAML keeps the last)."""
@@ -78,9 +100,12 @@ def loads(text: str, source: str, loader: type[_BoundedLoader] | None = None) ->
 
 def load_file(path: str | Path) -> Any:
     """A YAML or JSON file, read incrementally up to MAX_BYTES (core/limits.py). A `.json`
-    file is strict JSON: duplicate keys and NaN are refused, as YAML's duplicates are."""
+    file is strict JSON (core/reader.py): duplicate keys and NaN are refused, as YAML's
+    duplicates are."""
     p = Path(path)
     text = read_text(p, MAX_BYTES)
     if p.suffix.lower() == ".json":
-        return parse_json(text, str(p), file=True)
+        from .reader import parse_json  # the bounded reader's: errors give the line
+
+        return parse_json(text, str(p))
     return loads(text, str(p))

@@ -51,7 +51,8 @@ def test_the_openclaw_block_expands_to_openclaw_acp(monkeypatch: pytest.MonkeyPa
     ({"openclaw": {"token_file": "/t"}}, "field 'acp_agents.oc.openclaw.url': Field required"),
     (_oc(agent="a b"), "field 'acp_agents.oc.openclaw.agent': an OpenClaw agent id"),
     (_oc(session="x y"), "field 'acp_agents.oc.openclaw.session': a session key's tail"),
-    (_oc(token="inline"), "field 'acp_agents.oc.openclaw.token': Extra inputs are not"),
+    (_oc(token="inline"),
+     "field 'acp_agents.oc.openclaw.token': unknown field (did you mean 'token_file'?)"),
 ])
 def test_bad_openclaw_entries_name_the_file_and_field(tmp_path: Path, body: dict[str, object],
                                                       message: str) -> None:

@@ -3,6 +3,7 @@ the file and the field (and never quoting a key)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -125,7 +126,7 @@ def test_where_the_file_is_looked_for(tmp_path: Path, _home: Path,
     ("providers: {x: {kind: openai, base_url: 'http://h', retries: {max: 99}}}\n",
      "'providers.x.retries.max'"),
     ("providers: {x: {kind: openai, base_url: 'http://h', retries: {tries: 2}}}\n",
-     "'providers.x.retries.tries': Extra inputs"),
+     "'providers.x.retries.tries': unknown field (known: backoff_s, max, max_backoff_s)"),
     ("providers: {x: {kind: openai, base_url: 'http://h', max_concurrency: 0}}\n",
      "'providers.x.max_concurrency'"),
     ("providers: {x: {kind: openai, base_url: 'http://h', api_key_env: 'MY KEY'}}\n",
@@ -135,23 +136,26 @@ def test_where_the_file_is_looked_for(tmp_path: Path, _home: Path,
     ("agents: {ada: {provider: nowhere}}\n", "'agents.ada.provider': unknown provider 'nowhere'"),
     ("agents: {ada: {role: boss}}\n", "'agents.ada.role': unknown role 'boss'"),
     ("agents: {ada: {budgets: {max_tool_rounds: -1}}}\n", "'agents.ada.budgets.max_tool_rounds'"),
-    ("agents: {ada: {budgets: {rounds: 2}}}\n", "'agents.ada.budgets.rounds': Extra inputs"),
+    ("agents: {ada: {budgets: {rounds: 2}}}\n", "'agents.ada.budgets.rounds': unknown field"),
+    ("agents: {ada: {modle: x}}\n", "'agents.ada.modle': unknown field (did you mean 'model'?)"),
     ("agents: {ada: {price: {prompt: -1}}}\n", "'agents.ada.price.prompt'"),
     ("agents: {ada: {tools: ['']}}\n", "'agents.ada.tools'"),
-    ("agents: {ada: {prompt: hi}}\n", "'agents.ada.prompt': Extra inputs"),
+    ("agents: {ada: {prompt: hi}}\n", "'agents.ada.prompt': unknown field"),
     ("providers: {x: {kind: openai, base_url: 'http://h'}}\nagents: {ada: {provider: x}}\n",
      "'agents.ada.model': required, as provider x lists no models"),
     ("providers: {x: {kind: openai, base_url: 'http://h', models: [a, b]}}\n"
      "agents: {ada: {provider: x, model: c}}\n",
      "'agents.ada.model': 'c' is not one of provider x's models \\(a, b\\)"),
-    ("colour: blue\n", "'colour': Extra inputs"),
+    ("colour: blue\n", "'colour': unknown field (known: acp_agents, agents"),
+    ("provders: {}\n", "'provders': unknown field (did you mean 'providers'?)"),
     ("scripts: {t: {dance: []}}\n", "'scripts.t.dance': unknown purpose"),
     ("- a\n- b\n", "must be a mapping"),
 ])
 def test_errors_name_the_file_and_the_field(tmp_path: Path, text: str, match: str) -> None:
     f = write(tmp_path, text)
-    with pytest.raises(ValidationError, match=match) as exc:
+    with pytest.raises(ValidationError) as exc:
         load_config(f)
+    assert match in str(exc.value) or re.search(match, str(exc.value)), str(exc.value)
     assert str(exc.value).startswith(f"{f}: ")
     assert exc.value.exit_code == 2
 

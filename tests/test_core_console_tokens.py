@@ -63,6 +63,8 @@ def test_the_link_is_marked_used_once_and_survives_a_reload() -> None:
     (f"alice: {{sha256: {'a' * 64}, created: 'now'}}\n", "alice.created"),
     (f"'al ice': {{sha256: {'a' * 64}}}\n", "'al ice' is not a name"),
     (f"'..': {{sha256: {'a' * 64}}}\n", "'..' is not a name"),
+    ("# " + "x" * (2 << 20) + "\n", "larger than 1048576 bytes"),  # read bounded (issue 34)
+    (f"alice: {{sha256: {'a' * 64}, created: {'9' * 5000}}}\n", "a number of 5000"),
 ])
 def test_a_broken_file_is_refused_naming_the_field(text: str, field: str) -> None:
     path = console_tokens.tokens_file()

@@ -66,6 +66,8 @@ def test_ints() -> None:
     ("[1, 2]", dict, "must be a JSON object, got an array"),
     ("NaN", None, "NaN is not JSON"),
     ('{"a": Infinity}', None, "Infinity is not JSON"),
+    ('{"a": 1e400}', None, "number 1e400 is out of range"),
+    ("9" * 5000, None, "a number of 5000 digits"),
     ("[" * 100 + "]" * 100, None, "nested deeper than 64"),
     ("{nope", None, "not valid JSON"),
     ("x" * (2 << 20), None, "longer than"),

@@ -155,15 +155,15 @@ async def test_import_is_idempotent_and_a_corrupt_line_imports_nothing(tmp_path:
         md = to_markdown("agent:a", await mem.listing("agent:a"))
         assert "## one" in md and "- category: fact" in md and "second fact" in md
         before = await store.last_seq()
-        out = await mem.import_many(parse_jsonl(text, "x.jsonl"), by="t")
+        out = await mem.import_many(parse_jsonl(text, "x.jsonl", store.clock.now()), by="t")
         assert [o["status"] for o in out] == ["unchanged", "unchanged"]
         assert await store.last_seq() == before  # idempotent by key: nothing written
         bad = text + '{"namespace": "agent:a", "key": "three", "content": "third"}\n{oops\n'
         with pytest.raises(ValidationError, match=r"x.jsonl: line 4: .*nothing imported"):
-            parse_jsonl(bad, "x.jsonl")
+            parse_jsonl(bad, "x.jsonl", 0)
         with pytest.raises(ValidationError, match=r"line 1: .*over the limit"):
             parse_jsonl(json.dumps({"namespace": "agent:a", "key": "k",
-                                    "content": "x" * (MAX_CONTENT + 1)}), "y.jsonl")
+                                    "content": "x" * (MAX_CONTENT + 1)}), "y.jsonl", 0)
         assert await store.last_seq() == before
     finally:
         await store.close()

@@ -98,9 +98,9 @@ def harness_from_data(body: Any, name: str, where: str) -> HarnessConfig:
     try:
         return HarnessConfig.model_validate({**body, "name": name})
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
+        from ..reader import schema_problem
+
+        loc, msg = schema_problem(exc, HarnessConfig)
         if loc and where.endswith("'"):  # inside the quoted field path: 'acp_agents.x.loc'
             where = f"{where[:-1]}.{loc}'"
         elif loc:

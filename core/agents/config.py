@@ -271,12 +271,13 @@ def _where(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(x) for x in loc)
 
 
-def _field_error(path: str | Path, prefix: str, exc: pydantic.ValidationError) -> ValidationError:
-    err = exc.errors()[0]
-    loc = [x for x in err["loc"] if x != "__root__"]
-    where = ".".join(x for x in (prefix, _where(loc)) if x)
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden" and loc and str(loc[-1]).lower() in SECRET_FIELDS:
+def _field_error(path: str | Path, prefix: str, exc: pydantic.ValidationError,
+                 model: type[pydantic.BaseModel]) -> ValidationError:
+    from ..reader import schema_problem
+
+    loc, msg = schema_problem(exc, model)
+    where = ".".join(x for x in (prefix, loc) if x)
+    if msg.startswith("unknown field") and loc.rpartition(".")[2].lower() in SECRET_FIELDS:
         msg = ("a literal key is refused: export the key in an environment variable and name"
                " that variable in api_key_env")
     return ValidationError(f"{path}: field '{where}': {msg}")
@@ -305,16 +306,17 @@ def config_from_data(data: Any, path: str | Path) -> ClawtowerConfig:
         try:
             providers[str(name)] = ProviderConfig.model_validate(raw)
         except pydantic.ValidationError as exc:
-            raise _field_error(path, f"providers.{name}", exc) from None
+            raise _field_error(path, f"providers.{name}", exc, ProviderConfig) from None
     agents: dict[str, AgentConfig] = {}
     for name, raw in (raw_agents or {}).items():
         try:
             agents[str(name)] = AgentConfig.model_validate(raw if raw is not None else {})
         except pydantic.ValidationError as exc:
-            raise _field_error(path, f"agents.{name}", exc) from None
+            raise _field_error(path, f"agents.{name}", exc, AgentConfig) from None
     # the simulator's part (seed, speed, delay_ms, scripts; unknown keys refused there)
     script = script_from_data({**rest, "agents": {n: a.agent_def().model_dump()
-                                                  for n, a in agents.items()}}, path)
+                                                  for n, a in agents.items()}}, path,
+                              ("providers", "mcp_servers", "acp_agents", "memory"))
     if not agents:  # no agents: the built-in cast
         agents = {n: AgentConfig(role=d.role, model=d.model, provider=d.provider,
                                  escalation_model=d.escalation_model)

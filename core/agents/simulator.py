@@ -162,14 +162,16 @@ def load_script(path: str | Path) -> SimScript:
     return script_from_data(load_file(path), path)
 
 
-def script_from_data(data: Any, path: str | Path) -> SimScript:
-    """Validate a loaded script (`path` names it in errors)."""
+def script_from_data(data: Any, path: str | Path, also: tuple[str, ...] = ()) -> SimScript:
+    """Validate a loaded script (`path` names it in errors; `also`: the other top-level
+    keys of the file, offered when a key is misspelt)."""
     try:
         script = SimScript.model_validate(data or {})
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise ValidationError(f"{path}: field '{loc}': {err['msg']}") from None
+        from ..reader import schema_problem
+
+        loc, msg = schema_problem(exc, SimScript, also=also)
+        raise ValidationError(f"{path}: field '{loc}': {msg}") from None
     for label, purposes in script.scripts.items():
         for purpose in purposes:
             if purpose not in PURPOSES:

@@ -3,6 +3,8 @@ boundary (CLI, tools, import, the console) with one error line naming the field.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import sqlite3
 from typing import Any
@@ -12,6 +14,7 @@ from ..errors import ValidationError
 MAX_CONTENT = 8_000  # characters of one memory
 MAX_KEY = 200
 MAX_CATEGORY = 64
+MAX_EXPIRES_AT = 253402300799.0  # 9999-12-31T23:59:59Z, the last time ISO 8601 can name
 KINDS = ("agent", "session", "expert", "shared")
 _NAMESPACE = re.compile(r"(agent|session|expert|shared):[A-Za-z0-9_.\-]{1,128}")
 
@@ -79,10 +82,32 @@ def parse_expires(value: Any, now: float, where: str = "--expires") -> float:
     if when is None:
         raise ValidationError(f"{where} {str(value)[:40]!r}: not a duration (30s, 10m, 2h,"
                               " 7d) or an ISO 8601 time (2026-12-31T00:00:00Z)")
-    at = (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    return _future((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp(), now,
+                   where, repr(value))
+
+
+def check_expires_at(value: Any, now: float, where: str = "expires_at") -> float | None:
+    """An expiry as an import file holds it: seconds since the epoch (what `memory export`
+    writes), or what `--expires` takes (parse_expires); finite, in the future and at most
+    the year 9999, else one error. None: it never expires."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_expires(value, now, where)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        raise ValidationError(f"{where} {json.dumps(value)[:40]}: not a time (seconds since"
+                              " the epoch, or an ISO 8601 time such as 2026-12-31T00:00:00Z)")
+    return _future(float(value), now, where, json.dumps(value))
+
+
+def _future(at: float, now: float, where: str, shown: str) -> float:
     if at <= now:
-        raise ValidationError(f"{where} {value!r}: already past; a memory must expire in"
+        raise ValidationError(f"{where} {shown}: already past; a memory must expire in"
                               " the future")
+    if at > MAX_EXPIRES_AT:
+        raise ValidationError(f"{where} {shown}: after 9999-12-31T23:59:59Z, the last time"
+                              " a memory can expire")
     return at
 
 
@@ -90,5 +115,6 @@ def is_expired(row: dict[str, Any], now: float) -> bool:
     return row.get("expires_at") is not None and float(row["expires_at"]) <= now
 
 
-__all__ = ["KINDS", "MAX_CATEGORY", "MAX_CONTENT", "MAX_KEY", "check_category", "check_content",
-           "check_key", "check_namespace", "is_expired", "parse_expires", "require_fts5"]
+__all__ = ["KINDS", "MAX_CATEGORY", "MAX_CONTENT", "MAX_EXPIRES_AT", "MAX_KEY", "check_category",
+           "check_content", "check_expires_at", "check_key", "check_namespace", "is_expired",
+           "parse_expires", "require_fts5"]

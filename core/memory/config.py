@@ -65,9 +65,10 @@ def memory_config(raw: Any, path: str, providers: dict[str, Any]) -> MemoryConfi
     try:
         cfg = MemoryConfig.model_validate(raw)
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(["memory", *(str(x) for x in err["loc"])])
-        msg = str(err["msg"]).removeprefix("Value error, ")
+        from ..reader import schema_problem
+
+        loc, msg = schema_problem(exc, MemoryConfig)
+        where = ".".join(x for x in ("memory", loc) if x)
         raise ValidationError(f"{path}: field '{where}': {msg}") from None
     e = cfg.embeddings
     if e is None:

@@ -7,44 +7,55 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
-from .checks import check_category, check_content, check_key, check_namespace
+from ..reader import check_fields, parse_json_lines
+from .checks import (
+    check_category,
+    check_content,
+    check_expires_at,
+    check_key,
+    check_namespace,
+)
 
 if TYPE_CHECKING:
     from .events import MemoryStored
 
+# what `memory export` writes, and all an import line may hold
+FIELDS = ("namespace", "key", "content", "category", "expires_at")
 
-def parse_jsonl(text: str, where: str) -> list[MemoryStored]:
-    """Memories from an export (JSONL): every line checked before anything is written; a
-    bad line is one error naming it."""
-    from .events import MemoryStored
 
+def parse_jsonl(text: str, where: str, now: float) -> list[MemoryStored]:
+    """Memories from an export (JSONL) through the bounded reader (core/reader.py), every
+    line checked as `memory put` checks it (an expiry in the past is refused as of `now`)
+    before anything is written; a bad line is one error naming it."""
+    try:
+        lines = parse_json_lines(text, where)
+    except ValidationError as exc:
+        raise ValidationError(f"{str(exc).splitlines()[0]}; nothing imported") from None
     out: list[MemoryStored] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    for n, d in lines:
         try:
-            d = json.loads(line)
-            if not isinstance(d, dict):
-                raise ValidationError("not a JSON object")
-            expires = d.get("expires_at")
-            if expires is not None and not isinstance(expires, (int, float)):
-                raise ValidationError("expires_at: not a number")
-            out.append(MemoryStored(
-                namespace=check_namespace(d.get("namespace")), key=check_key(d.get("key")),
-                content=check_content(d.get("content")),
-                category=check_category(d.get("category") or ""),
-                reason=f"import:{where}", expires_at=expires))
+            out.append(_memory(d, where, now))
         except (ValueError, ValidationError) as exc:
             msg = str(exc).splitlines()[0]
             raise ValidationError(f"{where}: line {n}: {msg}; nothing imported") from None
     return out
 
 
+def _memory(d: Any, where: str, now: float) -> MemoryStored:
+    from .events import MemoryStored
+
+    if not isinstance(d, dict):
+        raise ValidationError("not a JSON object")
+    check_fields(d, FIELDS, "")
+    return MemoryStored(
+        namespace=check_namespace(d.get("namespace")), key=check_key(d.get("key")),
+        content=check_content(d.get("content")),
+        category=check_category(d.get("category") or ""),
+        reason=f"import:{where}", expires_at=check_expires_at(d.get("expires_at"), now))
+
+
 def to_jsonl(rows: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps({"namespace": r["namespace"], "key": r["key"],
-                               "content": r["content"], "category": r["category"],
-                               "expires_at": r["expires_at"]}, sort_keys=True) + "\n"
-                   for r in rows)
+    return "".join(json.dumps({f: r[f] for f in FIELDS}, sort_keys=True) + "\n" for r in rows)
 
 
 def to_markdown(namespace: str, rows: list[dict[str, Any]]) -> str:
@@ -59,4 +70,4 @@ def to_markdown(namespace: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-__all__ = ["parse_jsonl", "to_jsonl", "to_markdown"]
+__all__ = ["FIELDS", "parse_jsonl", "to_jsonl", "to_markdown"]

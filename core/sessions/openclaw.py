@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
@@ -77,21 +76,15 @@ class OpenClawImport:
 
 
 def read_config(path: str | None) -> tuple[str, dict[str, Any]]:
-    """The file's path (expanded) and its top-level mapping."""
-    import json5
+    """The file's path (expanded) and its top-level mapping, through the bounded reader
+    (core/reader.py): at most MAX_JSON5_BYTES read (a FIFO refused, /dev/zero cut off),
+    nesting, numbers and duplicate keys checked before json5 parses it."""
+    from ..reader import read_json5
 
     p = os.path.abspath(os.path.expanduser(path or DEFAULT_PATH))
-    try:
-        text = Path(p).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValidationError(f"{p}: no such OpenClaw config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValidationError(f"{p}: cannot read: {exc}") from None
-    try:
-        data = json5.loads(text)
-    except ValueError as exc:
-        raise ValidationError(f"{p}: not valid JSON5: {exc}".replace("<string>:", "line ")
-                              ) from None
+    if not os.path.lexists(p):
+        raise ValidationError(f"{p}: no such OpenClaw config file")
+    data = read_json5(p)
     if not isinstance(data, dict):
         raise ValidationError(f"{p}: must be a JSON5 object, not {_kind(data)}")
     return p, data

@@ -139,9 +139,10 @@ def parse_config(data: Any, where: str) -> AgentSpecConfig:
     try:
         return AgentSpecConfig.model_validate(data if data is not None else {})
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise ValidationError(f"{where}: field '{loc}': {err['msg']}") from None
+        from ..reader import schema_problem
+
+        loc, msg = schema_problem(exc, AgentSpecConfig)
+        raise ValidationError(f"{where}: field '{loc}': {msg}") from None
 
 
 def check_name(name: str, where: str = "agent spec") -> str:

@@ -87,11 +87,10 @@ def parse_spec(data: Any, source: str) -> TaskSpec:
     try:
         return TaskSpec.model_validate(data)
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "(root)"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field"
+        from ..reader import schema_problem
+
+        where, msg = schema_problem(exc, TaskSpec)
+        loc = where or "(root)"
         more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ValidationError(f"{source}: field '{loc}': {msg}{more}") from None
 

@@ -101,10 +101,11 @@ def mcp_servers_from_data(raw: Any, path: str | Path) -> dict[str, McpServerConf
         try:
             cfg = McpServerConfig.model_validate({**body, "name": name})
         except pydantic.ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(x) for x in err["loc"])
+            from ..reader import schema_problem
+
+            loc, msg = schema_problem(exc, McpServerConfig)
             raise ValidationError(
-                f"{path}: field 'mcp_servers.{name}{'.' + loc if loc else ''}': {err['msg']}"
+                f"{path}: field 'mcp_servers.{name}{'.' + loc if loc else ''}': {msg}"
             ) from None
         if cfg.enabled:
             out[name] = cfg

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import config, files
 from ..errors import ValidationError
-from ..limits import MAX_JSON_BYTES, check_secret
+from ..limits import MAX_JSON_BYTES, check_secret, read_text
 from ..safe_yaml import loads
 
 DEFAULT_MAX_BYTES = 256 * 1024
@@ -61,7 +61,7 @@ def load(expert: str) -> dict[str, HookAuth]:
     path = hooks_file(expert)
     if not path.is_file():
         return {}
-    return parse(path.read_text(encoding="utf-8"), path)
+    return parse(read_text(path), path)  # bounded: a FIFO or a huge file is one error
 
 
 def parse(text: str, path: Path) -> dict[str, HookAuth]:
@@ -103,7 +103,7 @@ def write(expert: str, trigger: str, *, token: str | Random | None = None,
     path = hooks_file(expert)
     data: dict[str, Any] = {}
     if path.is_file():
-        raw = loads(path.read_text(encoding="utf-8"), str(path))
+        raw = loads(read_text(path), str(path))
         data = raw if isinstance(raw, dict) else {}
     entry = dict(data.get(trigger) or {})
     if token is not None:

@@ -125,7 +125,7 @@ def test_gateway_runs_the_agents_on_openclaw_and_lifts_the_model_check(
 
 @pytest.mark.parametrize(("text", "args", "message"), [
     (None, (), "no such OpenClaw config file"),
-    ("{agents: {entries: {a: {}}}", (), "not valid JSON5: line 1 Unexpected end of input"),
+    ("{agents: {entries: {a: {}}}", (), "line 1: not valid JSON5 (Unexpected end of input"),
     ("[1, 2]", (), "must be a JSON5 object, not an array"),
     ("{agents: {entries: []}}", (), "field 'agents.entries': must be an object, not an array"),
     ("{agents: {entries: {a: {model: 3}}}}", (),
