@@ -260,14 +260,13 @@ async def run_turn(
         resolve = getattr(tools, "resolve", None)  # a test double may not resolve: its name
         try:
             concrete = await resolve(call.name) if resolve is not None else call.name
-            tier = gate.tier(concrete if isinstance(concrete, str) else call.name) \
-                if gate is not None else "auto"
+            if isinstance(concrete, ToolResult):
+                return "refused", concrete
+            tier = gate.tier(concrete) if gate is not None else "auto"
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             return "refused", _refused(call.name, f"{type(exc).__name__}: {exc}")
-        if isinstance(concrete, ToolResult):
-            return "refused", concrete
         if tier not in TIERS:
             return "refused", _refused(call.name, f"its tier {tier!r} is not one of {TIERS}")
         return tier, None
