@@ -133,8 +133,10 @@ async def test_an_unknown_name_is_refused_with_an_event(store: Any, tmp_path: Pa
                                           {"name": "nope", "arguments": {}}]},
                           {"text": "done"}])
     assert result.completed
-    for t in result.tools:
-        assert t.result.error_kind == "policy" and "refused" in t.result.content
+    unknown, outside = (t.result for t in result.tools)
+    assert unknown.error_kind == "policy" and "no approval tier can be decided" in \
+        unknown.content
+    assert outside.error_kind == "policy" and "not in its tool allow-list" in outside.content
     assert await tiers(store, result.turn_id) == [("crm.no_such_op", "refused"),
                                                   ("nope", "refused")]
     rows = await store.fetchall("SELECT entity_id FROM events WHERE type='permission.refused'"
