@@ -143,3 +143,28 @@ async def test_an_unknown_name_is_refused_with_an_event(store: Any, tmp_path: Pa
                                 " ORDER BY seq")
     assert [r["entity_id"] for r in rows] == ["tool:crm.no_such_op", "tool:nope"]
     assert executed(tmp_path) == []
+
+
+async def test_a_session_spec_over_mcp_servers_gates_an_unlisted_server(
+        store: Any, tmp_path: Path) -> None:
+    """The same through a session (SessionToolBox): a plain spec whose tools come from
+    `mcp_servers:` and whose server's first start fails."""
+    from core.sessions.service import Sessions
+    from core.tools.config import McpServerConfig
+    from tests.helpers.session_helpers import run_idle, spec
+
+    server = _server(tmp_path, "fail-first")
+    registry = ToolRegistry(store, {"crm": McpServerConfig(name="crm", **server)})
+    sessions = Sessions(store)
+    await spec(sessions, "clerk", policy={"tools": ["crm.*"], "approval": APPROVAL})
+    for text in ('#call crm.update_deal_stage {"deal_id": "d-7", "stage": "Closed Lost"}',
+                 '#call crm.send {"to": "sarah@acme.example", "body": "Hi"}'):
+        sid = await sessions.create(agent="clerk", by="alice")  # one session each
+        await sessions.send(sid, text, sender="alice")
+        await run_idle(store, sid, registry=registry)
+    pending = await Approvals(store).pending()
+    assert [a["context"]["tool"] for a in pending] == ["crm.update_deal_stage"]
+    drafted = await store.fetchall("SELECT payload FROM events WHERE type='turn.tool_drafted'")
+    assert [json.loads(r["payload"])["name"] for r in drafted] == ["crm.send"]
+    assert executed(tmp_path) == []
+    await registry.aclose()
