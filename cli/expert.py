@@ -250,6 +250,7 @@ async def _validate_async(args: argparse.Namespace) -> int:
         except ValidationError as exc:
             lines.append(str(exc))
     failed = bool(pkg.errors) or (installed and len(lines) > len(pkg.problems))
+    n = len(lines)  # the problems; the warnings below do not fail the package
     lines += [f"warning: {w}" for w in shared]
     if args.json:
         print(json.dumps({"errors": [str(p) for p in pkg.errors], "problems": lines}))
@@ -259,7 +260,6 @@ async def _validate_async(args: argparse.Namespace) -> int:
         if not lines:
             print(f"{pkg.name}: valid")
     if failed:  # the report is the output; stderr says in one line which package failed
-        n = len(lines)
         sys.stderr.write(f"clawtower: error: {boundary.one_line(args.target)}: {n} problem"
                          f"{'' if n == 1 else 's'} (not a valid expert package)\n")
     return 2 if failed else 0
