@@ -54,6 +54,9 @@ async def worker(db: str, log: str) -> None:
         async def specs(self) -> Any:
             return await self.inner.specs()
 
+        async def resolve(self, name: str) -> Any:
+            return await self.inner.resolve(name)
+
         async def call(self, name: str, arguments: str) -> Any:
             out.write(json.dumps({"call": time.monotonic()}) + "\n")
             out.flush()

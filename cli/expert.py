@@ -226,6 +226,7 @@ async def _validate_async(args: argparse.Namespace) -> int:
     from core.experts import home
     from core.experts.bindings import bindings_path, check_bindings, load_bindings
     from core.experts.package import load_package, operations_named, steps_of
+    from core.experts.tiers import shared_warnings
 
     if not args.target.strip():
         raise ValidationError("PATH|NAME: empty (give a package directory or an installed"
@@ -234,6 +235,7 @@ async def _validate_async(args: argparse.Namespace) -> int:
     installed = not target.exists()
     pkg = load_package(home.package_dir(args.target) if installed else target)
     lines = [str(p) for p in pkg.problems]
+    shared: list[str] = []
     if installed and not pkg.errors:
         ops: dict[str, list[str]] = {}
         for proc in pkg.processes.values():
@@ -242,10 +244,14 @@ async def _validate_async(args: argparse.Namespace) -> int:
                     if t in pkg.tools and o not in ops.setdefault(t, []):
                         ops[t].append(o)
         try:
-            lines += await check_bindings(pkg.required_tools(), ops,
-                                          load_bindings(bindings_path(pkg.name)))
+            bindings = load_bindings(bindings_path(pkg.name))
+            lines += await check_bindings(pkg.required_tools(), ops, bindings)
+            shared = shared_warnings(pkg, bindings)  # warned, not failed (issue 34.2)
         except ValidationError as exc:
             lines.append(str(exc))
+    failed = bool(pkg.errors) or (installed and len(lines) > len(pkg.problems))
+    n = len(lines)  # the problems; the warnings below do not fail the package
+    lines += [f"warning: {w}" for w in shared]
     if args.json:
         print(json.dumps({"errors": [str(p) for p in pkg.errors], "problems": lines}))
     else:
@@ -253,9 +259,7 @@ async def _validate_async(args: argparse.Namespace) -> int:
             print(line)
         if not lines:
             print(f"{pkg.name}: valid")
-    failed = bool(pkg.errors) or (installed and len(lines) > len(pkg.problems))
     if failed:  # the report is the output; stderr says in one line which package failed
-        n = len(lines)
         sys.stderr.write(f"clawtower: error: {boundary.one_line(args.target)}: {n} problem"
                          f"{'' if n == 1 else 's'} (not a valid expert package)\n")
     return 2 if failed else 0
@@ -285,8 +289,9 @@ def _prompt(args: argparse.Namespace) -> int:
 
 def _bind(args: argparse.Namespace) -> int:
     from core.experts import home
-    from core.experts.bindings import write_binding
+    from core.experts.bindings import load_bindings, write_binding
     from core.experts.package import load_package
+    from core.experts.tiers import shared_warnings
     from core.limits import printable
 
     declared = load_package(home.package_dir(args.name)).required_tools()
@@ -310,6 +315,10 @@ def _bind(args: argparse.Namespace) -> int:
         raw["operations"] = _operations(ops, maps)
     p = write_binding(args.name, args.tool, raw)
     print(f"bound {args.name}:{args.tool} in {p}")
+    pkg = load_package(home.package_dir(args.name))
+    for w in shared_warnings(pkg, {k: b for k, b in load_bindings(p).items()
+                                   if k == args.tool}):
+        print(f"warning: {w}", file=sys.stderr)  # several operations on one tool (34.2)
     if home.compiled_dir(args.name).exists():  # compiled steps carry its input sources
         for path in home.compile_all(args.name):
             print(f"recompiled {path}")

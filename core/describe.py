@@ -190,7 +190,8 @@ def _turn_summary(t: str, p: dict[str, Any]) -> str:
     if t == "turn.started":
         return f"turn started: {p['agent']} on {p['model']} for {p['subject']}"
     if t == "turn.tool_called":
-        return f"round {p['round']}: {p['name']}({one_line(p['arguments'], 100)})"
+        tier = f" [{p['tier']}]" if p.get("tier") not in (None, "", "auto") else ""
+        return f"round {p['round']}: {p['name']}({one_line(p['arguments'], 100)}){tier}"
     if t == "turn.tool_result":
         err = f" ({p.get('error_kind') or 'error'})" if p.get("is_error") else ""
         return f"round {p['round']}: {p['name']}{err} → {one_line(p['content'], 120)}"

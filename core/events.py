@@ -348,6 +348,9 @@ class TurnToolCalled(Payload):
     call_id: str
     name: str
     arguments: str  # the model's JSON text, clipped
+    # the gate's decision, made before the call runs: auto | confirm | manual | refused
+    # ("" in logs written before issue 34)
+    tier: str = ""
 
 
 class TurnToolResult(Payload):

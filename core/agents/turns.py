@@ -20,9 +20,15 @@ even mid-call; the turn records `turn.finished` with stop reason "cancelled" and
 Cancelling the task running the turn (asyncio cancellation) records the same and re-raises.
 Everything recorded before the cancellation (tool results, usage of finished calls) stays.
 
-Approval tiers: a `gate` (core/tools/approval.py) names each call's tier before it runs.
-`auto` runs; `manual` is drafted (`turn.tool_drafted`), never run, and the model is told so;
-`confirm` pauses the turn: it stops with "awaiting_approval", the round's undecided calls in
+Approval tiers (issue 34: one gate at the point of execution, closed by default): every
+call of every round is resolved by the tool box (`ToolBox.resolve`: the concrete tool it
+would run, asked now, never from the list offered at the turn's start) and its tier taken
+from the `gate` (core/tools/approval.py) for that concrete tool; the decision is recorded as
+`tier` on `turn.tool_called`, committed before any call of the round runs. A call that
+resolves to nothing the agent may run, or whose tier cannot be decided, is refused: a
+`policy` result, tier `refused` and a `permission.refused` event. `auto` runs; `manual`
+is drafted (`turn.tool_drafted`), never run, and the model is told so; `confirm` pauses
+the turn: it stops with "awaiting_approval", the round's undecided calls in
 `TurnResult.pending` and the conversation so far in `messages`, so a durable layer (the
 session worker, core/sessions/gate.py) can ask an operator and later resume it with
 `resume=`: the decided call's result first, then the round's other calls (each gated again),
@@ -51,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 from .. import events as ev
 from ..events import NewEvent
 from ..store.interface import Store
-from ..tools.approval import TierGate
+from ..tools.approval import TIERS, TierGate
 from ..tools.names import unwire, wire_names
 from ..tools.types import ToolBox, ToolResult
 from .provider import ChatMessage, ChatRequest, Provider, ProviderError, ToolCall, ToolSpec, Usage
@@ -74,6 +80,7 @@ if TYPE_CHECKING:
     from ..tools.registry import ToolRegistry
     from .config import ClawtowerConfig
 
+Decision = tuple[str, ToolResult | None]  # (tier | "refused", the refusal the model reads)
 CLIP = 2000  # characters of arguments, results and texts kept in events
 MAX_ARGUMENT_CHARS = 256 * 1024  # a tool call's arguments (JSON text) larger than this: refused
 
@@ -102,6 +109,12 @@ def _drafted(name: str) -> ToolResult:
     return ToolResult(content=f"{name}: drafted for an operator (manual tier); it was NOT"
                       " executed and will not be. Tell the user what you drafted.",
                       error_kind="draft")
+
+
+def _refused(name: str, why: str) -> ToolResult:
+    return ToolResult(content=f"{name}: refused by the approval policy: no tier can be decided"
+                      f" for it ({why}); the call was not made", is_error=True,
+                      error_kind="policy")
 
 
 def _clip(text: str, limit: int = CLIP) -> str:
@@ -230,15 +243,51 @@ async def run_turn(
     # back to it); tools, events and allow-lists keep the real ones.
     wire: dict[str, str] = {}
     real_names: dict[str, str] = {}
-    offered: set[str] = set()
 
     def real_call(c: ToolCall) -> ToolCall:
         name = real_names.get(c.name, c.name)
         return c if name == c.name else c.model_copy(update={"name": name})
 
-    async def tool_round(calls: list[ToolCall], decided: TurnResume | None) -> None:
-        """Run one round's calls in order, each through the gate; a confirm-tier call stops
-        the turn there (`awaiting_approval`) with it and the calls after it pending."""
+    async def decide(call: ToolCall) -> Decision:
+        """The gate, at the point of execution: resolve the call to the concrete tool it
+        would run (the tool box asks its server now; a tool that was not listed at the
+        turn's start is no exception) and take that tool's tier from the policy. A call
+        that resolves to nothing the agent may run, or whose tier cannot be decided, is
+        refused; nothing here depends on what was offered to the model."""
+        if tools is None:
+            return "refused", ToolResult(content=f"error: no tools are available (asked for"
+                                         f" {call.name!r})", is_error=True, error_kind="unknown")
+        resolve = getattr(tools, "resolve", None)  # a test double may not resolve: its name
+        try:
+            concrete = await resolve(call.name) if resolve is not None else call.name
+            if isinstance(concrete, ToolResult):
+                return "refused", concrete
+            tier = gate.tier(concrete) if gate is not None else "auto"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return "refused", _refused(call.name, f"{type(exc).__name__}: {exc}")
+        if tier not in TIERS:
+            return "refused", _refused(call.name, f"its tier {tier!r} is not one of {TIERS}")
+        return tier, None
+
+    async def record_calls(calls: list[ToolCall], decisions: list[Decision],
+                           *first: NewEvent) -> None:
+        """Every call with its tier decision (and a refusal event for each refused one), in
+        one commit, before any of them runs."""
+        refusals = [NewEvent(entity_id=f"tool:{c.name}", actor=agent, role="executor",
+                             payload=ev.PermissionRefused(
+                                 action="tool.call", target=c.name,
+                                 reason=_clip(r.content, 500)))
+                    for c, (_, r) in zip(calls, decisions, strict=True) if r is not None]
+        await emit(*first, *(ev.TurnToolCalled(round=run.rounds, call_id=c.id, name=c.name,
+                                               arguments=_clip(c.arguments), tier=t)
+                             for c, (t, _) in zip(calls, decisions, strict=True)), *refusals)
+
+    async def tool_round(calls: list[ToolCall], decisions: list[Decision],
+                         decided: TurnResume | None) -> None:
+        """Run one round's calls in order, each as its decision says; a confirm-tier call
+        stops the turn there (`awaiting_approval`) with it and the calls after it pending."""
         for i, call in enumerate(calls):
             if cancel is not None and cancel.cancelled:
                 raise _Stop("cancelled")
@@ -250,20 +299,21 @@ async def run_turn(
                                     " the call was not made", is_error=True,
                                     error_kind="arguments")
             else:
-                # only a tool the model was offered has a tier: anything else is refused by
-                # the tool box (outside the allow-list, unknown) without asking anyone
-                tier = gate.tier(call.name) if gate is not None and call.name in offered \
-                    else "auto"
-                if tier == "confirm":
+                tier, refusal = decisions[i]
+                if refusal is not None:
+                    result = refusal
+                elif tier == "confirm":
                     run.pending = calls[i:]
                     raise _Stop("awaiting_approval")
-                if tier == "manual":
+                elif tier == "manual":
                     await emit(ev.TurnToolDrafted(round=run.rounds, call_id=call.id,
                                                   name=call.name,
                                                   arguments=_clip(call.arguments)))
                     result = _drafted(call.name)
-                else:
+                elif tier == "auto":
                     result = await run_tool(call)
+                else:  # unreachable: decide() names a tier or refuses
+                    result = _refused(call.name, f"its tier {tier!r} is not one of {TIERS}")
             run.tools.append(ToolRecord(round=run.rounds, call=call, result=result))
             run.messages.append(ChatMessage(role="tool", tool_call_id=call.id,
                                             content=result.content))
@@ -284,18 +334,19 @@ async def run_turn(
                                           messages=[_clip(m.content) for m in injected]))
 
     async def body() -> StopReason:
-        nonlocal wire, real_names, offered
+        nonlocal wire, real_names
         specs = await tools.specs() if tools is not None else []
-        offered = {s.name for s in specs}
         wire = wire_names(s.name for s in specs)
         real_names = unwire(wire)
         specs = [s if wire[s.name] == s.name else s.model_copy(update={"name": wire[s.name]})
                  for s in specs]
         if resume is not None and resume.pending:  # finish the paused round first
-            await emit(*(ev.TurnToolCalled(round=run.rounds, call_id=c.id, name=c.name,
-                                           arguments=_clip(c.arguments))
-                         for c in resume.pending))
-            await tool_round(list(resume.pending), resume)
+            # the decided call keeps the decision it waited on; the others are decided again
+            pending = list(resume.pending)
+            decisions: list[Decision] = [("confirm", None),
+                                         *[await decide(c) for c in pending[1:]]]
+            await record_calls(pending, decisions)
+            await tool_round(pending, decisions, resume)
             await boundary()
         while True:
             if cancel is not None and cancel.cancelled:
@@ -319,11 +370,10 @@ async def run_turn(
                     raise _Stop(stop)
                 return "completed"
             run.rounds += 1
-            # the call's usage and every tool call it asked for, in one commit
-            await emit(usage_event, *(
-                ev.TurnToolCalled(round=run.rounds, call_id=c.id, name=c.name,
-                                  arguments=_clip(c.arguments)) for c in calls))
-            await tool_round(calls, None)
+            # the call's usage and every tool call it asked for with its tier, in one commit
+            decisions = [await decide(c) for c in calls]
+            await record_calls(calls, decisions, usage_event)
+            await tool_round(calls, decisions, None)
             await boundary()
 
     if not start_recorded:

@@ -20,7 +20,9 @@ StopReason = Literal["completed", "max_tool_rounds", "max_tokens", "max_wall_clo
 
 
 class ToolGate(Protocol):
-    """Names the approval tier of a tool call (auto | confirm | manual)."""
+    """Names the approval tier (auto | confirm | manual) of the concrete tool a call
+    resolves to; the turn loop asks it for every call as the call is about to run, and
+    refuses a call it cannot answer for (an exception, or any other value)."""
 
     def tier(self, name: str) -> str: ...
 

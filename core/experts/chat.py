@@ -11,7 +11,8 @@ binding maps to a differently named MCP tool keeps the server's name for it
 schema. `policy.tools` lists exactly the declared operations of the bound tools (all of a
 tool's operations, `<tool>.*`, when the package declares none), and `policy.approval` maps
 the package's `policy.approval` onto the turn's gate (openexperts "Approval Enforcement"):
-each declared operation at its tier (overrides, then the package default, then confirm),
+each declared operation at its tier (overrides, then the package default, then confirm;
+several operations bound onto one server tool give it the strictest of theirs: tiers.py),
 the package's timeout and on_timeout. So a confirm-tier call waits in the approvals list
 until an operator decides it, and a manual-tier call is a draft that is never executed,
 whichever process runs the turn (core/sessions/gate.py).
@@ -37,8 +38,9 @@ from ..tools.config import McpServerConfig
 from . import home
 from .bindings import ToolBinding, bindings_path, load_bindings
 from .checks import duration_problem, duration_seconds
-from .package import Package, approval_tier, load_package
+from .package import Package, load_package
 from .prompt import assemble, render
+from .tiers import concrete_tiers
 
 if TYPE_CHECKING:
     from ..agents.config import ClawtowerConfig
@@ -85,12 +87,12 @@ def _undeclared(pkg: Package, bindings: dict[str, ToolBinding]) -> list[str]:
 
 def approval_policy(pkg: Package, bindings: dict[str, ToolBinding]) -> ToolApprovalPolicy:
     """The package's `policy.approval` as the turn's gate: every declared operation under
-    its bound name at its tier; the package default (confirm when unset) for the rest."""
-    tiers: dict[str, str] = {}
-    for tool, b in _mcp(pkg, bindings).items():
-        decl = pkg.tools.get(tool)
-        for op in (decl.operations() if decl is not None else []):
-            tiers[f"{tool}.{b.op(op).tool}"] = approval_tier(pkg, tool, op)
+    its bound name at its tier (the strictest of the operations bound onto one server
+    tool); the package default (confirm when unset) for the rest."""
+    bound = _mcp(pkg, bindings)
+    # several operations on one server tool: the strictest tier wins (issue 34.2)
+    tiers = {name: tier for name, tier in concrete_tiers(pkg, bound).items()
+             if name.partition(".")[0] in bound}
     ap = pkg.section("policy").get("approval")
     ap = ap if isinstance(ap, dict) else {}
     timeout = ap.get("timeout")

@@ -31,7 +31,8 @@ from ..workflows.service import REPEAT_KEY
 from . import checks as ck
 from .bindings import ToolBinding
 from .learning import learnings_for
-from .package import Doc, Package, approval_tier, operations_named, steps_of
+from .package import Doc, Package, operations_named, steps_of
+from .tiers import op_tier
 
 # Steps without an outside effect of their own (a model answering, a read of the inputs, a
 # preview, a draft, a note recorded as the step's result, the compiler's own `finish`) are
@@ -220,7 +221,7 @@ def _compile_step(pkg: Package, proc: Doc, text: str, index: int, st: _State,
         hints = b.op(op).inputs if b else {}
         env = {**base, "EXPERT_OP": f"{tool}.{op}",
                **_env_inputs(st, _props(opdecl.get("input")), hints)}
-        tier = approval_tier(pkg, tool, op)
+        tier = op_tier(pkg, bindings, tool, op)  # its concrete tool's: the strictest
         sid = st.new_id(f"{tool}_{op}")
         out: list[dict[str, Any]] = []
         if tier == "manual":
@@ -241,6 +242,8 @@ def _compile_step(pkg: Package, proc: Doc, text: str, index: int, st: _State,
                                                f" {index + 1} of {proc.name}): approve?"
                                                + wait}})
             call["condition"] = f"${gate}.approved"
+            # the step checks it again where it runs (core/experts/step.py: issue 34)
+            call["env"] = {**env, "EXPERT_APPROVED": f"${gate}.approved"}
         out.append(call)
         for name, typ, _ in _props(opdecl.get("output")):
             st.values[name] = _Val(f"${sid}.json.{name}", typ, "tool")

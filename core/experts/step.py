@@ -7,7 +7,9 @@ runner from args and earlier steps' results):
   EXPERT_OP         tool.operation         EXPERT_STEP       the checklist line
   EXPERT_SCRATCH    the run's scratchpad (relative to the workspace), if the process has one
 
-Actions: `call` runs a bound operation on its MCP server and prints its result as JSON;
+Actions: `call` runs a bound operation on its MCP server and prints its result as JSON,
+after deciding its tier itself (an auto-tier operation, or a confirm-tier one its approval
+step approved: `_gate`; anything else is refused);
 `preview` prints a confirm-tier operation's proposed input (the approval gate shows it);
 `draft` prints a manual-tier operation as a draft, never executing it; `gather` prints the
 inputs (an llm-task step's input); `state` reports a note for a state file (recorded as an
@@ -74,6 +76,31 @@ def _record(result: Any) -> None:
     _scratch(f"- [x] {step}\n  - result: {json.dumps(result, ensure_ascii=False)[:2000]}")
 
 
+def _gate(tool: str, op: str, bindings: dict[str, Any]) -> None:
+    """The approval gate where the call runs (issue 34), whatever the workflow file says:
+    the tier of the concrete tool `tool.op` runs, from the installed package's policy (the
+    strictest of the operations bound onto it: tiers.py). `auto` runs; `confirm` only after
+    the workflow's approval step approved it (EXPERT_APPROVED, templated from that step's
+    `approved`); `manual`, or a tier that cannot be decided, never."""
+    from .package import load_package
+    from .tiers import op_tier
+
+    name = os.environ.get("EXPERT_NAME", "")
+    root = Path(os.environ["EXPERT_BINDINGS"]).parents[2] / "experts"  # $CLAWTOWER_HOME's
+    pkg_dir = root / name
+    if not name or "/" in name or name.startswith(".") \
+            or not (pkg_dir / "expert.yaml").is_file():
+        raise RuntimeError(f"{tool}.{op}: refused: no installed expert {name!r} to decide its"
+                           " approval tier from; the call was not made")
+    tier = op_tier(load_package(pkg_dir), bindings, tool, op)
+    if tier == "auto" or (tier == "confirm" and os.environ.get("EXPERT_APPROVED") == "true"):
+        return
+    why = ("it was not approved" if tier == "confirm" else "a manual-tier operation is only"
+           " ever drafted" if tier == "manual" else "its tier cannot be decided")
+    raise RuntimeError(f"{tool}.{op}: refused: its approval tier is {tier} and {why}; the"
+                       " call was not made")
+
+
 async def _call() -> Any:
     from ..tools.mcp import McpServer
     from .bindings import load_bindings
@@ -84,6 +111,7 @@ async def _call() -> Any:
     if b is None or b.server is None:
         raise RuntimeError(f"tool {tool!r} is not bound to an MCP server"
                            f" ({os.environ['EXPERT_BINDINGS']})")
+    _gate(tool, op, bindings)
     ob = b.op(op)
     args = {ob.args.get(k, k): v for k, v in _inputs().items()}
     server = McpServer(b.server)

@@ -1,7 +1,8 @@
 """The tools one session turn sees: the registry's, filtered by the spec's allow-list, the
 spawn tools and the memory tools (core/memory/tools.py). Tiers (auto | confirm | manual)
-are not applied here: the turn loop asks the spec's gate before any call reaches `call`
-(core/agents/turns.py); an approved call is run through `call_approved`, which records its
+are not applied here: the turn loop resolves every call through `resolve` and asks the
+spec's gate for that concrete tool's tier before any call reaches `call` (core/agents/
+turns.py); an approved call is run through `call_approved`, which records its
 intent and result around it (core/sessions/gate.py), so it runs once even across a crash.
 """
 
@@ -69,6 +70,21 @@ class SessionToolBox:
         specs.extend(s for s in (SPAWN_SPEC, SPAWN_MANY_SPEC, *memory_tools.SPECS)
                      if allowed(s.name, self.allow))
         return specs
+
+    async def resolve(self, name: str) -> str | ToolResult:
+        """The concrete tool `name` runs (see core.tools.types.ToolBox.resolve): a spawn or
+        memory tool the policy allows, else whatever the registry's tool box resolves."""
+        if name in (SPAWN_TOOL, SPAWN_MANY_TOOL, *memory_tools.NAMES):
+            if allowed(name, self.allow):
+                return name
+            return ToolResult(content=f"{name}: not allowed for {self.claim.spec.name} (not in"
+                              " its tool allow-list); the call was not made", is_error=True,
+                              error_kind="policy")
+        if self.inner is None:
+            return ToolResult(content=f"{name}: no such tool; no approval tier can be decided"
+                              " for it, so the call was refused", is_error=True,
+                              error_kind="policy")
+        return await self.inner.resolve(name)
 
     def redact(self, name: str, text: str) -> str:
         """`text` (a call's arguments) with the values of the tool server's `env_from`

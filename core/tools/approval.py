@@ -16,7 +16,8 @@ operator, or are only ever drafted.
 `auto` runs the call; `confirm` pauses the turn durably until an operator decides the
 `tool_call` approval (core/sessions/gate.py); `manual` records a draft the model is told
 about, and never runs it. The turn loop (core/agents/turns.py) asks `tier(name)` for every
-call, so the rule holds wherever an agent acts.
+call, with the concrete tool the call resolves to at that moment (never the list offered at
+the turn's start), so the rule holds wherever an agent acts (issue 34).
 """
 
 from __future__ import annotations

@@ -423,6 +423,19 @@ class AgentToolBox:
         self.hidden = [t for t in visible if not t.callable]
         return [t.spec() for t in visible if t.callable]
 
+    async def resolve(self, name: str) -> str | ToolResult:
+        """The concrete tool `name` runs (see ToolBox.resolve): allowed for this agent and
+        known now (a server that did not list at the turn's start is asked again), else a
+        `policy` refusal. An unpinned tool resolves (its call is then refused as unpinned)."""
+        if not allowed(name, self.allow, self.deny):
+            return _error("policy", f"{name}: not allowed for {self.agent} (not in its tool"
+                                    " allow-list); the call was not made")
+        found = await self.registry._lookup(name)
+        if isinstance(found, ToolResult):
+            return _error("policy", f"{found.content}; no approval tier can be decided for"
+                                    " it, so the call was refused")
+        return found.name
+
     async def call(self, name: str, arguments: str) -> ToolResult:
         return await self.registry.call(name, arguments, allow=self.allow, deny=self.deny,
                                         caller=self.agent, progress=self.progress)

@@ -30,6 +30,13 @@ class ToolBox(Protocol):
 
     async def specs(self) -> list[ToolSpec]: ...
 
+    async def resolve(self, name: str) -> str | ToolResult:
+        """The concrete tool a call of `name` would run (a built-in, `<server>.<tool>` as its
+        server lists it now, a session's spawn or memory tool), or a `policy` refusal when
+        it is none the agent may run. The turn loop's gate decides the tier of that
+        concrete tool for every call (core/agents/turns.py); nothing runs undecided."""
+        ...
+
     async def call(self, name: str, arguments: str) -> ToolResult:
         """`arguments` is the JSON text the model sent. Policy and argument errors are
         results with is_error=True, never exceptions."""

@@ -3,7 +3,8 @@ tests run: our own acme-support-expert's helpdesk and kb tools, and the openexpe
 fixture's crm and email tools. Neither package's tools have real servers here.
 
 Every call is appended as a JSON line to $SALES_MCP_CALLS (when set), so tests see exactly
-what was executed (and that a manual-tier operation never was).
+what was executed (and that a manual-tier operation never was). With
+$SALES_MCP_LIST_DELAY (seconds) the process's first tools/list answers that late.
 """
 
 from __future__ import annotations
@@ -57,7 +58,14 @@ TOOLS: dict[str, tuple[list[str], Any]] = {
 }
 
 
+_slowed: list[bool] = []
+
+
 async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+    delay = os.environ.get("SALES_MCP_LIST_DELAY")  # the first list of this process is slow
+    if delay and not _slowed:
+        _slowed.append(True)
+        await anyio.sleep(float(delay))
     return types.ListToolsResult(tools=[
         types.Tool(name=n, description=f"{n} (test double)", input_schema={
             "type": "object", "properties": {k: {} for k in req}, "required": req})

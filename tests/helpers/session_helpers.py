@@ -58,6 +58,10 @@ class GatedBox:
         specs: list[ToolSpec] = await self.inner.specs()
         return specs
 
+    async def resolve(self, name: str) -> str | ToolResult:
+        resolved: str | ToolResult = await self.inner.resolve(name)
+        return resolved
+
     async def call(self, name: str, arguments: str) -> ToolResult:
         o = self.owner
         o.calls.append((name, arguments))
