@@ -33,7 +33,9 @@ P = TypeVar("P", bound="Payload")
 class Payload(BaseModel):
     """Base of event payloads. Subclasses set TYPE (e.g. "task.created") and ENTITY."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and ±Infinity encode as those constants, not as `null`: the writer refuses them
+    # (core/store/storable.py) instead of logging a value the live projection never had.
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
 
     TYPE: ClassVar[str] = ""
     ENTITY: ClassVar[str] = ""
