@@ -155,9 +155,14 @@ async def _search(args: argparse.Namespace) -> int:
 
 
 def _iso(ts: float) -> str:
+    """UTC ISO time of `ts`; a number no calendar date has (an expiry of 1e308 that a
+    release before issue 34 imported) is printed as it is, not an OverflowError."""
     import time
 
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return f"{ts!r} (no calendar date)"
 
 
 async def _put(args: argparse.Namespace) -> int:
