@@ -296,6 +296,31 @@ class PermissionRefused(Payload):
     reason: str
 
 
+class RepairedValue(Payload):
+    """One value `store repair` replaced: event `seq` (`type`, about `entity_id`) carried
+    `was` (as text) in `field`; the projections hold `now` from the repair on."""
+
+    seq: int
+    type: str
+    entity_id: str
+    field: str
+    was: str
+    now: Any = None
+
+
+class StoreRepaired(Payload):
+    """`clawtower store repair` (issue 34): values a release before the writer's check
+    logged or projected that no reader can use (an expiry of Infinity or 1e308), replaced
+    in the projections by this event's handlers, live and in every replay alike; the events
+    that carried them stay as they are. `differences` is what `store verify` said before."""
+
+    TYPE = "store.repaired"
+    ENTITY = "store"
+    reason: str
+    values: list[RepairedValue] = Field(default_factory=list)
+    differences: list[str] = Field(default_factory=list)
+
+
 class LeaseAcquired(Payload):
     TYPE = "lease.acquired"
     ENTITY = "lease"

@@ -10,12 +10,15 @@ import math
 import typing
 
 import pytest
+from old_release import old_encode, old_release
 from pydantic import BaseModel
 
 from core import events as ev
 from core.errors import ValidationError
 from core.events import NewEvent, Payload, payload_class, registered_types
 from core.memory.events import MemoryStored
+from core.memory.service import Memories
+from core.store.repair import repair
 from core.store.storable import Unstorable, first_problem
 
 
@@ -111,3 +114,84 @@ def test_first_problem_names_the_path():
     assert first_problem({"a": -(2**63)}) is None
     assert first_problem({"a": -(2**63) - 1}) == ("a", str(-(2**63) - 1))
     assert first_problem({"a": True, "b": "NaN", "c": None, "d": 1e308}) is None
+
+
+# ------------------------------------------------------------------ the repair
+
+
+async def expiries(store) -> dict[str, float | None]:
+    rows = await Memories(store).listing("shared:t")
+    return {r["key"]: r["expires_at"] for r in rows}
+
+
+@pytest.mark.both_backends
+async def test_repair_makes_an_old_releases_store_verify_clean_with_one_event(store):
+    assert old_encode(MemoryStored(namespace="n", key="k", content="c",
+                                   expires_at=math.inf)) == MemoryStored(
+        namespace="n", key="k", content="c").model_dump_json()  # the old bytes exactly
+    with old_release():
+        await store.append([memory("ok", 2e9), memory("nan", math.nan), memory("inf", math.inf),
+                            memory("ninf", -math.inf), memory("big", 1e308)])
+        await store.append([memory("later", math.inf), memory("later", 3e9)])  # replaced
+    before = await store.verify_projections()
+    assert before == ["memories: 6 live rows vs 6 replayed; 2 only live, 2 only replayed"]
+    # the readers do not crash meanwhile, and print what the log holds (never Infinity)
+    assert await expiries(store) == {"ok": 2e9, "nan": None, "inf": None, "ninf": None,
+                                     "big": 1e308, "later": 3e9}
+
+    done = await repair(store, by="tester")
+    assert [(v.seq, v.type, v.entity_id, v.field, v.was, v.now) for v in done.values] == [
+        (3, "memory.stored", "shared:t/inf", "expires_at", "Infinity", None),
+        (4, "memory.stored", "shared:t/ninf", "expires_at", "-Infinity", None),
+        (5, "memory.stored", "shared:t/big", "expires_at", "1e+308", None)]
+    assert done.differences == before and done.remaining == [] and done.rebuilt is None
+    assert await store.verify_projections() == []
+    assert await expiries(store) == {"ok": 2e9, "nan": None, "inf": None, "ninf": None,
+                                     "big": None, "later": 3e9}
+    (event,) = [e for e in await store.events_after(0) if e.type == "store.repaired"]
+    assert event.seq == done.seq == 8 and event.actor == "tester"
+    assert isinstance(event.payload, ev.StoreRepaired)
+    assert [v.entity_id for v in event.payload.values] == [v.entity_id for v in done.values]
+    assert event.payload.differences == before
+    # a replay applies the repair at its place in the log: rebuild gives the same rows
+    live = await store.fetchall("SELECT * FROM memories ORDER BY id")
+    await store.rebuild_projections()
+    assert await store.fetchall("SELECT * FROM memories ORDER BY id") == live
+    assert await store.verify_projections() == []
+    # the events stay: the log still says 1e308 where it did
+    (big,) = [e for e in await store.events_after(0, entity_id="shared:t/big")]
+    assert isinstance(big.payload, MemoryStored) and big.payload.expires_at == 1e308
+    again = await repair(store, by="tester")
+    assert again.seq is None and again.values == [] and await store.last_seq() == 8
+
+
+@pytest.mark.both_backends
+async def test_repair_rebuilds_what_its_handlers_do_not_cover(store):
+    await store.append([task({"a": 1}), memory("big", 1e308)])
+
+    def drift(tx):  # a live row the log does not give (no event)
+        tx.one("UPDATE tasks SET title='drifted' WHERE id='T-1'")
+
+    await store.execute(drift)
+    done = await repair(store, by="tester")
+    assert [v.was for v in done.values] == ["1e+308"]
+    assert done.differences == ["tasks: 1 live rows vs 1 replayed; 1 only live, 1 only replayed"]
+    assert done.rebuilt == 3 and done.remaining == []
+    assert await store.verify_projections() == []
+    assert (await store.fetchone("SELECT title FROM tasks"))["title"] == "t"
+    assert await expiries(store) == {"big": None}
+
+
+def test_the_repair_reads_as_one_line():
+    from core.describe import event_summary
+
+    values = [ev.RepairedValue(seq=i, type="memory.stored", entity_id=f"shared:t/k{i}",
+                               field="expires_at", was="Infinity") for i in range(1, 8)]
+    e = ev.StoredEvent(seq=9, ts=1.0, entity="store", entity_id="store", type="store.repaired",
+                       actor="tester", role="operator", payload=ev.StoreRepaired(
+                           reason="store repair", values=values, differences=["memories: x"]))
+    assert event_summary(e) == (
+        "store repaired: 7 value(s) replaced: shared:t/k1 expires_at Infinity (event 1), "
+        "shared:t/k2 expires_at Infinity (event 2), shared:t/k3 expires_at Infinity (event 3), "
+        "shared:t/k4 expires_at Infinity (event 4), shared:t/k5 expires_at Infinity (event 5)"
+        " and 2 more; projections differed")
