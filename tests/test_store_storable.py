@@ -195,3 +195,10 @@ def test_the_repair_reads_as_one_line():
         "shared:t/k2 expires_at Infinity (event 2), shared:t/k3 expires_at Infinity (event 3), "
         "shared:t/k4 expires_at Infinity (event 4), shared:t/k5 expires_at Infinity (event 5)"
         " and 2 more; projections differed")
+
+
+def test_the_console_prints_a_time_with_no_calendar_date():
+    from tui.model import fmt_datetime
+
+    assert fmt_datetime(1e308) == "1e+308" and fmt_datetime(-1e308) == "-1e+308"
+    assert fmt_datetime(None) == "" and fmt_datetime(2e9).startswith("2033-")
