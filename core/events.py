@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
 
-from .errors import ValidationError
+from .errors import StoreError, ValidationError
 from .lazy import LazyModules
 
 _REGISTRY: dict[str, type[Payload]] = {}
@@ -119,6 +120,25 @@ class StoredEvent(BaseModel):
 
 def decode(type_name: str, payload_json: str) -> Payload:
     return payload_class(type_name).model_validate_json(payload_json)
+
+
+def decode_logged(seq: int, type_name: str, payload_json: str) -> Payload:
+    """`decode` of the log's event `seq`: a payload this release cannot read is one line
+    naming the event and the field (a StoreError), not a traceback. Releases before issue 34
+    logged NaN and ±Infinity as `null`, which a required number cannot take back."""
+    try:
+        return payload_class(type_name).model_validate_json(payload_json)
+    except PydanticValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "(payload)"
+        raise StoreError(f"event {seq} ({type_name}) in the log cannot be read: {where}:"
+                         f" {err['msg']} (it holds {one_line_repr(err.get('input'))};"
+                         " written by an older release?)") from None
+
+
+def one_line_repr(value: Any) -> str:
+    text = "null" if value is None else repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 # --------------------------------------------------------------------------- tasks

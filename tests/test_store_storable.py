@@ -202,3 +202,26 @@ def test_the_console_prints_a_time_with_no_calendar_date():
 
     assert fmt_datetime(1e308) == "1e+308" and fmt_datetime(-1e308) == "-1e+308"
     assert fmt_datetime(None) == "" and fmt_datetime(2e9).startswith("2033-")
+
+
+@pytest.mark.both_backends
+async def test_an_event_an_old_release_made_unreadable_is_one_line_naming_it(store):
+    """An old release logged ±Infinity in a required number as `null`: no repair exists for
+    that yet, but verify and the log's readers say which event and field, not a traceback."""
+    from core.errors import StoreError
+
+    usage = NewEvent(entity_id="s-1", actor="tester", role="system", payload=ev.AgentUsage(
+        agent="a", model="m", purpose="p", prompt_tokens=1, completion_tokens=1,
+        cost_usd=math.inf))
+    with old_release():
+        await store.append([task({}), usage])
+    expected = (r"^event 2 \(agent\.usage\) in the log cannot be read: cost_usd: Input should"
+                r" be a valid number \(it holds null; written by an older release\?\)$")
+    with pytest.raises(StoreError, match=expected):
+        await store.verify_projections()
+    with pytest.raises(StoreError, match=expected):
+        await store.events_after(0)
+    with pytest.raises(Unstorable):  # this release refuses it
+        await store.append([usage])
+    # the failed replay left no transaction open (PostgreSQL: on the replica itself)
+    assert await store.append([task({}, 2)]) == [3]
