@@ -8,6 +8,8 @@ fresh store's connection inside one transaction per pass, the way the writer doe
 - `emit`: the writer's own `Tx.emit` per event (encode the payload to JSON, INSERT the row,
   apply the projection, build the StoredEvent): what one event costs the writer thread;
 - `encode`: `payload.model_dump_json()` alone;
+- `checked`: the writer's encoding, `storable.encode` (the same, then the check that refuses
+  NaN and ±Infinity, issue 34): `checked - encode` is what the check costs;
 - `insert`: the same per-event INSERT with the JSON already encoded, no projection;
 - `project`: `projections.apply` alone, on a fresh store (no event rows);
 - `floor`: one `executemany` of every row (the raw SQLite floor, encoded already).
@@ -43,6 +45,7 @@ from bench_workflow_gate import gate_workflow
 import core.store.sqlite as sqlite_store
 from core.events import NewEvent, StoredEvent
 from core.store import open_store, projections
+from core.store.storable import encode
 from core.store.writer import Tx
 
 TARGET_US = 15.0
@@ -143,6 +146,13 @@ def encode_all(events: list[StoredEvent]) -> float:
     return (time.thread_time_ns() - t0) / 1e9
 
 
+def checked_all(events: list[StoredEvent]) -> float:
+    t0 = time.thread_time_ns()
+    for e in events:
+        encode(e.payload)
+    return (time.thread_time_ns() - t0) / 1e9
+
+
 def insert_all(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> float:
     return in_tx(conn, lambda: [conn.execute(INSERT, r) for r in rows])
 
@@ -171,7 +181,9 @@ async def measure(d: Path, name: str, events: list[StoredEvent], reps: int
             conn = await fresh_store(d / f"{name}-{step}.db")
             res[step].append(run(conn))
             conn.close()
-        res["encode"].append(encode_all(events))
+        # alternated: whichever of the two runs first in a pass is the slower (caches)
+        for step in (("encode", "checked") if len(res["encode"]) % 2 else ("checked", "encode")):
+            res[step].append((encode_all if step == "encode" else checked_all)(events))
         conn = await fresh_store(d / f"{name}-types.db")
         per_type = emit_each(conn, news)
         conn.close()
@@ -215,11 +227,12 @@ async def main() -> None:
         u = r["us"]
         r["in_run_us"] = clocks[name].us
         rows.append([name, r["events"], f"{clocks[name].us:.1f}", f"{u['emit']:.1f}",
-                     f"{u['encode']:.1f}",
+                     f"{u['encode']:.1f}", f"{u['checked']:.1f}",
                      f"{u['insert']:.1f}", f"{u['project']:.1f}", f"{u['floor']:.2f}",
                      f"{u['emit'] / u['floor']:.1f}x"])
     cm.print_table(f"writer CPU per event, µs (median of {reps} passes, COMMIT not counted)",
-                   ["workload", "events", "in run", "emit", "encode", "insert", "project",
+                   ["workload", "events", "in run", "emit", "encode", "checked", "insert",
+                    "project",
                     "executemany", "emit/floor"], rows)
     for name, r in results.items():
         cm.print_table(f"{name}: emit per event type, µs (last pass, timed one by one)",

@@ -155,14 +155,14 @@ async def _search(args: argparse.Namespace) -> int:
 
 
 def _iso(ts: float) -> str:
-    """A stored time as ISO 8601; one no calendar can show (a store written before imports
-    were checked: 1e308) as the number, never an internal error."""
+    """UTC ISO time of `ts`; a number no calendar date has (an expiry of 1e308 that a
+    release before issue 34 imported) is printed as it is, not an OverflowError."""
     import time
 
     try:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
     except (OverflowError, OSError, ValueError):
-        return str(ts)
+        return f"{ts!r} (no calendar date)"
 
 
 async def _put(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""`clawtower store`: check or rebuild the store's projections, or describe the store."""
+"""`clawtower store`: check, rebuild or repair the store's projections, or describe it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import ValidationError
 
-from .common import with_store
+from .common import operator_name, with_store
 from .stores import cli_store, is_postgres_url
 
 if TYPE_CHECKING:
@@ -23,6 +23,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              required=True)
     ssub.add_parser("verify", help="replay the log and compare with live projections")
     ssub.add_parser("rebuild", help="rebuild projections from the log")
+    ssub.add_parser("repair", help="replace values no reader can use (an expiry of Infinity"
+                    " or 1e308, imported by releases before the store refused them) by one"
+                    " recorded event, so that verify is clean")
     ssub.add_parser("info", help="schema version, events, size")
     cp = ssub.add_parser("copy", help="copy the log into a new store (SQLite <-> PostgreSQL)"
                          " and rebuild its projections")
@@ -76,6 +79,8 @@ async def cmd_store(args: argparse.Namespace) -> int:
             n = await store.rebuild_projections()
             print(f"rebuilt projections from {n} events")
             return 0
+        if args.store_cmd == "repair":
+            return await _repair(store)
         row = await store.fetchone("PRAGMA user_version")
         db = Path(args.db)  # not store.path: with no file at --db, that is an empty stand-in
         size = ("PostgreSQL (projections in each process's memory)" if is_postgres_url(args.db)
@@ -100,6 +105,30 @@ async def cmd_store(args: argparse.Namespace) -> int:
 
     # even rebuild: a missing store has no projections to rebuild, and must not be created
     return await with_store(args, run, must_exist=True)
+
+
+async def _repair(store: Store) -> int:
+    import json
+
+    from core.store.repair import repair
+
+    done = await repair(store, by=operator_name())
+    if done.seq is None:
+        print("nothing to repair: projections match the log and hold no unusable value")
+        return 0
+    for p in done.differences:
+        print(f"verify before the repair: {p}")
+    for v in done.values:
+        print(f"event {v.seq} {v.type} {v.entity_id}: {v.field} {v.was} -> {json.dumps(v.now)}")
+    print(f"recorded store.repaired (event {done.seq}): {len(done.values)} value(s) replaced;"
+          " the events that carried them stay in the log")
+    if done.rebuilt is not None:
+        print(f"rebuilt projections from {done.rebuilt} events")
+    for p in done.remaining:
+        print(p)
+    print("projections match the log" if not done.remaining else
+          f"{len(done.remaining)} projection(s) still differ from the log")
+    return 0 if not done.remaining else 1
 
 
 async def _copy(source: str, target: str) -> int:

@@ -104,6 +104,13 @@ def _summary(e: StoredEvent, arrow: str) -> str:
         return f"memory {p['namespace']} {p['key']} stored{src}: {one_line(p['content'], 120)}"
     if t == "memory.forgotten":
         return f"memory {p['namespace']} {p['key']} forgotten: {one_line(p['reason'], 120)}"
+    if t == "store.repaired":
+        at = ", ".join(f"{v['entity_id']} {v['field']} {v['was']} (event {v['seq']})"
+                       for v in p["values"][:5])
+        more = f" and {len(p['values']) - 5} more" if len(p["values"]) > 5 else ""
+        return f"store repaired: {len(p['values'])} value(s) replaced" + (
+            f": {at}{more}" if at else "") + ("; projections differed" if p["differences"]
+                                              else "")
     if t == "memory.embedded":  # never the vector itself (kilobytes of base64)
         return f"memory {p['namespace']} {p['key']} embedded by {p['model']} ({p['dim']} dims)"
     return one_line(p, 200)

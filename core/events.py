@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
 
-from .errors import ValidationError
+from .errors import StoreError, ValidationError
 from .lazy import LazyModules
 
 _REGISTRY: dict[str, type[Payload]] = {}
@@ -33,7 +34,9 @@ P = TypeVar("P", bound="Payload")
 class Payload(BaseModel):
     """Base of event payloads. Subclasses set TYPE (e.g. "task.created") and ENTITY."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and ±Infinity encode as those constants, not as `null`: the writer refuses them
+    # (core/store/storable.py) instead of logging a value the live projection never had.
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
 
     TYPE: ClassVar[str] = ""
     ENTITY: ClassVar[str] = ""
@@ -117,6 +120,25 @@ class StoredEvent(BaseModel):
 
 def decode(type_name: str, payload_json: str) -> Payload:
     return payload_class(type_name).model_validate_json(payload_json)
+
+
+def decode_logged(seq: int, type_name: str, payload_json: str) -> Payload:
+    """`decode` of the log's event `seq`: a payload this release cannot read is one line
+    naming the event and the field (a StoreError), not a traceback. Releases before issue 34
+    logged NaN and ±Infinity as `null`, which a required number cannot take back."""
+    try:
+        return payload_class(type_name).model_validate_json(payload_json)
+    except PydanticValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "(payload)"
+        raise StoreError(f"event {seq} ({type_name}) in the log cannot be read: {where}:"
+                         f" {err['msg']} (it holds {one_line_repr(err.get('input'))};"
+                         " written by an older release?)") from None
+
+
+def one_line_repr(value: Any) -> str:
+    text = "null" if value is None else repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 # --------------------------------------------------------------------------- tasks
@@ -292,6 +314,31 @@ class PermissionRefused(Payload):
     action: str
     target: str
     reason: str
+
+
+class RepairedValue(Payload):
+    """One value `store repair` replaced: event `seq` (`type`, about `entity_id`) carried
+    `was` (as text) in `field`; the projections hold `now` from the repair on."""
+
+    seq: int
+    type: str
+    entity_id: str
+    field: str
+    was: str
+    now: Any = None
+
+
+class StoreRepaired(Payload):
+    """`clawtower store repair` (issue 34): values a release before the writer's check
+    logged or projected that no reader can use (an expiry of Infinity or 1e308), replaced
+    in the projections by this event's handlers, live and in every replay alike; the events
+    that carried them stay as they are. `differences` is what `store verify` said before."""
+
+    TYPE = "store.repaired"
+    ENTITY = "store"
+    reason: str
+    values: list[RepairedValue] = Field(default_factory=list)
+    differences: list[str] = Field(default_factory=list)
 
 
 class LeaseAcquired(Payload):

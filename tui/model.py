@@ -52,7 +52,10 @@ def fmt_time(ts: float | None) -> str:
 def fmt_datetime(ts: float | None) -> str:
     if not ts:
         return ""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (OverflowError, OSError, ValueError):  # 1e308: no calendar date (issue 34)
+        return f"{ts!r}"
 
 
 @dataclass

@@ -115,6 +115,17 @@ def is_expired(row: dict[str, Any], now: float) -> bool:
     return row.get("expires_at") is not None and float(row["expires_at"]) <= now
 
 
-__all__ = ["KINDS", "MAX_CATEGORY", "MAX_CONTENT", "MAX_EXPIRES_AT", "MAX_KEY", "check_category",
-           "check_content", "check_expires_at", "check_key", "check_namespace", "is_expired",
-           "parse_expires", "require_fts5"]
+def as_read(row: dict[str, Any], now: float) -> dict[str, Any]:
+    """A `memories` row as the memory API returns it, with `expired`. An expiry that is not
+    a finite number (±Infinity, projected live by releases before issue 34 while their log
+    recorded `null`) reads as the log's None: `show`, `--json` and `export` print what a
+    replay holds, never `Infinity`, which JSON lacks (`clawtower store repair` fixes the row)."""
+    exp = row.get("expires_at")
+    if exp is not None and not math.isfinite(exp):
+        row = {**row, "expires_at": None}
+    return {**row, "expired": is_expired(row, now)}
+
+
+__all__ = ["KINDS", "MAX_CATEGORY", "MAX_CONTENT", "MAX_EXPIRES_AT", "MAX_KEY", "as_read",
+           "check_category", "check_content", "check_expires_at", "check_key",
+           "check_namespace", "is_expired", "parse_expires", "require_fts5"]

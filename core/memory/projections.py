@@ -13,9 +13,13 @@ import base64
 import hashlib
 import sqlite3
 
-from ..events import StoredEvent
-from ..store.projections import projects
+from ..events import RepairedValue, StoredEvent
+from ..store.projections import finds_repairs, projects, repairs
 from .events import MemoryEmbedded, MemoryForgotten, MemoryStored
+
+# Expiries a calendar can show: 0001-01-01 to 9999-12-31 UTC. A release before issue 34
+# imported any number (1e308, Infinity); `store repair` replaces one outside by None.
+USABLE_TIMES = (-62135596800.0, 253402300799.0)
 
 
 def content_sha(content: str) -> str:
@@ -81,3 +85,39 @@ def _embedded(db: sqlite3.Connection, e: StoredEvent) -> None:
     db.execute("INSERT OR REPLACE INTO memory_vectors (id, model, sha, seq) VALUES"
                " (?, ?, ?, ?)", (row[0], p.model, p.sha, e.seq))
     db.execute("UPDATE memories SET last_seq=? WHERE id=?", (e.seq, row[0]))
+
+
+@finds_repairs
+def _unusable_expiries(db: sqlite3.Connection) -> list[RepairedValue]:
+    """Memories whose expiry has no calendar date (±Infinity projected live while the log
+    said null, or 1e308 logged): each named by the `memory.stored` event that set it."""
+    low, high = USABLE_TIMES
+    out = []
+    for ns, key, was in db.execute(
+            "SELECT namespace, key, expires_at FROM memories WHERE expires_at IS NOT NULL"
+            " AND NOT (expires_at BETWEEN ? AND ?) ORDER BY id", (low, high)).fetchall():
+        entity_id = f"{ns}/{key}"
+        seq = db.execute("SELECT max(seq) FROM events WHERE entity='memory' AND entity_id=?"
+                         " AND type=?", (entity_id, MemoryStored.TYPE)).fetchone()[0]
+        out.append(RepairedValue(seq=int(seq or 0), type=MemoryStored.TYPE,
+                                 entity_id=entity_id, field="expires_at",
+                                 was=_as_written(float(was)), now=None))
+    return out
+
+
+def _as_written(x: float) -> str:
+    return "Infinity" if x == float("inf") else "-Infinity" if x == float("-inf") else repr(x)
+
+
+@repairs(MemoryStored)
+def _repair_expiry(db: sqlite3.Connection, e: StoredEvent, v: RepairedValue) -> None:
+    """The memory's expiry becomes `v.now` if it is still one a calendar cannot show (a
+    later write may have replaced it: then it stays). The row's `last_seq` becomes the
+    repair's either way: a live row may hold Infinity where a replay holds NULL already."""
+    if v.field != "expires_at":
+        return
+    ns, key = v.entity_id.split("/", 1)
+    low, high = USABLE_TIMES
+    db.execute("UPDATE memories SET expires_at=CASE WHEN expires_at IS NOT NULL AND NOT"
+               " (expires_at BETWEEN ? AND ?) THEN ? ELSE expires_at END, last_seq=?"
+               " WHERE namespace=? AND key=?", (low, high, v.now, e.seq, ns, key))

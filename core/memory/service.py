@@ -17,11 +17,11 @@ from ..errors import ClawError, NotFound, ValidationError
 from ..store.interface import Store, WriteTx
 from .checks import (  # re-exported: the memory API's one import for front ends
     MAX_CONTENT,
+    as_read,
     check_category,
     check_content,
     check_key,
     check_namespace,
-    is_expired,
     parse_expires,
     require_fts5,
 )
@@ -291,7 +291,7 @@ class Memories:
             f"SELECT {COLUMNS}, forgotten FROM memories WHERE forgotten=0 AND namespace IN"
             f" ({marks}) ORDER BY updated_at DESC LIMIT ?", [*namespaces, limit])
         rows.sort(key=lambda r: (r["namespace"], r["key"]))
-        return namespaces, [{**r, "expired": is_expired(r, now)} for r in rows]
+        return namespaces, [as_read(r, now) for r in rows]
 
     async def get(self, namespace: str, key: str) -> dict[str, Any]:
         row = await self.store.fetchone(
@@ -299,7 +299,7 @@ class Memories:
             " WHERE namespace=? AND key=?", (check_namespace(namespace), key))
         if row is None:
             raise NotFound(f"memory {namespace + '/' + key!r}: no such memory")
-        return {**row, "expired": is_expired(row, self.store.clock.now())}
+        return as_read(row, self.store.clock.now())
 
     async def listing(self, namespace: str | None = None, *, include_forgotten: bool = False
                    ) -> list[dict[str, Any]]:
@@ -313,8 +313,7 @@ class Memories:
                + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY namespace, key")
         now = self.store.clock.now()
-        return [{**r, "expired": is_expired(r, now)}
-                for r in await self.store.fetchall(sql, params)]
+        return [as_read(r, now) for r in await self.store.fetchall(sql, params)]
 
     async def search(self, namespaces: Sequence[str], query: str, *, k: int = 5,
                      min_score: float = 0.0, token_budget: int | None = None

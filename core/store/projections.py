@@ -45,6 +45,42 @@ def projects(*types: type[ev.Payload]) -> Callable[[Handler], Handler]:
     return wrap
 
 
+# ------------------------------------------------------------------ repairs (issue 34)
+# A value a release before the writer's check logged or projected that no reader can use is
+# replaced by a `store.repaired` event (`clawtower store repair`, core/store/repair.py): a
+# module registers how to find such values in its tables (`finds_repairs`) and how the event
+# replaces one (`repairs`, a projection handler like any other: live and in replays alike).
+
+Repairer = Callable[[sqlite3.Connection, StoredEvent, ev.RepairedValue], None]
+Finder = Callable[[sqlite3.Connection], list[ev.RepairedValue]]
+_REPAIRERS: dict[str, list[Repairer]] = {}
+_FINDERS: list[Finder] = []
+
+
+def repairs(*types: type[ev.Payload]) -> Callable[[Repairer], Repairer]:
+    """Register how a `store.repaired` event replaces a value once carried by `types`."""
+
+    def wrap(fn: Repairer) -> Repairer:
+        for t in types:
+            _REPAIRERS.setdefault(t.TYPE, []).append(fn)
+        return fn
+
+    return wrap
+
+
+def finds_repairs(fn: Finder) -> Finder:
+    """Register a search of the projections (and the log beside them) for unusable values."""
+    _FINDERS.append(fn)
+    return fn
+
+
+def find_repairs(conn: sqlite3.Connection) -> list[ev.RepairedValue]:
+    """Every value a repair should replace, by every registered finder, in log order."""
+    load_all()
+    found = [v for fn in _FINDERS for v in fn(conn)]
+    return sorted(found, key=lambda v: (v.seq, v.field))
+
+
 def apply(conn: sqlite3.Connection, event: StoredEvent) -> None:
     if not _projection_modules.loaded:
         _projection_modules.load()
@@ -441,6 +477,15 @@ def _tool_pin_decided(db: sqlite3.Connection, e: StoredEvent) -> None:
             " WHERE approval_id=? AND approval_status='pending'",
             (p.decision, e.seq, e.entity_id),
         )
+
+
+@projects(ev.StoreRepaired)
+def _store_repaired(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, ev.StoreRepaired)
+    for value in p.values:
+        for fn in _REPAIRERS.get(value.type, ()):
+            fn(db, e, value)
 
 
 def _touch(db: sqlite3.Connection, e: StoredEvent) -> None:

@@ -12,11 +12,11 @@ if TYPE_CHECKING:  # payload models load on the first event read, not with the s
 
 
 def row_to_event(r: dict[str, Any]) -> StoredEvent:
-    from ..events import StoredEvent, decode
+    from ..events import StoredEvent, decode_logged
 
     return StoredEvent(
         seq=r["seq"], ts=r["ts"], entity=r["entity"], entity_id=r["entity_id"], type=r["type"],
-        actor=r["actor"], role=r["role"], payload=decode(r["type"], r["payload"]),
+        actor=r["actor"], role=r["role"], payload=decode_logged(r["seq"], r["type"], r["payload"]),
         idem_key=r["idem_key"],
     )
 

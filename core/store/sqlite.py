@@ -401,12 +401,12 @@ class SQLiteStore(BatchWriter, LogReads):
 
 
 def _tuple_to_event(r: Sequence[Any]) -> StoredEvent:
-    from ..events import StoredEvent, decode
+    from ..events import StoredEvent, decode_logged
 
     seq, ts, entity, entity_id, type_, actor, role, payload, idem = r
     return StoredEvent(
         seq=seq, ts=ts, entity=entity, entity_id=entity_id, type=type_, actor=actor, role=role,
-        payload=decode(type_, payload), idem_key=idem,
+        payload=decode_logged(seq, type_, payload), idem_key=idem,
     )
 
 
@@ -448,6 +448,11 @@ def verify_connection(live: sqlite3.Connection) -> list[str]:
         return problems
     finally:
         fresh.close()
+        # a replay that failed (an event it cannot read) must not leave the snapshot open:
+        # on the PostgreSQL store `live` is the replica, and every later write would fail
+        # ("cannot start a transaction within a transaction") and its close hang
+        if live.in_transaction:
+            live.execute("ROLLBACK")
 
 
 def _ro_uri(path: str) -> str:

@@ -68,10 +68,13 @@ class Tx:
 
     def emit(self, event: NewEvent) -> StoredEvent:
         # The payload was validated when the caller built it (pydantic, at the boundary):
-        # here it is only encoded once, logged and projected.
+        # here it is only encoded once, logged and projected. The encoding refuses what the
+        # log could not replay (NaN, ±Infinity: storable.py), and a projection's overflow
+        # (an integer too large for its column) is the same refusal: the command's
+        # savepoint rolls back whatever it wrote.
         m = _models()
         payload = event.payload
-        payload_json = payload.model_dump_json()
+        payload_json = m.encode(payload)
         entity, type_, now = payload.ENTITY, payload.TYPE, self.now
         cur = self.conn.execute(_INSERT_EVENT, (
             now, entity, event.entity_id, type_, event.actor, event.role, payload_json,
@@ -81,7 +84,10 @@ class Tx:
             type=type_, actor=event.actor, role=event.role, payload=payload,
             idem_key=event.idem_key,
         )
-        m.apply(self.conn, stored)
+        try:
+            m.apply(self.conn, stored)
+        except OverflowError as exc:
+            raise m.overflow(payload, exc) from None
         if entity in self._memo:  # this batch changed what was cached from entity's rows
             del self._memo[entity]
         self.emitted.append(stored)
@@ -137,9 +143,12 @@ class _Models:
     def __init__(self) -> None:
         from ..events import StoredEvent
         from .projections import apply
+        from .storable import encode, overflow
 
         self.StoredEvent = StoredEvent
         self.apply = apply
+        self.encode = encode
+        self.overflow = overflow
 
 
 _MODELS: _Models | None = None
