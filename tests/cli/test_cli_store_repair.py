@@ -40,6 +40,14 @@ def test_a_non_finite_import_is_one_line_and_exit_2_with_nothing_written(
     f.write_text(LINE % ("fine", 2e9) + LINE % ("bad", value))
     r = run("memory", "import", f, "--db", db)
     assert (r.code, r.out) == (2, "")
+    # the import's own check (core/reader.py) names the line first
+    assert r.err.strip() == (f"clawtower: error: {f}: line 2: {value} is not a number a file"
+                             " may hold (only finite numbers); nothing imported")
+    assert r.err.count("\n") == 1
+    # under it, the store's check refuses whatever an import check lets through
+    with old_release(encode=False):
+        r = run("memory", "import", f, "--db", db)
+    assert (r.code, r.out) == (2, "")
     assert r.err.strip() == (f"clawtower: error: memory.stored: field expires_at: {value} is"
                              " not a storable number (events hold finite numbers and 64-bit"
                              " integers)")

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import pydantic_core
 
@@ -17,15 +19,37 @@ def old_encode(payload: Payload) -> str:
     return pydantic_core.to_json(payload.model_dump(), inf_nan_mode="null").decode()
 
 
+def old_parse_jsonl(text: str, where: str, now: float) -> list[Any]:
+    """`memory import`'s parser as the old release had it: any number as `expires_at` (NaN,
+    ±Infinity, 1e308), unknown fields ignored."""
+    from core.memory.checks import check_category, check_content, check_key, check_namespace
+    from core.memory.events import MemoryStored
+
+    out = []
+    for line in text.splitlines():
+        if line.strip():
+            d = json.loads(line)
+            out.append(MemoryStored(
+                namespace=check_namespace(d.get("namespace")), key=check_key(d.get("key")),
+                content=check_content(d.get("content")),
+                category=check_category(d.get("category") or ""),
+                reason=f"import:{where}", expires_at=d.get("expires_at")))
+    return out
+
+
 @contextlib.contextmanager
-def old_release() -> Iterator[None]:
-    """This process's writer encodes as the old release did (no refusal) meanwhile."""
+def old_release(encode: bool = True) -> Iterator[None]:
+    """This process's `memory import` parses, and (with `encode`) its writer encodes, as the
+    old release did (no refusal) meanwhile."""
+    from core.memory import service
     from core.store import writer
 
     m = writer._models()
-    saved = m.encode
-    m.encode = old_encode
+    saved, parse = m.encode, service.parse_jsonl
+    service.parse_jsonl = old_parse_jsonl  # type: ignore[assignment]
+    if encode:
+        m.encode = old_encode
     try:
         yield
     finally:
-        m.encode = saved
+        m.encode, service.parse_jsonl = saved, parse  # type: ignore[assignment]
