@@ -212,12 +212,14 @@ async def _import(args: argparse.Namespace) -> int:
     from core.errors import ValidationError
     from core.limits import printable, read_text
     from core.memory.service import parse_jsonl
+    from core.memory.transfer import MAX_IMPORT_BYTES
 
     if args.file.endswith(".md"):
         raise ValidationError(f"{args.file}: Markdown exports are for reading; import the"
                               " JSONL export (`memory export NS --format jsonl`)")
     # every line checked (core/reader.py, and as `memory put` checks) before the store opens
-    payloads = parse_jsonl(read_text(args.file), printable(args.file), time.time())
+    payloads = parse_jsonl(read_text(args.file, MAX_IMPORT_BYTES), printable(args.file),
+                           time.time())
     async with cli_store(args.db) as store:
         out = await _memories(store, args).import_many(payloads, by=operator_name())
     counts = {s: sum(1 for o in out if o["status"] == s)

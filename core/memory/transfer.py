@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 # what `memory export` writes, and all an import line may hold
 FIELDS = ("namespace", "key", "content", "category", "expires_at")
+# an import file: what an export of ~8,000 full-size memories takes (a line is bounded by the
+# memory checks; the reader still reads no byte past this before parsing)
+MAX_IMPORT_BYTES = 64 << 20
 
 
 def parse_jsonl(text: str, where: str, now: float) -> list[MemoryStored]:
@@ -70,4 +73,4 @@ def to_markdown(namespace: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-__all__ = ["FIELDS", "parse_jsonl", "to_jsonl", "to_markdown"]
+__all__ = ["FIELDS", "MAX_IMPORT_BYTES", "parse_jsonl", "to_jsonl", "to_markdown"]

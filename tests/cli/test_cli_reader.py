@@ -106,6 +106,25 @@ def test_memory_import_of_dev_zero_and_a_fifo(run: Run, store: Path, tmp_path: P
     _refused(run, store, ("memory", "import", fifo), f"{fifo}: not a regular file")
 
 
+def test_an_export_over_a_mebibyte_imports_again(run: Run, store: Path, tmp_path: Path) -> None:
+    """The import's byte limit is an export's size (MAX_IMPORT_BYTES), not a config file's
+    1 MiB: 300 memories of 6,000 characters (1.8 MB) go out and in again."""
+    lines = "".join(json.dumps({**MEMORY, "key": f"k{i}", "content": f"{i} " + "x" * 6000})
+                    + "\n" for i in range(300))
+    f = tmp_path / "big.jsonl"
+    f.write_text(lines)
+    assert f.stat().st_size > 1 << 20
+    r = run("memory", "import", f, "--db", store)
+    assert (r.code, r.out.strip()) == (0, f"{f}: 300 stored, 0 updated, 0 unchanged"), r.err
+    out = tmp_path / "again.jsonl"
+    r = run("memory", "export", "agent:a", "--format", "jsonl", "--db", store)
+    assert r.code == 0, r.err
+    out.write_text(r.out)
+    assert out.stat().st_size > 1 << 20
+    r = run("memory", "import", out, "--db", store)
+    assert (r.code, r.out.strip()) == (0, f"{out}: 0 stored, 0 updated, 301 unchanged"), r.err
+
+
 # ------------------------------------------------------------- agents spec import --openclaw
 
 
