@@ -55,15 +55,9 @@ from typing import Any
 
 import _common as cm
 
+from core.memory.bm25 import _search_sql, fts_query, informative, query_terms, vocab_sql
 from core.memory.events import MemoryStored
-from core.memory.service import (
-    Memories,
-    _search_sql,
-    fts_query,
-    informative,
-    query_terms,
-    vocab_sql,
-)
+from core.memory.service import Memories
 from core.store import open_store
 
 VOCAB = 5_000

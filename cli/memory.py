@@ -133,7 +133,7 @@ async def _show(args: argparse.Namespace) -> int:
 def _memories(store: Store, args: argparse.Namespace) -> Memories:
     """The memory API with the config's embedder (hybrid), if it names one."""
     from core.agents.config import load_config
-    from core.memory.embeddings import memories_for
+    from core.memory.service import memories_for
 
     return memories_for(store, load_config(args.config))
 

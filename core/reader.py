@@ -1,4 +1,5 @@
-"""One bounded reader for everything a user imports or configures: JSON, JSONL, JSON5, YAML.
+"""One bounded reader for everything a user imports or configures: JSON, JSONL, JSON5 (YAML:
+core/safe_yaml.py, the layer above, which reads a `.json` file through this one).
 
 Before anything is parsed the file's bytes are read incrementally up to a limit
 (core/limits.read_file: a FIFO or socket is refused, /dev/zero stops at the limit) and the
@@ -150,13 +151,6 @@ def read_json5(path: str | Path, *, want: type | None = None,
     return parse_json5(read_text(path, max_bytes), printable(str(path)), want=want)
 
 
-def read_yaml(path: str | Path) -> Any:
-    """A YAML file (or, by a .json suffix, strict JSON) through core/safe_yaml's bounds."""
-    from .safe_yaml import load_file
-
-    return load_file(path)
-
-
 def _near(key: str, known: Collection[str]) -> str:
     import difflib
 
@@ -223,4 +217,4 @@ def check_fields(data: Mapping[str, Any], known: Collection[str], source: str) -
 
 __all__ = ["MAX_JSON5_BYTES", "MAX_NUMBER_CHARS", "check_depth", "check_fields", "parse_json",
            "parse_json5", "parse_json_lines", "read_json", "read_json5", "read_json_lines",
-           "read_yaml", "schema_problem"]
+           "schema_problem"]

@@ -43,6 +43,97 @@ def test_importing_all_of_core_loads_no_console_modules():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def _module_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the core modules it imports, from every import statement in the file: at
+    the top, in a function, under TYPE_CHECKING (`from . import x` is an edge to package.x,
+    an import of a package an edge to its __init__)."""
+    import ast
+
+    mods = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(
+        ".__init__"): p for p in root.rglob("*.py")}
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for m, p in mods.items():
+        pkg = m if p.name == "__init__.py" else m.rpartition(".")[0]
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(n, ast.Import):
+                names = [a.name for a in n.names]
+            elif isinstance(n, ast.ImportFrom):
+                base = n.module or ""
+                if n.level:
+                    parts = pkg.split(".")
+                    base = ".".join(parts[:len(parts) - (n.level - 1)] + ([base] if base else []))
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+                         for a in n.names]
+            edges[m].update(t for t in names if t in mods and t != m)
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on.add(start)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_core_has_no_import_cycle():
+    """Issue 35: no two modules of core import each other, directly or around a loop, by any
+    import (a function-level or TYPE_CHECKING one included: they still cannot be understood
+    apart). A lower module that needs a higher one's behaviour is passed it."""
+    found = _cycles(_module_graph(ROOT / "core"))
+    assert not found, "import cycles in core/:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path):
+    pkg = tmp_path / "core"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "sub" / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "a.py").write_text("def f():\n    from .sub import b\n", encoding="utf-8")
+    (pkg / "sub" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import a\n",
+        encoding="utf-8")
+    (pkg / "c.py").write_text("from . import a\n", encoding="utf-8")
+    edges = _module_graph(pkg)
+    assert edges["core.a"] == {"core.sub.b"} and edges["core.sub.b"] == {"core.a"}
+    assert _cycles(edges) == [["core.a", "core.sub.b"]]
+
+
 def test_import_linter_contract_holds():
     exe = Path(sys.executable).parent / "lint-imports"
     lint = str(exe) if exe.exists() else shutil.which("lint-imports")
@@ -59,6 +150,9 @@ def test_import_linter_contract_holds():
     assert "CLI command modules never import cli.main" in out.stdout
     # the governed turn: only the turn loop and the named exceptions call a model directly
     assert "only the turn loop and the named exceptions call a model directly" in out.stdout
+    # issue 35: the memory and session packages are layered (no cycle, lower never higher)
+    assert "core.memory is layered" in out.stdout
+    assert "core.sessions is layered" in out.stdout
 
 
 # ----------------------------------------------------------------- lazy imports (start-up)

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from core.errors import NotFound, StoreError, ValidationError
+from core.memory.bm25 import fts_query
 from core.memory.service import (
     MAX_CONTENT,
     Memories,
-    fts_query,
     parse_jsonl,
     require_fts5,
     to_jsonl,
@@ -200,9 +200,9 @@ async def test_postgres_recalls_the_same_way_from_its_replica(pg_url: str) -> No
 
 async def test_terms_in_too_many_memories_are_dropped_when_rarer_ones_exist(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.memory.service as service
+    import core.memory.bm25 as bm25
 
-    monkeypatch.setattr(service, "COMMON_DF", 2)
+    monkeypatch.setattr(bm25, "COMMON_DF", 2)
     store, mem = await _open(tmp_path)
     try:
         for i in range(4):

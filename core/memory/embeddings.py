@@ -29,9 +29,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..agents.config import ClawtowerConfig
-    from ..store import Store
     from .config import EmbeddingsConfig
-    from .service import Memories
 
 QUERY_CACHE = 1024  # query vectors kept per process (a recall's query is embedded once)
 
@@ -143,16 +141,4 @@ def embedder_for(config: ClawtowerConfig, *, transport: httpx.AsyncBaseTransport
                     max_backoff_s=p.retries.max_backoff_s, transport=transport)
 
 
-def memories_for(store: Store, config: ClawtowerConfig) -> Memories:
-    """The memory API a front end (CLI, console) writes and recalls through: with the
-    config's embedder when `memory.embeddings` names one, so a put or a correction stores
-    its vector and a search is hybrid; BM25 alone otherwise."""
-    from .service import Memories
-
-    e = config.memory.embeddings
-    if e is None:
-        return Memories(store)
-    return Memories(store, embedder_for(config), weights=e.weights, candidates=e.candidates)
-
-
-__all__ = ["Embedder", "embedder_for", "memories_for", "to_blob"]
+__all__ = ["Embedder", "embedder_for", "to_blob"]

@@ -1,6 +1,6 @@
 """Hybrid recall (issue 25 item 2): BM25 candidates fused with cosine similarity.
 
-A recall takes the top `candidates` memories by BM25 (the FTS5 query of service.py) and the
+A recall takes the top `candidates` memories by BM25 (the FTS5 query of bm25.py) and the
 top `candidates` by cosine similarity to the query's vector, and ranks their union by
 
     score = (w_vector * max(cos, 0) + w_keyword * bm25 / max_bm25) / (w_vector + w_keyword)
@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import logging
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ClawError, ValidationError
+from .bm25 import COLUMNS, bm25_rows
 from .config import RecallWeights
 from .projections import content_sha
 
@@ -38,15 +38,10 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ..store.interface import Store, WriteTx
-    from .config import MemoryConfig
     from .embeddings import Embedder
     from .events import MemoryEmbedded, MemoryStored
-    from .policy import RecallPolicy
-    from .service import Memories
 
     Matrix = npt.NDArray[np.float32]
-
-log = logging.getLogger("clawtower.memory")
 
 
 @dataclass
@@ -282,22 +277,21 @@ async def query_vector(store: Store, embedder: Embedder, text: str) -> bytes:
     return await embedder.query(text, row["vec"] if row else None)
 
 
-async def hybrid_rows(mem: Memories, model: str, namespaces: Sequence[str], query: str,
-                      qvec: bytes, k: int, weights: RecallWeights) -> list[dict[str, Any]]:
+async def hybrid_rows(store: Store, model: str, namespaces: Sequence[str], query: str,
+                      qvec: bytes, k: int, weights: RecallWeights, candidates: int
+                      ) -> list[dict[str, Any]]:
     """The `k` best memories by fused score (before min score and token budget), each with
-    its `score`, `bm25` (None: not a keyword candidate) and `similarity` (None: no vector)."""
-    from .service import COLUMNS
-
-    store = mem.store
-    n = max(mem.candidates, k)
+    its `score`, `bm25` (None: not a keyword candidate) and `similarity` (None: no vector);
+    `candidates` of each kind (at least `k`) are fused."""
+    n = max(candidates, k)
     index = index_for(store, model)
     await index.refresh(store, namespaces)
     if index.dim is not None and len(qvec) != 4 * index.dim:
         raise ValidationError(f"memory recall: the query's vector has {len(qvec) // 4}"
                               f" dimensions, the stored ones {index.dim}")
     q = unit(qvec)
-    bm25 = {int(r["id"]): float(r["score"]) for r in await mem.bm25(
-        namespaces, query, n, 0.0, None, cols="m.id AS id")}
+    bm25 = {int(r["id"]): float(r["score"]) for r in await bm25_rows(
+        store, namespaces, query, n, 0.0, None, cols="m.id AS id")}
     near = index.nearest(namespaces, q, n)
     cos = {**index.similarity([m for m in bm25 if m not in near], q), **near}
     ranked = fuse(bm25, cos, weights)[:k * 2]  # a few spare: some may have expired
@@ -340,7 +334,7 @@ def embed_all(tx: WriteTx, payloads: Sequence[MemoryStored], by: str, role: str,
     return n
 
 
-async def embed_missing(mem: Memories, embedder: Embedder, namespace: str | None, by: str,
+async def embed_missing(store: Store, embedder: Embedder, namespace: str | None, by: str,
                         batch: int) -> dict[str, Any]:
     """Embed the live memories (of `namespace`, or all) with no vector of the model: one
     `memory.embedded` event each, one commit per `batch`, each batch embedded before its
@@ -351,7 +345,7 @@ async def embed_missing(mem: Memories, embedder: Embedder, namespace: str | None
     if namespace is not None:
         where.append("m.namespace=?")
         params.append(namespace)
-    rows = await mem.store.fetchall(
+    rows = await store.fetchall(
         "SELECT m.namespace, m.key, m.content FROM memories m LEFT JOIN memory_vectors v"
         " ON v.id = m.id AND v.model = ? WHERE v.id IS NULL AND " + " AND ".join(where)
         + " ORDER BY m.id", params)
@@ -359,40 +353,14 @@ async def embed_missing(mem: Memories, embedder: Embedder, namespace: str | None
     for i in range(0, len(rows), batch):
         chunk = [MemoryStored(namespace=r["namespace"], key=r["key"], content=r["content"])
                  for r in rows[i:i + batch]]
-        vectors = await vectors_for(mem.store, embedder, [p.content for p in chunk])
+        vectors = await vectors_for(store, embedder, [p.content for p in chunk])
 
         def command(tx: WriteTx, c: list[MemoryStored] = chunk,
                     v: dict[str, bytes] = vectors) -> int:
             return embed_all(tx, c, by, "operator", v, embedder.model)
 
-        done += await mem.store.execute(command)
+        done += await store.execute(command)
     return {"model": embedder.model, "embedded": done, "missing_before": len(rows)}
-
-
-async def turn_recall(store: Store, embedder: Embedder, config: MemoryConfig, spec_name: str,
-                      allow: list[str] | None, policy: RecallPolicy, focus: str,
-                      bm25_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The memories recalled before a turn, hybrid: called after the claim committed (the
-    query's embedding is an HTTP call, never made inside a write transaction). Falls back
-    to `bm25_rows` (what the claim recalled) when the provider fails, logging why."""
-    from .policy import recall_namespaces
-    from .service import Memories
-
-    namespaces = recall_namespaces(policy, allow, spec_name)
-    if not namespaces or policy.top_k <= 0 or not focus.strip():
-        return bm25_rows
-    e = config.embeddings
-    mem = Memories(store, embedder, weights=e.weights if e else None,
-                   candidates=e.candidates if e else 50)
-    try:
-        got = await mem.recall(namespaces, focus, k=policy.top_k, min_score=policy.min_score,
-                               token_budget=policy.token_budget, weights=policy.weights)
-    except ClawError as exc:
-        got = RecallResult("bm25", str(exc), bm25_rows)
-    if got.mode != "hybrid":
-        log.warning("recall for %s: BM25 only: %s", spec_name, got.reason)
-        return bm25_rows
-    return got.rows
 
 
 def embedded_event(p: MemoryStored, model: str, vec: bytes) -> MemoryEmbedded:
@@ -404,4 +372,4 @@ def embedded_event(p: MemoryStored, model: str, vec: bytes) -> MemoryEmbedded:
 
 
 __all__ = ["RecallResult", "VectorIndex", "embed_all", "embed_missing", "embedded_event",
-           "fuse", "hybrid_rows", "index_for", "query_vector", "turn_recall", "unit", "vectors_for"]
+           "fuse", "hybrid_rows", "index_for", "query_vector", "unit", "vectors_for"]

@@ -11,8 +11,8 @@ import fnmatch
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .checks import check_namespace
 from .config import RecallWeights
-from .service import check_namespace
 
 
 class RecallPolicy(BaseModel):

@@ -1,6 +1,6 @@
 """Memory writes (typed commands: one `memory.stored` event per write, plus one
 `memory.embedded` when an embedding provider is configured) and reads (listing, recall: BM25,
-or hybrid with embeddings, core/memory/hybrid.py).
+core/memory/bm25.py, or hybrid with embeddings, core/memory/hybrid.py).
 
 Reads are plain SQL on the projection, so both backends answer them the same way: the
 SQLite file, or the PostgreSQL store's local SQLite replica (core/store/postgres.py), which
@@ -9,12 +9,13 @@ is built by the same migrations and projection handlers, FTS5 index included.
 
 from __future__ import annotations
 
-import re
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ClawError, NotFound, ValidationError
 from ..store.interface import Store, WriteTx
+from .bm25 import COLUMNS, _select, bm25_rows
 from .checks import (  # re-exported: the memory API's one import for front ends
     MAX_CONTENT,
     as_read,
@@ -30,103 +31,14 @@ from .transfer import parse_jsonl, to_jsonl, to_markdown
 # The memory events (their models) load with the first write or import: `memory list`,
 # `show` and `search` read tables only (start-up: BENCHMARKS.md).
 if TYPE_CHECKING:
-    from .config import RecallWeights
+    from ..agents.config import ClawtowerConfig
+    from .config import MemoryConfig, RecallWeights
     from .embeddings import Embedder
     from .events import MemoryStored
     from .hybrid import RecallResult
+    from .policy import RecallPolicy
 
-MAX_QUERY_TERMS = 32
-COMMON_DF = 2_000  # a query term in more memories than this is dropped when rarer ones exist
-_TERM = re.compile(r"\w+", re.UNICODE)
-COLUMNS = ("namespace, key, content, category, source_session, source_turn, reason,"
-           " created_by, updated_by, created_at, updated_at, expires_at")
-
-
-def query_terms(text: str) -> list[str]:
-    """The words of a recall query (lower-cased, each once, at most MAX_QUERY_TERMS)."""
-    return list(dict.fromkeys(t.lower() for t in _TERM.findall(text or "")))[:MAX_QUERY_TERMS]
-
-
-def fts_query(text: str | list[str]) -> str | None:
-    """A recall query as an FTS5 expression of plain terms: every word quoted, joined with
-    OR (BM25 ranks the matches), so FTS5 syntax in the query (`NEAR(`, `"`, `*`, `AND`,
-    `col:`) is only ever searched for as words. None when there is no word to search."""
-    terms = query_terms(text) if isinstance(text, str) else text
-    if not terms:
-        return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-
-
-def vocab_sql(terms: list[str]) -> tuple[str, list[Any]]:
-    return (f"SELECT term, doc FROM memory_vocab WHERE term IN"
-            f" ({', '.join('?' for _ in terms)})", list(terms))
-
-
-def informative(terms: list[str], df: dict[str, int]) -> list[str]:
-    """The query's terms without those in more than COMMON_DF memories, when it has rarer
-    ones: such a term has almost no BM25 weight (idf ~ log(N/df)) but makes FTS5 score every
-    memory holding it (at 100,000 memories a query with one cost ~20 ms, without ~4 ms;
-    BENCHMARKS.md). A word the index holds only stemmed (df unknown here) is kept. Below
-    COMMON_DF memories nothing is ever dropped."""
-    rare = [t for t in terms if df.get(t, 0) <= COMMON_DF]
-    if rare or not terms:
-        return rare
-    return [min(terms, key=lambda t: df.get(t, 0))]  # all common: the least common one
-
-
-def estimate_tokens(text: str) -> int:
-    return len(text) // 4 + 1
-
-
-def _search_sql(namespaces: Sequence[str], match: str, k: int, now: float,
-                cols: str | None = None) -> tuple[str, list[Any]]:
-    marks = ", ".join("?" for _ in namespaces)
-    cols = cols or ", ".join("m." + c.strip() for c in COLUMNS.split(","))
-    sql = (f"SELECT {cols}, -bm25(memory_fts) AS score FROM memory_fts JOIN memories m"
-           " ON m.id = memory_fts.rowid WHERE memory_fts MATCH ?"
-           f" AND m.namespace IN ({marks}) AND (m.expires_at IS NULL OR m.expires_at > ?)"
-           " ORDER BY bm25(memory_fts) LIMIT ?")
-    return sql, [match, *namespaces, now, k]
-
-
-def _select(rows: list[dict[str, Any]], min_score: float, token_budget: int | None
-            ) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    used = 0
-    for r in rows:
-        if r["score"] < min_score:
-            continue
-        cost = estimate_tokens(r["content"])
-        if token_budget is not None and used + cost > token_budget:
-            continue  # a shorter memory further down may still fit
-        used += cost
-        out.append(r)
-    return out
-
-
-MEMORY_ENTITY = "memory"  # the memory events' entity (their models load lazily)
-
-
-def recall_sync(tx: WriteTx, namespaces: Sequence[str], query: str, *, k: int, now: float,
-                min_score: float = 0.0, token_budget: int | None = None
-                ) -> list[dict[str, Any]]:
-    """BM25 recall inside a write transaction."""
-    terms = query_terms(query)
-    if not terms or not namespaces or k <= 0:
-        return []
-    marks = ", ".join("?" for _ in namespaces)
-    all_rows = tx.all
-    if not tx.cached(MEMORY_ENTITY, ("any", tuple(namespaces)), lambda: bool(all_rows(
-            f"SELECT 1 FROM memories WHERE namespace IN ({marks}) LIMIT 1",
-            list(namespaces)))):
-        return []  # nothing in these namespaces: one indexed probe (once per batch), not
-        # the vocabulary + FTS queries
-    df = {r["term"]: r["doc"] for r in all_rows(*vocab_sql(terms))}
-    match = fts_query(informative(terms, df))
-    if match is None:
-        return []
-    sql, params = _search_sql(namespaces, match, k, now)
-    return _select(all_rows(sql, params), min_score, token_budget)
+log = logging.getLogger("clawtower.memory")
 
 
 def recalled_refs(memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -212,7 +124,7 @@ class Memories:
             raise ValidationError(f"memory embed: {NO_PROVIDER}")
         from .hybrid import embed_missing
 
-        return await embed_missing(self, self.embedder,
+        return await embed_missing(self.store, self.embedder,
                                    None if namespace is None else check_namespace(namespace),
                                    by, batch)
 
@@ -342,8 +254,9 @@ class Memories:
 
         try:
             qvec = await query_vector(self.store, self.embedder, query)
-            rows = await hybrid_rows(self, self.embedder.model, namespaces, query, qvec, k,
-                                     weights or self.weights or _default_weights())
+            rows = await hybrid_rows(self.store, self.embedder.model, namespaces, query, qvec,
+                                     k, weights or self.weights or _default_weights(),
+                                     self.candidates)
         except ClawError as exc:
             return RecallResult("bm25", f"embeddings failed: {exc}", await self.bm25(
                 namespaces, query, k, min_score, token_budget))
@@ -353,16 +266,8 @@ class Memories:
                    token_budget: int | None, cols: str | None = None
                    ) -> list[dict[str, Any]]:
         """BM25 recall; with `cols` the raw rows of those columns (and `score`), unfiltered."""
-        terms = query_terms(query)
-        if not terms or not namespaces:
-            return []
-        df = {r["term"]: r["doc"] for r in await self.store.fetchall(*vocab_sql(terms))}
-        match = fts_query(informative(terms, df))
-        if match is None:
-            return []
-        sql, params = _search_sql(namespaces, match, k, self.store.clock.now(), cols)
-        rows = await self.store.fetchall(sql, params)
-        return rows if cols else _select(rows, min_score, token_budget)
+        return await bm25_rows(self.store, namespaces, query, k, min_score, token_budget,
+                               cols)
 
 
 def _default_weights() -> RecallWeights:
@@ -395,6 +300,44 @@ def _put_all(tx: WriteTx, payloads: list[MemoryStored], by: str, role: str,
     return out
 
 
-__all__ = ["MAX_CONTENT", "Memories", "check_namespace", "fts_query", "memory_context",
-           "parse_expires", "parse_jsonl", "recall_sync", "recalled_refs", "require_fts5",
-           "to_jsonl", "to_markdown"]
+def memories_for(store: Store, config: ClawtowerConfig) -> Memories:
+    """The memory API a front end (CLI, console) writes and recalls through: with the
+    config's embedder when `memory.embeddings` names one, so a put or a correction stores
+    its vector and a search is hybrid; BM25 alone otherwise."""
+    e = config.memory.embeddings
+    if e is None:
+        return Memories(store)
+    from .embeddings import embedder_for
+
+    return Memories(store, embedder_for(config), weights=e.weights, candidates=e.candidates)
+
+
+async def turn_recall(store: Store, embedder: Embedder, config: MemoryConfig, spec_name: str,
+                      allow: list[str] | None, policy: RecallPolicy, focus: str,
+                      bm25_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The memories recalled before a turn, hybrid: called after the claim committed (the
+    query's embedding is an HTTP call, never made inside a write transaction). Falls back
+    to `bm25_rows` (what the claim recalled) when the provider fails, logging why."""
+    from .hybrid import RecallResult
+    from .policy import recall_namespaces
+
+    namespaces = recall_namespaces(policy, allow, spec_name)
+    if not namespaces or policy.top_k <= 0 or not focus.strip():
+        return bm25_rows
+    e = config.embeddings
+    mem = Memories(store, embedder, weights=e.weights if e else None,
+                   candidates=e.candidates if e else 50)
+    try:
+        got = await mem.recall(namespaces, focus, k=policy.top_k, min_score=policy.min_score,
+                               token_budget=policy.token_budget, weights=policy.weights)
+    except ClawError as exc:
+        got = RecallResult("bm25", str(exc), bm25_rows)
+    if got.mode != "hybrid":
+        log.warning("recall for %s: BM25 only: %s", spec_name, got.reason)
+        return bm25_rows
+    return got.rows
+
+
+__all__ = ["MAX_CONTENT", "Memories", "check_namespace", "memories_for", "memory_context",
+           "parse_expires", "parse_jsonl", "recalled_refs", "require_fts5", "to_jsonl",
+           "to_markdown", "turn_recall"]

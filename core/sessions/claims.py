@@ -27,8 +27,9 @@ from ..agents.turns import (
     TurnState,
 )
 from ..events import NewEvent
+from ..memory.bm25 import recall_sync
 from ..memory.policy import recall_namespaces
-from ..memory.service import recall_sync, recalled_refs
+from ..memory.service import recalled_refs
 from ..store.interface import WriteTx
 from . import events as sev
 from . import gate, takeover

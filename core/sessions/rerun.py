@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 from ..agents.turns import _clip
 from ..tools.types import ToolResult
 from .gate import interrupted_result
-from .toolbox import SPAWN_MANY_TOOL, SPAWN_TOOL, SessionToolBox
+from .toolbox import SPAWN_MANY_TOOL, SPAWN_TOOL, SessionToolBox, TurnHost
 
 if TYPE_CHECKING:
-    from .runner import Claim, SessionRunner
+    from .claims import Claim
 
 #: how a reused result starts (the model and the transcript see it was not run again)
 REUSED = "[recorded before the worker restarted; not run again] "
@@ -39,7 +39,7 @@ def interrupted(name: str) -> ToolResult:
 class TakeOverToolBox(SessionToolBox):
     """A SessionToolBox that answers the calls earlier attempts of its job made."""
 
-    def __init__(self, runner: SessionRunner, claim: Claim) -> None:
+    def __init__(self, runner: TurnHost, claim: Claim) -> None:
         super().__init__(runner, claim)
         self._earlier: list[dict[Key, list[ToolResult | None]]] | None = None
         self._seen: Counter[Key] = Counter()

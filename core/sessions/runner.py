@@ -44,8 +44,7 @@ from ..agents.turns import (
 from ..agents.usage import Price
 from ..errors import ClawError
 from ..events import NewEvent
-from ..memory.hybrid import turn_recall
-from ..memory.service import memory_context, recalled_refs
+from ..memory.service import memory_context, recalled_refs, turn_recall
 from ..store.interface import Store, WriteTx
 from ..tools.approval import TierGate
 from ..tools.registry import ToolRegistry

@@ -16,6 +16,7 @@ from ..errors import Conflict, NotFound, PermissionDenied, ValidationError
 from ..events import NewEvent, Payload
 from ..store.interface import Store, WriteTx
 from . import events as sev
+from . import takeover
 from .gate import withdraw
 from .reads import SessionReads, clip
 from .registry import (
@@ -121,6 +122,34 @@ def queue_job(tx: WriteTx, sid: str, reason: str, by: str) -> str:
     jid = new_id("J")
     tx.emit(_ev(jid, by, sev.TurnJobQueued(session_id=sid, reason=reason), role="system"))
     return jid
+
+
+def continue_in(tx: WriteTx, sid: str, by: str) -> dict[str, Any]:
+    """`/continue`: the task of the session's last turn, stopped by max_tool_rounds, goes to
+    the backlog as a resume item (its rounds so far counted) and a job takes it."""
+    session = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
+    if session is None:
+        raise NotFound(f"session {sid!r}: no such session")
+    job = tx.one("SELECT * FROM turn_jobs WHERE session_id=? AND status NOT IN ('queued',"
+                 " 'running') ORDER BY queued_seq DESC LIMIT 1", (sid,))
+    if job is None or job["status"] != "done" or job["stop_reason"] != "max_tool_rounds":
+        raise Conflict(f"session {sid!r}: its last turn did not stop at max_tool_rounds;"
+                       " nothing to continue")
+    if tx.one("SELECT 1 FROM session_backlog WHERE session_id=? AND kind='resume' AND"
+              " json_extract(data, '$.continues')=?", (sid, job["id"])) is not None:
+        raise Conflict(f"session {sid!r}: already continued (job {job['id']})")
+    task, prior = takeover.job_task(tx, job)
+    turn = tx.one("SELECT rounds FROM turns WHERE id=?", (job["turn_id"],))
+    rounds = prior + (int(turn["rounds"]) if turn is not None else 0)
+    item = new_id("b")
+    tx.emit(NewEvent(entity_id=sid, actor=by, role="operator", payload=sev.SessionBacklogged(
+        item_id=item, kind="resume", text=takeover.resume_text(task, rounds, ""),
+        data={"job": job["id"], "turn": job["turn_id"], "task": task, "rounds_done": rounds,
+              "round": rounds, "continues": job["id"]})))
+    queued = None
+    if session["active_job"] is None and session["status"] not in ("stopped", "finished"):
+        queued = queue_job(tx, sid, "backlog", by)
+    return {"session": sid, "item": item, "job": queued, "rounds_done": rounds}
 
 
 def _send(tx: WriteTx, sid: str, text: str, sender: str, limits: SessionLimits
@@ -431,8 +460,6 @@ class Sessions(SessionReads):
 
     async def continue_task(self, sid: str, *, by: str = "operator") -> dict[str, Any]:
         """Continue the task of a turn stopped by max_tool_rounds (`/continue`)."""
-        from .takeover import continue_in
-
         return await self.store.execute(lambda tx: continue_in(tx, sid, by))
 
     async def stop(self, sid: str, *, by: str = "operator", reason: str = "") -> list[str]:

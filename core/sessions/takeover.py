@@ -21,7 +21,7 @@ from .. import events as ev
 from ..events import NewEvent
 from ..store.interface import Store, WriteTx
 from . import events as sev
-from .service import new_id
+from .registry import new_id
 
 INTERRUPTED = "interrupted"
 
@@ -119,39 +119,6 @@ def stopped_note(sid: str, rounds: int) -> str:
     return (f"[Stopped after {rounds} tool round(s): the turn's limit (max_tool_rounds). The"
             f" task is not finished; continue it with /continue (clawtower session resume"
             f" {sid}).]")
-
-
-def continue_in(tx: WriteTx, sid: str, by: str) -> dict[str, Any]:
-    """`/continue`: the task of the session's last turn, stopped by max_tool_rounds, goes to
-    the backlog as a resume item (its rounds so far counted) and a job takes it."""
-    from ..errors import Conflict
-    from .service import queue_job
-
-    session = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
-    if session is None:
-        from ..errors import NotFound
-
-        raise NotFound(f"session {sid!r}: no such session")
-    job = tx.one("SELECT * FROM turn_jobs WHERE session_id=? AND status NOT IN ('queued',"
-                 " 'running') ORDER BY queued_seq DESC LIMIT 1", (sid,))
-    if job is None or job["status"] != "done" or job["stop_reason"] != "max_tool_rounds":
-        raise Conflict(f"session {sid!r}: its last turn did not stop at max_tool_rounds;"
-                       " nothing to continue")
-    if tx.one("SELECT 1 FROM session_backlog WHERE session_id=? AND kind='resume' AND"
-              " json_extract(data, '$.continues')=?", (sid, job["id"])) is not None:
-        raise Conflict(f"session {sid!r}: already continued (job {job['id']})")
-    task, prior = job_task(tx, job)
-    turn = tx.one("SELECT rounds FROM turns WHERE id=?", (job["turn_id"],))
-    rounds = prior + (int(turn["rounds"]) if turn is not None else 0)
-    item = new_id("b")
-    tx.emit(NewEvent(entity_id=sid, actor=by, role="operator", payload=sev.SessionBacklogged(
-        item_id=item, kind="resume", text=resume_text(task, rounds, ""),
-        data={"job": job["id"], "turn": job["turn_id"], "task": task, "rounds_done": rounds,
-              "round": rounds, "continues": job["id"]})))
-    queued = None
-    if session["active_job"] is None and session["status"] not in ("stopped", "finished"):
-        queued = queue_job(tx, sid, "backlog", by)
-    return {"session": sid, "item": item, "job": queued, "rounds_done": rounds}
 
 
 def backlog_interrupted(tx: WriteTx, job: dict[str, Any], owner: str, rounds: int,

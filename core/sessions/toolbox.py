@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import events as ev
 from ..agents.provider import ToolCall, ToolSpec
@@ -23,7 +23,13 @@ from ..tools.types import ToolBox, ToolResult
 from . import gate
 
 if TYPE_CHECKING:
-    from .runner import Claim, SessionRunner
+    from ..agents.config import ClawtowerConfig
+    from ..memory.embeddings import Embedder
+    from ..store.interface import Store
+    from ..tools.registry import ToolRegistry
+    from .claims import Claim
+    from .service import Sessions
+    from .specs import AgentSpec
 
 SPAWN_TOOL = "spawn_subagent"
 SPAWN_SPEC = ToolSpec(
@@ -50,12 +56,31 @@ SPAWN_MANY_SPEC = ToolSpec(
             "required": ["task"], "additionalProperties": False}}},
         "required": ["tasks"], "additionalProperties": False})
 
+class TurnHost(Protocol):
+    """What a turn's tool box needs of the worker running the turn (core/sessions/runner.py's
+    SessionRunner, which passes itself in): its store, lease owner, project config, embedder,
+    session commands, a spec's tool registry and the lease-fenced append."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def config(self) -> ClawtowerConfig: ...
+    @property
+    def embedder(self) -> Embedder | None: ...
+    @property
+    def sessions(self) -> Sessions: ...
+    def registry_for(self, spec: AgentSpec) -> ToolRegistry | None: ...
+    async def fenced_append(self, claim: Claim, events: list[NewEvent]) -> bool: ...
+
+
 class SessionToolBox:
     """The tools one session's turn may see and call: the registry's tools filtered by
     the spec's `policy.tools`, plus `spawn_subagent` when the policy allows it. A call
     outside the policy is refused to the model (a `policy` result) and recorded."""
 
-    def __init__(self, runner: SessionRunner, claim: Claim) -> None:
+    def __init__(self, runner: TurnHost, claim: Claim) -> None:
         self.runner = runner
         self.claim = claim
         self.allow = claim.spec.config.policy.tools
@@ -179,4 +204,5 @@ class SessionToolBox:
         return ToolResult(content=json.dumps(out, sort_keys=True), structured=out)
 
 
-__all__ = ["SPAWN_MANY_SPEC", "SPAWN_MANY_TOOL", "SPAWN_SPEC", "SPAWN_TOOL", "SessionToolBox"]
+__all__ = ["SPAWN_MANY_SPEC", "SPAWN_MANY_TOOL", "SPAWN_SPEC", "SPAWN_TOOL", "SessionToolBox",
+           "TurnHost"]

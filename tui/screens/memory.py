@@ -19,9 +19,8 @@ from textual.binding import Binding, BindingType
 from core import ClawError
 from core.agents.config import load_config
 from core.describe import one_line
-from core.memory.embeddings import memories_for
 from core.memory.policy import recall_namespaces
-from core.memory.service import Memories
+from core.memory.service import Memories, memories_for
 from core.sessions.service import Sessions
 from core.textsafe import safe, safe_line
 
