@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ClawError
@@ -123,12 +123,13 @@ class FlowsWorker:
 
     def __init__(self, flows: FlowEngine) -> None:
         self.flows = flows
+        self.ok = True  # False: its lease was lost (another engine drives the flows now)
         self._stop = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
         relay = asyncio.create_task(_relay(stop, self._stop.set))
         try:
-            await self.flows.run(self._stop)
+            self.ok = await self.flows.run(self._stop, timeout_s=365 * 24 * 3600.0)
         finally:
             relay.cancel()
 
@@ -219,18 +220,22 @@ class ComposedEngine:
         return False
 
 
-def build_engine(store: Store, agents: AgentSet, *, workers: Iterable[str] = ALL,
+def build_engine(store: Store, agents: AgentSet | None, *, workers: Iterable[str] = ALL,
                  config: ClawtowerConfig | None = None,
                  flow_config: ClawtowerConfig | None = None,
                  effects: EffectSink | None = None, clock: Clock | None = None,
                  on_text: TextSink | None = None,
                  trigger_executor: Executor | None = None, trigger_capacity: int = 8,
                  on_error: Callable[[str, BaseException], None] | None = None,
-                 warn: Callable[[str], None] | None = None) -> ComposedEngine:
+                 warn: Callable[[str], None] | None = None,
+                 session_kw: Mapping[str, Any] | None = None,
+                 flow_kw: Mapping[str, Any] | None = None) -> ComposedEngine:
     """The engine every front end runs: `workers` a selection of `ALL` (the default: all).
     `config`: the sessions' (default: `load_config()`); `flow_config`: the flows' when it
     differs (the flows then run their own session worker for their nodes). A config that
-    does not load leaves the sessions and flows out, with a `warn`."""
+    does not load leaves the sessions and flows out, with a `warn`. `agents` is needed by
+    the tasks worker only; `session_kw`, `flow_kw`: options of those workers (e.g.
+    `max_concurrent`, `concurrency`)."""
     chosen = set(workers)
     unknown = chosen - set(ALL)
     if unknown:
@@ -239,6 +244,8 @@ def build_engine(store: Store, agents: AgentSet, *, workers: Iterable[str] = ALL
     if "tasks" in chosen:
         from .engine import Engine
 
+        if agents is None:
+            raise ValueError("the tasks worker needs an agent set")
         out.append(TasksWorker(Engine(store, agents, clock=clock, effects=effects)))
     runner: SessionRunner | None = None
     if chosen & {"sessions", "flows"}:
@@ -254,14 +261,15 @@ def build_engine(store: Store, agents: AgentSet, *, workers: Iterable[str] = ALL
         from .sessions.runner import SessionRunner
 
         assert config is not None
-        runner = SessionRunner(store, config, on_text=on_text)
+        runner = SessionRunner(store, config, on_text=on_text, **(session_kw or {}))
         out.append(SessionsWorker(runner))
     if "flows" in chosen:
         from .flows.engine import model_engine
 
         assert config is not None
         shared = runner if flow_config is None else None
-        out.append(FlowsWorker(model_engine(store, flow_config or config, runner=shared)))
+        out.append(FlowsWorker(model_engine(store, flow_config or config, runner=shared,
+                                            **(flow_kw or {}))))
     if "triggers" in chosen:
         from .triggers.background import TriggerWorkers
 
