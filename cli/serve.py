@@ -76,8 +76,18 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
     def warn(text: str) -> None:
         sys.stderr.write(f"clawtower: warning: {text}\n")
 
+    failed: list[str] = []
+
+    def worker_failed(name: str, exc: BaseException) -> None:
+        # a worker that fails stops `serve` (exit 1, for its supervisor to restart it), as
+        # the engine failing did: its work would otherwise wait unseen
+        warn(f"{name} worker stopped: {exc}")
+        failed.append(name)
+        stop()
+
     engine = build_engine(store, agents, workers=ALL if workers is None else workers,
-                          effects=JournalSink(effects_journal(db)), warn=warn)
+                          effects=JournalSink(effects_journal(db)), warn=warn,
+                          on_error=worker_failed)
     http_stop = asyncio.Event()
 
     def stop() -> None:
@@ -134,19 +144,16 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
         done.set()
         await follower
     _warnings(engine)
-    return 0
+    return 1 if failed else 0
 
 
 def _warnings(engine: ComposedEngine) -> None:
     from core.workers import TasksWorker
 
-    for w in engine.workers:
-        errors = w.engine.orchestrator.errors if isinstance(w, TasksWorker) else \
-            getattr(w, "errors", [])
-        for err in errors:
-            sys.stderr.write(f"clawtower: warning: {err}\n")
-    for err in engine.errors:
-        sys.stderr.write(f"clawtower: warning: {err}\n")
+    for w in engine.workers:  # the task engine's driving errors, as before
+        if isinstance(w, TasksWorker):
+            for err in w.engine.orchestrator.errors:
+                sys.stderr.write(f"clawtower: warning: {err}\n")
 
 
 async def print_progress(store: Store, seq: int, quiet: bool,

@@ -15,7 +15,7 @@ from protocol import good_spec
 from core.agents.registry import AgentSet
 from core.store import open_store
 from core.tasks.service import Tasks
-from core.workers import ALL, SessionsWorker, build_engine
+from core.workers import ALL, ComposedEngine, SessionsWorker, build_engine
 from core.workflows.service import Workflows
 
 
@@ -84,5 +84,37 @@ async def test_build_engine_composes_every_worker_by_default(tmp_path: Path) -> 
         await asyncio.wait_for(runner, 30)
         with pytest.raises(ValueError, match="unknown workers"):
             build_engine(store, AgentSet.simulated(), workers=["nope"])
+    finally:
+        await store.close()
+
+
+class _Broken:
+    name = "broken"
+
+    async def run(self, stop: asyncio.Event) -> None:
+        raise RuntimeError("the disk is gone")
+
+    async def idle(self) -> bool:
+        return False  # never idle: a failed worker is not waited for
+
+    def stop(self) -> None:
+        pass
+
+
+async def test_a_failing_worker_is_reported_and_the_others_go_on(tmp_path: Path) -> None:
+    store = await open_store(str(tmp_path / "s.db"))
+    try:
+        seen: list[str] = []
+        tasks = build_engine(store, AgentSet.simulated(), workers=["tasks"]).workers
+        engine = ComposedEngine(store, [_Broken(), *tasks],
+                                on_error=lambda name, exc: seen.append(f"{name}: {exc}"))
+        runner = asyncio.create_task(engine.run())
+        tid = await Tasks(store).create(good_spec(title="after the failure"))
+        assert await engine.until_idle(timeout_s=120)
+        assert seen == ["broken: the disk is gone"]
+        assert engine.errors == ["broken worker stopped: the disk is gone"]
+        assert (await Tasks(store).get(tid))["phase"] == "completed"
+        engine.stop()
+        await asyncio.wait_for(runner, 30)
     finally:
         await store.close()
