@@ -35,6 +35,13 @@ class _Server(uvicorn.Server):
         yield
 
 
+async def _serve(server: _Server) -> None:
+    """uvicorn ends a failed start-up (the port in use) with sys.exit(3), which asyncio lets
+    out of the event loop as a traceback: here it ends the task, seen as not started."""
+    with contextlib.suppress(SystemExit):
+        await server.serve()
+
+
 @dataclass
 class Runtime:
     store: Store
@@ -70,7 +77,7 @@ class Runtime:
                                     lifespan="off", timeout_graceful_shutdown=5)
             server = _Server(config)
             logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-            tasks.append(asyncio.create_task(server.serve(), name="trigger-http"))
+            tasks.append(asyncio.create_task(_serve(server), name="trigger-http"))
             while not server.started and not tasks[-1].done():
                 await asyncio.sleep(0.01)
             if server.started and server.servers:
