@@ -96,9 +96,12 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
 
     up = False
 
+    signalled: list[bool] = []
+
     def stop_by_signal() -> None:
         if not up and not http_stop.is_set():
             print("clawtower: stopped during start-up", flush=True)
+        signalled.append(True)
         stop()
 
     # from here on a signal stops the engine (before: StartupSignals cancels the start-up)
@@ -131,7 +134,7 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
         if until_idle:
             idle = await engine.until_idle(timeout_s=3600)
             stop()
-            if not idle:
+            if not idle and not (signalled and not failed):  # a signal: a clean stop
                 await runner
                 _warnings(engine)
                 return 1

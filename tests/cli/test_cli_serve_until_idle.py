@@ -46,3 +46,38 @@ def test_serve_until_idle_runs_an_enqueued_workflow_run(tmp_path: Path) -> None:
     finally:
         conn.close()
     assert status == "ok", r.stdout + r.stderr
+
+
+def test_sigterm_during_until_idle_is_a_clean_stop(tmp_path: Path) -> None:
+    """A signal while `--until-idle` waits for work in flight: exit 0, as a plain `serve`."""
+    import signal
+    import time
+
+    db = tmp_path / "s.db"
+    path = tmp_path / "slow.lobster"
+    path.write_text("steps:\n  - id: slow\n    run: touch in-slow; sleep 30\n")
+
+    async def enqueue() -> None:
+        store = await open_store(str(db))
+        try:
+            await Workflows(store, cwd=str(tmp_path), stderr=lambda _t: None).enqueue(
+                str(path))
+        finally:
+            await store.close()
+
+    asyncio.run(enqueue())
+    proc = subprocess.Popen([str(CLAWTOWER), "serve", "--until-idle", "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env=child_env(CLAWTOWER_HOME=str(tmp_path / "home")))
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "in-slow").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "in-slow").exists(), "the step never started"
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
