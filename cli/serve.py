@@ -95,7 +95,6 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
         http_stop.set()
 
     up = False
-
     signalled: list[bool] = []
 
     def stop_by_signal() -> None:
