@@ -243,15 +243,31 @@ async def _wait(store: Store, cfg: ClawtowerConfig, fid: str, args: argparse.Nam
 async def _work(store: Store, cfg: ClawtowerConfig, args: argparse.Namespace) -> int:
     import asyncio
 
-    from core.flows.engine import model_engine
+    from core.workers import FlowsWorker, build_engine
 
-    engine = model_engine(store, cfg, concurrency=args.concurrency)
+    # the engine `serve` runs, with its flows worker only (whose nodes' turn jobs run on a
+    # session worker of its own)
+    composed = build_engine(store, None, workers=["flows"], config=cfg,
+                            flow_kw={"concurrency": args.concurrency})
+    worker = composed.get("flows")
+    assert isinstance(worker, FlowsWorker)
+    engine = worker.flows
     print(f"clawtower: flow engine {engine.owner} on {store.path}; ctrl+c stops", flush=True)
-    stop = asyncio.Event()
-    stop_on_signals(stop.set)
-    ok = await engine.run(stop, until_idle=args.until_idle, timeout_s=24 * 3600)
+    stop_on_signals(composed.stop)
+    runner = asyncio.create_task(composed.run())
+    ok = True
+    try:
+        if args.until_idle:
+            ok = await composed.until_idle(timeout_s=24 * 3600)
+            composed.stop()
+        await runner
+    finally:
+        composed.stop()
+        await runner
     print(f"{engine.handled} agent turn(s) run", flush=True)
-    return 0 if ok else 1
+    for err in composed.errors:
+        sys.stderr.write(f"clawtower: warning: {err}\n")
+    return 0 if ok and worker.ok and not composed.errors else 1
 
 
 HEAD = ["ID", "STATUS", "AGENT", "TASKS", "DONE", "TOKENS", "TASK"]

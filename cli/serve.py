@@ -7,7 +7,7 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from core.events import StoredEvent
     from core.store import Store
     from core.triggers.service import Runtime
+    from core.workers import ComposedEngine
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,101 +63,99 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
                                 until_idle: bool, quiet: bool = False,
-                                triggers: Runtime | None = None, verbose: bool = False) -> int:
+                                triggers: Runtime | None = None, verbose: bool = False,
+                                workers: Iterable[str] | None = None) -> int:
+    """Run the engine (core/workers.py: every protocol's worker, or `workers`) until a
+    signal, or with `until_idle` until every worker is idle; `triggers`: the webhook server
+    beside it (a front end: it takes work in, the engine's trigger worker runs it)."""
     import asyncio
 
-    from core.agents.config import load_config
     from core.effects import JournalSink
-    from core.engine import Engine
-    from core.errors import ClawError
-    from core.sessions.runner import SessionRunner
+    from core.workers import ALL, build_engine
 
-    engine = Engine(store, agents, effects=JournalSink(effects_journal(db)))
-    # the session worker (core/sessions) beside the engine: turn jobs of any session
-    try:
-        sessions: SessionRunner | None = SessionRunner(store, load_config())
-    except ClawError as exc:
-        sys.stderr.write(f"clawtower: warning: sessions not run: {exc}\n")
-        sessions = None
-    sessions_stop = asyncio.Event()
-    triggers_stop = asyncio.Event()
-    from core.flows.engine import model_engine  # flows (core/flows): stop with the sessions
+    def warn(text: str) -> None:
+        sys.stderr.write(f"clawtower: warning: {text}\n")
 
-    # the flow's executed nodes are TurnJobs: the session worker above runs them
-    flows = model_engine(store, sessions.config, runner=sessions) if sessions is not None \
-        else None
+    failed: list[str] = []
+
+    def worker_failed(name: str, exc: BaseException) -> None:
+        # a worker that fails stops `serve` (exit 1, for its supervisor to restart it), as
+        # the engine failing did: its work would otherwise wait unseen
+        warn(f"{name} worker stopped: {exc}")
+        failed.append(name)
+        stop()
+
+    engine = build_engine(store, agents, workers=ALL if workers is None else workers,
+                          effects=JournalSink(effects_journal(db)), warn=warn,
+                          on_error=worker_failed)
+    http_stop = asyncio.Event()
 
     def stop() -> None:
         engine.stop()
-        sessions_stop.set()
-        triggers_stop.set()
+        http_stop.set()
 
     up = False
+    signalled: list[bool] = []
 
     def stop_by_signal() -> None:
-        if not up and not sessions_stop.is_set():
+        if not up and not http_stop.is_set():
             print("clawtower: stopped during start-up", flush=True)
+        signalled.append(True)
         stop()
 
     # from here on a signal stops the engine (before: StartupSignals cancels the start-up)
     stop_on_signals(stop_by_signal)
-    await startup_hold("engine", sessions_stop)
+    await startup_hold("engine", http_stop)
     done = asyncio.Event()
     follower = asyncio.create_task(print_progress(store, await store.last_seq(), quiet, done,
                                                   verbose))
     runner = asyncio.create_task(engine.run())
-    session_task = asyncio.create_task(sessions.run(sessions_stop)) if sessions else None
-    flow_task = asyncio.create_task(flows.run(sessions_stop)) if flows else None
-    trigger_task = None
+    http_task = None
     if triggers is not None:
         ready = asyncio.Event()
-        trigger_task = asyncio.create_task(triggers.run(triggers_stop, ready))
+        http_task = asyncio.create_task(triggers.run(http_stop, ready))
         waiter = asyncio.ensure_future(ready.wait())
-        await asyncio.wait([waiter, trigger_task], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([waiter, http_task], return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
-        if trigger_task.done():
+        if http_task.done():
             stop()
             await runner
-            if session_task is not None:
-                await session_task
-            if flow_task is not None:
-                await flow_task
             done.set()
             await follower
-            trigger_task.result()  # raises why the trigger runtime could not start
+            http_task.result()  # raises why the webhook server could not start
         for err in triggers.errors:
-            sys.stderr.write(f"clawtower: warning: {err}\n")
-        if triggers.http and not triggers_stop.is_set():
+            warn(err)
+        if triggers.http and not http_stop.is_set():
             print(f"clawtower: webhooks on http://{triggers.host}:{triggers.bound_port}"
                   "/hooks/<expert>/<trigger>", flush=True)
     up = True
     try:
         if until_idle:
-            while not engine.holding and not runner.done():
-                await asyncio.sleep(0.05)
-            idle = await engine.orchestrator.run_until_idle(timeout_s=3600)
-            while sessions is not None and (sessions.running or not await sessions.quiet()):
-                await asyncio.sleep(0.05)
-            while flows is not None and not await flows.idle():
-                await asyncio.sleep(0.05)
+            idle = await engine.until_idle(timeout_s=3600)
             stop()
-            if not idle:
+            if not idle and not (signalled and not failed):  # a signal: a clean stop
+                await runner
+                _warnings(engine)
                 return 1
         await runner
     finally:
         stop()
         await runner
-        if session_task is not None:
-            await session_task
-        if flow_task is not None:
-            await flow_task
-        if trigger_task is not None:
-            await trigger_task
+        if http_task is not None:
+            await http_task
         done.set()
         await follower
-    for err in engine.orchestrator.errors:
-        sys.stderr.write(f"clawtower: warning: {err}\n")
-    return 0
+    _warnings(engine)
+    return 1 if failed else 0
+
+
+def _warnings(engine: ComposedEngine) -> None:
+    from core.workers import TasksWorker
+
+    for w in engine.workers:  # the task engine's driving errors, as before
+        if isinstance(w, TasksWorker):
+            for err in w.engine.orchestrator.errors:
+                sys.stderr.write(f"clawtower: warning: {err}\n")
 
 
 async def print_progress(store: Store, seq: int, quiet: bool,
@@ -229,14 +228,21 @@ async def _start(args: argparse.Namespace) -> int:
 
         print(f"clawtower: engine on {store.path} (agents: {path or 'built-in simulator'});"
               " ctrl+c stops", flush=True)
-        triggers = None if args.no_triggers or args.until_idle else Runtime(
+        from core.workers import ALL
+
+        # the webhook server: a front end beside the engine, not one of its workers (and
+        # none with --until-idle, which runs what is already in the store)
+        http = not (args.no_triggers or args.no_http or args.until_idle)
+        triggers = Runtime(
             store, host=args.host, port=8787 if args.port is None else args.port,
-            http=not args.no_http, http_required=args.port is not None,
+            http=True, http_required=args.port is not None, workers=False,
             limiter=FailureLimiter(args.auth_failures, args.auth_window,
-                                   trigger_limit=args.auth_trigger_failures))
+                                   trigger_limit=args.auth_trigger_failures)) if http else None
+        workers = [w for w in ALL if w != "triggers"] if args.no_triggers else ALL
         try:
             return await engine_until_stopped(store, agents, args.db, args.until_idle,
-                                              triggers=triggers, verbose=args.verbose)
+                                              triggers=triggers, verbose=args.verbose,
+                                              workers=workers)
         except OSError as exc:
             sys.stderr.write(f"clawtower: {exc}\n")
             return 1

@@ -300,20 +300,33 @@ async def _worker(store: Store, cfg: ClawtowerConfig, args: argparse.Namespace) 
 
     if args.concurrency < 1:
         raise ValidationError("session run: --concurrency: must be at least 1")
-    runner = _runner(store, cfg, concurrency=args.concurrency)
+    import asyncio
+
+    from core.workers import SessionsWorker, build_engine
+
+    # the engine `serve` runs, with its session worker only
+    composed = build_engine(store, None, workers=["sessions"], config=cfg,
+                            session_kw={"max_concurrent": args.concurrency})
+    worker = composed.get("sessions")
+    assert isinstance(worker, SessionsWorker)
+    runner = worker.runner
     print(f"clawtower: session worker {runner.owner} on {store.path}; ctrl+c stops",
           flush=True)
-    if args.until_idle:
-        try:
-            ok = await runner.run_until_idle(24 * 3600)
-        finally:
-            await runner.aclose()
-        print(f"{runner.finished} turn job(s) run", flush=True)
-        return 0 if ok else 1
-    stop_on_signals(runner.stop)
-    await runner.run()
+    stop_on_signals(composed.stop)
+    task = asyncio.create_task(composed.run())
+    ok = True
+    try:
+        if args.until_idle:
+            ok = await composed.until_idle(timeout_s=24 * 3600)
+            composed.stop()
+        await task
+    finally:
+        composed.stop()
+        await task
     print(f"{runner.finished} turn job(s) run", flush=True)
-    return 0
+    for err in composed.errors:
+        sys.stderr.write(f"clawtower: warning: {err}\n")
+    return 0 if ok and not composed.errors else 1
 
 
 HEAD = ["ID", "PARENT", "STATUS", "AGENT", "TURNS", "TOKENS", "COST", "TITLE"]

@@ -148,6 +148,8 @@ def test_import_linter_contract_holds():
     # command modules never import cli.main
     assert "screens, lists and commands never import the app" in out.stdout
     assert "CLI command modules never import cli.main" in out.stdout
+    # issue 35: the engine composes the protocols' workers; none of them climbs back to it
+    assert "protocol workers never import the engine that composes them" in out.stdout
     # the governed turn: only the turn loop and the named exceptions call a model directly
     assert "only the turn loop and the named exceptions call a model directly" in out.stdout
     # issue 35: the memory and session packages are layered (no cycle, lower never higher)

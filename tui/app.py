@@ -41,6 +41,7 @@ from core.meetings.coordinator import MeetingConfig
 from core.store.postgres_url import is_postgres_url
 from core.tasks.operator import UNBLOCK_MENU
 from core.textsafe import safe, safe_line
+from core.workers import ComposedEngine
 
 from . import meetingdata, workflowdata
 from .commands import CommandSuggester, ConsoleCommands, parse_command_line
@@ -149,11 +150,9 @@ class ClawtowerApp(DecisionActions, EngineWorkers):
         self.model = ConsoleModel()
         self.store: Store | None = None
         self.engine: Engine | None = None
+        # the engine `serve` runs, every worker but the webhook server (tui/workers.py)
+        self.workers_engine: ComposedEngine | None = None
         self._engine_task: asyncio.Task[None] | None = None
-        self._sessions_task: asyncio.Task[None] | None = None
-        self._flows_task: asyncio.Task[None] | None = None  # the flow engine (stops with
-        # the session worker, on _sessions_stop)
-        self._sessions_stop = asyncio.Event()
         # text of the turns this console's worker is running, as it streams (mode 4)
         self.session_streams: dict[str, dict[str, str]] = {}
         self._follower: StoreFollower | None = None

@@ -1,6 +1,9 @@
-"""The console's background workers: the engine (tasks), the session worker and the flow
-engine, started once the store has loaded and stopped when the console closes. A mixin of
-the app (like tui/decisions.py), so tui/app.py keeps to the console itself.
+"""The console's engine: the same one `serve` runs (core/workers.py, `build_engine`: tasks,
+workflow-run and meeting adoption, session turn jobs, flows, and the trigger worker with
+cron and channels; not the webhook server, which is `serve`'s), started once the store has
+loaded and stopped when the console closes. A console beside a running `serve` divides the
+work with it through the workers' leases. A mixin of the app (like tui/decisions.py), so
+tui/app.py keeps to the console itself.
 
 Each worker failing leaves the console up (the store keeps the truth) and says so once.
 """
@@ -16,86 +19,69 @@ from textual.app import App
 from core import Engine, JournalSink, Store
 from core.agents.registry import AgentSet
 from core.config import effects_journal
+from core.workers import ComposedEngine, TasksWorker
+
+#: what `build_engine` loads beyond the task engine (ACP and MCP clients, cron: ~1 s on a
+#: busy machine), imported in a thread: in the loop it would freeze the console that has
+#: just painted
+_HEAVY = ("core.sessions.runner", "core.flows.engine", "core.triggers.background")
+
+_TITLES = {"tasks": "Engine", "sessions": "Sessions", "flows": "Flows",
+           "triggers": "Triggers"}
+_NAMES = {"tasks": "engine", "sessions": "session worker", "flows": "flow engine",
+          "triggers": "trigger worker"}
 
 
 class EngineWorkers(App[int]):
-    """The app sets `store`, `agents`, `agents_file`, `db_path`, `session_streams` and the
-    task handles before `_start_engine` runs."""
+    """The app sets `store`, `agents`, `agents_file`, `db_path`, `session_streams` and
+    `_engine_task` before `_start_engine` runs."""
 
     store: Store | None
     agents: AgentSet
     agents_file: str | None
     db_path: str
-    engine: Engine | None
+    engine: Engine | None  # the task engine (tasks, runs, meetings): the console's status
+    workers_engine: ComposedEngine | None
     session_streams: dict[str, dict[str, str]]
     _engine_task: asyncio.Task[None] | None
-    _sessions_task: asyncio.Task[None] | None
-    _flows_task: asyncio.Task[None] | None
-    _sessions_stop: asyncio.Event
 
     async def _start_engine(self) -> None:
         assert self.store is not None
-        # the session worker's and the flow engine's modules (ACP and MCP clients: ~1 s on a
-        # busy machine) import in a thread: in the loop they would freeze the console that
-        # has just painted
-        for module in ("core.sessions.runner", "core.flows.engine"):
+        for module in _HEAVY:
             await asyncio.to_thread(importlib.import_module, module)
-        self.engine = Engine(self.store, self.agents,
-                             effects=JournalSink(effects_journal(self.db_path)))
-        self._engine_task = asyncio.create_task(self._run_engine(), name="console-engine")
-        self._sessions_task = asyncio.create_task(self._run_sessions(), name="console-sessions")
-        self._flows_task = asyncio.create_task(self._run_flows(), name="console-flows")
+        from core.agents.config import load_config
+        from core.errors import ClawError
+        from core.workers import build_engine
 
-    async def _run_engine(self) -> None:
-        assert self.engine is not None
+        # the flows on the console's agents file when it has one (the demo's): their nodes
+        # then run on a session worker of their own, on that file's config
         try:
-            await self.engine.run()
-        except asyncio.CancelledError:
-            raise
+            flow_config = None if self.agents_file is None else load_config(self.agents_file)
+        except ClawError as exc:
+            self._worker_failed("flows", exc)
+            flow_config = None
+        try:
+            composed = build_engine(
+                self.store, self.agents, effects=JournalSink(effects_journal(self.db_path)),
+                flow_config=flow_config, on_text=self._session_text,
+                on_error=self._worker_failed,
+                warn=lambda text: self.notify(text, title="Sessions", severity="error",
+                                              timeout=30))
         except Exception as exc:  # the console stays up; the store keeps the truth
-            self.log.error(f"engine stopped: {exc!r}")
-            self.notify(f"engine stopped: {exc}", title="Engine", severity="error", timeout=30)
+            self._worker_failed("tasks", exc)
+            return
+        self.workers_engine = composed
+        tasks = composed.get("tasks")
+        self.engine = tasks.engine if isinstance(tasks, TasksWorker) else None
+        self._engine_task = asyncio.create_task(composed.run(), name="console-engine")
+
+    def _worker_failed(self, name: str, exc: BaseException) -> None:
+        what = _NAMES.get(name, name)
+        self.log.error(f"{what} stopped: {exc!r}")
+        self.notify(f"{what} stopped: {exc}", title=_TITLES.get(name, name),
+                    severity="error", timeout=30)
+        if name == "tasks":
             self.engine = None
-
-    async def _run_sessions(self) -> None:
-        """The session worker (core/sessions): runs queued turn jobs beside the engine;
-        per-session leases keep it apart from other consoles and `session run`."""
-        assert self.store is not None
-        from core.agents.config import load_config
-        from core.sessions.runner import SessionRunner
-
-        try:
-            runner = SessionRunner(self.store, load_config(), on_text=self._session_text)
-            self._session_runner = runner  # the flow engine's nodes run on it too
-            await runner.run(self._sessions_stop)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the console stays up; the store keeps the truth
-            self.log.error(f"session worker stopped: {exc!r}")
-            self.notify(f"session worker stopped: {exc}", title="Sessions",
-                        severity="error", timeout=30)
-
-    async def _run_flows(self) -> None:
-        """The flow engine (core/flows): drives running flows while it holds the `flows`
-        lease (another console or `flow work` may hold it instead)."""
-        assert self.store is not None
-        from core.agents.config import load_config
-        from core.flows.engine import model_engine
-
-        try:
-            await asyncio.sleep(0)  # the session worker first: the flow's nodes run on it
-            # (unless the console runs flows on another agents file: then the engine runs
-            # its own worker for its nodes' sessions, on that file's config)
-            shared = getattr(self, "_session_runner", None) if self.agents_file is None \
-                else None
-            await model_engine(self.store, load_config(self.agents_file),
-                               runner=shared).run(self._sessions_stop)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the console stays up; the store keeps the truth
-            self.log.error(f"flow engine stopped: {exc!r}")
-            self.notify(f"flow engine stopped: {exc}", title="Flows", severity="error",
-                        timeout=30)
 
     def _session_text(self, session: str, turn: str, text: str) -> None:
         entry = self.session_streams.get(session)
@@ -104,14 +90,14 @@ class EngineWorkers(App[int]):
         entry["text"] += text
 
     async def _stop_workers(self) -> None:
-        """Stop the engine, the session worker and the flow engine; wait up to 10 s each."""
-        if self.engine is not None:
-            self.engine.stop()
-        self._sessions_stop.set()
-        for task in (self._engine_task, self._sessions_task, self._flows_task):
-            if task is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await asyncio.wait_for(task, 10)
+        """Stop every worker (each hands over in its own way) and wait up to 30 s: the
+        trigger worker lets its runs in flight end for up to 20 s, then leaves them
+        interrupted for the next worker."""
+        if self.workers_engine is not None:
+            self.workers_engine.stop()
+        if self._engine_task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._engine_task, 30)
 
 
 __all__ = ["EngineWorkers"]

@@ -1,5 +1,6 @@
-"""The trigger runtime as `clawtower serve` runs it: the webhook server, the cron
-scheduler, the channel watcher and the worker, until `stop` is set (SIGTERM).
+"""The trigger runtime as `clawtower serve` runs it: the webhook server and (unless
+`workers=False`: the engine runs them, core/workers.py) the cron scheduler, the channel
+watcher and the worker (core/triggers/background.py), until `stop` is set (SIGTERM).
 
 Everything they share is store state, so any number of these (and consoles) can run on one
 store; a stop lets in-flight runs end as interrupted, and whatever was queued stays queued.
@@ -18,9 +19,8 @@ import uvicorn
 
 from ..clock import Clock
 from ..store.interface import Store
+from .background import TriggerWorkers
 from .catalog import Catalog
-from .channel import ChannelWatcher
-from .cron import Scheduler
 from .ratelimit import FailureLimiter
 from .webhook import build_app
 from .worker import Executor, Worker
@@ -33,6 +33,13 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+
+async def _serve(server: _Server) -> None:
+    """uvicorn ends a failed start-up (the port in use) with sys.exit(3), which asyncio lets
+    out of the event loop as a traceback: here it ends the task, seen as not started."""
+    with contextlib.suppress(SystemExit):
+        await server.serve()
 
 
 @dataclass
@@ -50,16 +57,17 @@ class Runtime:
     bound_port: int | None = None
     worker: Worker | None = None
     errors: list[str] = field(default_factory=list)
+    workers: bool = True  # False: the webhook server only
+
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
-        self.worker = Worker(self.store, catalog=self.catalog, executor=self.executor,
-                             capacity=self.capacity, clock=self.clock)
-        scheduler = Scheduler(self.store, catalog=self.catalog, clock=self.clock)
-        channels = ChannelWatcher(self.store, catalog=self.catalog)
-        tasks: list[asyncio.Task[Any]] = [
-            asyncio.create_task(self.worker.run(stop), name="trigger-worker"),
-            asyncio.create_task(scheduler.run(stop), name="trigger-cron"),
-            asyncio.create_task(channels.run(stop), name="trigger-channels")]
+        background = TriggerWorkers(self.store, capacity=self.capacity, clock=self.clock,
+                                    executor=self.executor, catalog=self.catalog) \
+            if self.workers else None
+        tasks: list[asyncio.Task[Any]] = [] if background is None else [
+            asyncio.create_task(background.run(stop), name="trigger-workers")]
+        await asyncio.sleep(0)  # the worker is built when its task starts
+        self.worker = None if background is None else background.worker
         server: _Server | None = None
         if self.http:
             config = uvicorn.Config(build_app(self.store, self.catalog,
@@ -69,7 +77,7 @@ class Runtime:
                                     lifespan="off", timeout_graceful_shutdown=5)
             server = _Server(config)
             logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-            tasks.append(asyncio.create_task(server.serve(), name="trigger-http"))
+            tasks.append(asyncio.create_task(_serve(server), name="trigger-http"))
             while not server.started and not tasks[-1].done():
                 await asyncio.sleep(0.01)
             if server.started and server.servers:
@@ -95,4 +103,6 @@ class Runtime:
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
-        self.errors = [*self.errors, *self.worker.errors, *scheduler.errors, *channels.errors]
+        if background is not None:
+            self.worker = background.worker
+            self.errors = [*self.errors, *background.errors]

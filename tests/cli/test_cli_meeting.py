@@ -177,11 +177,9 @@ SLOW_ROUND_TWO = (
     "  c: {meeting: [{stance: AGREE}, {stance: AGREE, delay_ms: 4000}]}\n")
 
 
-def test_kill_9_then_resume(tmp_path: Path, db: Path, home: Path) -> None:
-    """A `meeting run` killed in round 2 shows as orphaned; `meeting resume` finishes it:
-    round 1 is not asked again and a's round-2 reply is kept."""
+def _killed_in_round_two(tmp_path: Path, db: Path, home: Path) -> None:
+    """A `meeting run` killed (kill -9) once a has replied in round 2."""
     import contextlib
-    import json
     import os
     import signal
     import sqlite3
@@ -209,6 +207,16 @@ def test_kill_9_then_resume(tmp_path: Path, db: Path, home: Path) -> None:
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
+
+
+def test_kill_9_then_resume(tmp_path: Path, db: Path, home: Path) -> None:
+    """A `meeting run` killed in round 2 shows as orphaned; `meeting resume` finishes it:
+    round 1 is not asked again and a's round-2 reply is kept."""
+    import json
+
+    from cli_helpers import query
+
+    _killed_in_round_two(tmp_path, db, home)
     listed = run_cli(["meeting", "list", "--json", "--db", str(db)], home)
     (m,) = json.loads(listed.stdout)
     assert (m["status"], m["orphaned"]) == ("running", True)
@@ -226,3 +234,18 @@ def test_kill_9_then_resume(tmp_path: Path, db: Path, home: Path) -> None:
                                (2, "b", 1), (2, "c", 1)]
     again = run_cli(["meeting", "resume", m["id"], "--db", str(db)], home)
     assert again.returncode == 2 and "already ended" in again.stderr
+
+
+def test_serve_until_idle_finishes_an_orphaned_meeting(tmp_path: Path, db: Path,
+                                                       home: Path) -> None:
+    """Issue 35: the engine adopts the orphaned meeting, and `--until-idle` waits for it."""
+    import json
+
+    _killed_in_round_two(tmp_path, db, home)
+    fast = tmp_path / "fast.yaml"
+    fast.write_text(SLOW_ROUND_TWO.replace(", delay_ms: 4000", ""))
+    r = run_cli(["serve", "--until-idle", "--agents", str(fast), "--db", str(db)], home,
+                timeout=120)
+    assert r.returncode == 0, r.stderr
+    (m,) = json.loads(run_cli(["meeting", "list", "--json", "--db", str(db)], home).stdout)
+    assert m["status"] != "running", m

@@ -261,3 +261,20 @@ def test_channel_message_starts_the_process(tmp_path: Path, hook_home: Path) -> 
     assert json.loads(item["inputs"]) == {"contact_id": "ann"}
     assert item["lane"] == "hook-expert/chat/key:ann"
     assert len(rows(db, "SELECT id FROM trigger_items WHERE trigger='chat'")) == 1
+
+
+def test_an_explicit_port_in_use_is_one_line_and_exit_1(tmp_path: Path, hook_home: Path) -> None:
+    """uvicorn ends a failed bind with sys.exit(3): it was a traceback and exit 3."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        r = subprocess.run([str(CLAWTOWER), "serve", "--db", str(tmp_path / "p.db"), "--port",
+                            str(port)], capture_output=True, text=True, timeout=60,
+                           env=child_env(CLAWTOWER_HOME=str(hook_home)))
+    assert r.returncode == 1, r.stderr
+    assert f"clawtower: the webhook server could not start on 127.0.0.1:{port} (port in use?)" \
+        in r.stderr
+    assert "Traceback" not in r.stderr

@@ -76,11 +76,35 @@ async def test_the_readme_keys_approve_t4_and_every_mode_shows_something(
             hook = next(t for t in screen.triggers if t["trigger"] == WEBHOOK)
             assert hook["expert"] == EXPERT and hook["last_fired"] is not None
             assert hook["queue"] == {"(serial)": {"paused": 1}}  # at its confirm gate
+            assert time.monotonic() - start < 60
+            # the expert's notice was not published: it waits for its own approval
+            assert not (config.home() / "statuspage.json").exists()
+
+            # issue 35: approving the notice in the console finishes the invocation there
+            # (the console runs the trigger worker `serve` runs): no `serve` needed
+            assert app.store is not None
+            store = app.store
+            row = await store.fetchone("SELECT id, run_id FROM trigger_items WHERE"
+                                       " expert=? AND trigger=?", (EXPERT, WEBHOOK))
+            assert row is not None
+            subjects = [a["subject"] for a in app.model.approvals]
+            assert subjects and subjects[0] == row["run_id"], (subjects, row["run_id"])
+            await pilot.press("2", "a", "y")
+            status = ""
+            for _ in range(300):
+                got = await store.fetchone("SELECT status FROM trigger_items WHERE id=?",
+                                           (row["id"],))
+                status = got["status"] if got else ""
+                if status == "done":
+                    break
+                await pilot.pause(0.1)
+            assert status == "done"
+            await pilot.press("8", "r")
+            await until(pilot, lambda: isinstance(app.screen, TriggersScreen) and next(
+                t for t in app.screen.triggers if t["trigger"] == WEBHOOK)["queue"] != {
+                "(serial)": {"paused": 1}}, timeout=20)
     finally:
         Path(agents).unlink(missing_ok=True)
-    assert time.monotonic() - start < 60
-    # the expert's notice was not published: it waits for its own approval
-    assert not (config.home() / "statuspage.json").exists()
 
 
 def test_the_example_expert_validates() -> None:

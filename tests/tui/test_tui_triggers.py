@@ -115,3 +115,37 @@ async def test_triggers_mode_shows_refused_webhook_credentials_of_the_last_hour(
     assert "Refused webhook requests" in text and "E-1" in text and "bad bearer token" in text
     mail = next(line for line in text.splitlines() if "hook-expert/mail" in line)
     assert " 0 " in mail  # a webhook trigger without failures shows 0
+
+
+async def test_the_console_alone_runs_a_fired_invocation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: the console runs the engine `serve` runs, its trigger worker included: an
+    invocation fired with no `serve` running leaves `queued` and runs to its end."""
+    monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path / "home"))
+    install_hook_expert(tmp_path)
+    db = str(tmp_path / "store.db")
+    store = await open_store(db)
+    try:
+        spec = Catalog().get("hook-expert", "inbound")
+        assert spec is not None
+        fired = await accept(store, spec, {"event_id": "e-1", "contact_id": "c-2"}, "cli")
+    finally:
+        await store.close()
+    app = ClawtowerApp(db, run_engine=True, operator="alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        assert app.store is not None
+        reader = app.store
+        status: list[str] = []
+
+        async def settled() -> bool:
+            row = await reader.fetchone("SELECT status FROM trigger_items WHERE id=?",
+                                        (fired["id"],))
+            status[:] = [row["status"]] if row else []
+            return status == ["done"]
+
+        for _ in range(300):
+            if await settled():
+                break
+            await pilot.pause(0.1)
+        assert status == ["done"]
