@@ -47,3 +47,17 @@ async def test_refused_tokens_count_in_the_shared_window(store: Store, clock: Fa
     clock.advance(31)
     assert await sessions.throttled(store, lim, "10.0.0.1") is None
     assert await store.verify_projections() == []
+
+
+async def test_the_console_events_read_as_sentences(store: Store) -> None:
+    from core.describe import event_summary
+
+    sid, s = await sessions.sign_in(store, "alice", "a" * 64, 100.0, "link")
+    await sessions.sign_out(store, s, "its token was rotated")
+    await sessions.refused(store, FailureLimiter(), "10.0.0.1", "unknown token")
+    lines = [event_summary(e) for e in await store.events_after(0)]
+    assert lines == [
+        f"alice signed in to the web console (by link; session {s.sid_sha256[:12]})",
+        f"alice's web console session {s.sid_sha256[:12]} ended: its token was rotated",
+        "web console sign-in from 10.0.0.1 refused: unknown token"]
+    assert not any(sid in line for line in lines)
