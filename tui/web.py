@@ -161,7 +161,7 @@ class WebConsole(Server):
 
     # ------------------------------------------------------------------ the aiohttp app
     async def _make_app(self) -> web.Application:
-        app = web.Application(client_max_size=8 * 1024)
+        app = web.Application(client_max_size=8 * 1024, middlewares=[self._store_down])
         aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path),
                              autoescape=True)
         app.add_routes([
@@ -173,6 +173,20 @@ class WebConsole(Server):
         app.on_response_prepare.append(self._headers)
         app.on_shutdown.append(self.on_shutdown)
         return app
+
+    @web.middleware
+    async def _store_down(self, request: web.Request,
+                          handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        """Sessions and the failure window are the store's: a store that cannot answer
+        refuses the request (503, nothing started), as a webhook does, never a 500."""
+        try:
+            response: web.StreamResponse = await handler(request)
+            return response
+        except ClawError as exc:
+            log.warning("web console: the store did not answer: %s", exc)
+            self.say(f"clawtower console: a request refused: the store did not answer ({exc})")
+            return self._page(503, "The console's store is not answering: try again shortly.",
+                              form=False)
 
     @staticmethod
     async def _headers(request: web.Request, response: web.StreamResponse) -> None:

@@ -98,3 +98,21 @@ async def test_a_session_and_the_failure_count_survive_a_restart_and_rotation_en
     assert query(web.db, "SELECT count(*) FROM events WHERE type='console.signed_out'") \
         == [(1,)]
     verify(web.db, web)
+
+
+async def test_a_store_that_does_not_answer_is_a_503_not_a_500(tmp_path: Path) -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from core.store import open_store
+    from tui.web import WebConsole
+
+    store = await open_store(str(tmp_path / "s.db"))
+    lines: list[str] = []
+    server = WebConsole(["true"], store, say=lines.append)
+    await store.close()  # sessions and the failure window cannot be read now
+    async with TestClient(TestServer(await server._make_app())) as http:
+        r = await http.get("/", cookies={"clawtower_session": "x" * 43})
+        assert r.status == 503 and "not answering" in await r.text()
+        r = await http.post("/login", data={"token": "ct_guess"})
+        assert r.status == 503 and "ct_guess" not in await r.text()
+    assert any("the store did not answer" in line for line in lines)
