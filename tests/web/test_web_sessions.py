@@ -28,16 +28,22 @@ def restart(web: Web, *args: str) -> Web:
     """Stop `web` (SIGTERM) and start another server on the same home and store."""
     web.proc.send_signal(signal.SIGTERM)
     assert web.proc.wait(timeout=30) == 0
+    return launch(web.home, *args)
+
+
+def launch(home: Path, *args: str) -> Web:
     argv = [str(CLAWTOWER), "console", "--web", "--port", "0", "--by", OPERATOR, *args]
-    proc = subprocess.Popen(argv, env=_env(web.home), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=str(web.home.parent))
-    again = Web(proc, web.home, "", None)
+    proc = subprocess.Popen(argv, env=_env(home), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=str(home.parent))
+    again = Web(proc, home, "", None)
     threading.Thread(target=again.read, daemon=True).start()
     wait_for(lambda: any(x.startswith("sign in") for x in again.lines())
              or proc.poll() is not None, 30, "the web console to start again")
     m = re.search(r"web console on (http://\S+?)/ ", "\n".join(again.out))
     assert m and proc.poll() is None, again.out
     again.base = m.group(1)
+    links = [x for x in again.out if "?token=" in x]
+    again.link = links[0].strip() if links else None
     return again
 
 
@@ -116,3 +122,26 @@ async def test_a_store_that_does_not_answer_is_a_503_not_a_500(tmp_path: Path) -
         r = await http.post("/login", data={"token": "ct_guess"})
         assert r.status == 503 and "ct_guess" not in await r.text()
     assert any("the store did not answer" in line for line in lines)
+
+
+async def test_sessions_on_postgresql_survive_a_restart(tmp_path: Path, pg_url: str) -> None:
+    """The same over a PostgreSQL store (`--db postgresql://...`), no demo needed: `/` with
+    the cookie is the console page again after the restart."""
+    home = tmp_path / "home"
+    home.mkdir()
+    web = launch(home, "--db", pg_url)
+    try:
+        assert web.link is not None
+        async with client() as http, http.get(web.link, allow_redirects=False) as r:
+            assert r.status == 303
+            cookie = r.cookies["clawtower_session"].value
+        web = restart(web, "--db", pg_url)
+        async with aiohttp.ClientSession(cookies={"clawtower_session": cookie}) as http, \
+                http.get(web.base + "/", allow_redirects=False) as r:
+            assert r.status == 200, await r.text()
+            assert "starting your console as alice" in await r.text()
+    finally:
+        stop(web)
+    r = subprocess.run([str(CLAWTOWER), "store", "verify", "--db", pg_url], env=_env(home),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
