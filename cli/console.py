@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from core.store.interface import Store
 
 from .common import add_config_option, default_agents_file, operator_name, stop_on_signals
 
@@ -112,11 +115,8 @@ def loopback(host: str) -> bool:
 
 
 async def _web(args: argparse.Namespace) -> int:
-    import asyncio
 
-    from core import console_tokens
     from core.limits import check_float, check_host, check_int, check_name, check_text
-    from core.triggers.ratelimit import FailureLimiter
 
     from .boundary import FLOATS, INTS
 
@@ -151,7 +151,24 @@ async def _web(args: argparse.Namespace) -> int:
     load_agents(config)  # a bad agents file fails here, not in every browser's console
     from core.store import open_store
 
-    await (await open_store(args.db)).close()  # so does a bad store
+    # so does a bad store; the server keeps it open: its sessions and failure counts live
+    # there (issue 35)
+    store = await open_store(args.db)
+    try:
+        return await _serve_web(args, store, host=host, port=port, public=public,
+                                max_consoles=max_consoles, idle=idle, failures=failures,
+                                window=window, by=by, config=config)
+    finally:
+        await store.close()
+
+
+async def _serve_web(args: argparse.Namespace, store: Store, *, host: str, port: int,
+                     public: str | None, max_consoles: int, idle: float, failures: int,
+                     window: float, by: str, config: str | None) -> int:
+    import asyncio
+
+    from core import console_tokens
+    from core.triggers.ratelimit import FailureLimiter
 
     tokens = console_tokens.load()
     # made once the port is bound (in ready): a start that fails leaves no unseen token
@@ -159,7 +176,7 @@ async def _web(args: argparse.Namespace) -> int:
 
     from tui.web import WebConsole, console_argv
 
-    server = WebConsole(console_argv(args.db, config), host=host, port=port,
+    server = WebConsole(console_argv(args.db, config), store, host=host, port=port,
                         public_url=public, max_consoles=max_consoles, idle_s=idle * 60,
                         limiter=FailureLimiter(failures, window))
     stop = asyncio.Event()

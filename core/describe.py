@@ -111,6 +111,14 @@ def _summary(e: StoredEvent, arrow: str) -> str:
         return f"store repaired: {len(p['values'])} value(s) replaced" + (
             f": {at}{more}" if at else "") + ("; projections differed" if p["differences"]
                                               else "")
+    if t == "console.auth_failed":
+        return f"web console sign-in from {p['address']} refused: {one_line(p['reason'], 200)}"
+    if t == "console.signed_in":  # the cookie's hash, shortened: enough to tell sessions apart
+        return (f"{p['operator']} signed in to the web console (by {p['via']}; session"
+                f" {p['sid_sha256'][:12]})")
+    if t == "console.signed_out":
+        return (f"{p['operator']}'s web console session {p['sid_sha256'][:12]} ended:"
+                f" {one_line(p['reason'], 200)}")
     if t == "memory.embedded":  # never the vector itself (kilobytes of base64)
         return f"memory {p['namespace']} {p['key']} embedded by {p['model']} ({p['dim']} dims)"
     return one_line(p, 200)

@@ -23,8 +23,8 @@ _REGISTRY: dict[str, type[Payload]] = {}
 # tests/test_core_imports.py checks the list against every Payload subclass in core.
 PAYLOAD_MODULES = (
     "core.acp.events", "core.experts.events", "core.flows.events", "core.meetings.events",
-    "core.memory.events", "core.sessions.events", "core.triggers.events",
-    "core.workflows.events",
+    "core.memory.events", "core.sessions.events", "core.signin.events",
+    "core.triggers.events", "core.workflows.events",
 )
 _payload_modules = LazyModules(*PAYLOAD_MODULES)
 

@@ -39,6 +39,8 @@ async def test_an_older_store_gets_its_ledger_when_migrated(tmp_path: Path) -> N
         conn.execute(f"DROP TABLE {table}")
     for table in ("embedding_cache", "memory_vectors"):  # v16
         conn.execute(f"DROP TABLE {table}")
+    for table in ("auth_failures", "console_sessions"):  # v20
+        conn.execute(f"DROP TABLE {table}")
     conn.close()
     s = await open_store(db)
     try:

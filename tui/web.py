@@ -12,6 +12,10 @@ the spawn and owns each process's life:
   on `/` and `/ws` (a proxy or a script). Refused tokens are rate-limited per address with
   the webhooks' limiter (core/triggers/ratelimit.py): 429 + Retry-After before the token is
   even looked at.
+- Sessions and refused tokens are kept in the store (core/signin, issue 35): a session is
+  the SHA-256 of its cookie (never the cookie), so a restarted server, or another one on the
+  same store, knows it, and all of them count refused tokens in one window. A rotated token
+  ends its sessions at their next request (a `console.signed_out` event).
 - `/ws` is refused (401, 403 for a foreign Origin, 503 at the cap) *before* the upgrade:
   nothing is spawned for a caller without a session, or past `max_consoles`.
 - Each console is `python -m cli.main console --db DB` (exec, no shell) in a process group
@@ -35,12 +39,10 @@ import html
 import json
 import logging
 import os
-import secrets
 import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -53,6 +55,9 @@ from textual_serve.server import Server
 
 from core import console_tokens
 from core.errors import ClawError
+from core.signin import sessions as signin
+from core.signin.sessions import Session
+from core.store.interface import Store
 from core.triggers.ratelimit import FailureLimiter
 
 log = logging.getLogger("clawtower.web")
@@ -64,18 +69,9 @@ DEFAULT_IDLE_S = 30 * 60.0
 SESSION_S = 12 * 3600.0  # a session cookie's life; then the token is asked again
 QUIT_GRACE_S = 8.0  # a console's own quit (engine handover is 5 s) before SIGTERM
 TERM_GRACE_S = 3.0  # SIGTERM before SIGKILL
-LIMIT_KEY = ("console", "login")  # the limiter's (expert, trigger) part for console logins
 MAX_MESSAGE = 64 * 1024  # a browser sends keys and sizes: nothing near this
 TEMPLATE = "web_console.html"
-MAX_SESSIONS = 10_000  # signed-in browsers remembered; the oldest forgotten first
 SERVER_ENV = "CLAWTOWER_WEB_SERVER"
-
-
-@dataclass
-class Session:
-    operator: str
-    token_sha256: str
-    expires: float
 
 
 class ConsoleProcess(AppService):
@@ -144,7 +140,8 @@ class WebConsole(Server):
     """textual-serve's server with sign-in before any spawn, a cap, idle closing and whole
     process stops (see the module's docstring)."""
 
-    def __init__(self, argv: list[str], *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+    def __init__(self, argv: list[str], store: Store, *, host: str = "127.0.0.1",
+                 port: int = DEFAULT_PORT,
                  public_url: str | None = None, max_consoles: int = DEFAULT_MAX_CONSOLES,
                  idle_s: float = DEFAULT_IDLE_S, limiter: FailureLimiter | None = None,
                  say: Callable[[str], None] | None = None) -> None:
@@ -152,19 +149,19 @@ class WebConsole(Server):
                          public_url=public_url,
                          templates_path=Path(__file__).resolve().parent)
         self.argv = argv
+        self.store = store
         self.public_base = public_url.rstrip("/") if public_url else None
         self.max_consoles = max_consoles
         self.idle_s = idle_s
         self.limiter = limiter or FailureLimiter()
         self.say = say or (lambda line: print(line, flush=True))
-        self.sessions: dict[str, Session] = {}
         self.consoles: set[ConsoleProcess] = set()
         self.reserved = 0  # websockets past the checks, their process not yet tracked
         self.bound_port: int | None = None
 
     # ------------------------------------------------------------------ the aiohttp app
     async def _make_app(self) -> web.Application:
-        app = web.Application(client_max_size=8 * 1024)
+        app = web.Application(client_max_size=8 * 1024, middlewares=[self._store_down])
         aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path),
                              autoescape=True)
         app.add_routes([
@@ -176,6 +173,20 @@ class WebConsole(Server):
         app.on_response_prepare.append(self._headers)
         app.on_shutdown.append(self.on_shutdown)
         return app
+
+    @web.middleware
+    async def _store_down(self, request: web.Request,
+                          handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        """Sessions and the failure window are the store's: a store that cannot answer
+        refuses the request (503, nothing started), as a webhook does, never a 500."""
+        try:
+            response: web.StreamResponse = await handler(request)
+            return response
+        except ClawError as exc:
+            log.warning("web console: the store did not answer: %s", exc)
+            self.say(f"clawtower console: a request refused: the store did not answer ({exc})")
+            return self._page(503, "The console's store is not answering: try again shortly.",
+                              form=False)
 
     @staticmethod
     async def _headers(request: web.Request, response: web.StreamResponse) -> None:
@@ -215,14 +226,25 @@ class WebConsole(Server):
                              return_exceptions=True)
 
     # ------------------------------------------------------------------ sign-in
-    def _session(self, request: web.Request) -> Session | None:
+    async def _session(self, request: web.Request) -> Session | None:
+        """The cookie's session in the store (one indexed read), while its token is current:
+        a rotated token's session ends here (recorded); a tokens file broken by hand refuses
+        it for now without ending it."""
         sid = request.cookies.get(COOKIE)
-        s = self.sessions.get(sid) if sid else None
+        if not sid or len(sid) > 200:
+            return None
+        s = await signin.lookup(self.store, sid)
         if s is None:
             return None
-        if s.expires < time.time() or not self._tokens(console_tokens.current, s.operator,
-                                                        s.token_sha256):
-            self.sessions.pop(sid or "", None)  # expired, or its token was rotated
+        try:
+            current = console_tokens.current(s.operator, s.token_sha256)
+        except ClawError as exc:
+            self.say(f"clawtower console: every sign-in refused: {exc}")
+            return None
+        if not current:
+            await signin.sign_out(self.store, s, "its token was rotated")
+            self.say(f"clawtower console: {s.operator}'s session ended: its token was"
+                     " rotated")
             return None
         return s
 
@@ -251,59 +273,55 @@ class WebConsole(Server):
                             text=f"<!DOCTYPE html><html><head><meta charset='utf-8'>"
                                  f"<title>clawtower</title></head><body>{body}</body></html>")
 
-    def _throttled(self, request: web.Request) -> web.Response | None:
-        wait = self.limiter.retry_after((request.remote or "?", *LIMIT_KEY))
+    async def _throttled(self, request: web.Request) -> web.Response | None:
+        wait = await signin.throttled(self.store, self.limiter, request.remote or "?")
         if wait is None:
             return None
         return self._page(429, f"Too many refused tokens from your address: try again in"
                                f" {wait} s.", form=False, headers={"Retry-After": str(wait)})
 
-    def _refuse(self, request: web.Request, why: str) -> web.Response:
-        """A refused token: counted, logged (never the token), one fixed answer."""
+    async def _refuse(self, request: web.Request, why: str) -> web.Response:
+        """A refused token: counted (in the store), logged (never the token), one fixed
+        answer."""
         addr = request.remote or "?"
-        episode = self.limiter.fail((addr, *LIMIT_KEY))
+        episode = await signin.refused(self.store, self.limiter, addr, why)
         self.say(f"clawtower console: refused a sign-in from {addr}: {why}"
                  + (" (now throttled)" if episode else ""))
         return self._page(401, "That token was not accepted. A sign-in link works once;"
                                " after that, sign in here with the token"
                                " (a new one: clawtower console --web --rotate-token).")
 
-    def _who(self, request: web.Request) -> Session | web.Response | None:
+    async def _who(self, request: web.Request) -> Session | web.Response | None:
         """Who the request is: a Bearer header beats a cookie (no cookie, no redirect: a
         proxy that sends the header sends it on /ws too); a refused header is the answer."""
         if (bearer := self._bearer(request)) is not None:
-            return self._sign_in(request, bearer, via_link=False)
-        return self._session(request)
+            return await self._sign_in(request, bearer, via_link=False)
+        return await self._session(request)
 
-    def _sign_in(self, request: web.Request, token: str, *, via_link: bool
-                 ) -> web.Response | Session:
-        if (throttled := self._throttled(request)) is not None:
+    async def _sign_in(self, request: web.Request, token: str, *, via_link: bool
+                       ) -> web.Response | Session:
+        if (throttled := await self._throttled(request)) is not None:
             return throttled
         t = self._tokens(console_tokens.verify, token)
         if not t:
-            return self._refuse(request, "unknown token")
+            return await self._refuse(request, "unknown token")
         if via_link and t.link_used:
-            return self._refuse(request, f"{t.operator}'s sign-in link was used already")
+            return await self._refuse(request,
+                                      f"{t.operator}'s sign-in link was used already")
         if via_link:
             console_tokens.mark_link_used(t)
-        s = Session(t.operator, t.sha256, time.time() + SESSION_S)
-        return s
+        return Session(t.operator, t.sha256, self.store.clock.now() + SESSION_S)
 
-    def _with_cookie(self, s: Session) -> web.Response:
-        sid = secrets.token_urlsafe(32)
-        now = time.time()
-        for k in [k for k, v in self.sessions.items() if v.expires < now]:
-            del self.sessions[k]
-        while len(self.sessions) >= MAX_SESSIONS:
-            del self.sessions[next(iter(self.sessions))]
-        self.sessions[sid] = s
+    async def _with_cookie(self, s: Session, via: str) -> web.Response:
+        """A new session (its cookie's hash in the store) and the cookie, back to `/`."""
+        sid, _ = await signin.sign_in(self.store, s.operator, s.token_sha256, SESSION_S, via)
         r = web.Response(status=303, headers={"Location": "/"})
         r.set_cookie(COOKIE, sid, max_age=int(SESSION_S), path="/", httponly=True,
                      samesite="Strict", secure=(self.public_base or "").startswith("https:"))
         return r
 
     async def handle_login(self, request: web.Request) -> web.Response:
-        if (throttled := self._throttled(request)) is not None:
+        if (throttled := await self._throttled(request)) is not None:
             return throttled
         try:
             form = await request.post()
@@ -311,9 +329,9 @@ class WebConsole(Server):
             form = {}  # type: ignore[assignment]
         token = form.get("token")
         if not isinstance(token, str) or not token.strip():
-            return self._refuse(request, "no token in the form")
-        got = self._sign_in(request, token.strip(), via_link=False)
-        return self._with_cookie(got) if isinstance(got, Session) else got
+            return await self._refuse(request, "no token in the form")
+        got = await self._sign_in(request, token.strip(), via_link=False)
+        return await self._with_cookie(got, "form") if isinstance(got, Session) else got
 
     # ------------------------------------------------------------------ the page
     def _ws_url(self, request: web.Request) -> str:
@@ -331,9 +349,9 @@ class WebConsole(Server):
     async def handle_index(self, request: web.Request) -> web.Response:
         token = request.query.get("token")
         if token is not None:  # the printed link: exchanged once, then refused here
-            got = self._sign_in(request, token, via_link=True)
-            return self._with_cookie(got) if isinstance(got, Session) else got
-        session = self._who(request)
+            got = await self._sign_in(request, token, via_link=True)
+            return await self._with_cookie(got, "link") if isinstance(got, Session) else got
+        session = await self._who(request)
         if isinstance(session, web.Response):
             return session
         if session is None:
@@ -364,7 +382,7 @@ class WebConsole(Server):
 
     async def handle_websocket(self, request: web.Request  # type: ignore[override]
                                ) -> web.StreamResponse:
-        session = self._who(request)
+        session = await self._who(request)
         if isinstance(session, web.Response):
             return session
         # every refusal comes before the upgrade: no process for any of them

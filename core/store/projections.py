@@ -25,6 +25,7 @@ PROJECTION_MODULES = (
     "core.workflows.projections",  # first: the order of handlers it had in this module
     "core.acp.projections", "core.flows.projections", "core.meetings.projections",
     "core.memory.projections", "core.sessions.projections", "core.triggers.projections",
+    "core.signin.projections",
 )
 _projection_modules = LazyModules(*PROJECTION_MODULES)
 

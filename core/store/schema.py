@@ -432,6 +432,8 @@ PROJECTION_TABLES: dict[str, str] = {
     "trigger_cron": "expert, trigger",
     "trigger_cursor": "name",
     "trigger_auth_failures": "seq",
+    "auth_failures": "seq",
+    "console_sessions": "sid_sha256",
     "memories": "id",
     "memory_fts": "mid",  # the FTS5 index: its rows compared like any table's
     "embedding_cache": "sha, model",
@@ -500,6 +502,26 @@ DROP INDEX approvals_by_subject;
 CREATE INDEX approvals_by_subject ON approvals(subject, seq, kind, status);
 """
 
+# v20 (issue 35): what several `serve` / `console --web` processes on one store share, and a
+# restart keeps. `auth_failures`: the refused credentials that count towards a limiter's
+# window (core/triggers/ratelimit.py), per scope ("hook:<expert>/<trigger>", "console") and
+# source address; each failure's projection drops its scope's rows older than its window, so
+# the table holds about one window. `console_sessions`: the web console's signed-in browsers
+# (core/signin), by the SHA-256 of the session cookie (never the cookie itself).
+SHARED_AUTH_VERSION = 20
+SHARED_AUTH_SCHEMA = """
+CREATE TABLE auth_failures (
+    seq INTEGER PRIMARY KEY, scope TEXT NOT NULL, address TEXT NOT NULL, at REAL NOT NULL
+);
+CREATE INDEX auth_failures_by_address ON auth_failures(scope, address, at);
+CREATE INDEX auth_failures_by_scope ON auth_failures(scope, at);
+CREATE TABLE console_sessions (
+    sid_sha256 TEXT PRIMARY KEY, operator TEXT NOT NULL, token_sha256 TEXT NOT NULL,
+    signed_in_at REAL NOT NULL, expires_at REAL NOT NULL, seq INTEGER NOT NULL
+);
+CREATE INDEX console_sessions_by_seq ON console_sessions(seq);
+"""
+
 # (version, script). Version 1 creates everything; later versions append here.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, LOG_SCHEMA + PROJECTION_SCHEMA_V1),
@@ -517,6 +539,7 @@ MIGRATIONS: list[tuple[int, str]] = [
     (MEMORY_VERSION, MEMORY_SCHEMA),
     (EMBEDDINGS_VERSION, EMBEDDINGS_SCHEMA),
     (APPROVALS_PROBE_VERSION, APPROVALS_PROBE_SCHEMA),
+    (SHARED_AUTH_VERSION, SHARED_AUTH_SCHEMA),
 ]
 MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 
@@ -524,6 +547,7 @@ MIGRATIONS.sort()  # applied in version order whatever order they were listed in
 PROJECTION_SCHEMA = (PROJECTION_SCHEMA_V1 + MEETINGS_SCHEMA + WORKFLOWS_SCHEMA + TURNS_SCHEMA
                      + TOOL_PINS_SCHEMA + SESSIONS_SCHEMA + FLOWS_SCHEMA + TRIGGERS_SCHEMA
                      + ACP_SCHEMA + HOOK_AUTH_SCHEMA + FLOWS_EXECUTOR_SCHEMA
-                     + MEMORY_SCHEMA + EMBEDDINGS_SCHEMA + APPROVALS_PROBE_SCHEMA)
+                     + MEMORY_SCHEMA + EMBEDDINGS_SCHEMA + APPROVALS_PROBE_SCHEMA
+                     + SHARED_AUTH_SCHEMA)
 
 LATEST_VERSION = max(v for v, _ in MIGRATIONS)

@@ -159,6 +159,11 @@ class HookAuthFailed(Payload):
     address: str
     reason: str
     error_id: str
+    # issue 35: a counted refusal is a row of `auth_failures` (the limiter's shared window,
+    # core/triggers/ratelimit.py), whose rows older than `window_s` it drops; an operator's
+    # mistake (hooks.yaml unusable) is recorded but not counted against the caller
+    counted: bool = True
+    window_s: float = 0.0
 
 
 class HookAuthThrottled(Payload):

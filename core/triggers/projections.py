@@ -13,6 +13,7 @@ from ..events import StoredEvent
 from ..store.projections import canonical_json as _j
 from ..store.projections import projects
 from . import events as tev
+from .ratelimit import count_failure, hook_scope
 
 
 def _set(db: sqlite3.Connection, e: StoredEvent, sets: str, params: tuple[Any, ...]) -> None:
@@ -136,6 +137,9 @@ def _auth_failed(db: sqlite3.Connection, e: StoredEvent) -> None:
     db.execute("INSERT INTO trigger_auth_failures (seq, expert, trigger, address, kind, reason,"
                " error_id, at) VALUES (?, ?, ?, ?, 'failed', ?, ?, ?)",
                (e.seq, p.expert, p.trigger, p.address, p.reason, p.error_id, e.ts))
+    if p.counted:
+        count_failure(db, e, hook_scope(p.expert, p.trigger), p.address, p.window_s)
+
 
 
 @projects(tev.HookAuthThrottled)

@@ -10,7 +10,8 @@ nothing.
 A caller that has not authenticated learns nothing about the server: its refusals are fixed
 messages with an `error_id`; the detail (which check failed, a broken hooks.yaml and its
 path) goes to the log and to a `trigger.auth_failed` event under that id. Refused
-credentials are rate-limited per address and trigger (core/triggers/ratelimit.py).
+credentials are rate-limited per address and trigger, counted in the store so every `serve`
+process on it counts together (core/triggers/ratelimit.py).
 A bearer sender makes its deliveries replay-safe with an `Idempotency-Key` header (or an
 `idempotencyKey` body field): the key is the trigger's dedupe key (the trigger's own
 `dedupe_key`, when it declares one, wins), checked in the append's transaction.
@@ -32,14 +33,14 @@ from starlette.routing import Route
 from ..errors import ClawError, ValidationError
 from ..events import NewEvent
 from ..limits import check_text, parse_json, printable
-from ..store.interface import Store
+from ..store.interface import Store, WriteTx
 from ..tasks.permissions import Role
 from . import events as tev
 from . import hookauth
 from .catalog import Catalog
 from .intake import accept
 from .queue import ACTOR, BadEvent
-from .ratelimit import FailureLimiter
+from .ratelimit import FailureLimiter, hook_scope
 
 NAME_MAX = 128
 IDEMPOTENCY_HEADER = "idempotency-key"
@@ -121,32 +122,45 @@ def build_app(store: Store, catalog: Catalog | None = None,
             " 'running', 'paused')")
         return JSONResponse({"ok": True, "queued": depth["n"] if depth else 0})
 
-    async def record(payload: tev.HookAuthFailed | tev.HookAuthThrottled) -> None:
-        """The detail an unauthenticated caller was not told: in the log and the events."""
+    def log_refusal(payload: tev.HookAuthFailed | tev.HookAuthThrottled) -> None:
+        """The detail an unauthenticated caller was not told: in the log (and the events)."""
         log.warning("webhook %s/%s from %s refused [%s]: %s", payload.expert, payload.trigger,
                     payload.address, payload.error_id,
                     printable(getattr(payload, "reason", "throttled"), 500))
-        entity = f"hook:{payload.expert}/{payload.trigger}"
-        try:
-            await store.execute(lambda tx: tx.emit(NewEvent(
-                entity_id=entity, actor=ACTOR, role=Role.SYSTEM.value, payload=payload)))
-        except ClawError as exc:  # the refusal stands; only its record is lost
-            log.warning("webhook refusal %s not recorded: %s", payload.error_id, exc)
 
     async def refuse(expert: str, trigger: str, address: str, reason: str,
                      count: bool = True) -> JSONResponse:
-        """401 with a fixed message; `count`: the refusal counts towards the 429."""
+        """401 with a fixed message; `count`: the refusal counts towards the 429. The refusal,
+        its count in the shared window and the start of a throttle episode are one write."""
         eid = new_error_id()
-        key = (address, expert, trigger)
-        tripped = limits.fail(key) if count else None
-        await record(tev.HookAuthFailed(expert=expert, trigger=trigger, address=address,
-                                        reason=printable(reason, 500), error_id=eid))
-        if tripped is not None:  # "*": the trigger, from any address that failed
-            await record(tev.HookAuthThrottled(
+        scope = hook_scope(expert, trigger)
+        entity = f"hook:{expert}/{trigger}"
+        failed = tev.HookAuthFailed(expert=expert, trigger=trigger, address=address,
+                                    reason=printable(reason, 500), error_id=eid,
+                                    counted=count, window_s=limits.window_s)
+        log_refusal(failed)
+
+        def write(tx: WriteTx) -> tev.HookAuthThrottled | None:
+            tripped = limits.fail(tx, scope, address) if count else None
+            tx.emit(NewEvent(entity_id=entity, actor=ACTOR, role=Role.SYSTEM.value,
+                             payload=failed))
+            if tripped is None:
+                return None
+            throttled = tev.HookAuthThrottled(  # "*": the trigger, from any address that failed
                 expert=expert, trigger=trigger, address=address if tripped == "address"
                 else "*", failures=limits.limit if tripped == "address"
                 else limits.trigger_limit, window_s=limits.window_s,
-                retry_after=float(limits.retry_after(key) or 0), error_id=eid))
+                retry_after=float(limits.retry_after_tx(tx, scope, address) or 0),
+                error_id=eid)
+            tx.emit(NewEvent(entity_id=entity, actor=ACTOR, role=Role.SYSTEM.value,
+                             payload=throttled))
+            return throttled
+
+        try:
+            if (throttled := await store.execute(write)) is not None:
+                log_refusal(throttled)
+        except ClawError as exc:  # the refusal stands; only its record (and count) is lost
+            log.warning("webhook refusal %s not recorded: %s", eid, exc)
         return _error(401, UNAUTHORIZED, eid)
 
     async def hook(request: Request) -> JSONResponse:
@@ -158,7 +172,13 @@ def build_app(store: Store, catalog: Catalog | None = None,
         if spec is None or spec.type != "webhook":
             return _error(404, "not found")
         address = request.client.host if request.client is not None else "unknown"
-        wait = limits.retry_after((address, expert, trigger))
+        try:  # the shared failure window: one read of the store, before any credential
+            wait = await limits.retry_after(store, hook_scope(expert, trigger), address)
+        except ClawError as exc:  # fail closed: nothing could be stored either
+            eid = new_error_id()
+            log.error("webhook %s/%s: failure window unreadable [%s]: %s", expert, trigger,
+                      eid, exc)
+            return _error(503, "not stored; nothing was queued", eid)
         if wait is not None:
             return _error(429, "too many failed attempts", headers={"Retry-After": str(wait)})
         try:

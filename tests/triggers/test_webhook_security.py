@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from core.clock import FakeClock
+from core.events import NewEvent
 from core.experts import home
-from core.store import open_store
-from core.store.interface import Store
+from core.store.interface import Store, WriteTx
+from core.triggers import events as tev
 from core.triggers import hookauth, views
 from core.triggers.catalog import Catalog
 from core.triggers.ratelimit import FailureLimiter
@@ -26,23 +27,6 @@ from tests.helpers.hook_expert import SECRET, TOKEN, install_hook_expert
 HOOK = "/hooks/hook-expert/inbound"
 GOOD = {"event_id": "e-1", "contact_id": "c-1"}
 BEARER = {"authorization": f"Bearer {TOKEN}"}
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = await open_store(str(tmp_path / "w.db"))
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 def client(app: Any, address: str = "127.0.0.1") -> httpx.AsyncClient:
@@ -101,10 +85,10 @@ async def test_unauthenticated_replies_hold_no_path_version_or_config(
     assert (await store.fetchone("SELECT count(*) AS n FROM trigger_items"))["n"] == 0
 
 
+@pytest.mark.both_backends
 async def test_failures_rate_limited_per_address_and_trigger(
-        store: Store, hook_home: Path) -> None:
-    clock = FakeClock()
-    app = build_app(store, Catalog(), limiter=FailureLimiter(3, 60.0, clock=clock))
+        store: Store, hook_home: Path, clock: FakeClock) -> None:
+    app = build_app(store, Catalog(), limiter=FailureLimiter(3, 60.0))
     bad = {"authorization": "Bearer wrong-token-xxxxxxxxxx"}
     n = 0
 
@@ -128,10 +112,10 @@ async def test_failures_rate_limited_per_address_and_trigger(
         assert (await attacker.post("/hooks/hook-expert/mail", json=mail,
                                     headers=bad)).status_code == 401
         # 429s are not counted: the lock ends one window after the last refused credential
-        clock.t += 30
+        clock.advance(30)
         r = await attacker.post(HOOK, json=good(), headers=bad)
         assert r.status_code == 429 and r.headers["retry-after"] == "30"
-        clock.t += 30
+        clock.advance(30)
         assert (await attacker.post(HOOK, json=good(), headers=BEARER)).status_code == 202
     failed = await store.fetchall("SELECT kind, address, trigger FROM trigger_auth_failures"
                                   " ORDER BY seq")
@@ -141,7 +125,7 @@ async def test_failures_rate_limited_per_address_and_trigger(
     assert over["inbound"]["auth_failures_1h"] == 3
     assert over["inbound"]["auth_throttled_1h"] == 1
     assert over["mail"]["auth_failures_1h"] == 1 and over["tick"]["auth_failures_1h"] == 0
-    later = await views.overview(store, now=time.time() + 3700)
+    later = await views.overview(store, now=clock.now() + 3700)
     assert {r["auth_failures_1h"] for r in later} == {0}
     assert await store.verify_projections() == []  # rebuilt from the log: the same rows
 
@@ -182,29 +166,47 @@ async def test_idempotency_key_makes_a_bearer_replay_one_run(
     assert len(queued) == 5
 
 
-def test_the_limiter_counts_one_episode_and_stays_bounded() -> None:
-    clock = FakeClock()
-    lim = FailureLimiter(3, 10.0, clock=clock, max_keys=2)
-    key = ("a", "e", "t")
-    assert [lim.fail(key) for _ in range(3)] == [None, None, "address"]  # tripped once
-    assert lim.retry_after(key) == 10
-    assert lim.fail(key) is None  # a failure counted while locked starts no new episode
-    clock.t += 10.5
-    assert lim.retry_after(key) is None  # a sliding window: all aged out
-    for i in range(5):  # distinct addresses: only the newest `max_keys` are tracked
-        lim.fail((f"b{i}", "e", "t"))
-    assert len(lim._fails) == 2
+async def fail(store: Store, lim: FailureLimiter, address: str, scope: str = "hook:e/t"
+               ) -> str | None:
+    """One counted refusal, as the webhook records it (the limiter's check, then the event)."""
+    def write(tx: WriteTx) -> str | None:
+        tripped = lim.fail(tx, scope, address)
+        expert, trigger = scope.removeprefix("hook:").split("/")
+        tx.emit(NewEvent(entity_id=f"hook:{scope}", actor="test", role="system",
+                         payload=tev.HookAuthFailed(
+                             expert=expert, trigger=trigger, address=address, reason="bad",
+                             error_id="E-1", window_s=lim.window_s)))
+        return tripped
+    return await store.execute(write)
 
 
-def test_many_addresses_get_one_try_each_and_a_clean_sender_none_less() -> None:
-    clock = FakeClock()
-    lim = FailureLimiter(3, 10.0, clock=clock, trigger_limit=4)
-    trips = [lim.fail((f"10.0.0.{i}", "e", "t")) for i in range(4)]
-    assert trips == [None, None, None, "trigger"]  # 4 addresses, one failure each
-    assert all(lim.retry_after((f"10.0.0.{i}", "e", "t")) == 10 for i in range(4))
-    assert lim.retry_after(("10.9.9.9", "e", "t")) is None  # never failed: let in
-    assert lim.retry_after(("10.0.0.1", "e", "other")) is None  # another trigger
-    assert lim.fail(("10.0.0.5", "e", "t")) is None  # a new address: one try...
-    assert lim.retry_after(("10.0.0.5", "e", "t")) == 10  # ...then 429
-    clock.t += 10.5
-    assert lim.retry_after(("10.0.0.5", "e", "t")) is None  # the window slid by
+@pytest.mark.both_backends
+async def test_the_limiter_counts_one_episode_and_keeps_one_window(
+        store: Store, clock: FakeClock) -> None:
+    lim = FailureLimiter(3, 10.0)
+    assert [await fail(store, lim, "a") for _ in range(3)] == [None, None, "address"]
+    assert await lim.retry_after(store, "hook:e/t", "a") == 10
+    assert await fail(store, lim, "a") is None  # counted while locked: no new episode
+    clock.advance(10.5)
+    assert await lim.retry_after(store, "hook:e/t", "a") is None  # a sliding window
+    for i in range(5):  # each failure drops its scope's rows that left the window
+        await fail(store, lim, f"b{i}")
+    rows = await store.fetchall("SELECT address FROM auth_failures ORDER BY seq")
+    assert [r["address"] for r in rows] == [f"b{i}" for i in range(5)]
+    assert await store.verify_projections() == []
+
+
+@pytest.mark.both_backends
+async def test_many_addresses_get_one_try_each_and_a_clean_sender_none_less(
+        store: Store, clock: FakeClock) -> None:
+    lim = FailureLimiter(3, 10.0, trigger_limit=4)
+    trips = [await fail(store, lim, f"10.0.0.{i}") for i in range(4)]
+    assert trips == [None, None, None, "scope"]  # 4 addresses, one failure each
+    assert all([await lim.retry_after(store, "hook:e/t", f"10.0.0.{i}") == 10
+                for i in range(4)])
+    assert await lim.retry_after(store, "hook:e/t", "10.9.9.9") is None  # never failed
+    assert await lim.retry_after(store, "hook:e/other", "10.0.0.1") is None  # other trigger
+    assert await fail(store, lim, "10.0.0.5") is None  # a new address: one try...
+    assert await lim.retry_after(store, "hook:e/t", "10.0.0.5") == 10  # ...then 429
+    clock.advance(10.5)
+    assert await lim.retry_after(store, "hook:e/t", "10.0.0.5") is None  # the window slid
