@@ -798,14 +798,3 @@ def _listed(pkg: Package, kind: str) -> list[str]:
 def _strs(v: Any) -> list[str]:
     return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
 
-
-def approval_tier(pkg: Package, tool: str, op: str) -> str:
-    """The effective tier of `tool.op`: overrides, then policy default, then confirm."""
-    ap = pkg.section("policy").get("approval")
-    if isinstance(ap, dict):
-        ov = ap.get("overrides")
-        if isinstance(ov, dict) and ov.get(f"{tool}.{op}") in ck.TIERS:
-            return str(ov[f"{tool}.{op}"])
-        if ap.get("default") in ck.TIERS:
-            return str(ap["default"])
-    return "confirm"

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .package import Package, approval_tier
+from .package import Package
+from .tiers import approval_tier
 
 
 @dataclass(frozen=True)

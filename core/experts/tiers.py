@@ -1,4 +1,6 @@
-"""The tier of a bound operation is the tier of the concrete tool it runs (issue 34.2).
+"""Approval tiers of an expert's operations: an operation's own (`approval_tier`: the
+package's overrides, then its default, then confirm), and the tier of a bound operation,
+which is the tier of the concrete tool it runs (issue 34.2).
 
 A binding may map several declared operations onto one server tool (`operations:
 {create_note: update_deal_stage}`): a call of that tool is then any of them, so its tier is
@@ -9,10 +11,23 @@ take tiers from here; `expert bind` and `expert validate` print `shared_warnings
 
 from __future__ import annotations
 
+from . import checks as ck
 from .bindings import ToolBinding
-from .package import Package, approval_tier
+from .package import Package
 
 STRICTNESS = {"auto": 0, "confirm": 1, "manual": 2}
+
+
+def approval_tier(pkg: Package, tool: str, op: str) -> str:
+    """The effective tier of `tool.op`: overrides, then policy default, then confirm."""
+    ap = pkg.section("policy").get("approval")
+    if isinstance(ap, dict):
+        ov = ap.get("overrides")
+        if isinstance(ov, dict) and ov.get(f"{tool}.{op}") in ck.TIERS:
+            return str(ov[f"{tool}.{op}"])
+        if ap.get("default") in ck.TIERS:
+            return str(ap["default"])
+    return "confirm"
 
 
 def strictest(tiers: list[str]) -> str:
@@ -63,4 +78,5 @@ def shared_warnings(pkg: Package, bindings: dict[str, ToolBinding]) -> list[str]
     return out
 
 
-__all__ = ["concrete_ops", "concrete_tiers", "op_tier", "shared_warnings", "strictest"]
+__all__ = ["approval_tier", "concrete_ops", "concrete_tiers", "op_tier", "shared_warnings",
+           "strictest"]

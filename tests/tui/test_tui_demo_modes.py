@@ -110,7 +110,8 @@ async def test_the_readme_keys_approve_t4_and_every_mode_shows_something(
 def test_the_example_expert_validates() -> None:
     """Its own package: no errors, no warnings, a webhook and a cron trigger, and the
     webhook's process has a confirm-tier operation (the gate the demo stops at)."""
-    from core.experts.package import approval_tier, load_package
+    from core.experts.package import load_package
+    from core.experts.tiers import approval_tier
     from core.triggers.demo import examples_dir
     from core.triggers.spec import triggers_of
 
