@@ -25,6 +25,7 @@ from .stores import cli_store
 if TYPE_CHECKING:
     from core.agents.registry import AgentSet
     from core.store import Store
+    from core.workers import ComposedEngine
 
 Handler = Callable[[argparse.Namespace], "int | Awaitable[int]"]
 
@@ -48,6 +49,28 @@ def stop_on_signals(stop: Callable[[], object],
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, handler, sig)
+async def drive_engine(composed: ComposedEngine, until_idle: bool) -> bool:
+    """Run a built engine (`flow work`, `session run`) until ctrl+c / SIGTERM, or with
+    `until_idle` until every worker is idle; False when it did not get idle or a worker
+    failed (each failure said on stderr)."""
+    import asyncio
+
+    stop_on_signals(composed.stop)
+    task = asyncio.create_task(composed.run())
+    ok = True
+    try:
+        if until_idle:
+            ok = await composed.until_idle(timeout_s=24 * 3600)
+            composed.stop()
+        await task
+    finally:
+        composed.stop()
+        await task
+    for err in composed.errors:
+        sys.stderr.write(f"clawtower: warning: {err}\n")
+    return ok and not composed.errors
+
+
 DB_HELP = "store file (default: $CLAWTOWER_HOME/clawtower.db)"
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ClawError, NotFound, ValidationError
 
 from . import output
-from .common import add_config_option, db_parent, nothing_yet, stop_on_signals
+from .common import add_config_option, db_parent, drive_engine, nothing_yet
 from .stores import cli_store
 
 if TYPE_CHECKING:
@@ -241,7 +241,6 @@ async def _wait(store: Store, cfg: ClawtowerConfig, fid: str, args: argparse.Nam
 
 
 async def _work(store: Store, cfg: ClawtowerConfig, args: argparse.Namespace) -> int:
-    import asyncio
 
     from core.workers import FlowsWorker, build_engine
 
@@ -253,21 +252,9 @@ async def _work(store: Store, cfg: ClawtowerConfig, args: argparse.Namespace) ->
     assert isinstance(worker, FlowsWorker)
     engine = worker.flows
     print(f"clawtower: flow engine {engine.owner} on {store.path}; ctrl+c stops", flush=True)
-    stop_on_signals(composed.stop)
-    runner = asyncio.create_task(composed.run())
-    ok = True
-    try:
-        if args.until_idle:
-            ok = await composed.until_idle(timeout_s=24 * 3600)
-            composed.stop()
-        await runner
-    finally:
-        composed.stop()
-        await runner
+    ok = await drive_engine(composed, args.until_idle)
     print(f"{engine.handled} agent turn(s) run", flush=True)
-    for err in composed.errors:
-        sys.stderr.write(f"clawtower: warning: {err}\n")
-    return 0 if ok and worker.ok and not composed.errors else 1
+    return 0 if ok and worker.ok else 1
 
 
 HEAD = ["ID", "STATUS", "AGENT", "TASKS", "DONE", "TOKENS", "TASK"]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ClawError, ValidationError
 
 from . import output
-from .common import add_config_option, db_parent, nothing_yet, stop_on_signals
+from .common import add_config_option, db_parent, drive_engine, nothing_yet
 from .stores import cli_store
 
 if TYPE_CHECKING:
@@ -300,7 +300,6 @@ async def _worker(store: Store, cfg: ClawtowerConfig, args: argparse.Namespace) 
 
     if args.concurrency < 1:
         raise ValidationError("session run: --concurrency: must be at least 1")
-    import asyncio
 
     from core.workers import SessionsWorker, build_engine
 
@@ -312,21 +311,9 @@ async def _worker(store: Store, cfg: ClawtowerConfig, args: argparse.Namespace) 
     runner = worker.runner
     print(f"clawtower: session worker {runner.owner} on {store.path}; ctrl+c stops",
           flush=True)
-    stop_on_signals(composed.stop)
-    task = asyncio.create_task(composed.run())
-    ok = True
-    try:
-        if args.until_idle:
-            ok = await composed.until_idle(timeout_s=24 * 3600)
-            composed.stop()
-        await task
-    finally:
-        composed.stop()
-        await task
+    ok = await drive_engine(composed, args.until_idle)
     print(f"{runner.finished} turn job(s) run", flush=True)
-    for err in composed.errors:
-        sys.stderr.write(f"clawtower: warning: {err}\n")
-    return 0 if ok and not composed.errors else 1
+    return 0 if ok else 1
 
 
 HEAD = ["ID", "PARENT", "STATUS", "AGENT", "TURNS", "TOKENS", "COST", "TITLE"]
