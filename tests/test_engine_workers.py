@@ -10,21 +10,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from protocol import good_spec
+from protocol import good_spec, workflow_file
 
 from core.agents.registry import AgentSet
 from core.store import open_store
 from core.tasks.service import Tasks
 from core.workers import ALL, ComposedEngine, SessionsWorker, build_engine
 from core.workflows.service import Workflows
-
-
-def workflow_file(folder: Path, steps: int) -> Path:
-    path = folder / f"steps{steps}.lobster"
-    body = "".join(f"  - id: s{i}\n    pipeline: json\n    x-idempotent: true\n"
-                   for i in range(steps))
-    path.write_text(f"name: load\nsteps:\n{body}")
-    return path
 
 
 async def test_until_idle_runs_queued_tasks_and_workflow_runs(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from procs import HELPERS, child_env
-from protocol import good_spec
+from protocol import good_spec, workflow_file
 from reaper import throwaway_folder
 
 from core.store import open_store
@@ -30,15 +30,6 @@ from core.workflows.service import Workflows
 WORKER = str(HELPERS / "engine_worker.py")
 TTL = 1.5
 ENGINES = 4
-
-
-def workflow_file(folder: Path, steps: int) -> Path:
-    """`steps` in-process steps (no child process), each safe to run again after a crash."""
-    path = folder / f"steps{steps}.lobster"
-    body = "".join(f"  - id: s{i}\n    pipeline: json\n    x-idempotent: true\n"
-                   for i in range(steps))
-    path.write_text(f"name: load\nsteps:\n{body}")
-    return path
 
 
 async def seed(url: str, folder: Path, tasks: int, runs: int, steps: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from core.approvals import Approvals
@@ -176,3 +177,12 @@ class Driver:
 def needs_effects(src: Phase, dst: Phase) -> bool:
     return src in (P.AWAITING_APPROVAL, P.READY_TO_RESUME) or \
         (src, dst) == (P.QUALITY_GATE, P.AWAITING_APPROVAL)
+
+
+def workflow_file(folder: Path, steps: int) -> Path:
+    """`steps` in-process steps (no child process), each safe to run again after a crash."""
+    path = folder / f"steps{steps}.lobster"
+    body = "".join(f"  - id: s{i}\n    pipeline: json\n    x-idempotent: true\n"
+                   for i in range(steps))
+    path.write_text(f"name: load\nsteps:\n{body}")
+    return path
