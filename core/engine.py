@@ -126,6 +126,21 @@ class Engine:
             with contextlib.suppress(Exception):
                 await leases.release(self.store, presence, self.owner)
 
+    async def idle(self) -> str:
+        """"idle" when nothing this engine owns can move without a human: no task in flight
+        or ready, no adopted run or meeting still running, no workflow run or meeting that
+        is free to adopt (one whose agents are not in this engine's agents file does not
+        count); "stuck" when idle but for tasks that keep failing; else "busy"."""
+        if any(not t.done() for t in self.adopted.values()):
+            return "busy"
+        tasks = await self.orchestrator.state()
+        if tasks == "busy" or await self.workflows.adoptable():
+            return "busy"
+        meetings = await Meetings(self.store).list()
+        if any(m["orphaned"] and m["id"] not in self._unrunnable for m in meetings):
+            return "busy"
+        return tasks
+
     async def _adopt_runs(self) -> None:
         """Start driving each workflow run nobody drives (its driver died)."""
         self.adopted = {k: t for k, t in self.adopted.items() if not t.done()}

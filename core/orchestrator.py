@@ -369,6 +369,19 @@ class Orchestrator:
 
     STUCK_AFTER = 5  # consecutive driving errors after which run_until_idle gives up on a task
 
+    async def state(self) -> str:
+        """"busy" (a task in flight, or one that needs no human and has not failed
+        `STUCK_AFTER` times in a row), "stuck" (every remaining task keeps failing) or
+        "idle" (nothing can happen without a human)."""
+        return "busy" if self._inflight else self._state(await self.actionable())
+
+    def _state(self, waiting: list[dict[str, Any]]) -> str:
+        if not waiting:
+            return "idle"
+        if all(self._failures.get(r["id"], 0) >= self.STUCK_AFTER for r in waiting):
+            return "stuck"
+        return "busy"
+
     async def run_until_idle(self, timeout_s: float = 300.0) -> bool:
         """Drive until nothing can happen without a human. True if idle; False on timeout
         or when every remaining task keeps failing (see `errors`)."""
@@ -378,10 +391,9 @@ class Orchestrator:
             await self.tick()
             if not self._inflight:
                 waiting = await self.actionable()
-                if not waiting:
-                    return True
-                if all(self._failures.get(r["id"], 0) >= self.STUCK_AFTER for r in waiting):
-                    return False  # every remaining task keeps failing: say so, don't spin
+                state = self._state(waiting)
+                if state != "busy":  # every remaining task keeps failing: say so, don't spin
+                    return state == "idle"
                 now = loop.time()
                 nxt = min((self._retry_at.get(r["id"], now) for r in waiting), default=now)
                 if self.owner is not None:  # the rest may be another engine's: wait for news

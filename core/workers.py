@@ -81,21 +81,9 @@ class TasksWorker:
         self.engine.stop()
 
     async def idle(self) -> bool:
-        engine, orch = self.engine, self.engine.orchestrator
-        self.stuck = False
-        if orch._inflight or any(not t.done() for t in engine.adopted.values()):
-            return False
-        waiting = await orch.actionable()
-        if waiting:
-            if not all(orch._failures.get(r["id"], 0) >= orch.STUCK_AFTER for r in waiting):
-                return False
-            self.stuck = True  # every remaining task keeps failing: say so, don't spin
-        if await engine.workflows.adoptable():
-            return False
-        from .meetings.service import Meetings
-
-        return not any(m["orphaned"] and m["id"] not in engine._unrunnable
-                       for m in await Meetings(engine.store).list())
+        state = await self.engine.idle()
+        self.stuck = state == "stuck"  # every remaining task keeps failing: say so, don't spin
+        return state != "busy"
 
 
 class SessionsWorker:

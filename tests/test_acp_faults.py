@@ -182,3 +182,36 @@ async def test_recovery_settles_half_done_writes_by_digest(acp_store: Store,
     run = await acp_store.fetchone("SELECT * FROM acp_runs WHERE id='acp-dead'")
     assert run is not None and (run["status"], run["stop_reason"]) == ("failed", "interrupted")
     assert await recover(acp_store) == []  # once
+
+
+async def test_a_running_session_worker_recovers_a_run_whose_driver_dies_later(
+        acp_store: Store) -> None:
+    """ACP recovery is part of the session worker's sweep, not only of its start: a run
+    whose driver dies while this worker runs is settled without a restart."""
+    from core import liveness
+    from core.acp import events as aev
+    from core.events import NewEvent
+    from core.sessions.runner import SessionRunner
+    from core.sessions.skills import SkillSet
+
+    runner = SessionRunner(acp_store, skills=SkillSet(), tools=False, lease_ttl_s=0.6)
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop))
+    try:
+        await asyncio.sleep(0)  # the worker's start-up recovery has nothing to settle
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        driver = liveness.process_tag(dead.pid).rsplit(":", 1)[0] + ":1"  # gone
+        await acp_store.append([NewEvent(
+            entity_id="acp-late", actor="t", role="agent",
+            payload=aev.AcpRunStarted(harness="h", workspace=".", prompt="p", driver=driver))])
+        async with asyncio.timeout(60):
+            while True:
+                run = await acp_store.fetchone("SELECT * FROM acp_runs WHERE id='acp-late'")
+                if run is not None and run["status"] != "running":
+                    break
+                await acp_store.wait_for_change(await acp_store.last_seq(), 0.2)
+        assert (run["status"], run["stop_reason"]) == ("failed", "interrupted")
+    finally:
+        stop.set()
+        await task

@@ -177,6 +177,7 @@ class SessionRunner:
         if expired:
             cadence.expired = now
             await self._sweep_approvals()
+            await self._recover_acp()  # a driver that died while this worker runs, too
         if len(self.running) < self.max_concurrent and (
                 expired or await self._claimable()):
             await self.claim(expired=expired)
