@@ -91,15 +91,11 @@ async def _chat_turn(store: Any, cfg: Any, sid: str, text: str,
     sent = await sessions.send(sid, text, sender=_operator())
     if not args.json:
         return await _wait_reply(store, cfg, sid, sent["msg_id"], args.timeout)
-    from core.sessions.runner import SessionRunner
+    from .session import run_here
 
     before = await store.fetchone("SELECT coalesce(max(seq), 0) AS s FROM session_messages"
                                   " WHERE session_id=?", (sid,))
-    runner = SessionRunner(store, cfg, sessions={sid})
-    try:
-        ok = await runner.run_until_idle(args.timeout, {sid})
-    finally:
-        await runner.aclose()
+    ok = await run_here(store, cfg, sid, args.timeout)
     s = await sessions.get(sid)
     after = int(before["s"]) if before else 0
     replies = [m for m in s["messages"] if m["seq"] > after and m["role"] == "assistant"]

@@ -219,12 +219,15 @@ def _operator() -> str:
 
 async def _wait(store: Store, cfg: ClawtowerConfig, fid: str, args: argparse.Namespace
                 ) -> int:
-    """Drive the flow in this process (another engine holding the lease is waited for)."""
-    from core.flows.engine import model_engine
+    """Drive the flow on the engine `serve` runs, with its flows worker for this flow only,
+    until nothing of the flow can still move (another engine holding the flows' lease is
+    waited for while it drives the flow)."""
     from core.flows.service import Flows
+    from core.workers import build_engine
 
-    engine = model_engine(store, cfg, flows={fid})
-    await engine.run_flow(fid, timeout_s=args.timeout)
+    composed = build_engine(store, None, workers=["flows"], config=cfg,
+                            flow_kw={"flows": {fid}})
+    await drive_engine(composed, True, timeout_s=args.timeout, signals=False)
     got = await Flows(store).get(fid)
     flow = got["flow"]
     if args.json:

@@ -26,7 +26,6 @@ from .stores import cli_store
 if TYPE_CHECKING:
     from core.agents.config import ClawtowerConfig
     from core.sessions.reads import SessionReads
-    from core.sessions.runner import SessionRunner
     from core.store import Store
 
 
@@ -228,13 +227,16 @@ async def _say_who_takes_the_announce(store: Store, parent: str, child: str) -> 
                          " console runs the turn\n")
 
 
-def _runner(store: Store, cfg: ClawtowerConfig, *, only: set[str] | None = None,
-            on_text: Callable[[str, str, str], None] | None = None,
-            concurrency: int = 16) -> SessionRunner:
-    from core.sessions.runner import SessionRunner
+async def run_here(store: Store, cfg: ClawtowerConfig, sid: str, timeout_s: float,
+                   on_text: Callable[[str, str, str], None] | None = None) -> bool:
+    """Run session `sid`'s turns (and its children's) on the engine `serve` runs, with its
+    session worker for this session only, until it is quiet; False on timeout. A worker in
+    another process holding a turn is simply waited for."""
+    from core.workers import build_engine
 
-    return SessionRunner(store, cfg, sessions=only, on_text=on_text,
-                         max_concurrent=concurrency)
+    composed = build_engine(store, None, workers=["sessions"], config=cfg, on_text=on_text,
+                            session_kw={"sessions": {sid}})
+    return await drive_engine(composed, True, timeout_s=timeout_s, signals=False)
 
 
 async def waiting_note(store: Store, sid: str) -> str:
@@ -269,11 +271,7 @@ async def _wait_reply(store: Store, cfg: ClawtowerConfig, sid: str,
 
     before = await store.fetchone("SELECT coalesce(max(seq), 0) AS s FROM session_messages"
                                   " WHERE session_id=?", (sid,))
-    runner = _runner(store, cfg, only={sid}, on_text=on_text)
-    try:
-        ok = await runner.run_until_idle(timeout, {sid})
-    finally:
-        await runner.aclose()
+    ok = await run_here(store, cfg, sid, timeout, on_text)
     if streamed and not streamed[-1].endswith("\n"):
         sys.stdout.write("\n")
     s = await Sessions(store).get(sid)

@@ -206,13 +206,20 @@ class FlowEngine:
         self._wake.set()
 
     async def idle(self) -> bool:
-        """Nothing in flight here and no running flow with work left in the store."""
+        """Nothing in flight here and no running flow (of `only`, when set) with work left
+        in the store, whoever drives it."""
         return not self.inflight and not self.queue and not await self._any_work()
 
     async def _any_work(self) -> bool:
+        sql = ("SELECT t.flow_id FROM flows f JOIN flow_tasks t ON t.flow_id=f.id AND t.status"
+               " IN ('dispatched', 'running', 'synthesizing') WHERE f.status='running'")
+        if self.only is None:
+            return await self.store.fetchone(sql + " LIMIT 1") is not None
+        only = sorted(self.only)
+        if not only:
+            return False
         row = await self.store.fetchone(
-            "SELECT t.flow_id FROM flows f JOIN flow_tasks t ON t.flow_id=f.id AND t.status"
-            " IN ('dispatched', 'running', 'synthesizing') WHERE f.status='running' LIMIT 1")
+            sql + f" AND f.id IN ({','.join('?' * len(only))}) LIMIT 1", tuple(only))
         return row is not None
 
     async def run_flow(self, flow_id: str, timeout_s: float = 3600.0) -> dict[str, Any]:
