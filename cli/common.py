@@ -49,26 +49,21 @@ def stop_on_signals(stop: Callable[[], object],
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, handler, sig)
+
+
 async def drive_engine(composed: ComposedEngine, until_idle: bool, *,
                        timeout_s: float = 24 * 3600, signals: bool = True) -> bool:
     """Run a built engine (`flow work`, `session run`, `flow run --wait`, `session send`)
     until ctrl+c / SIGTERM (`signals`; without it ctrl+c interrupts as anywhere else), or
     with `until_idle` until every worker is idle (at most `timeout_s`); False when it did not
     get idle or a worker failed (each failure said on stderr)."""
-    import asyncio
-
     if signals:
         stop_on_signals(composed.stop)
-    task = asyncio.create_task(composed.run())
     ok = True
-    try:
-        if until_idle:
-            ok = await composed.until_idle(timeout_s=timeout_s)
-            composed.stop()
-        await task
-    finally:
-        composed.stop()
-        await task
+    if until_idle:
+        ok = await composed.run_until_idle(timeout_s)
+    else:
+        await composed.run()
     for err in composed.errors:
         sys.stderr.write(f"clawtower: warning: {err}\n")
     return ok and not composed.errors

@@ -125,7 +125,7 @@ async def seed(db: str, specs_dir: Path, *, live_sessions: bool = True,
     row of mode 2, is T-4's (the README's walk-through approves it); then the example expert
     is installed and its webhook fired once, up to its confirm gate (modes 6, 8 and 2)."""
     from core import AgentSet, Orchestrator, Tasks, load_script, load_spec, open_store
-    from core.sessions.demo import seed_sessions
+    from core.demo.sessions import seed_sessions
 
     store = await open_store(db)
     try:
@@ -145,11 +145,11 @@ async def seed(db: str, specs_dir: Path, *, live_sessions: bool = True,
         # mode 4: a parent that fanned out to subagents, a steered loop, a live fan-out
         await seed_sessions(store, live=live_sessions)
         # mode 7: a finished and a failed flow, and one the console's flow engine drives
-        from core.flows.demo import seed_flows
+        from core.demo.flows import seed_flows
 
         await seed_flows(store, specs_dir.parent / "agents.yaml", live=live_sessions)
         if console:  # modes 6 and 8: an installed expert whose webhook fired once
-            from core.triggers.demo import seed_expert
+            from core.demo.triggers import seed_expert
 
             out = await seed_expert(store, by=DEMO_ACTOR)
             if "skipped" in out:

@@ -1,5 +1,6 @@
 """One engine, one registration point: every protocol's worker behind one small interface,
-composed by `build_engine` for every front end (`serve`, `serve --until-idle`, the console).
+composed by `build_engine` for every front end (`serve`, `serve --until-idle`, the console,
+`flow work`, `flow run --wait`, `session run`, `session send`, the demo's seeding).
 
     front end (cli/serve.py, tui/workers.py)
       -> ComposedEngine (this module): run, stop, idle, until_idle
@@ -192,6 +193,15 @@ class ComposedEngine:
             if self.running(w.name) and not await w.idle():
                 return False
         return await self.store.last_seq() == seq
+
+    async def run_until_idle(self, timeout_s: float = 3600.0) -> bool:
+        """Run every worker until every one is idle (`until_idle`), then stop them all."""
+        task = asyncio.create_task(self.run(), name="engine")
+        try:
+            return await self.until_idle(timeout_s)
+        finally:
+            self.stop()
+            await task
 
     async def until_idle(self, timeout_s: float = 3600.0) -> bool:
         """Wait until every worker is idle. False on timeout, or when it is idle only because

@@ -97,7 +97,7 @@ def sessions(key: str) -> Step:
 
 async def seed_session_store(db: str) -> None:
     from core import open_store
-    from core.sessions.demo import seed_sessions
+    from core.demo.sessions import seed_sessions
 
     store = await open_store(db)
     try:
@@ -148,7 +148,7 @@ def flows(key: str) -> Step:
 
 async def seed_flow_store(db: str) -> None:
     from core import open_store
-    from core.flows.demo import seed_flows
+    from core.demo.flows import seed_flows
 
     store = await open_store(db)
     try:
@@ -162,7 +162,7 @@ async def seed_expert_store(db: str) -> None:
     its confirm gate (modes 6 and 8, and a row in mode 2). On the real clock: mode 8 puts
     the webhook's last fire beside the cron trigger's next fire, which is computed from now."""
     from core import open_store
-    from core.triggers.demo import seed_expert
+    from core.demo.triggers import seed_expert
 
     store = await open_store(db)
     try:

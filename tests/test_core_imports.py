@@ -350,7 +350,7 @@ def test_the_engine_and_the_session_worker_load_no_acp_or_mcp_sdk():
     SDK loads with the first ACP turn (or a run to recover), the MCP SDK when an MCP server
     is configured (~1 s of imports together on a busy machine)."""
     out = _child("import sys\nimport core.sessions.runner, core.engine, core.flows.engine\n"
-                 "import core.triggers.service, core.sessions.demo, core.tools.registry\n"
+                 "import core.triggers.service, core.demo.sessions, core.tools.registry\n"
                  + _loaded(("acp", "mcp", "mcp_types", "core.tools.mcp", "core.acp.bridge",
                             "core.acp.client")))
     assert out.returncode == 0, out.stderr

@@ -12,7 +12,7 @@ from tui_helpers import until
 
 from cli.demo import DEMO_DIR, console_setup, seed
 from core import config
-from core.triggers.demo import EXPERT, WEBHOOK
+from core.demo.triggers import EXPERT, WEBHOOK
 from tui.app import ClawtowerApp
 from tui.screens.experts import ExpertsScreen
 from tui.screens.triggers import TriggersScreen
@@ -110,9 +110,9 @@ async def test_the_readme_keys_approve_t4_and_every_mode_shows_something(
 def test_the_example_expert_validates() -> None:
     """Its own package: no errors, no warnings, a webhook and a cron trigger, and the
     webhook's process has a confirm-tier operation (the gate the demo stops at)."""
+    from core.demo.triggers import examples_dir
     from core.experts.package import load_package
     from core.experts.tiers import approval_tier
-    from core.triggers.demo import examples_dir
     from core.triggers.spec import triggers_of
 
     pkg = load_package(examples_dir() / EXPERT)

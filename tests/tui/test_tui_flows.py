@@ -15,7 +15,7 @@ from flow_helpers import GatedBrain, specs, sub
 from tui_helpers import SIZE, copy_store, shown, until
 
 from core import open_store
-from core.flows.demo import seed_flows
+from core.demo.flows import seed_flows
 from core.flows.engine import FlowEngine
 from core.flows.service import Flows
 from tui.app import ClawtowerApp

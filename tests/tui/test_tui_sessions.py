@@ -13,7 +13,7 @@ from textual.widgets import Input
 from tui_helpers import SIZE, copy_store, shown, until
 
 from core import open_store
-from core.sessions.demo import seed_sessions
+from core.demo.sessions import seed_sessions
 from core.sessions.service import Sessions
 from tui.app import ClawtowerApp
 from tui.screens.sessions import SessionList, SessionsScreen

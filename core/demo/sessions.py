@@ -9,13 +9,22 @@ Deterministic: the simulator answers by the directives in the messages (`#spawn`
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from ..agents.config import config_from_data
+from ..sessions.service import Sessions
+from ..sessions.skills import SkillSet
+from ..sessions.specs import AgentSpecConfig
 from ..store.interface import Store
-from .runner import SessionRunner
-from .service import Sessions
-from .skills import SkillSet
-from .specs import AgentSpecConfig
+from ..workers import ComposedEngine, build_engine
+
+
+def _engine(store: Store, config: dict[str, Any], session: str, **kw: Any) -> ComposedEngine:
+    """The engine with its session worker only, for `session` (and its subagents)."""
+    return build_engine(store, None, workers=["sessions"],
+                        config=config_from_data(config, "demo"),
+                        session_kw={"skills": SkillSet(), "owner": "demo-seed",
+                                    "sessions": {session}, **kw})
 
 
 async def seed_sessions(store: Store, *, live: bool = True, timeout_s: float = 120.0
@@ -32,18 +41,13 @@ async def seed_sessions(store: Store, *, live: bool = True, timeout_s: float = 1
     review = await s.create(agent="lead", title="Release review", by="demo")
     await s.send(review, "#spawn 3 worker review one module of the release each",
                  sender="demo")
-    quick = SessionRunner(store, config_from_data({"speed": 0}, "demo"), skills=SkillSet(),
-                          tools=False, owner="demo-seed")
-    if not await quick.run_until_idle(timeout_s, {review}):
+    if not await _engine(store, {"speed": 0}, review, tools=False).run_until_idle(timeout_s):
         raise TimeoutError("demo: the fan-out did not finish")
     migration = await s.create(agent="worker", title="Table migration", by="demo")
     await s.send(migration, "#work 6 migrate the tables", sender="demo")
     # a model that takes 30 ms a call: long enough to steer the loop while it runs
-    steady = SessionRunner(store, config_from_data({"speed": 1, "delay_ms": [30, 30]},
-                                                   "demo"), skills=SkillSet(),
-                           owner="demo-seed")
-    stop = asyncio.Event()
-    worker = asyncio.create_task(steady.run(stop))
+    steady = _engine(store, {"speed": 1, "delay_ms": [30, 30]}, migration)
+    worker = asyncio.create_task(steady.run())
     try:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -53,16 +57,14 @@ async def seed_sessions(store: Store, *, live: bool = True, timeout_s: float = 1
                 " j.turn_id WHERE j.session_id=? AND j.status='running'", (migration,))
             if row and row["n"] >= 2:
                 break
-            if loop.time() > deadline:
+            if loop.time() > deadline or worker.done():
                 raise TimeoutError("demo: the tool loop did not start")
             await asyncio.sleep(0.005)
         await s.send(migration, "Is the users table done yet?", sender="demo")
-        while not await steady.quiet({migration}):
-            if loop.time() > deadline:
-                raise TimeoutError("demo: the steered loop did not finish")
-            await asyncio.sleep(0.02)
+        if not await steady.until_idle(max(0.0, deadline - loop.time())):
+            raise TimeoutError("demo: the steered loop did not finish")
     finally:
-        stop.set()
+        steady.stop()
         await worker
     roots = [review, migration]
     if live:

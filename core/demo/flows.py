@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..agents.config import ClawtowerConfig, config_from_data
+from ..flows.service import Flows
 from ..safe_yaml import load_file
 from ..sessions.service import Sessions
 from ..sessions.specs import AgentSpecConfig
 from ..store.interface import Store
-from .engine import model_engine
-from .service import Flows
+from ..workers import build_engine
 
 AGENTS: dict[str, list[str]] = {
     "planner": ["analyst", "auditor", "writer"], "analyst": ["fetcher"],
@@ -51,8 +51,10 @@ async def seed_flows(store: Store, agents_file: str | Path, *, live: bool = True
     for root, text in (("q3-brief", "Write the Q3 board briefing"),
                        ("mig-plan", "Migrate the billing tables to the new cluster")):
         fid = await flows.start("planner", text, root_id=root, by="demo")
-        engine = model_engine(store, quick, flows={fid}, owner="demo-seed")
-        await engine.run_flow(fid, timeout_s=timeout_s)
+        engine = build_engine(store, None, workers=["flows"], config=quick,
+                              flow_kw={"flows": {fid}, "owner": "demo-seed"})
+        if not await engine.run_until_idle(timeout_s):
+            raise TimeoutError(f"demo: flow {fid} did not finish")
         ids.append(fid)
     if live:
         ids.append(await flows.start("planner", "Check the release is ready to ship",

@@ -2,8 +2,8 @@
 expert `examples/experts/incident-desk` into the demo's home, bind its `statuspage` tool to
 the example MCP server, give its webhook a token, and fire the webhook once through the
 webhook endpoint `clawtower serve` runs (in process, over ASGI: authentication, body
-parsing and the one durable append), then run the queue worker until the invocation's run
-waits at its confirm gate, in Approvals.
+parsing and the one durable append), then run the engine's trigger worker until the
+invocation's run waits at its confirm gate, in Approvals.
 
 Nothing here is faked: the run is the expert's compiled process, driven as any trigger
 invocation is; after an approval an engine (the console's, `serve`) resumes it and the
@@ -13,20 +13,21 @@ notice is posted to the example status page.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from .. import config
-from ..errors import ClawError, ValidationError
+from ..errors import ValidationError
 from ..experts import home
 from ..experts.bindings import write_binding
 from ..store.interface import Store
-from . import hookauth
-from .catalog import Catalog
-from .worker import Worker, expert_executor
+from ..triggers import hookauth
+from ..triggers.background import TriggerWorkers
+from ..triggers.catalog import Catalog
+from ..triggers.worker import expert_executor
+from ..workers import build_engine
 
 EXPERT = "incident-desk"
 WEBHOOK = "alert_fired"
@@ -73,7 +74,7 @@ async def fire_webhook(store: Store, payload: dict[str, Any] | None = None) -> s
     (a Bearer token written with the trigger's credentials); returns the invocation id."""
     import httpx
 
-    from .webhook import build_app
+    from ..triggers.webhook import build_app
 
     token = hookauth.write(EXPERT, WEBHOOK, token=hookauth.RANDOM).token
     app = build_app(store, Catalog())
@@ -88,28 +89,18 @@ async def fire_webhook(store: Store, payload: dict[str, Any] | None = None) -> s
 
 async def run_until_gate(store: Store, item_id: str, *, by: str,
                          timeout_s: float = 60.0) -> str:
-    """Run the queue worker until invocation `item_id` leaves the queue (its run waits at
-    the confirm gate: `paused`); returns its status. Runs are started as `by`."""
-    stop = asyncio.Event()
-    worker = Worker(store, executor=expert_executor(store, by=by, actor=by),
-                    approval_sweep_s=3600.0, drain_s=5.0)
-    task = asyncio.create_task(worker.run(stop))
-    status = "queued"
-    try:
-        async with asyncio.timeout(timeout_s):
-            while status in ("queued", "running", "retry") and not task.done():
-                row = await store.fetchone("SELECT status FROM trigger_items WHERE id=?",
-                                           (item_id,))
-                status = str(row["status"]) if row else "missing"
-                if status in ("queued", "running", "retry"):
-                    await store.wait_for_change(await store.last_seq(), 0.2)
-    finally:
-        stop.set()
-        with contextlib.suppress(ClawError, asyncio.CancelledError):
-            await task
-    if worker.errors:
-        raise ValidationError(f"demo: the {EXPERT} run: {worker.errors[-1]}")
-    return status
+    """Run the engine's trigger worker until nothing can move without a human (invocation
+    `item_id`'s run waits at the confirm gate: `paused`); returns its status. Runs are
+    started as `by`."""
+    engine = build_engine(store, None, workers=["triggers"],
+                          trigger_executor=expert_executor(store, by=by, actor=by))
+    await engine.run_until_idle(timeout_s)
+    row = await store.fetchone("SELECT status FROM trigger_items WHERE id=?", (item_id,))
+    worker = engine.get("triggers")
+    errors = [*engine.errors, *(worker.errors if isinstance(worker, TriggerWorkers) else [])]
+    if errors:
+        raise ValidationError(f"demo: the {EXPERT} run: {errors[-1]}")
+    return str(row["status"]) if row else "missing"
 
 
 async def seed_expert(store: Store, *, by: str) -> dict[str, Any]:
