@@ -3,6 +3,7 @@ and dropped from the console) and escalated invocations (acknowledged)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,28 @@ async def test_the_console_alone_runs_a_fired_invocation(
                 break
             await pilot.pause(0.1)
         assert status == ["done"]
+
+
+async def test_the_console_fires_a_cron_trigger_on_its_clock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: the console's engine runs the cron scheduler `serve` runs: with no `serve`,
+    an expert's cron trigger (every 2 s) fires while the console is open, on the schedule."""
+    monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path / "home"))
+    install_hook_expert(tmp_path, cron="*/2 * * * * *")
+    db = str(tmp_path / "store.db")
+    app = ClawtowerApp(db, run_engine=True, operator="alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.wait_loaded()
+        assert app.store is not None
+        reader = app.store
+        fired: list[float] = []
+        for _ in range(600):
+            rows = await reader.fetchall(
+                "SELECT payload FROM trigger_items WHERE trigger='tick' ORDER BY seq")
+            fired = [float(json.loads(r["payload"])["fired_at"]) for r in rows]
+            if len(fired) >= 2:
+                break
+            await pilot.pause(0.1)
+        assert len(fired) >= 2
+        assert all(t % 2 == 0 for t in fired)  # on the schedule, once per time
+        assert len(set(fired)) == len(fired)
