@@ -28,7 +28,7 @@ from core.tasks.service import Tasks
 from core.workflows.service import Workflows
 
 WORKER = str(HELPERS / "engine_worker.py")
-TTL = 1.5
+TTL = 4.0  # renewed every TTL/3: a live engine stalled < 2.7 s on a loaded machine keeps its leases
 ENGINES = 4
 
 

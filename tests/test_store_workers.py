@@ -21,7 +21,7 @@ from reaper import throwaway_folder
 from core.store import open_store
 
 WORKER = str(HELPERS / "job_worker.py")
-TTL = 1.0
+TTL = 3.0  # renewed every TTL/3: a live worker stalled < 2 s on a loaded machine keeps its claims
 
 
 def spawn(url: str, owner: str, n: int, seed: int, hold_at: int = 0) -> subprocess.Popen[str]:
