@@ -41,10 +41,12 @@ async def sign_in(web: Web, http: aiohttp.ClientSession) -> str:
 
 
 async def screen_until(ws: aiohttp.ClientWebSocketResponse, text: str,
-                       timeout: float = 30) -> str:
+                       timeout: float = 90) -> str:
+    """Read until `text` shows, in the raw stream or with its escape sequences removed (a
+    loaded machine's repaints may put a style change inside a line)."""
     seen = ""
     async with asyncio.timeout(timeout):
-        while text not in seen:
+        while text not in seen and text not in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen):
             msg = await ws.receive()
             if msg.type == aiohttp.WSMsgType.BINARY:
                 seen += msg.data.decode("utf-8", "replace")
@@ -231,7 +233,7 @@ async def decide(http: aiohttp.ClientSession, web: Web, approval: str,
         await screen_until(ws, f"Approve {approval}?")
         await ws.send_json(["stdin", "y"])
         seen = ""
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(90):
             while not done(shown := re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen)):
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(0.2):
