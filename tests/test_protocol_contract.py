@@ -37,6 +37,7 @@ from hook_expert import install_hook_expert
 from procs import HELPERS, ROOT, child_env, die_with_parent
 
 from core.agents.config import load_agents, load_config
+from core.sessions.rerun import REUSED
 from core.store import open_store
 from core.store.interface import Store
 from core.workers import build_engine
@@ -45,6 +46,7 @@ CLAWTOWER = Path(sys.executable).with_name("clawtower")
 HOST = str(HELPERS / "engine_host.py")
 PROTOCOLS = ("flows", "meetings", "sessions", "triggers", "workflows")
 WAIT_S = 120.0  # generous: a loaded 2-core machine beside another suite
+SESSION_TTL_S = 1.5  # the killed engine's turn-job leases (taken over once they lapse)
 
 pytestmark = pytest.mark.both_backends
 
@@ -56,7 +58,7 @@ MEETING_AGENTS = ("agents:\n  a: {role: participant}\n  b: {role: participant}\n
 CONFIGS = {
     "flows": {"fast": FLOWS.replace("speed: 0.2", "speed: 0"),
               "slow": FLOWS.replace("speed: 0.2", "speed: 1")
-                           .replace("delay_ms: [200, 700]", "delay_ms: [300, 300]")},
+                           .replace("delay_ms: [200, 700]", "delay_ms: [150, 150]")},
     # round 1: b disagrees; round 2 (slow): b and c think for 30 s, the kill lands there;
     # the adopting engine asks b and c again (its scripts start afresh), never a
     "meetings": {
@@ -106,10 +108,16 @@ async def types(store: Store, entity_id: str | None = None) -> Counter[str]:
 
 class Protocol:
     """One protocol's side of the contract. `create` makes its work the way a user does and
-    returns its id; `under_way` (for the kill) is true once work is recorded but not done;
-    `check` asserts it ended correctly, exactly once (`killed`: after a take-over)."""
+    returns its id; `under_way` (for the kill) is true once work is recorded; `status` (a
+    query of the id) reads `running` until the work has ended; `check` asserts it ended
+    correctly, exactly once (`killed`: after a take-over); `lease(id)`: the lease a fresh
+    engine takes over from the killed process (None: the check sees the take-over)."""
 
     name = ""
+    status = ""
+
+    def lease(self, wid: str) -> str | None:
+        return None
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -124,13 +132,17 @@ class Protocol:
         raise NotImplementedError
 
     def env(self) -> dict[str, str]:
-        return {}
+        return {"CLAWTOWER_HOME": str(self.folder / "home")}
 
 
 class FlowsProtocol(Protocol):
     """`flow run lead ...` without --wait: Flows.start, left for the engine."""
 
     name = "flows"
+    status = "SELECT status FROM flows WHERE id=?"
+
+    def lease(self, wid: str) -> str | None:
+        return "flows"  # one engine drives the flows
 
     async def create(self, store: Store) -> str:
         from flow_helpers import specs
@@ -163,6 +175,10 @@ class MeetingsProtocol(Protocol):
     commit) whose process then went away before its first round: the engine adopts it."""
 
     name = "meetings"
+    status = "SELECT status FROM meetings WHERE id=?"
+
+    def lease(self, wid: str) -> str | None:
+        return f"meeting:{wid}"
 
     async def create(self, store: Store) -> str:
         return await left_meeting(store, load_agents(config_file(self.folder, self.name,
@@ -191,6 +207,7 @@ class SessionsProtocol(Protocol):
     """`session send` without --wait: a turn job queued for the engine's session worker."""
 
     name = "sessions"
+    status = "SELECT status FROM turn_jobs WHERE session_id=?"
 
     async def create(self, store: Store) -> str:
         from core.sessions.service import Sessions
@@ -221,6 +238,21 @@ class SessionsProtocol(Protocol):
         assert json.loads(msgs[1]["meta"]).get("job") == jobs[0]["id"]
         final = (await Sessions(store).get(wid))["messages"][-1]["text"]
         assert final.startswith(("Done:", "Resumed and finished")), final
+        # each of the 4 tool rounds ran once: a result recorded before the kill is reused,
+        # never run again; a call cut by the kill is reported as interrupted, not re-run
+        evs = [e for e in await store.events_after(0, 1_000_000)
+               if e.type in ("turn.tool_called", "turn.tool_result")]
+        called = {(e.entity_id, e.payload.call_id):  # type: ignore[attr-defined]
+                  e.payload.arguments for e in evs  # type: ignore[attr-defined]
+                  if e.type == "turn.tool_called"}
+        ran: Counter[str] = Counter()  # results of calls that ran
+        cut: Counter[str] = Counter()  # calls made, their worker killed before the result
+        for e in evs:
+            p: Any = e.payload
+            if e.type == "turn.tool_result" and not p.content.startswith(REUSED):
+                (cut if p.error_kind == "interrupted" else ran)[
+                    called[(e.entity_id, p.call_id)]] += 1
+        assert len(ran + cut) == 4 and set((ran + cut).values()) == {1}, (ran, cut)
 
 
 class TriggersProtocol(Protocol):
@@ -228,10 +260,10 @@ class TriggersProtocol(Protocol):
     run as the expert's process (one llm-task step on the simulator)."""
 
     name = "triggers"
+    status = "SELECT status FROM trigger_items WHERE id=?"
 
-    def __init__(self, folder: Path) -> None:
-        super().__init__(folder)
-        self.home = folder / "home"
+    def lease(self, wid: str) -> str | None:
+        return f"trigger:{wid}"
 
     async def create(self, store: Store) -> str:
         from core.triggers.catalog import Catalog
@@ -262,9 +294,6 @@ class TriggersProtocol(Protocol):
         assert run is not None and run["status"] == "ok", run
         assert await one(store, "SELECT count(*) AS n FROM workflow_runs") == 1
 
-    def env(self) -> dict[str, str]:
-        return {"CLAWTOWER_HOME": str(self.home)}
-
 
 WORKFLOW = """name: contract
 steps:
@@ -276,7 +305,11 @@ class WorkflowsProtocol(Protocol):
     (Workflows.enqueue). Each step logs that it ran, then takes a moment."""
 
     name = "workflows"
+    status = "SELECT status FROM workflow_runs WHERE id=?"
     steps = 4
+
+    def lease(self, wid: str) -> str | None:
+        return f"workflow:{wid}"
 
     async def create(self, store: Store) -> str:
         from core.workflows.service import Workflows
@@ -333,20 +366,24 @@ def protocol(request: pytest.FixtureRequest, tmp_path: Path,
     p = KINDS[request.param](tmp_path)
     monkeypatch.delenv("CLAWTOWER_CONFIG", raising=False)
     monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CLAWTOWER_OPERATOR", "tester")
     if p.name == "triggers":
         install_hook_expert(tmp_path)
     return p
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "protocol" in metafunc.fixturenames:
+    if "protocol" in metafunc.fixturenames and not any(
+            m.args and m.args[0] == "protocol" for m in metafunc.definition.iter_markers(
+                "parametrize")):
         metafunc.parametrize("protocol", PROTOCOLS, indirect=True)
 
 
 async def run_engine(store: Store, folder: Path, protocol: str) -> None:
     """A fresh composed engine (every worker) on the fast cast, until idle."""
     cfg = config_file(folder, protocol, "fast")
-    engine = build_engine(store, load_agents(cfg), config=load_config(cfg))
+    engine = build_engine(store, load_agents(cfg), config=load_config(cfg),
+                          session_kw={"lease_ttl_s": SESSION_TTL_S})
     runner = asyncio.create_task(engine.run())
     try:
         assert await engine.until_idle(timeout_s=WAIT_S), engine.errors
@@ -378,7 +415,7 @@ def spawn(protocol: Protocol, target: str, wid: str) -> subprocess.Popen[str]:
         argv = [str(CLAWTOWER), "meeting", "resume", wid, "--config", str(slow),
                 "--db", target]
     else:
-        argv = [sys.executable, HOST, target, str(slow)]
+        argv = [sys.executable, HOST, target, str(slow), str(SESSION_TTL_S)]
     return subprocess.Popen(argv, env=env, cwd=protocol.folder, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
 
@@ -398,8 +435,35 @@ async def test_kill_9_mid_work_then_a_fresh_engine_finishes_it_once(
                 child.kill()
                 child.wait(timeout=30)
         assert child.returncode == -signal.SIGKILL
+        assert await one(store, protocol.status, (wid,)) == "running", "killed after the end"
         await run_engine(store, protocol.folder, protocol.name)
         await protocol.check(store, wid, killed=True)
+        lease = protocol.lease(wid)
+        if lease is not None:  # taken over from the killed process (its pid in the owner)
+            took = [e.payload.took_over_from  # type: ignore[attr-defined]
+                    for e in await store.events_after(0, 1_000_000, entity_id=lease)
+                    if e.type == "lease.acquired"]
+            assert any(f":{child.pid}:" in (t or "") for t in took), (lease, took)
         assert await store.verify_projections() == []
+    finally:
+        await store.close()
+
+
+# -- 3. `serve --until-idle` (the CLI) for the protocols without such a run elsewhere --------
+
+@pytest.mark.parametrize("protocol", ["flows", "meetings"], indirect=True)
+async def test_serve_until_idle_leaves_no_ready_item(protocol: Protocol,
+                                                     store_target: str) -> None:
+    store = await open_store(store_target)
+    try:
+        wid = await protocol.create(store)
+        fast = config_file(protocol.folder, protocol.name, "fast")
+        r = await asyncio.to_thread(
+            subprocess.run, [str(CLAWTOWER), "serve", "--until-idle", "--no-http",
+                             "--config", str(fast), "--db", store_target],
+            capture_output=True, text=True, timeout=WAIT_S * 2, cwd=protocol.folder,
+            env=child_env(CLAWTOWER_CONFIG=str(fast), **protocol.env()))
+        assert r.returncode == 0, r.stdout + r.stderr
+        await protocol.check(store, wid, killed=False)
     finally:
         await store.close()
