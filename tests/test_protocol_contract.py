@@ -7,9 +7,10 @@ For each protocol:
               the composed engine (core/workers.py: `build_engine`, every worker) on the
               simulator until idle, and ends correctly, exactly once;
   kill -9     a child process running it (the composed engine, tests/helpers/engine_host.py,
-              or for meetings the user's own `clawtower meeting run`) is SIGKILLed mid-work,
-              once the store shows work recorded; a fresh engine here finishes it: nothing
-              lost, nothing applied twice (counted from the log);
+              or for meetings the user's own foreground runner, `clawtower meeting resume`)
+              on a slow simulator is SIGKILLed mid-work, once the store shows work recorded;
+              a fresh engine here takes it over from the dead process and finishes it:
+              nothing lost, nothing applied twice (counted from the log);
   until idle  `until_idle` never returns while the protocol has a ready item (the acceptance
               test), and for flows and meetings a real `clawtower serve --until-idle
               --no-http` run leaves none (the others: tests/cli/test_cli_serve_until_idle.py,
@@ -27,7 +28,6 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ import pytest
 from flow_helpers import counts
 from hook_expert import install_hook_expert
 from procs import HELPERS, ROOT, child_env, die_with_parent
+from session_helpers import wait_for
 
 from core.agents.config import load_agents, load_config
 from core.sessions.rerun import REUSED
@@ -58,7 +59,7 @@ MEETING_AGENTS = ("agents:\n  a: {role: participant}\n  b: {role: participant}\n
 CONFIGS = {
     "flows": {"fast": FLOWS.replace("speed: 0.2", "speed: 0"),
               "slow": FLOWS.replace("speed: 0.2", "speed: 1")
-                           .replace("delay_ms: [200, 700]", "delay_ms: [150, 150]")},
+                           .replace("delay_ms: [200, 700]", "delay_ms: [300, 300]")},
     # round 1: b disagrees; round 2 (slow): b and c think for 30 s, the kill lands there;
     # the adopting engine asks b and c again (its scripts start afresh), never a
     "meetings": {
@@ -69,7 +70,7 @@ CONFIGS = {
                 "  a: {meeting: [{stance: AGREE}, {stance: AGREE}]}\n"
                 "  b: {meeting: [{stance: DISAGREE}, {stance: AGREE, delay_ms: 30000}]}\n"
                 "  c: {meeting: [{stance: AGREE}, {stance: AGREE, delay_ms: 30000}]}\n"},
-    "sessions": {"fast": "speed: 0\n", "slow": "speed: 1\ndelay_ms: [400, 400]\n"},
+    "sessions": {"fast": "speed: 0\n", "slow": "speed: 1\ndelay_ms: [800, 800]\n"},
     # the trigger's process is one llm-task step: slow, it is still running at the kill
     "triggers": {"fast": "speed: 0\n", "slow": "speed: 1\ndelay_ms: [30000, 30000]\n"},
     "workflows": {"fast": "speed: 0\n", "slow": "speed: 0\n"},
@@ -80,18 +81,6 @@ def config_file(folder: Path, protocol: str, pace: str) -> Path:
     path = folder / f"{protocol}-{pace}.yaml"
     path.write_text(CONFIGS[protocol][pace])
     return path
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]], what: str,
-                     proc: subprocess.Popen[str] | None = None) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + WAIT_S
-    while not await check():
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"{what}: the child exited {proc.returncode} first:"
-                        f" {proc.stderr.read() if proc.stderr else ''}")
-        assert loop.time() < end, f"{what}: not reached in {WAIT_S:.0f} s"
-        await asyncio.sleep(0.05)
 
 
 async def one(store: Store, sql: str, args: tuple[Any, ...] = ()) -> Any:
@@ -116,11 +105,11 @@ class Protocol:
     name = ""
     status = ""
 
-    def lease(self, wid: str) -> str | None:
-        return None
-
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+
+    def lease(self, wid: str) -> str | None:
+        return None
 
     async def create(self, store: Store) -> str:
         raise NotImplementedError
@@ -167,7 +156,7 @@ class FlowsProtocol(Protocol):
         assert len(tasks) == 6
         assert {t: (c["sent"][t], c["replied"][t]) for t in tasks} == \
             dict.fromkeys(tasks, (1, 1)), c  # dispatched once, replied once: none lost
-        assert (await types(store, wid))["flow.finished"] <= 1
+        assert (await types(store, wid))["flow.finished"] == 1
 
 
 class MeetingsProtocol(Protocol):
@@ -317,7 +306,7 @@ class WorkflowsProtocol(Protocol):
         path = self.folder / "contract.lobster"
         log = self.folder / "ran.log"
         path.write_text(WORKFLOW.format(steps="".join(
-            f"  - id: s{i}\n    run: echo s{i} >> {log}; sleep 0.3\n    x-idempotent: true\n"
+            f"  - id: s{i}\n    run: echo s{i} >> {log}; sleep 0.4\n    x-idempotent: true\n"
             for i in range(self.steps))))
         return await Workflows(store, cwd=str(self.folder), stderr=lambda _t: None).enqueue(
             str(path))
@@ -352,7 +341,7 @@ async def left_meeting(store: Store, agents: Any) -> str:
     mid = await Coordinator(store, agents, lease_ttl_s=0.05).open(config)
     from core.meetings.service import Meetings
 
-    await wait_until(lambda: _orphaned(Meetings(store), mid), "the meeting's lease lapses")
+    await wait_for(lambda: _orphaned(Meetings(store), mid), WAIT_S)  # its lease lapsed
     return mid
 
 
@@ -395,7 +384,8 @@ async def run_engine(store: Store, folder: Path, protocol: str) -> None:
 
 # -- 1. acceptance ------------------------------------------------------------------------
 
-async def test_acceptance_the_engine_runs_it_once(protocol: Protocol, store_target: str) -> None:
+async def test_acceptance_until_idle_leaves_it_done_once(protocol: Protocol,
+                                                         store_target: str) -> None:
     store = await open_store(store_target)
     try:
         wid = await protocol.create(store)
@@ -427,7 +417,13 @@ async def test_kill_9_mid_work_then_a_fresh_engine_finishes_it_once(
         wid = await protocol.create(store)
         child = spawn(protocol, store_target, wid)
         try:
-            await wait_until(lambda: protocol.under_way(store, wid), "work recorded", child)
+            async def under_way() -> bool:
+                if child.poll() is not None:
+                    pytest.fail(f"the child exited {child.returncode} before the kill:"
+                                f" {child.stderr.read() if child.stderr else ''}")
+                return await protocol.under_way(store, wid)
+
+            await wait_for(under_way, WAIT_S)  # work recorded, not finished
             os.kill(child.pid, signal.SIGKILL)
             child.wait(timeout=30)
         finally:
