@@ -40,8 +40,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "helpers")]
 
+from tests.helpers.console_child import Consoled  # noqa: E402
 from tests.helpers.hook_expert import TOKEN, install_hook_expert  # noqa: E402
-from tests.helpers.procs import child_env, stop  # noqa: E402
+from tests.helpers.procs import child_env  # noqa: E402
 from tests.triggers.serve_helpers import Served, rows, wait_rows  # noqa: E402
 
 HOOK = "/hooks/hook-expert/inbound"
@@ -74,41 +75,13 @@ def _post(urls: list[str], start: int, n: int, rng: random.Random) -> list[str]:
     return asyncio.run(go())
 
 
-class Console:
-    """The console as the engine's host: scripts/console_host.py in a child process."""
-
-    def __init__(self, home: Path, db: Path, until_idle: bool = False) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "scripts" / "console_host.py"), str(db),
-             *(["--until-idle"] if until_idle else [])],
-            env=child_env(CLAWTOWER_HOME=str(home), CLAWTOWER_OPERATOR="tester"),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().strip()
-        if line != "READY":
-            self.proc.kill()
-            raise AssertionError(f"console did not start: {line!r} {self.proc.stderr.read()}"
-                                 if self.proc.stderr else line)
-
-    def stop(self) -> int:
-        return stop(self.proc, "console", timeout=60)
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(timeout=30)
-
-    def wait(self, timeout: float) -> int:
-        self.proc.communicate(timeout=timeout)
-        return self.proc.returncode
-
-
 class Engine:
     """One host of the engine and the address its webhooks are posted to: a `serve`, or a
     console beside a `serve --no-engine` (`intake`: one to share, else its own)."""
 
     def __init__(self, host: str, home: Path, db: Path, intake: Served | None = None) -> None:
         self.intake: Served | None = None
-        self.proc: Served | Console
+        self.proc: Served | Consoled
         if host == "serve":
             self.proc = Served(home, db)
             self.url = self.proc.url
@@ -116,7 +89,7 @@ class Engine:
         if intake is None:
             intake = self.intake = Served(home, db, ["--no-engine"])
         self.url = intake.url
-        self.proc = Console(home, db)
+        self.proc = Consoled(home, db)
 
     def kill(self) -> None:
         """SIGKILL the engine's host (the webhook server only when it is the host)."""
@@ -228,7 +201,7 @@ class Worker:
         return self.proc.returncode
 
 
-def _session_host(host: str, tmp: Path, db: Path, until_idle: bool = False) -> Worker | Console:
+def _session_host(host: str, tmp: Path, db: Path, until_idle: bool = False) -> Worker | Consoled:
     """The first worker: 60 ms a model call (killed 0-10 rounds in); the second: 0 ms."""
     delay = 0 if until_idle else 60
     if host == "serve":
@@ -236,7 +209,7 @@ def _session_host(host: str, tmp: Path, db: Path, until_idle: bool = False) -> W
     home = tmp / "home"  # the console's sessions on the worker's simulator
     home.mkdir(exist_ok=True)
     (home / "clawtower.yaml").write_text(f"speed: 1\ndelay_ms: [{delay}, {delay}]\n")
-    return Console(home, db, until_idle)
+    return Consoled(home, db, until_idle)
 
 
 async def _sessions_trial(tmp: Path, rng: random.Random, host: str) -> dict[str, Any]:
