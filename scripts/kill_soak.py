@@ -158,22 +158,24 @@ def kill_serve(tmp: Path, posts: int, rng: random.Random, host: str) -> dict[str
     srv = Engine(host, home, db)
     killed_in = 0
     try:
-        accepted = _post([srv.url], 0, first_n, rng)
-        done_at = rng.randint(0, max(0, first_n - 5))
-        wait_rows(db, "SELECT id FROM trigger_items WHERE status='done'",
-                  lambda r: len(r) >= done_at, timeout=600)
-        time.sleep(rng.uniform(0, 0.5))
-        killed_in = rows(db, "SELECT count(*) AS n FROM workflow_steps WHERE"
-                             " status='running' AND parent IS NULL")[0]["n"]
+        try:
+            accepted = _post([srv.url], 0, first_n, rng)
+            done_at = rng.randint(0, max(0, first_n - 5))
+            wait_rows(db, "SELECT id FROM trigger_items WHERE status='done'",
+                      lambda r: len(r) >= done_at, timeout=600)
+            time.sleep(rng.uniform(0, 0.5))
+            killed_in = rows(db, "SELECT count(*) AS n FROM workflow_steps WHERE"
+                                 " status='running' AND parent IS NULL")[0]["n"]
+        finally:
+            srv.kill()
+        srv2 = Engine(host, home, db, intake=srv.intake)  # a console: the same webhooks
+        try:
+            accepted += _post([srv2.url], first_n, posts - first_n, rng)
+            items = _settled(db, len(accepted), 600)
+        finally:
+            srv2.stop()
     finally:
-        srv.kill()
-    srv2 = Engine(host, home, db, intake=srv.intake)  # a console: the same webhook server
-    try:
-        accepted += _post([srv2.url], first_n, posts - first_n, rng)
-        items = _settled(db, len(accepted), 600)
-    finally:
-        srv2.stop()
-        if srv.intake is not None:
+        if srv.intake is not None:  # the webhook server beside the consoles
             srv.intake.stop()
     out = _count(db, accepted, items)
     out["steps_killed_in_flight"] = killed_in
