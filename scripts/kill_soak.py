@@ -14,13 +14,15 @@
 `console`: the real console, headless (scripts/console_host.py), on the same store. Then the
 webhooks are posted to `clawtower serve --no-engine` processes (the webhook server only,
 one per engine, never killed), and in the sessions scenario a console replaces each session
-worker process (its config: the worker's simulator, 60 ms a model call).
+worker process (on the workers' simulator: 60 ms a model call for the first, 0 for the
+second).
 
 Counted per trial (loopback only, every process ours, bounded by timeouts): accepted posts
-(202 queued), accepted items lost (never stored) or ending other than done (escalated, dead,
-still active), runs waiting for an operator although their interrupted step had no outside
-effect (hook-expert's process has only a model step and the compiler's `finish`), and for
-sessions: turns left open, interrupted tasks that never completed, messages lost.
+(202 queued), accepted items lost (never stored), given more than one run, or ending other
+than done (escalated, dead, still active), runs waiting for an operator although their
+interrupted step had no outside effect (hook-expert's process has only a model step and the
+compiler's `finish`), and for sessions: turns left open, interrupted tasks that never
+completed, messages lost.
 """
 
 from __future__ import annotations
@@ -124,7 +126,9 @@ def _count(db: Path, accepted: list[str], items: list[dict[str, Any]]) -> dict[s
     not_done = [by_id[i] for i in accepted if i in by_id and by_id[i]["status"] != "done"]
     waiting = [i for i in not_done if i["status"] == "paused" and i["gate"] == "interrupted"]
     errors = rows(db, "SELECT error FROM workflow_runs WHERE status='failed'")
-    return {"accepted": len(accepted), "lost": len(lost),
+    twice = rows(db, "SELECT entity_id FROM events WHERE type='trigger.linked'"
+                     " GROUP BY entity_id HAVING count(*) > 1")  # an item given two runs
+    return {"accepted": len(accepted), "lost": len(lost), "run_twice": len(twice),
             "escalated": sum(1 for i in not_done if i["status"] in ("escalated", "dead")),
             "not_done": len(not_done), "waiting_for_operator": len(waiting),
             "temp_file_races": sum(1 for e in errors if "FileNotFoundError" in (e["error"] or "")),
@@ -313,7 +317,7 @@ def main() -> int:
                     agg[k] = agg.get(k, 0) + int(v)
     print(json.dumps({"host": a.host, "seed": a.seed, "totals": totals}, indent=1))
     bad = sum(agg.get(k, 0) for agg in totals.values() for k in (
-        "lost", "escalated", "not_done", "waiting_for_operator", "temp_file_races",
+        "lost", "run_twice", "escalated", "not_done", "waiting_for_operator", "temp_file_races",
         "turns_left_open", "verify_open_turns", "tasks_incomplete", "messages_lost",
         "projection_problems"))
     return 0 if bad == 0 else 1
