@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="no webhook server (cron, channel triggers and queues still run)")
     s.add_argument("--no-triggers", action="store_true",
                    help="run the engine and sessions only, no trigger runtime")
+    s.add_argument("--no-engine", action="store_true",
+                   help="run the webhook server only: webhooks are accepted into the store"
+                   " and run by another engine on it (a console, or another serve)")
     s.add_argument("--auth-failures", type=int, default=20, metavar="N",
                    help="refused webhook credentials per address and trigger before 429"
                    " (default 20)")
@@ -218,6 +221,11 @@ async def _start(args: argparse.Namespace) -> int:
     check_int(args.auth_trigger_failures, "--auth-trigger-failures",
               *INTS["auth_trigger_failures"])
     check_float(args.auth_window, "--auth-window", *FLOATS["auth_window"])
+    if args.no_engine and (args.no_http or args.no_triggers or args.until_idle):
+        from core.errors import ValidationError
+
+        raise ValidationError("--no-engine runs the webhook server only: not with --no-http,"
+                              " --no-triggers or --until-idle")
     path = args.config or default_agents_file()
     agents = load_agents(path)
 
@@ -226,8 +234,13 @@ async def _start(args: argparse.Namespace) -> int:
         from core.triggers.ratelimit import FailureLimiter
         from core.triggers.service import Runtime
 
-        print(f"clawtower: engine on {store.path} (agents: {path or 'built-in simulator'});"
-              " ctrl+c stops", flush=True)
+        if args.no_engine:
+            print(f"clawtower: webhook server only on {store.path} (no engine: another"
+                  " process runs what it accepts); ctrl+c stops", flush=True)
+        else:
+            agents_of = path or "built-in simulator"
+            print(f"clawtower: engine on {store.path} (agents: {agents_of}); ctrl+c stops",
+                  flush=True)
         from core.workers import ALL
 
         # the webhook server: a front end beside the engine, not one of its workers (and
@@ -238,7 +251,8 @@ async def _start(args: argparse.Namespace) -> int:
             http=True, http_required=args.port is not None, workers=False,
             limiter=FailureLimiter(args.auth_failures, args.auth_window,
                                    trigger_limit=args.auth_trigger_failures)) if http else None
-        workers = [w for w in ALL if w != "triggers"] if args.no_triggers else ALL
+        workers = [] if args.no_engine else \
+            [w for w in ALL if w != "triggers"] if args.no_triggers else ALL
         try:
             return await engine_until_stopped(store, agents, args.db, args.until_idle,
                                               triggers=triggers, verbose=args.verbose,

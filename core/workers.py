@@ -159,12 +159,14 @@ class ComposedEngine:
             w.stop()
 
     async def run(self) -> None:
-        """Run every worker until `stop()`."""
+        """Run every worker until `stop()` (with none, `serve --no-engine`: wait for it)."""
         for w in self.workers:
             self._tasks[w.name] = asyncio.create_task(self._guarded(w), name=f"engine-{w.name}")
             await asyncio.sleep(0)  # in order: the session worker starts before the flows
         try:
             await asyncio.gather(*self._tasks.values())
+            if not self.workers:
+                await self._stop.wait()
         finally:
             self.stop()
             for t in self._tasks.values():

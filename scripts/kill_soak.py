@@ -1,7 +1,7 @@
 """Repeat issue 22's crash tests at random points and count what a crash costs.
 
     .venv/bin/python scripts/kill_soak.py [--scenario two-servers|kill-serve|sessions|all]
-        [--trials N] [--posts N] [--seed S]
+        [--trials N] [--posts N] [--seed S] [--host serve|console]
 
 - two-servers: two `clawtower serve` on one store, N webhook posts (150) spread over both;
 - kill-serve: one `clawtower serve`, the posts, a SIGKILL at a random moment while runs are
@@ -10,11 +10,19 @@
   random moment, a message is sent to each session while no worker runs, and a second
   worker takes over.
 
+`--host` is the process that runs the engine (and is SIGKILLed): `serve` (the default), or
+`console`: the real console, headless (scripts/console_host.py), on the same store. Then the
+webhooks are posted to `clawtower serve --no-engine` processes (the webhook server only,
+one per engine, never killed), and in the sessions scenario a console replaces each session
+worker process (on the workers' simulator: 60 ms a model call for the first, 0 for the
+second).
+
 Counted per trial (loopback only, every process ours, bounded by timeouts): accepted posts
-(202 queued), accepted items lost (never stored) or ending other than done (escalated, dead,
-still active), runs waiting for an operator although their interrupted step had no outside
-effect (hook-expert's process has only a model step and the compiler's `finish`), and for
-sessions: turns left open, interrupted tasks that never completed, messages lost.
+(202 queued), accepted items lost (never stored), given more than one run, or ending other
+than done (escalated, dead, still active), runs waiting for an operator although their
+interrupted step had no outside effect (hook-expert's process has only a model step and the
+compiler's `finish`), and for sessions: turns left open, interrupted tasks that never
+completed, messages lost.
 """
 
 from __future__ import annotations
@@ -24,7 +32,6 @@ import asyncio
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,6 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "helpers")]
 
+from tests.helpers.console_child import Consoled  # noqa: E402
 from tests.helpers.hook_expert import TOKEN, install_hook_expert  # noqa: E402
 from tests.helpers.procs import child_env  # noqa: E402
 from tests.triggers.serve_helpers import Served, rows, wait_rows  # noqa: E402
@@ -69,6 +77,32 @@ def _post(urls: list[str], start: int, n: int, rng: random.Random) -> list[str]:
     return asyncio.run(go())
 
 
+class Engine:
+    """One host of the engine and the address its webhooks are posted to: a `serve`, or a
+    console beside a `serve --no-engine` (`intake`: one to share, else its own)."""
+
+    def __init__(self, host: str, home: Path, db: Path, intake: Served | None = None) -> None:
+        self.intake: Served | None = None
+        self.proc: Served | Consoled
+        if host == "serve":
+            self.proc = Served(home, db)
+            self.url = self.proc.url
+            return
+        if intake is None:
+            intake = self.intake = Served(home, db, ["--no-engine"])
+        self.url = intake.url
+        self.proc = Consoled(home, db)
+
+    def kill(self) -> None:
+        """SIGKILL the engine's host (the webhook server only when it is the host)."""
+        self.proc.kill()
+
+    def stop(self) -> None:
+        self.proc.stop()
+        if self.intake is not None:
+            self.intake.stop()
+
+
 def _settled(db: Path, want: int, timeout: float) -> list[dict[str, Any]]:
     def ok(r: list[dict[str, Any]]) -> bool:
         if len(r) < want:
@@ -92,7 +126,9 @@ def _count(db: Path, accepted: list[str], items: list[dict[str, Any]]) -> dict[s
     not_done = [by_id[i] for i in accepted if i in by_id and by_id[i]["status"] != "done"]
     waiting = [i for i in not_done if i["status"] == "paused" and i["gate"] == "interrupted"]
     errors = rows(db, "SELECT error FROM workflow_runs WHERE status='failed'")
-    return {"accepted": len(accepted), "lost": len(lost),
+    twice = rows(db, "SELECT entity_id FROM events WHERE type='trigger.linked'"
+                     " GROUP BY entity_id HAVING count(*) > 1")  # an item given two runs
+    return {"accepted": len(accepted), "lost": len(lost), "run_twice": len(twice),
             "escalated": sum(1 for i in not_done if i["status"] in ("escalated", "dead")),
             "not_done": len(not_done), "waiting_for_operator": len(waiting),
             "temp_file_races": sum(1 for e in errors if "FileNotFoundError" in (e["error"] or "")),
@@ -107,10 +143,10 @@ def _home(tmp: Path) -> Path:
     return home
 
 
-def two_servers(tmp: Path, posts: int, rng: random.Random) -> dict[str, Any]:
+def two_servers(tmp: Path, posts: int, rng: random.Random, host: str) -> dict[str, Any]:
     home, db = _home(tmp), tmp / "two.db"
-    a = Served(home, db)
-    b = Served(home, db)
+    a = Engine(host, home, db)
+    b = Engine(host, home, db)
     try:
         accepted = _post([a.url, b.url], 0, posts, rng)
         items = _settled(db, len(accepted), 600)
@@ -120,40 +156,75 @@ def two_servers(tmp: Path, posts: int, rng: random.Random) -> dict[str, Any]:
     return _count(db, accepted, items)
 
 
-def kill_serve(tmp: Path, posts: int, rng: random.Random) -> dict[str, Any]:
+def kill_serve(tmp: Path, posts: int, rng: random.Random, host: str) -> dict[str, Any]:
     home, db = _home(tmp), tmp / "kill.db"
     first_n = rng.randint(posts // 3, posts)
-    srv = Served(home, db)
+    srv = Engine(host, home, db)
     killed_in = 0
     try:
-        accepted = _post([srv.url], 0, first_n, rng)
-        done_at = rng.randint(0, max(0, first_n - 5))
-        wait_rows(db, "SELECT id FROM trigger_items WHERE status='done'",
-                  lambda r: len(r) >= done_at, timeout=600)
-        time.sleep(rng.uniform(0, 0.5))
-        killed_in = rows(db, "SELECT count(*) AS n FROM workflow_steps WHERE"
-                             " status='running' AND parent IS NULL")[0]["n"]
+        try:
+            accepted = _post([srv.url], 0, first_n, rng)
+            done_at = rng.randint(0, max(0, first_n - 5))
+            wait_rows(db, "SELECT id FROM trigger_items WHERE status='done'",
+                      lambda r: len(r) >= done_at, timeout=600)
+            time.sleep(rng.uniform(0, 0.5))
+            killed_in = rows(db, "SELECT count(*) AS n FROM workflow_steps WHERE"
+                                 " status='running' AND parent IS NULL")[0]["n"]
+        finally:
+            srv.kill()
+        srv2 = Engine(host, home, db, intake=srv.intake)  # a console: the same webhooks
+        try:
+            accepted += _post([srv2.url], first_n, posts - first_n, rng)
+            items = _settled(db, len(accepted), 600)
+        finally:
+            srv2.stop()
     finally:
-        srv.kill()
-    srv2 = Served(home, db)
-    try:
-        accepted += _post([srv2.url], first_n, posts - first_n, rng)
-        items = _settled(db, len(accepted), 600)
-    finally:
-        srv2.stop()
+        if srv.intake is not None:  # the webhook server beside the consoles
+            srv.intake.stop()
     out = _count(db, accepted, items)
     out["steps_killed_in_flight"] = killed_in
     return out
 
 
-async def _sessions_trial(tmp: Path, rng: random.Random) -> dict[str, Any]:
+class Worker:
+    """tests/helpers/session_worker.py in a child process: the session worker alone."""
+
+    def __init__(self, db: Path, delay_ms: int, until_idle: bool = False) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "helpers" / "session_worker.py"), str(db),
+             str(delay_ms), "1.5", *(["--until-idle"] if until_idle else [])],
+            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if not until_idle:
+            assert self.proc.stdout is not None
+            assert self.proc.stdout.readline().strip() == "READY"
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+    def wait(self, timeout: float) -> int:
+        self.proc.communicate(timeout=timeout)
+        return self.proc.returncode
+
+
+def _session_host(host: str, tmp: Path, db: Path, until_idle: bool = False) -> Worker | Consoled:
+    """The first worker: 60 ms a model call (killed 0-10 rounds in); the second: 0 ms."""
+    delay = 0 if until_idle else 60
+    if host == "serve":
+        return Worker(db, delay, until_idle)
+    home = tmp / "home"  # the console's sessions on the worker's simulator
+    home.mkdir(exist_ok=True)
+    (home / "clawtower.yaml").write_text(f"speed: 1\ndelay_ms: [{delay}, {delay}]\n")
+    return Consoled(home, db, until_idle)
+
+
+async def _sessions_trial(tmp: Path, rng: random.Random, host: str) -> dict[str, Any]:
     from core.sessions.service import Sessions
     from core.sessions.specs import AgentSpecConfig
     from core.sessions.takeover import open_turns
     from core.store import open_store
 
     db = tmp / "s.db"
-    worker = str(ROOT / "tests" / "helpers" / "session_worker.py")
     store = await open_store(db)
     try:
         s = Sessions(store)
@@ -163,10 +234,7 @@ async def _sessions_trial(tmp: Path, rng: random.Random) -> dict[str, Any]:
         sids = [await s.create(agent="worker") for _ in range(3)]
         for i, sid in enumerate(sids):
             await s.send(sid, f"#work 12 task {i}")
-        first = subprocess.Popen([sys.executable, worker, str(db), "60", "1.5"],
-                                 env=child_env(), stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
-        assert first.stdout is not None and first.stdout.readline().strip() == "READY"
+        first = await asyncio.to_thread(_session_host, host, tmp, db)
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
@@ -176,19 +244,13 @@ async def _sessions_trial(tmp: Path, rng: random.Random) -> dict[str, Any]:
                     break
                 await asyncio.sleep(0.02)
             await asyncio.sleep(rng.uniform(0, 0.6))  # 60 ms a model call: 0-10 rounds in
-            os.kill(first.pid, signal.SIGKILL)
-            first.wait(timeout=30)
         finally:
-            if first.poll() is None:
-                first.kill()
-                first.wait(timeout=30)
+            first.kill()
         open_before = len(await store.fetchall("SELECT 1 FROM turns WHERE status='running'"))
         for sid in sids:
             await s.send(sid, f"status of {sid}?")
-        second = subprocess.Popen([sys.executable, worker, str(db), "0", "1.5",
-                                   "--until-idle"], env=child_env(), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        second.communicate(timeout=240)
+        second = await asyncio.to_thread(_session_host, host, tmp, db, True)
+        code = await asyncio.to_thread(second.wait, 240)
         inbound = {json.loads(e["payload"])["msg_id"] for e in await store.fetchall(
             "SELECT payload FROM events WHERE type='session.inbound'")}
         taken = {json.loads(m["meta"]).get("inbound") for m in await store.fetchall(
@@ -203,7 +265,7 @@ async def _sessions_trial(tmp: Path, rng: random.Random) -> dict[str, Any]:
                                      f"Resumed and finished: #work 12 task {i}"))
                        for t in replies):
                 incomplete += 1
-        return {"worker_exit": second.returncode,
+        return {"worker_exit": code,
                 "open_turns_after_kill": open_before,
                 "turns_left_open": len(await store.fetchall(
                     "SELECT 1 FROM turns WHERE status='running'")),
@@ -227,6 +289,8 @@ def main() -> int:
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--posts", type=int, default=150)
     p.add_argument("--seed", type=int, default=22)
+    p.add_argument("--host", default="serve", choices=["serve", "console"],
+                   help="the process that runs the engine and is killed (default serve)")
     a = p.parse_args()
     rng = random.Random(a.seed)
     scenarios = ["two-servers", "kill-serve", "sessions"] if a.scenario == "all" \
@@ -238,21 +302,22 @@ def main() -> int:
                 tmp = Path(d)
                 started = time.monotonic()
                 if sc == "two-servers":
-                    res = two_servers(tmp, a.posts, rng)
+                    res = two_servers(tmp, a.posts, rng, a.host)
                 elif sc == "kill-serve":
-                    res = kill_serve(tmp, a.posts, rng)
+                    res = kill_serve(tmp, a.posts, rng, a.host)
                 else:
-                    res = asyncio.run(_sessions_trial(tmp, rng))
+                    res = asyncio.run(_sessions_trial(tmp, rng, a.host))
             res["seconds"] = round(time.monotonic() - started, 1)
-            print(json.dumps({"scenario": sc, "trial": t + 1, **res}), flush=True)
+            print(json.dumps({"host": a.host, "scenario": sc, "trial": t + 1, **res}),
+                  flush=True)
             agg = totals.setdefault(sc, {"trials": 0})
             agg["trials"] += 1
             for k, v in res.items():
                 if isinstance(v, (int, float)) and k != "seconds":
                     agg[k] = agg.get(k, 0) + int(v)
-    print(json.dumps({"totals": totals}, indent=1))
+    print(json.dumps({"host": a.host, "seed": a.seed, "totals": totals}, indent=1))
     bad = sum(agg.get(k, 0) for agg in totals.values() for k in (
-        "lost", "escalated", "not_done", "waiting_for_operator", "temp_file_races",
+        "lost", "run_twice", "escalated", "not_done", "waiting_for_operator", "temp_file_races",
         "turns_left_open", "verify_open_turns", "tasks_incomplete", "messages_lost",
         "projection_problems"))
     return 0 if bad == 0 else 1

@@ -192,6 +192,25 @@ def test_kill_9_with_a_loaded_queue_loses_nothing_and_runs_nothing_twice(
             assert first_claim >= a["ended_at"] - 1e-6, (a, b)
 
 
+def test_no_engine_runs_the_webhook_server_only(tmp_path: Path, hook_home: Path) -> None:
+    """`serve --no-engine`: webhooks are accepted into the store and nothing here runs them
+    (a console on the store does: tests/tui/test_tui_kill.py); SIGTERM exits 0."""
+    db = tmp_path / "n.db"
+    srv = Served(hook_home, db, ["--no-engine"])
+    try:
+        ids = _post_many(srv.url, 3, 3)
+    finally:
+        assert srv.stop() == 0
+    left = rows(db, "SELECT id, status FROM trigger_items")
+    assert {r["id"]: r["status"] for r in left} == dict.fromkeys(ids, "queued")
+    assert rows(db, "SELECT id FROM workflow_runs") == []
+    refused = subprocess.run([str(CLAWTOWER), "serve", "--db", str(db), "--no-engine",
+                              "--until-idle"], capture_output=True, text=True, timeout=120,
+                             env=child_env(CLAWTOWER_HOME=str(hook_home)))
+    assert refused.returncode == 2 and "--no-engine runs the webhook server only" in \
+        refused.stderr
+
+
 def test_sigterm_drains_in_flight_runs_and_keeps_what_is_queued(
         tmp_path: Path, hook_home: Path) -> None:
     db = tmp_path / "t.db"
