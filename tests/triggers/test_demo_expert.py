@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from core import Approvals
+from core.demo import triggers as demo
 from core.errors import ValidationError
 from core.experts import home
 from core.store.interface import Store
-from core.triggers import demo
 from core.triggers.worker import Worker
 
 
