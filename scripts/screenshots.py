@@ -108,7 +108,7 @@ async def seed_session_store(db: str) -> None:
 
 async def seed_acp_store(db: str) -> None:
     from core import open_store
-    from core.acp.demo import seed_acp
+    from core.demo.acp import seed_acp
     from tui.seed import START, SteppingClock
 
     store = await open_store(db, clock=SteppingClock(start=START + 7200, step=0.5))
@@ -186,7 +186,7 @@ def mode(key: str) -> Step:
 
 async def acp_permission(pilot: Pilot[None], app: ClawtowerApp) -> None:
     """Mode 2 with a coding harness's permission request (ACP) selected."""
-    from core.acp.demo import APPROVAL_ID
+    from core.demo.acp import APPROVAL_ID
     from tui.views import ApprovalList
 
     await pilot.press("2")

@@ -9,9 +9,9 @@ from pathlib import Path
 from tui_helpers import SIZE, shown, until
 
 from core import open_store
-from core.acp.demo import APPROVAL_ID, RUN_ID, seed_acp
 from core.acp.events import AcpText, AcpToolCall
 from core.approvals import Approvals
+from core.demo.acp import APPROVAL_ID, RUN_ID, seed_acp
 from core.events import NewEvent
 from tui.app import ClawtowerApp
 from tui.views import ApprovalList

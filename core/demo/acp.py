@@ -7,12 +7,12 @@ the approvals list. Written through the same events and payload builders as a li
 
 from __future__ import annotations
 
+from ..acp import events as aev
+from ..acp.client import permission_payloads
 from ..events import NewEvent, Payload
 from ..sessions.service import Sessions
 from ..sessions.specs import AgentSpecConfig
 from ..store.interface import Store
-from . import events as aev
-from .client import permission_payloads
 
 RUN_ID = "acp-demo0000001"
 APPROVAL_ID = "A-acp-demo001"
