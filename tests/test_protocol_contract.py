@@ -21,6 +21,7 @@ Waits are on store conditions with generous limits; no timed assertion.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 import os
@@ -95,7 +96,7 @@ async def types(store: Store, entity_id: str | None = None) -> Counter[str]:
 
 # -- the protocols: create the work, see it under way, check it ended once ----------------
 
-class Protocol:
+class Protocol(abc.ABC):
     """One protocol's side of the contract. `create` makes its work the way a user does and
     returns its id; `under_way` (for the kill) is true once work is recorded; `status` (a
     query of the id) reads `running` until the work has ended; `check` asserts it ended
@@ -111,14 +112,17 @@ class Protocol:
     def lease(self, wid: str) -> str | None:
         return None
 
+    @abc.abstractmethod
     async def create(self, store: Store) -> str:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def under_way(self, store: Store, wid: str) -> bool:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def check(self, store: Store, wid: str, killed: bool) -> None:
-        raise NotImplementedError
+        ...
 
     def env(self) -> dict[str, str]:
         return {"CLAWTOWER_HOME": str(self.folder / "home")}
