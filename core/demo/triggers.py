@@ -94,13 +94,17 @@ async def run_until_gate(store: Store, item_id: str, *, by: str,
     started as `by`."""
     engine = build_engine(store, None, workers=["triggers"],
                           trigger_executor=expert_executor(store, by=by, actor=by))
-    await engine.run_until_idle(timeout_s)
+    idle = await engine.run_until_idle(timeout_s)
     row = await store.fetchone("SELECT status FROM trigger_items WHERE id=?", (item_id,))
     worker = engine.get("triggers")
     errors = [*engine.errors, *(worker.errors if isinstance(worker, TriggerWorkers) else [])]
     if errors:
         raise ValidationError(f"demo: the {EXPERT} run: {errors[-1]}")
-    return str(row["status"]) if row else "missing"
+    status = str(row["status"]) if row else "missing"
+    if not idle:
+        raise ValidationError(f"demo: the {EXPERT} run did not reach its gate in"
+                              f" {timeout_s:g} s (invocation {item_id} is {status})")
+    return status
 
 
 async def seed_expert(store: Store, *, by: str) -> dict[str, Any]:
