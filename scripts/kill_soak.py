@@ -44,7 +44,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "helpers")]
 
 from tests.helpers.console_child import Consoled  # noqa: E402
 from tests.helpers.hook_expert import TOKEN, install_hook_expert  # noqa: E402
-from tests.helpers.procs import child_env  # noqa: E402
+from tests.helpers.procs import Child, child_env  # noqa: E402
 from tests.triggers.serve_helpers import Served, rows, wait_rows  # noqa: E402
 
 HOOK = "/hooks/hook-expert/inbound"
@@ -186,7 +186,7 @@ def kill_serve(tmp: Path, posts: int, rng: random.Random, host: str) -> dict[str
     return out
 
 
-class Worker:
+class Worker(Child):
     """tests/helpers/session_worker.py in a child process: the session worker alone."""
 
     def __init__(self, db: Path, delay_ms: int, until_idle: bool = False) -> None:
@@ -197,14 +197,6 @@ class Worker:
         if not until_idle:
             assert self.proc.stdout is not None
             assert self.proc.stdout.readline().strip() == "READY"
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(timeout=30)
-
-    def wait(self, timeout: float) -> int:
-        self.proc.communicate(timeout=timeout)
-        return self.proc.returncode
 
 
 def _session_host(host: str, tmp: Path, db: Path, until_idle: bool = False) -> Worker | Consoled:

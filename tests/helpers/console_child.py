@@ -8,12 +8,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.helpers.procs import ROOT, child_env, stop
+from tests.helpers.procs import ROOT, Child, child_env, stop
 
 ENTRY = ROOT / "scripts" / "console_host.py"
 
 
-class Consoled:
+class Consoled(Child):
     """Started once its engine runs (`READY`); `until_idle`: it quits by itself once the
     engine is idle (`wait`)."""
 
@@ -37,12 +37,3 @@ class Consoled:
     def stop(self) -> int:
         """SIGTERM: the console quits as `q` would (its workers hand over)."""
         return stop(self.proc, "console", timeout=60)
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(timeout=30)
-
-    def wait(self, timeout: float) -> int:
-        """Until it quits by itself (`until_idle`); its exit code."""
-        self.proc.communicate(timeout=timeout)
-        return self.proc.returncode

@@ -60,3 +60,19 @@ def stop_group(proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=timeout)
+
+
+class Child:
+    """A helper process of a test or script (`proc`): killed with SIGKILL, or waited for
+    until it quits by itself."""
+
+    proc: subprocess.Popen[str]
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+    def wait(self, timeout: float) -> int:
+        """Until it quits by itself; its exit code."""
+        self.proc.communicate(timeout=timeout)
+        return self.proc.returncode

@@ -4,7 +4,9 @@ and dropped from the console) and escalated invocations (acknowledged)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import Static
@@ -132,24 +134,10 @@ async def test_the_console_alone_runs_a_fired_invocation(
         fired = await accept(store, spec, {"event_id": "e-1", "contact_id": "c-2"}, "cli")
     finally:
         await store.close()
-    app = ClawtowerApp(db, run_engine=True, operator="alice")
-    async with app.run_test(size=SIZE) as pilot:
-        await app.wait_loaded()
-        assert app.store is not None
-        reader = app.store
-        status: list[str] = []
-
-        async def settled() -> bool:
-            row = await reader.fetchone("SELECT status FROM trigger_items WHERE id=?",
-                                        (fired["id"],))
-            status[:] = [row["status"]] if row else []
-            return status == ["done"]
-
-        for _ in range(300):
-            if await settled():
-                break
-            await pilot.pause(0.1)
-        assert status == ["done"]
+    rows = await _console_until(db, "SELECT status FROM trigger_items WHERE id=?",
+                                (fired["id"],), lambda rows: [r["status"] for r in rows]
+                                == ["done"])
+    assert [r["status"] for r in rows] == ["done"]
 
 
 async def test_the_console_fires_a_cron_trigger_on_its_clock(
@@ -159,19 +147,28 @@ async def test_the_console_fires_a_cron_trigger_on_its_clock(
     monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path / "home"))
     install_hook_expert(tmp_path, cron="*/2 * * * * *")
     db = str(tmp_path / "store.db")
+    rows = await _console_until(
+        db, "SELECT payload FROM trigger_items WHERE trigger='tick' ORDER BY seq", (),
+        lambda rows: len(rows) >= 2)
+    fired = [float(json.loads(r["payload"])["fired_at"]) for r in rows]
+    assert len(fired) >= 2
+    assert all(t % 2 == 0 for t in fired)  # on the schedule, once per time
+    assert len(set(fired)) == len(fired)
+
+
+async def _console_until(db: str, sql: str, args: tuple[Any, ...],
+                         done: Callable[[list[Any]], bool], timeout_s: float = 60.0
+                         ) -> list[Any]:
+    """Open the console (its engine running) on `db` until `done(rows of sql)`, at most
+    `timeout_s`; the last rows read."""
     app = ClawtowerApp(db, run_engine=True, operator="alice")
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_loaded()
         assert app.store is not None
-        reader = app.store
-        fired: list[float] = []
-        for _ in range(600):
-            rows = await reader.fetchall(
-                "SELECT payload FROM trigger_items WHERE trigger='tick' ORDER BY seq")
-            fired = [float(json.loads(r["payload"])["fired_at"]) for r in rows]
-            if len(fired) >= 2:
+        rows: list[Any] = []
+        for _ in range(int(timeout_s * 10)):
+            rows = await app.store.fetchall(sql, args)
+            if done(rows):
                 break
             await pilot.pause(0.1)
-        assert len(fired) >= 2
-        assert all(t % 2 == 0 for t in fired)  # on the schedule, once per time
-        assert len(set(fired)) == len(fired)
+        return rows
