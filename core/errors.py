@@ -70,5 +70,21 @@ class StoreError(ClawError):
     exit_code = 2
 
 
+class StorageFault(StoreError):
+    """A write failed for a reason of the storage, not of the work: the disk is full, the
+    file or its folder is read-only, an I/O error, the PostgreSQL server is unreachable, a
+    lock timed out. Nothing of the failed write landed, so running it again is safe; the
+    engine retries (core/store/faults.py) and never records it as the work's failure."""
+
+    exit_code = 1
+
+    def __init__(self, path: str, cause: str, detail: str = "",
+                 action: str = "cannot write") -> None:
+        self.path, self.cause, self.detail, self.action = path, cause, detail, action
+        why = f" ({detail})" if detail and detail != cause else ""
+        super().__init__(f"store {path}: {action}: {cause}{why}; nothing is lost,"
+                         " running it again is safe")
+
+
 class StoreClosed(ClawError):
     """A write was submitted after the store was closed."""

@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, TypeVar
 
@@ -28,8 +28,8 @@ from .agents.registry import AgentSet
 from .clock import Clock, SystemClock
 from .effects import EffectSink, MemorySink
 from .errors import ClawError
-from .events import NewEvent, StoredEvent
 from .store.interface import Command, Store, WriteTx
+from .store.view import StoreView
 from .tasks import commands as c
 from .tasks.permissions import Role
 from .tasks.phases import MAX_ATTEMPTS, Phase
@@ -111,57 +111,12 @@ def _fenced(command: Command[T], name: str, owner: str) -> Command[T]:
     return run
 
 
-class _FencedStore:
+class _FencedStore(StoreView):
     """The store as a drive sees it: every write of a claimed task checks the claim."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self.path = store.path
-        self.clock = store.clock
-
-    def _wrap(self, command: Command[T]) -> Command[T]:
+    def wrap(self, command: Command[T]) -> Command[T]:
         fence = _CLAIM.get()
         return command if fence is None else _fenced(command, *fence)
-
-    async def execute(self, command: Command[T]) -> T:
-        return await self._store.execute(self._wrap(command))
-
-    def submit(self, command: Command[T]) -> asyncio.Future[T]:
-        return self._store.submit(self._wrap(command))
-
-    async def append(self, events: Sequence[NewEvent]) -> list[int]:
-        evs = list(events)
-        return await self.execute(lambda tx: [tx.emit(e).seq for e in evs])
-
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        return await self._store.fetchall(sql, params)
-
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
-        return await self._store.fetchone(sql, params)
-
-    async def fetch_many(
-        self, queries: Sequence[tuple[str, Sequence[Any]]]
-    ) -> list[list[dict[str, Any]]]:
-        return await self._store.fetch_many(queries)
-
-    async def events_after(self, seq: int, limit: int = 1000,
-                           entity_id: str | None = None) -> list[StoredEvent]:
-        return await self._store.events_after(seq, limit, entity_id)
-
-    async def last_seq(self) -> int:
-        return await self._store.last_seq()
-
-    async def wait_for_change(self, after_seq: int, timeout: float) -> int:
-        return await self._store.wait_for_change(after_seq, timeout)
-
-    async def verify_projections(self) -> list[str]:
-        return await self._store.verify_projections()
-
-    async def rebuild_projections(self) -> int:
-        return await self._store.rebuild_projections()
-
-    async def close(self) -> None:
-        await self._store.close()
 
 
 def parse_json_reply(text: str, model: type[BaseModel]) -> Any:

@@ -11,8 +11,12 @@ composed by `build_engine` for every front end (`serve`, `serve --until-idle`, t
             -> store
 
 A worker claims its work with leases of its own, so engines in several processes (a console
-beside a `serve`) divide the work. "Idle" means every registered worker is idle: nothing it
-owns can still move without a human. The webhook HTTP server is not a worker: it takes work
+beside a `serve`) divide the work. While the engine runs, the store holds writes through
+storage faults (a full disk, a read-only file, a lost PostgreSQL server: core/store/faults.py):
+a write waits and lands once the storage takes writes again, so no worker fails its work
+or exits on one; stopping the engine stops holding, so a stop never hangs on a disk.
+"Idle" means every registered worker is idle: nothing it owns can still move without a
+human. The webhook HTTP server is not a worker: it takes work
 in, and stays the front end's (`serve`).
 
 Protocol modules are imported only when their worker is built (start-up cost, and no cycle:
@@ -155,11 +159,14 @@ class ComposedEngine:
         """Every worker stops and hands over (each in its own way: tasks released, runs
         handed over at a step boundary, trigger runs in flight drained)."""
         self._stop.set()
+        self.store.set_hold(False)  # writes waiting on a storage fault fail: handover goes on
         for w in self.workers:
             w.stop()
 
     async def run(self) -> None:
         """Run every worker until `stop()` (with none, `serve --no-engine`: wait for it)."""
+        if self.workers:
+            self.store.set_hold(True)
         for w in self.workers:
             self._tasks[w.name] = asyncio.create_task(self._guarded(w), name=f"engine-{w.name}")
             await asyncio.sleep(0)  # in order: the session worker starts before the flows

@@ -156,8 +156,10 @@ def test_refuses_an_unwritable_folder_and_file(public_tmp):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 2 and all(x.startswith("REFUSED") for x in lines), out.stdout
-    assert str(base / "store.db") in lines[0] and "cannot open store" in lines[0]
-    assert str(ro_file) in lines[1] and "not readable and writable" in lines[1]
+    # a storage fault with its cause (exit 1: the store is intact, the storage refuses)
+    assert str(base / "store.db") in lines[0] and "cannot open: read-only" in lines[0]
+    assert "folder is not writable" in lines[0]
+    assert str(ro_file) in lines[1] and "cannot open: read-only" in lines[1]
     assert (snapshot(base), snapshot(tmp_path)) == before
 
 

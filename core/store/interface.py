@@ -15,6 +15,7 @@ from ..clock import Clock
 
 if TYPE_CHECKING:  # a reader that never decodes an event never builds the payload models
     from ..events import NewEvent, StoredEvent
+    from .faults import Fault
 
 T = TypeVar("T")
 
@@ -47,10 +48,28 @@ class Store(Protocol):
     path: str
     clock: Clock  # what `tx.now` reads: readers compare lease expiries against the same time
 
-    async def execute(self, command: Command[T]) -> T: ...
+    @property
+    def fault(self) -> Fault | None:
+        """The storage fault writes meet now (full disk, read-only, server unreachable)."""
+        ...
 
-    def submit(self, command: Command[T]) -> asyncio.Future[T]:
+    @property
+    def fault_listeners(self) -> list[Callable[[Fault | None], None]]:
+        """Called with the fault when one begins (or changes cause), None once writes land."""
+        ...
+
+    async def execute(self, command: Command[T], *, hold: bool | None = None) -> T:
+        """Run `command` in one write transaction. On a storage fault: wait for the storage
+        while the store holds (`set_hold`), else (or with `hold=False`) raise StorageFault."""
+        ...
+
+    def submit(self, command: Command[T], *, hold: bool | None = None) -> asyncio.Future[T]:
         """Queue a command in order with later writes, without waiting for its commit."""
+        ...
+
+    def set_hold(self, hold: bool) -> None:
+        """Hold writes through storage faults (an engine runs on the store), or stop holding:
+        the writes waiting now fail with the fault."""
         ...
 
     async def append(self, events: Sequence[NewEvent]) -> list[int]: ...

@@ -44,10 +44,11 @@ import psycopg
 
 from ..aio import wait_event
 from ..clock import Clock, SystemClock
-from ..errors import StoreClosed, StoreError
+from ..errors import StorageFault, StoreClosed, StoreError
 from ..events import StoredEvent
 from . import projections
 from . import replica as replica_mod
+from .faults import READ_ONLY, UNREACHABLE, cause_of
 from .ledger import migration_checksum, migration_name
 from .postgres_url import redact
 from .reads import LogReads
@@ -170,8 +171,9 @@ class PostgresStore(BatchWriter, LogReads):
                 await self._call(self._connect)
             except StoreError as exc:
                 if time.monotonic() + pause > deadline:
-                    raise StoreError(f"{exc} (gave up after {attempts} attempt(s) over"
-                                     f" {timeout_s:g} s)") from None
+                    raise StorageFault(self.path, UNREACHABLE, f"{getattr(exc, 'detail', exc)};"
+                                       f" gave up after {attempts} attempt(s) over"
+                                       f" {timeout_s:g} s", "cannot connect") from None
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
                 continue
@@ -196,7 +198,8 @@ class PostgresStore(BatchWriter, LogReads):
         try:
             self._pg = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
-            raise StoreError(f"{self.path}: cannot connect ({first_line(exc)})") from None
+            raise StorageFault(self.path, UNREACHABLE, first_line(exc),
+                               "cannot connect") from None
         return self._pg
 
     def _init(self) -> None:
@@ -238,7 +241,7 @@ class PostgresStore(BatchWriter, LogReads):
                     "SELECT value FROM clawtower_meta WHERE key='store_id'").fetchone()
                 store_id = str(row[0]) if row else ""
         except psycopg.Error as exc:
-            raise StoreError(f"{self.path}: cannot open store ({first_line(exc)})") from None
+            raise self._write_error(exc, "cannot open store") from None
         if not self._attached:
             self._attach_replica(store_id)
         self._catch_up()
@@ -361,6 +364,17 @@ class PostgresStore(BatchWriter, LogReads):
     def _describe(self, exc: Exception) -> str:
         return first_line(exc)
 
+    def _write_error(self, exc: psycopg.Error, what: str = "write failed") -> StoreError:
+        """A refused statement as its caller sees it: the server's storage faults (disk full,
+        read-only after a fail-over, I/O) with their cause, anything else as refused."""
+        cause = cause_of(exc)
+        if cause is None:
+            return StoreError(f"{self.path}: {what} ({first_line(exc)})")
+        if cause == READ_ONLY and self._pg is not None:  # a standby now: connect afresh
+            with contextlib.suppress(Exception):
+                self._pg.close()
+        return StorageFault(self.path, cause, first_line(exc))
+
     async def _write_batch(self, jobs: list[Job]) -> BatchResult:
         """Run the batch; across a lost connection, wait for the server and run it again
         (or, when its COMMIT was cut off and it landed, answer with what it returned)."""
@@ -369,9 +383,10 @@ class PostgresStore(BatchWriter, LogReads):
         while True:
             try:
                 return await self._call(self._run_batch, jobs)
-            except _Retry:
-                pass
+            except _Retry as lost:
+                self._faulted(UNREACHABLE, lost.__cause__ or lost)
             except _CommitUnknown as unknown:
+                self._faulted(UNREACHABLE, unknown.__cause__ or unknown)
                 first, result = unknown.first, unknown.result
                 if await self._until_back(deadline, partial(self._landed, first)):
                     return result
@@ -386,9 +401,11 @@ class PostgresStore(BatchWriter, LogReads):
             try:
                 return await self._call(probe)
             except (StoreError, psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                if time.monotonic() > deadline:
-                    raise StoreError(f"{self.path}: server unreachable for {RECONNECT_S:.0f}s"
-                                     f" ({first_line(exc)})") from None
+                # an engine holds on: wait for the server as long as it does (a batch whose
+                # COMMIT was cut off must be found landed or not, never written twice)
+                if time.monotonic() > deadline and not self._holding():
+                    raise StorageFault(self.path, UNREACHABLE, f"for {RECONNECT_S:.0f} s:"
+                                       f" {first_line(exc)}") from None
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
 
@@ -445,7 +462,7 @@ class PostgresStore(BatchWriter, LogReads):
             if _lost(exc):
                 raise _Retry() from exc
             if isinstance(exc, psycopg.Error):
-                raise StoreError(f"{self.path}: write failed ({first_line(exc)})") from None
+                raise self._write_error(exc) from None
             raise
         try:
             if rows:  # one pipeline: the INSERTs (prepared), the NOTIFY and the COMMIT
@@ -463,7 +480,7 @@ class PostgresStore(BatchWriter, LogReads):
             with contextlib.suppress(Exception):  # a refused INSERT: nothing landed
                 pg.execute("ROLLBACK")
             if isinstance(exc, psycopg.Error):
-                raise StoreError(f"{self.path}: write failed ({first_line(exc)})") from None
+                raise self._write_error(exc) from None
             raise
         r.execute("COMMIT")
         if emitted:

@@ -25,7 +25,7 @@ import aiosqlite
 
 from ..aio import wait_event
 from ..clock import Clock, SystemClock
-from ..errors import StoreClosed, StoreError
+from ..errors import StorageFault, StoreClosed, StoreError
 from .checkpoint import (
     CHECKPOINT_FRAMES,
     RACE_FREE,
@@ -33,6 +33,7 @@ from .checkpoint import (
     WalIndex,
     passive_checkpoint,
 )
+from .faults import CANNOT_OPEN, READ_ONLY, DiskFullDrill, cause_of
 from .ledger import migration_checksum, migration_name
 from .notify import WakeChannel
 from .reads import LogReads
@@ -44,7 +45,7 @@ from .schema import (
     PROJECTION_SCHEMA,
     PROJECTION_TABLES,
 )
-from .writer import BatchResult, BatchWriter, Job, run_commands
+from .writer import BatchResult, BatchWriter, Job, first_line, run_commands
 from .writer import dict_factory as _dict_factory
 
 if TYPE_CHECKING:  # the payload models and projections load on first use (start-up)
@@ -72,8 +73,12 @@ def check_and_migrate(conn: sqlite3.Connection, path: str) -> int:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         finally:
-            conn.execute("COMMIT")
+            if conn.in_transaction:
+                conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
+        cause = cause_of(exc)
+        if cause is not None:  # the file could not be read: the storage's fault, not the file's
+            raise StorageFault(path, cause, first_line(exc), "cannot open") from None
         raise StoreError(f"{path}: not a clawtower store ({exc})") from None
     if app_id != APPLICATION_ID and (app_id != 0 or tables):
         raise StoreError(f"{path}: not a clawtower store (foreign SQLite database)")
@@ -103,7 +108,8 @@ def check_and_migrate(conn: sqlite3.Connection, path: str) -> int:
         conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # a full disk has SQLite roll back by itself
+            conn.execute("ROLLBACK")
         raise
     return int(version)
 
@@ -180,6 +186,7 @@ class SQLiteStore(BatchWriter, LogReads):
         self._checkpointer: aiosqlite.Connection | None = None
         self._checkpoint_task: asyncio.Task[None] | None = None
         self.checkpoints = 0  # background passes run (tests, benchmarks)
+        self._drill = DiskFullDrill.from_env() if path != ":memory:" else None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -192,7 +199,8 @@ class SQLiteStore(BatchWriter, LogReads):
                 raise StoreError(f"{self.path}: cannot create the store's folder ({exc.strerror})"
                 ) from None
             if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-                raise StoreError(f"{self.path}: store file is not readable and writable")
+                raise StorageFault(self.path, READ_ONLY, "the store file is not writable",
+                                   "cannot open")
             if path.is_dir():
                 raise StoreError(f"{self.path}: is a directory, not a store file")
         try:
@@ -209,7 +217,7 @@ class SQLiteStore(BatchWriter, LogReads):
             await self._reader.execute("PRAGMA query_only=1")
         except sqlite3.OperationalError as exc:
             await self._close_connections()
-            raise StoreError(f"{self.path}: cannot open store ({exc})") from None
+            raise _open_error(self.path, exc) from None
         except BaseException:
             await self._close_connections()
             raise
@@ -223,7 +231,7 @@ class SQLiteStore(BatchWriter, LogReads):
         try:
             check_and_migrate(conn, self.path)
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"{self.path}: cannot write the store ({exc})") from None
+            raise _open_error(self.path, exc) from None
         mode = _enable_wal(conn)
         if str(mode).lower() != "wal" and self.path != ":memory:":
             raise StoreError(f"{self.path}: could not switch the store to WAL mode (got {mode})")
@@ -295,13 +303,16 @@ class SQLiteStore(BatchWriter, LogReads):
         assert self._writer is not None
         conn = self._writer._conn
         now = self.clock.now()
+        if self._drill is not None:
+            self._drill.apply(conn)
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = run_commands(conn, jobs, now, self.path)
             conn.execute("COMMIT")
         except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite rolls back itself on a full disk or I/O error
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             raise
         return result
 
@@ -453,6 +464,17 @@ def verify_connection(live: sqlite3.Connection) -> list[str]:
         # ("cannot start a transaction within a transaction") and its close hang
         if live.in_transaction:
             live.execute("ROLLBACK")
+
+
+def _open_error(path: str, exc: sqlite3.Error) -> StoreError:
+    """Why the store cannot be opened: a storage fault with its cause (exit 1: the store is
+    intact, try again once the disk has room), else the store's own problem."""
+    cause = cause_of(exc)
+    if cause == CANNOT_OPEN and not os.access(Path(path).parent, os.W_OK):
+        return StorageFault(path, READ_ONLY, "its folder is not writable", "cannot open")
+    if cause is not None:
+        return StorageFault(path, cause, first_line(exc), "cannot open")
+    return StoreError(f"{path}: cannot open store ({exc})")
 
 
 def _ro_uri(path: str) -> str:

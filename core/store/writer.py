@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import ClawError, StoreClosed, StoreError
+from ..errors import ClawError, StorageFault, StoreClosed, StoreError
+from .faults import Backoff, Fault, cause_of
 from .interface import Command
 
 if TYPE_CHECKING:  # the models and projections load with the first write (start-up)
@@ -165,6 +167,7 @@ def _models() -> _Models:
 class Job:
     command: Command[Any]
     future: asyncio.Future[Any]
+    hold: bool | None = None  # on a storage fault: wait for the storage (None: the store's rule)
 
 
 @dataclass
@@ -188,6 +191,8 @@ def run_commands(
         try:
             value = job.command(tx)
         except Exception as exc:
+            if cause_of(exc) is not None and not isinstance(exc, ClawError):
+                raise  # the storage failed, not the command: the whole batch rolls back
             memo.clear()  # values read after the command's own writes are void with them
             conn.execute("ROLLBACK TO cmd")
             conn.execute("RELEASE cmd")
@@ -234,6 +239,12 @@ class BatchWriter(ABC):
     path: str
 
     def _init_writer_state(self) -> None:
+        #: while True (an engine runs on this store: core/workers.py), a batch that fails for
+        #: a reason of the storage is retried until it lands; else its callers get the fault
+        self.hold_on_fault = False
+        self.fault: Fault | None = None  # the storage fault now, None once a batch lands
+        self.fault_listeners: list[Callable[[Fault | None], None]] = []
+        self._release = asyncio.Event()  # set: stop holding (closing, or hold turned off)
         self._queue: asyncio.Queue[Job | None] = asyncio.Queue()
         self._writer_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -259,13 +270,24 @@ class BatchWriter(ABC):
 
     # ------------------------------------------------------------------ writing
 
-    async def execute(self, command: Command[T]) -> T:
-        """Run `command` in a write transaction (batched with others); return its result."""
+    async def execute(self, command: Command[T], *, hold: bool | None = None) -> T:
+        """Run `command` in a write transaction (batched with others); return its result.
+        `hold=False`: on a storage fault fail at once, even while an engine holds the store
+        (a webhook must answer, not wait for the disk)."""
         # Shielded: a cancelled caller never cancels a command mid-transaction; the command
         # either commits whole or not at all.
-        return await asyncio.shield(self.submit(command))
+        return await asyncio.shield(self.submit(command, hold=hold))
 
-    def submit(self, command: Command[T]) -> asyncio.Future[T]:
+    def set_hold(self, hold: bool) -> None:
+        """Hold faulted writes until they land (True), or fail them with the fault (False:
+        the writes waiting now fail at once, so a stopping engine never hangs on a disk)."""
+        self.hold_on_fault = hold
+        if hold:
+            self._release = asyncio.Event()
+        else:
+            self._release.set()
+
+    def submit(self, command: Command[T], *, hold: bool | None = None) -> asyncio.Future[T]:
         """Queue `command` now, in order with every later write, without waiting for it.
 
         For progress records nothing waits on (a step started): they ride in the same
@@ -276,7 +298,7 @@ class BatchWriter(ABC):
         # If nobody awaits the outcome, retrieve it so a failed command does not log
         # "Future exception was never retrieved".
         fut.add_done_callback(_consume_outcome)
-        self._queue.put_nowait(Job(command, fut))  # unbounded: never blocks
+        self._queue.put_nowait(Job(command, fut, hold))  # unbounded: never blocks
         return fut
 
     async def append(self, events: Sequence[NewEvent]) -> list[int]:
@@ -293,6 +315,7 @@ class BatchWriter(ABC):
 
     async def _stop_writer(self) -> None:
         """Let the writer finish every queued command, then end it."""
+        self.set_hold(False)  # writes held on a storage fault fail now: closing never hangs
         if self._writer_task is not None:
             await self._queue.put(None)
             with contextlib.suppress(asyncio.CancelledError):
@@ -314,14 +337,8 @@ class BatchWriter(ABC):
                     stopping = True
                     break
                 jobs.append(nxt)
-            try:
-                result = await self._write_batch(jobs)
-            except Exception as exc:  # the COMMIT itself failed: nobody's write landed
-                err = exc if isinstance(exc, ClawError) else StoreError(
-                    f"{self.path}: write failed ({self._describe(exc)})")
-                for j in jobs:
-                    if not j.future.done():
-                        j.future.set_exception(err)
+            result = await self._land(jobs)
+            if result is None:
                 continue
             self.batches += 1
             self.commands += len(jobs)
@@ -336,6 +353,61 @@ class BatchWriter(ABC):
                 self._last_seq = result.last_seq
                 self._notify_change()
             self._committed(result)
+
+    async def _land(self, jobs: list[Job]) -> BatchResult | None:
+        """Write `jobs` as one batch. A storage fault rolls the whole batch back: the jobs
+        that hold wait (backoff with jitter) and are written again, the others fail with the
+        fault. Any other failure of the batch fails every job. None: nothing landed."""
+        backoff = Backoff()
+        while True:
+            try:
+                result = await self._write_batch(jobs)
+            except Exception as exc:  # the COMMIT itself failed: nobody's write landed
+                cause = cause_of(exc)
+                if cause is None:
+                    err = exc if isinstance(exc, ClawError) else StoreError(
+                        f"{self.path}: write failed ({self._describe(exc)})")
+                    self._fail(jobs, err)
+                    return None
+                self._faulted(cause, exc)
+                held = [j for j in jobs if self._holds(j)]
+                self._fail([j for j in jobs if not self._holds(j)],
+                           StorageFault(self.path, cause, first_line(exc)))
+                jobs[:] = held
+                if not jobs:
+                    return None
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._release.wait(), backoff.next())
+                continue
+            if self.fault is not None:
+                self.fault = None
+                self._tell(None)
+            return result
+
+    def _holding(self) -> bool:
+        """An engine holds this store's writes through storage faults, now."""
+        return self.hold_on_fault and not self._release.is_set()
+
+    def _holds(self, job: Job) -> bool:
+        hold = self.hold_on_fault if job.hold is None else job.hold
+        return hold and not self._release.is_set() and not job.future.done()
+
+    @staticmethod
+    def _fail(jobs: list[Job], err: Exception) -> None:
+        for j in jobs:
+            if not j.future.done():
+                j.future.set_exception(err)
+
+    def _faulted(self, cause: str, exc: BaseException) -> None:
+        if self.fault is None or self.fault.cause != cause:
+            self.fault = Fault(cause, first_line(exc), time.time())
+            self._tell(self.fault)
+        self.fault.retries += 1
+
+    def _tell(self, fault: Fault | None) -> None:
+        for listener in list(self.fault_listeners):
+            with contextlib.suppress(Exception):
+                listener(fault)
 
     # ------------------------------------------------------------------ wake-ups
 
