@@ -25,6 +25,7 @@ from .stores import cli_store
 if TYPE_CHECKING:
     from core.agents.registry import AgentSet
     from core.store import Store
+    from core.store.faults import Fault
     from core.workers import ComposedEngine
 
 Handler = Callable[[argparse.Namespace], "int | Awaitable[int]"]
@@ -51,6 +52,21 @@ def stop_on_signals(stop: Callable[[], object],
             loop.add_signal_handler(sig, handler, sig)
 
 
+def say_faults(store: Store, write: Callable[[str], None] | None = None) -> None:
+    """Say on stderr (or `write`) when the store's writes meet a storage fault and when they
+    land again: a long-running command waits through it, and says why it waits."""
+    out = write or (lambda text: (sys.stderr.write(text + "\n"), sys.stderr.flush()))
+
+    def told(fault: Fault | None) -> None:
+        if fault is not None:
+            out(f"clawtower: store {store.path}: {fault.describe()} (the work is kept and goes"
+                " on once the store takes writes; ctrl+c leaves it for later)")
+        else:
+            out(f"clawtower: store {store.path}: writable again")
+
+    store.fault_listeners.append(told)
+
+
 async def drive_engine(composed: ComposedEngine, until_idle: bool, *,
                        timeout_s: float = 24 * 3600, signals: bool = True) -> bool:
     """Run a built engine (`flow work`, `session run`, `flow run --wait`, `session send`)
@@ -60,6 +76,7 @@ async def drive_engine(composed: ComposedEngine, until_idle: bool, *,
     if signals:
         stop_on_signals(composed.stop)
     ok = True
+    say_faults(composed.store)
     if until_idle:
         ok = await composed.run_until_idle(timeout_s)
     else:

@@ -20,6 +20,7 @@ from .common import (
     add_config_option,
     default_agents_file,
     load_agents,
+    say_faults,
     stop_on_signals,
     with_store,
 )
@@ -91,6 +92,7 @@ async def engine_until_stopped(store: Store, agents: AgentSet, db: str,
     engine = build_engine(store, agents, workers=ALL if workers is None else workers,
                           effects=JournalSink(effects_journal(db)), warn=warn,
                           on_error=worker_failed)
+    say_faults(store)  # a storage fault: serve waits through it, says so, never exits on it
     http_stop = asyncio.Event()
 
     def stop() -> None:

@@ -27,10 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import ClawError
+from .errors import ClawError, StorageFault
+from .store.faults import Backoff
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .agents.config import ClawtowerConfig
@@ -182,14 +186,26 @@ class ComposedEngine:
                         await t
 
     async def _guarded(self, w: Worker) -> None:
-        try:
-            await w.run(self._stop)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.errors.append(f"{w.name} worker stopped: {exc}")
-            if self.on_error is not None:
-                self.on_error(w.name, exc)
+        backoff = Backoff(first=0.5, cap=10.0)
+        while True:
+            try:
+                await w.run(self._stop)
+                return
+            except asyncio.CancelledError:
+                raise
+            except StorageFault as exc:  # the storage's fault, never the worker's: go on
+                if self._stop.is_set():
+                    return  # stopping: what it held is left for the next engine
+                log.warning("%s worker: %s; starting it again", w.name, exc)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), backoff.next())
+                if self._stop.is_set():
+                    return
+            except Exception as exc:
+                self.errors.append(f"{w.name} worker stopped: {exc}")
+                if self.on_error is not None:
+                    self.on_error(w.name, exc)
+                return
 
     def running(self, name: str) -> bool:
         t = self._tasks.get(name)

@@ -38,6 +38,7 @@ from core import (
 from core.agents.config import load_agents
 from core.engine import HANDOVER_S
 from core.meetings.coordinator import MeetingConfig
+from core.store.faults import Fault
 from core.store.postgres_url import is_postgres_url
 from core.tasks.operator import UNBLOCK_MENU
 from core.textsafe import safe, safe_line
@@ -67,6 +68,7 @@ from .screens.tasks import TasksScreen
 from .screens.triggers import TriggersScreen
 from .screens.workflows import WorkflowsScreen
 from .themes import ThemeLoad, load_themes, theme_folders, variable_defaults
+from .views import ModeBar
 from .workers import EngineWorkers
 
 DEFAULT_THEME = "clawtower-dark"
@@ -197,6 +199,7 @@ class ClawtowerApp(DecisionActions, EngineWorkers):
                 for note in await self.prepare():
                     self.notify(note, severity="warning", timeout=10)
             self.store = await open_store(self.db_path)
+            self.store.fault_listeners.append(self._store_fault)
             self._follower = StoreFollower(self.store, self.model)
             delta = await self._follower.load()
         except ClawError as exc:
@@ -260,6 +263,22 @@ class ClawtowerApp(DecisionActions, EngineWorkers):
 
     async def wait_loaded(self, timeout: float = 30.0) -> None:
         await asyncio.wait_for(self.loaded.wait(), timeout)
+
+    def store_fault(self) -> str | None:
+        """The storage fault the store's writes wait on now, said for the mode bar."""
+        fault = self.store.fault if self.store is not None else None
+        return None if fault is None else f"store {fault.describe()}"
+
+    def _store_fault(self, fault: Fault | None) -> None:
+        """A storage fault began or ended: the bar says it (reads go on; writes wait)."""
+        if fault is not None:
+            self.notify(f"store: {fault.cause}; writes wait and go on once it takes them"
+                        " (nothing is lost)", title="Store", severity="error", timeout=15)
+        else:
+            self.notify("store: writable again", title="Store", timeout=5)
+        with contextlib.suppress(Exception):
+            for bar in self.screen.query(ModeBar):
+                bar.update_bar()
 
     def engine_status(self) -> str:
         if not self.loaded.is_set():

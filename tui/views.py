@@ -194,6 +194,9 @@ class ModeBar(Static):
         app = cast(ConsoleApp, self.app)
         width = self.size.width or 120
         engine = f"engine: {app.engine_status()}"
+        fault = app.store_fault()
+        if fault is not None:  # the one thing an operator must see: writes are waiting
+            engine = f"{fault} · {engine}"
         rights = [f"{engine} · {app.operator} · {Path(app.db_path).name} ",
                   f"{engine} · {app.operator} ", f"{engine} "]
         for size in (0, 1, 2):
@@ -205,7 +208,8 @@ class ModeBar(Static):
                 continue
             break
         gap = max(1, width - left.cell_length - len(right))
-        self.update(Content.assemble(left, " " * gap, Content(right).stylize("$text-muted")))
+        tone = "$text-muted" if fault is None else "bold $error"
+        self.update(Content.assemble(left, " " * gap, Content(right).stylize(tone)))
 
 
 def meeting_tone(m: dict[str, Any]) -> str:

@@ -384,7 +384,11 @@ class PostgresStore(BatchWriter, LogReads):
             try:
                 return await self._call(self._run_batch, jobs)
             except _Retry as lost:
-                self._faulted(UNREACHABLE, lost.__cause__ or lost)
+                cause = lost.__cause__ or lost
+                self._faulted(UNREACHABLE, cause)
+                if any(j.hold is False for j in jobs):  # nothing ran: the writer answers
+                    raise StorageFault(self.path, UNREACHABLE,  # those that must not wait
+                                       first_line(cause)) from None  # (a webhook's intake)
             except _CommitUnknown as unknown:
                 self._faulted(UNREACHABLE, unknown.__cause__ or unknown)
                 first, result = unknown.first, unknown.result

@@ -245,6 +245,7 @@ class BatchWriter(ABC):
         self.fault: Fault | None = None  # the storage fault now, None once a batch lands
         self.fault_listeners: list[Callable[[Fault | None], None]] = []
         self._release = asyncio.Event()  # set: stop holding (closing, or hold turned off)
+        self._stop_seen = False  # the stop marker was taken while a held batch waited
         self._queue: asyncio.Queue[Job | None] = asyncio.Queue()
         self._writer_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -323,7 +324,7 @@ class BatchWriter(ABC):
 
     async def _writer_loop(self) -> None:
         stopping = False
-        while not stopping:
+        while not stopping and not self._stop_seen:
             job = await self._queue.get()
             if job is None:
                 break
@@ -378,11 +379,25 @@ class BatchWriter(ABC):
                     return None
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._release.wait(), backoff.next())
+                self._absorb(jobs)  # what queued meanwhile joins the next try, in order
                 continue
             if self.fault is not None:
                 self.fault = None
                 self._tell(None)
             return result
+
+    def _absorb(self, jobs: list[Job]) -> None:
+        """Move what was queued behind a held batch into it: a job that does not hold (a
+        webhook's intake) is then answered by the next try, not after the fault."""
+        while len(jobs) < MAX_BATCH:
+            try:
+                nxt = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            if nxt is None:
+                self._stop_seen = True
+                return
+            jobs.append(nxt)
 
     def _holding(self) -> bool:
         """An engine holds this store's writes through storage faults, now."""

@@ -30,7 +30,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ..errors import ClawError, ValidationError
+from ..errors import ClawError, StorageFault, ValidationError
 from ..events import NewEvent
 from ..limits import check_text, parse_json, printable
 from ..store.interface import Store, WriteTx
@@ -48,6 +48,10 @@ IDEMPOTENCY_FIELD = "idempotencyKey"
 IDEMPOTENCY_MAX = 200
 UNAUTHORIZED = "unauthorized"
 log = logging.getLogger("clawtower.webhook")
+
+
+#: what a 503 for a storage fault asks a sender to wait before trying again (seconds)
+RETRY_AFTER_S = 5
 
 
 def _error(status: int, message: str, error_id: str | None = None,
@@ -120,7 +124,12 @@ def build_app(store: Store, catalog: Catalog | None = None,
         depth = await store.fetchone(
             "SELECT count(*) AS n FROM trigger_items WHERE status IN ('queued', 'retry',"
             " 'running', 'paused')")
-        return JSONResponse({"ok": True, "queued": depth["n"] if depth else 0})
+        queued = depth["n"] if depth else 0
+        fault = store.fault
+        if fault is not None:  # reads go on; writes wait for the storage (nothing is lost)
+            return JSONResponse({"ok": False, "store": fault.describe(), "queued": queued},
+                                status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+        return JSONResponse({"ok": True, "queued": queued})
 
     def log_refusal(payload: tev.HookAuthFailed | tev.HookAuthThrottled) -> None:
         """The detail an unauthenticated caller was not told: in the log (and the events)."""
@@ -157,7 +166,7 @@ def build_app(store: Store, catalog: Catalog | None = None,
             return throttled
 
         try:
-            if (throttled := await store.execute(write)) is not None:
+            if (throttled := await store.execute(write, hold=False)) is not None:
                 log_refusal(throttled)
         except ClawError as exc:  # the refusal stands; only its record (and count) is lost
             log.warning("webhook refusal %s not recorded: %s", eid, exc)
@@ -215,9 +224,14 @@ def build_app(store: Store, catalog: Catalog | None = None,
             idem = f"hook-sig:{expert}/{trigger}:{sig.strip()[:200]}"
         try:
             out = await accept(store, spec, payload, "webhook", idem_key=idem,
-                               idempotency=idem_given)
+                               idempotency=idem_given, hold=False)  # answer, never wait
         except BadEvent as exc:
             return _error(422, str(exc))
+        except StorageFault as exc:  # the sender retries later; the engine goes on
+            eid = new_error_id()
+            log.error("webhook %s/%s not stored [%s]: %s", expert, trigger, eid, exc)
+            return _error(503, f"not stored ({exc.cause}); nothing was queued", eid,
+                          headers={"Retry-After": str(RETRY_AFTER_S)})
         except ClawError as exc:
             eid = new_error_id()
             log.error("webhook %s/%s not stored [%s]: %s", expert, trigger, eid, exc)
