@@ -79,11 +79,17 @@ class StorageFault(StoreError):
     exit_code = 1
 
     def __init__(self, path: str, cause: str, detail: str = "",
-                 action: str = "cannot write") -> None:
+                 action: str = "cannot write", kept: str = "") -> None:
         self.path, self.cause, self.detail, self.action = path, cause, detail, action
+        self.kept = kept
         why = f" ({detail})" if detail and detail != cause else ""
-        super().__init__(f"store {path}: {action}: {cause}{why}; nothing is lost,"
-                         " running it again is safe")
+        after = kept or "nothing is lost, running it again is safe"
+        super().__init__(f"store {path}: {action}: {cause}{why}; {after}")
+
+    def keeping(self, kept: str) -> StorageFault:
+        """The same fault, saying what the interrupted command leaves for later (a run an
+        engine resumes) instead of "running it again is safe"."""
+        return StorageFault(self.path, self.cause, self.detail, self.action, kept)
 
 
 class StoreClosed(ClawError):
