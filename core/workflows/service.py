@@ -33,6 +33,7 @@ from .. import leases
 from ..errors import AlreadyDecided, ClawError, Conflict, NotFound, ValidationError
 from ..events import NewEvent
 from ..liveness import end_group, holder_gone, liveness, process_tag, unheld
+from ..store.faults import storage_fault
 from ..store.interface import Store, WriteTx
 from ..tasks import commands as c
 from ..tasks.permissions import Role
@@ -255,6 +256,8 @@ class Workflows:
         except PipelineFailure as exc:
             raise WorkflowError(str(exc)) from None
         except ClawError as exc:
+            if storage_fault(exc) is not None:
+                raise  # the storage failed, not the step: the run stays resumable
             raise WorkflowError(f"Workflow step {step_id} pipeline failed: {exc}") from None
 
     async def _drive(self, run_id: str, workflow: dict[str, Any], path: Path,
