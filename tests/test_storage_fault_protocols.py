@@ -148,6 +148,27 @@ async def test_workflows_a_fault_in_a_step_leaves_the_run_resumable(
         await store.close()
 
 
+async def test_workflows_a_fault_on_a_renewal_keeps_the_lease(
+        folder: Path, db_path: Path) -> None:
+    """The run's lease renewer outlives a storage fault: the run is never adoptable (for
+    another engine to drive twice) while its process drives it."""
+    from core.workflows.service import Workflows
+
+    (folder / "slow.lobster").write_text(
+        "name: slow\nsteps:\n  - id: wait\n    run: sleep 1.5\n")
+    store = await open_store(str(db_path))
+    try:
+        view = FaultyStore(store, "lease.renewed")
+        wf = Workflows(view, cwd=str(folder), stderr=lambda _t: None, lease_ttl_s=0.3)
+        task = asyncio.create_task(wf.run(str(folder / "slow.lobster")))
+        await wait_for(lambda: _faulted(view), WAIT_S)
+        await asyncio.sleep(0.6)  # two lease lengths: a renewal after the fault landed
+        assert await Workflows(store).adoptable() == []
+        assert (await task)["ok"]
+    finally:
+        await store.close()
+
+
 async def test_meetings_a_fault_on_a_renewal_keeps_the_lease(
         folder: Path, db_path: Path) -> None:
     """The meeting's lease renewer outlives a storage fault: the meeting is never left

@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import events as ev
 from .. import leases
-from ..errors import AlreadyDecided, ClawError, Conflict, NotFound, ValidationError
+from ..errors import AlreadyDecided, ClawError, Conflict, NotFound, StorageFault, ValidationError
 from ..events import NewEvent
 from ..liveness import end_group, holder_gone, liveness, process_tag, unheld
 from ..store.faults import storage_fault
@@ -285,8 +285,11 @@ class Workflows:
         name = lease_name(run_id)
         while True:
             await asyncio.sleep(self.lease_ttl_s / 3)
-            ok = await self.store.execute(
-                lambda tx: leases._acquire(tx, name, self.owner, self.lease_ttl_s))
+            try:
+                ok = await self.store.execute(
+                    lambda tx: leases._acquire(tx, name, self.owner, self.lease_ttl_s))
+            except StorageFault:
+                continue  # the storage failed, not the run: renew at the next turn
             if not ok:
                 lost.set()
                 if driver is not None:
