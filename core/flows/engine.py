@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .. import leases
 from ..agents.config import ClawtowerConfig
 from ..aio import wait_event
-from ..errors import ClawError
+from ..errors import ClawError, StorageFault
 from ..liveness import liveness, process_tag
 from ..sessions.specs import AgentSpec
 from ..store.faults import storage_fault
@@ -92,7 +92,11 @@ class FlowEngine:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self.lease_ttl_s / 3)
-            if not await self.store.execute(self._lease):
+            try:
+                held = await self.store.execute(self._lease)
+            except StorageFault:
+                continue  # the storage failed, not the engine: renew at the next turn
+            if not held:
                 self.lost = True
                 for t in list(self.inflight):
                     t.cancel()
