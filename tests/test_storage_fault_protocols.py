@@ -242,3 +242,66 @@ async def test_tasks_a_fault_is_never_counted_as_a_driving_failure() -> None:
     await orch._drive_guarded("t-1")
     assert orch._failures == {} and released == []
     assert "t-1" in orch._retry_at  # driven again after a pause
+
+
+async def test_meeting_run_on_a_full_disk_exits_1_and_an_engine_ends_the_meeting(
+        folder: Path, db_path: Path) -> None:
+    """`clawtower meeting run` (the foreground runner, no engine) meets a full disk mid-round
+    (the disk-full drill): it prints the one-line fault and exits 1, instead of waiting for
+    ever for the meeting's end; the meeting is not recorded ended, and once the disk has room
+    an engine adopts it and ends it."""
+    import subprocess
+
+    from procs import child_env, die_with_parent
+
+    from core.meetings.service import Meetings
+    from core.store.faults import DRILL_ENV
+
+    long = "Ship it. " * 500  # each reply needs new pages: the drill bites them
+    cast = folder / "meeting.yaml"
+    cast.write_text("seed: 3\nspeed: 1\ndelay_ms: [1500, 1500]\n" + contract.MEETING_AGENTS
+                    + "scripts:\n" + "".join(
+                        f'  {x}: {{meeting: [{{text: "{long}\\n\\n[STANCE: AGREE]"}}]}}\n'
+                        for x in "abc"))
+    flag = folder / "disk-full.flag"
+    store = await open_store(str(db_path))
+    try:
+        child = subprocess.Popen(
+            [str(contract.CLAWTOWER), "meeting", "run", "--topic", "Ship it?", "--agents",
+             "a,b,c", "--config", str(cast), "--db", str(db_path)],
+            env=child_env(CLAWTOWER_CONFIG=str(cast), **{DRILL_ENV: str(flag)}),
+            cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=die_with_parent)
+        try:
+            async def round_started() -> bool:
+                return await store.fetchone("SELECT 1 FROM events WHERE"
+                                            " type='meeting.round_started'") is not None
+
+            await wait_for(round_started, WAIT_S)
+            flag.touch()  # the disk is full before the replies are recorded
+            _out, err = await asyncio.to_thread(child.communicate, timeout=WAIT_S)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait(timeout=30)
+        assert child.returncode == 1, err
+        assert "disk full" in err and len(err.strip().splitlines()) == 1, err
+        flag.unlink()
+        [m] = await Meetings(store).list()
+        assert m["status"] == "running", m  # not ended: resumable
+        await wait_for(lambda: _orphaned(store, m["id"]), WAIT_S)
+        cfg = folder / "engine.yaml"
+        cfg.write_text("seed: 3\nspeed: 0\n" + contract.MEETING_AGENTS)
+        engine = build_engine(store, load_agents(cfg), config=load_config(cfg))
+        assert await engine.run_until_idle(timeout_s=WAIT_S), engine.errors
+        got = await Meetings(store).get(m["id"])
+        assert got["status"] == "ended", got
+        assert (await types(store, m["id"]))["meeting.ended"] == 1
+    finally:
+        await store.close()
+
+
+async def _orphaned(store: Store, mid: str) -> bool:
+    from core.meetings.service import Meetings
+
+    return bool((await Meetings(store).get(mid))["orphaned"])
