@@ -305,3 +305,54 @@ async def _orphaned(store: Store, mid: str) -> bool:
     from core.meetings.service import Meetings
 
     return bool((await Meetings(store).get(mid))["orphaned"])
+
+
+async def test_workflow_run_on_a_full_disk_exits_1_and_an_engine_finishes_the_run(
+        folder: Path, db_path: Path) -> None:
+    """`clawtower workflow run` (foreground) meets a full disk between steps (the drill): the
+    one-line fault, exit 1; the run is not recorded failed, and an engine adopts it and
+    finishes it, each step once."""
+    import subprocess
+
+    from procs import child_env, die_with_parent
+
+    from core.store.faults import DRILL_ENV
+
+    log = folder / "ran.log"
+    (folder / "big.lobster").write_text("name: big\nsteps:\n" + "".join(
+        f"  - id: s{i}\n    run: echo s{i} >> {log}; printf %04000d 0; sleep 0.3\n"
+        "    x-idempotent: true\n" for i in range(4)))
+    flag = folder / "disk-full.flag"
+    store = await open_store(str(db_path))
+    try:
+        child = subprocess.Popen(
+            [str(contract.CLAWTOWER), "workflow", "run", "big.lobster", "--db", str(db_path)],
+            env=child_env(**{DRILL_ENV: str(flag)}), cwd=folder, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
+        try:
+            async def a_step_ran() -> bool:
+                return await store.fetchone("SELECT 1 FROM events WHERE"
+                                            " type='workflow.step_started'") is not None
+
+            await wait_for(a_step_ran, WAIT_S)
+            flag.touch()
+            _out, err = await asyncio.to_thread(child.communicate, timeout=WAIT_S)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait(timeout=30)
+        assert child.returncode == 1, err
+        assert "disk full" in err and len(err.strip().splitlines()) == 1, err
+        flag.unlink()
+        run = await store.fetchone("SELECT id, status FROM workflow_runs")
+        assert run is not None and run["status"] == "running", run
+        t = await types(store, run["id"])
+        assert (t["workflow.step_failed"], t["workflow.failed"]) == (0, 0), t
+        await run_engine(store, folder, "workflows")  # its driver is gone: adopted at once
+        done = await store.fetchone("SELECT status FROM workflow_runs WHERE id=?",
+                                    (run["id"],))
+        assert done is not None and done["status"] == "ok", done
+        ran = Counter(log.read_text().split())
+        assert set(ran) == {f"s{i}" for i in range(4)}, ran
+    finally:
+        await store.close()
