@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,8 +123,12 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
             follower = asyncio.create_task(_meeting_progress(store, mid))
             try:
                 out = await task
-            finally:
-                await follower
+            except BaseException:  # e.g. a storage fault: the meeting did not end, so the
+                follower.cancel()  # progress would wait for ever; it stays resumable
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await follower
+                raise
+            await follower
             m = await meetings.get(mid)
             if args.json:
                 output.emit_json(m)

@@ -28,6 +28,7 @@ from .agents.registry import AgentSet
 from .clock import Clock, SystemClock
 from .effects import EffectSink, MemorySink
 from .errors import ClawError
+from .store.faults import storage_fault
 from .store.interface import Command, Store, WriteTx
 from .store.view import StoreView
 from .tasks import commands as c
@@ -272,6 +273,11 @@ class Orchestrator:
         except TaskLost:  # another engine drives it now: not an error of ours
             self.lost.append(task_id)
         except Exception as exc:  # a fault (or a bug) must not kill the loop; surface it
+            if storage_fault(exc) is not None:
+                # the storage failed, not the task: no failure counted (never "stuck"), its
+                # claim left as it is; driven again after a pause
+                self._retry_at[task_id] = asyncio.get_running_loop().time() + 1.0
+                return
             msg = str(exc) if isinstance(exc, ClawError) else f"{type(exc).__name__}: {exc}"
             self.errors = [*self.errors[-99:], f"{task_id}: {msg}"]
             if isinstance(exc, ClawError):

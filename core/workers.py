@@ -212,7 +212,10 @@ class ComposedEngine:
         return t is not None and not t.done()
 
     async def idle(self) -> bool:
-        """Every running worker is idle, on one unchanged store position."""
+        """Every running worker is idle, on one unchanged store position, and no write is
+        held on a storage fault (it lands once the storage takes writes again)."""
+        if self.store.fault is not None:
+            return False
         seq = await self.store.last_seq()
         for w in self.workers:
             if self.running(w.name) and not await w.idle():

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 from .. import leases
 from ..agents.config import ClawtowerConfig
 from ..aio import wait_event
-from ..errors import ClawError
+from ..errors import ClawError, StorageFault
 from ..liveness import liveness, process_tag
 from ..sessions.specs import AgentSpec
+from ..store.faults import storage_fault
 from ..store.interface import Store, WriteTx
 from ..store.writer import first_line
 from .brains import Brain, ModelBrain
@@ -91,7 +92,11 @@ class FlowEngine:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self.lease_ttl_s / 3)
-            if not await self.store.execute(self._lease):
+            try:
+                held = await self.store.execute(self._lease)
+            except StorageFault:
+                continue  # the storage failed, not the engine: renew at the next turn
+            if not held:
                 self.lost = True
                 for t in list(self.inflight):
                     t.cancel()
@@ -234,6 +239,13 @@ class FlowEngine:
             out = await self._outcome(item)
         except asyncio.CancelledError:
             return
+        except Exception as exc:
+            if storage_fault(exc) is None:
+                raise
+            # the storage failed, not the task: nothing was recorded; the task stays open
+            # in the store and a later scan queues it again, after this pause
+            await asyncio.sleep(self.scan_every_s)
+            return
         self.handled += 1
         for nxt in out.items:
             self._push(nxt)
@@ -280,6 +292,8 @@ class FlowEngine:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the agent failed: its task fails, the ERROR climbs
+            if storage_fault(exc) is not None:
+                raise  # the storage failed, not the agent: the task stays open (_handle)
             if not isinstance(exc, ClawError):
                 self.errors.append(f"{tid}: {type(exc).__name__}: {exc}")
             reason = first_line(exc)

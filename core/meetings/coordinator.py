@@ -38,7 +38,7 @@ from ..agents.completion import complete
 from ..agents.provider import ChatMessage, ChatRequest, ProviderError
 from ..agents.registry import AgentSet
 from ..agents.simulator import AgentDef, count_tokens, truncate_tokens
-from ..errors import Conflict, NotFound, ValidationError
+from ..errors import Conflict, NotFound, StorageFault, ValidationError
 from ..events import NewEvent, Payload
 from ..liveness import holder_gone, process_tag
 from ..store.interface import Store, WriteTx
@@ -379,8 +379,11 @@ class Coordinator:
         meeting after this one stalled past the TTL) stops this one without a write."""
         while True:
             await asyncio.sleep(self.lease_ttl_s / 3)
-            ok = await self.store.execute(lambda tx: leases._acquire(
-                tx, lease_name(mid), self.owner, self.lease_ttl_s))
+            try:
+                ok = await self.store.execute(lambda tx: leases._acquire(
+                    tx, lease_name(mid), self.owner, self.lease_ttl_s))
+            except StorageFault:
+                continue  # the storage failed, not the meeting: renew at the next turn
             if not ok:
                 if driver is not None:
                     _ADOPTED_AWAY.add(driver)

@@ -45,6 +45,7 @@ from ..agents.usage import Price
 from ..errors import ClawError
 from ..events import NewEvent
 from ..memory.service import memory_context, recalled_refs, turn_recall
+from ..store.faults import storage_fault
 from ..store.interface import Store, WriteTx
 from ..tools.approval import TierGate
 from ..tools.registry import ToolRegistry
@@ -339,11 +340,15 @@ class SessionRunner:
             if claim.lost:
                 raise
             error = "cancelled"
-        except ClawError as exc:
-            error = str(exc)
-        except Exception as exc:  # a bug below us: the job fails, the worker goes on
-            error = f"{type(exc).__name__}: {exc}"
-            self.errors.append(f"{claim.job_id}: {error}")
+        except Exception as exc:
+            if storage_fault(exc) is not None:
+                # the storage failed, not the turn: the job is left running and ours, with
+                # no task here, so a later sweep takes it over (attempt + 1, its recorded
+                # tool results reused), as after a crash
+                return
+            error = str(exc) if isinstance(exc, ClawError) else f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, ClawError):  # a bug below us: the job fails, we go on
+                self.errors.append(f"{claim.job_id}: {error}")
         if claim.lost:
             return  # another worker owns the job now; it answers
         if result is not None and result.stop_reason == "awaiting_approval":

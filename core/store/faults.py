@@ -89,6 +89,20 @@ def cause_of(exc: BaseException | None) -> str | None:
     return None
 
 
+def storage_fault(exc: BaseException | None) -> StorageFault | None:
+    """The StorageFault `exc` is, or was raised from or while handling (a wrapper of it):
+    the storage failed, not the work. Every protocol that turns an exception during work into
+    a failure, an attempt or a dead letter asks this first and re-raises (or backs off and
+    tries the same work again later): a storage fault is never recorded as the work's."""
+    seen = 0
+    while exc is not None and seen < 8:
+        seen += 1
+        if isinstance(exc, StorageFault):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 @dataclass
 class Fault:
     """The store's current storage fault: what, since when (wall clock), how often retried."""

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from ..clock import Clock, SystemClock
 from ..errors import ClawError, Conflict
 from ..liveness import process_tag
+from ..store.faults import storage_fault
 from ..store.interface import Store, WriteTx
 from . import queue as q
 from .catalog import Catalog
@@ -237,6 +238,10 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # an executor's own failure is the attempt's failure
+            if storage_fault(exc) is not None:
+                # the storage failed, not the attempt: nothing recorded; the item stays
+                # claimed, its lease lapses and a worker recovers it (following its run)
+                raise
             await self._failed(item, spec, attempt, f"{type(exc).__name__}: {exc}",
                                run_id[-1] if run_id else None)
             return

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..store.faults import storage_fault
 from .conditions import (
     ConditionError,
     check_workflow_conditions,
@@ -571,8 +572,13 @@ class Runner:
 
 
 def _as_failure(exc: BaseException) -> _StepFailure:
+    """A branch's exception as the step's failure; a storage fault is raised as it is (the
+    storage failed, not the step: the run stays resumable)."""
     if isinstance(exc, _StepFailure):
         return exc
+    fault = storage_fault(exc)
+    if fault is not None:
+        raise fault
     return _StepFailure(getattr(exc, "message", None) or str(exc))
 
 

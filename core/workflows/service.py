@@ -30,9 +30,10 @@ from typing import Any
 
 from .. import events as ev
 from .. import leases
-from ..errors import AlreadyDecided, ClawError, Conflict, NotFound, ValidationError
+from ..errors import AlreadyDecided, ClawError, Conflict, NotFound, StorageFault, ValidationError
 from ..events import NewEvent
 from ..liveness import end_group, holder_gone, liveness, process_tag, unheld
+from ..store.faults import storage_fault
 from ..store.interface import Store, WriteTx
 from ..tasks import commands as c
 from ..tasks.permissions import Role
@@ -255,6 +256,8 @@ class Workflows:
         except PipelineFailure as exc:
             raise WorkflowError(str(exc)) from None
         except ClawError as exc:
+            if storage_fault(exc) is not None:
+                raise  # the storage failed, not the step: the run stays resumable
             raise WorkflowError(f"Workflow step {step_id} pipeline failed: {exc}") from None
 
     async def _drive(self, run_id: str, workflow: dict[str, Any], path: Path,
@@ -282,8 +285,11 @@ class Workflows:
         name = lease_name(run_id)
         while True:
             await asyncio.sleep(self.lease_ttl_s / 3)
-            ok = await self.store.execute(
-                lambda tx: leases._acquire(tx, name, self.owner, self.lease_ttl_s))
+            try:
+                ok = await self.store.execute(
+                    lambda tx: leases._acquire(tx, name, self.owner, self.lease_ttl_s))
+            except StorageFault:
+                continue  # the storage failed, not the run: renew at the next turn
             if not ok:
                 lost.set()
                 if driver is not None:
