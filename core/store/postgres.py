@@ -386,9 +386,11 @@ class PostgresStore(BatchWriter, LogReads):
             except _Retry as lost:
                 cause = lost.__cause__ or lost
                 self._faulted(UNREACHABLE, cause)
-                if any(j.hold is False for j in jobs):  # nothing ran: the writer answers
-                    raise StorageFault(self.path, UNREACHABLE,  # those that must not wait
-                                       first_line(cause)) from None  # (a webhook's intake)
+                # nothing ran: while an engine holds, or when a write must answer (a
+                # webhook's intake), the writer retries it (`_land`: backoff, and what queued
+                # behind joins the next try, so that write is answered, not kept waiting)
+                if self._holding() or any(j.hold is False for j in jobs):
+                    raise StorageFault(self.path, UNREACHABLE, first_line(cause)) from None
             except _CommitUnknown as unknown:
                 self._faulted(UNREACHABLE, unknown.__cause__ or unknown)
                 first, result = unknown.first, unknown.result

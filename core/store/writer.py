@@ -221,6 +221,10 @@ def wrap_error(exc: Exception, path: str) -> Exception:
 
 
 def first_line(exc: BaseException) -> str:
+    """The first line of what `exc` says; for a StorageFault, what the storage said (its
+    detail), so a fault passed on is never nested in its own message."""
+    if isinstance(exc, StorageFault) and exc.detail:
+        return exc.detail
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 

@@ -198,7 +198,11 @@ class Workflows:
             return run_id
 
         run_id = await self.store.execute(start)
-        return await self._drive(run_id, workflow, path, resolved, {}, 0, None)
+        try:
+            return await self._drive(run_id, workflow, path, resolved, {}, 0, None)
+        except StorageFault as exc:  # the run is not failed: say where it is kept
+            raise exc.keeping(f"run {run_id} is kept: an engine adopts it, or `clawtower"
+                              f" workflow recover {run_id}` continues it") from None
 
     async def enqueue(self, file: str, args: Mapping[str, Any] | None = None) -> str:
         """Start a run without driving it here: its lease is left free, so an engine on the
