@@ -31,6 +31,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .aio import wait_event
 from .errors import ClawError, StorageFault
 from .store.faults import Backoff
 
@@ -197,8 +198,7 @@ class ComposedEngine:
                 if self._stop.is_set():
                     return  # stopping: what it held is left for the next engine
                 log.warning("%s worker: %s; starting it again", w.name, exc)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), backoff.next())
+                await wait_event(self._stop, backoff.next())
                 if self._stop.is_set():
                     return
             except Exception as exc:

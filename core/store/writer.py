@@ -21,6 +21,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..aio import wait_event
 from ..errors import ClawError, StorageFault, StoreClosed, StoreError
 from .faults import Backoff, Fault, cause_of
 from .interface import Command
@@ -381,8 +382,7 @@ class BatchWriter(ABC):
                 jobs[:] = held
                 if not jobs:
                     return None
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._release.wait(), backoff.next())
+                await wait_event(self._release, backoff.next())
                 self._absorb(jobs)  # what queued meanwhile joins the next try, in order
                 continue
             if self.fault is not None:
