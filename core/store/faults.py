@@ -16,7 +16,7 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..errors import StorageFault
@@ -62,30 +62,36 @@ def _pg_cause(exc: BaseException) -> str | None:
     return None
 
 
-def cause_of(exc: BaseException | None) -> str | None:
-    """The storage cause of `exc` (or of an exception it was raised from), else None: a
-    fault of the work (a refused command, a bug) is not the storage's."""
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """`exc`, then what it was raised from or while handling (at most 8 deep)."""
     seen = 0
     while exc is not None and seen < 8:
         seen += 1
-        if isinstance(exc, StorageFault):
-            return exc.cause
-        if isinstance(exc, sqlite3.Error):
-            name = getattr(exc, "sqlite_errorname", "") or ""
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def cause_of(exc: BaseException | None) -> str | None:
+    """The storage cause of `exc` (or of an exception it was raised from), else None: a
+    fault of the work (a refused command, a bug) is not the storage's."""
+    for e in _chain(exc):
+        if isinstance(e, StorageFault):
+            return e.cause
+        if isinstance(e, sqlite3.Error):
+            name = getattr(e, "sqlite_errorname", "") or ""
             for prefix, cause in _SQLITE:
                 if name.startswith(prefix):
                     return cause
-            text = str(exc).lower()
+            text = str(e).lower()
             for needle, cause in _SQLITE_TEXT:
                 if needle in text:
                     return cause
             return None
-        if isinstance(exc, OSError) and exc.errno in _ERRNO:
-            return _ERRNO[exc.errno]
-        pg = _pg_cause(exc)
+        if isinstance(e, OSError) and e.errno in _ERRNO:
+            return _ERRNO[e.errno]
+        pg = _pg_cause(e)
         if pg is not None:
             return pg
-        exc = exc.__cause__ or exc.__context__
     return None
 
 
@@ -94,13 +100,7 @@ def storage_fault(exc: BaseException | None) -> StorageFault | None:
     the storage failed, not the work. Every protocol that turns an exception during work into
     a failure, an attempt or a dead letter asks this first and re-raises (or backs off and
     tries the same work again later): a storage fault is never recorded as the work's."""
-    seen = 0
-    while exc is not None and seen < 8:
-        seen += 1
-        if isinstance(exc, StorageFault):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-    return None
+    return next((e for e in _chain(exc) if isinstance(e, StorageFault)), None)
 
 
 @dataclass
