@@ -412,6 +412,8 @@ class PostgresStore(BatchWriter, LogReads):
                 if time.monotonic() > deadline and not self._holding():
                     raise StorageFault(self.path, UNREACHABLE, f"for {RECONNECT_S:.0f} s:"
                                        f" {first_line(exc)}") from None
+                # what queued behind and must answer (a webhook's intake) is answered now
+                self._refuse_impatient(StorageFault(self.path, UNREACHABLE, first_line(exc)))
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
 

@@ -403,6 +403,21 @@ class BatchWriter(ABC):
                 return
             jobs.append(nxt)
 
+    def _refuse_impatient(self, fault: StorageFault) -> None:
+        """Answer the queued writes that must not wait (`hold=False`) with `fault`, while
+        the batch ahead of them waits for the storage; the others keep their order."""
+        kept: list[Job | None] = []
+        while True:
+            try:
+                kept.append(self._queue.get_nowait())
+            except asyncio.QueueEmpty:
+                break
+        for job in kept:
+            if job is not None and job.hold is False:
+                self._fail([job], fault)
+            else:
+                self._queue.put_nowait(job)
+
     def _holding(self) -> bool:
         """An engine holds this store's writes through storage faults, now."""
         return self.hold_on_fault and not self._release.is_set()
