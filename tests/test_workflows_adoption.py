@@ -343,7 +343,7 @@ def test_random_kill_points_over_run_and_resume() -> None:
 
 
 def test_where_an_adopted_run_goes_on() -> None:
-    from core.workflows.service import _plan
+    from core.workflows.adoption import _plan
 
     steps: list[dict[str, Any]] = [
         {"id": "a", "run": "echo a"}, {"id": "g", "approval": True},

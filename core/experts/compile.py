@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import files
-from ..workflows.service import REPEAT_KEY
+from ..workflows.adoption import REPEAT_KEY
 from . import checks as ck
 from .bindings import ToolBinding
 from .learning import learnings_for

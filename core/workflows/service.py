@@ -12,40 +12,52 @@ an engine's sweep) once the lease expired or its holder's process is gone: it ki
 left of the interrupted step's process group and continues at that step, re-running it only
 when it is safe to repeat (see `repeatable`); otherwise the run waits for the operator, who
 retries, skips or cancels the step (`recover`).
+
+The service is split by concern: envelopes.py (the answers), reads.py (list, get, cost),
+adoption.py (adopt, recover) and decisions.py (how a gate is decided); `Workflows`
+inherits the last three, so its API is the one it always was.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
-import time
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .. import events as ev
 from .. import leases
-from ..errors import AlreadyDecided, ClawError, Conflict, NotFound, StorageFault, ValidationError
+from ..errors import ClawError, Conflict, NotFound, StorageFault, ValidationError
 from ..events import NewEvent
-from ..liveness import end_group, holder_gone, liveness, process_tag, unheld
+from ..liveness import process_tag
 from ..store.faults import storage_fault
 from ..store.interface import Store, WriteTx
 from ..tasks import commands as c
 from ..tasks.permissions import Role
 from . import events as wev
+from .adoption import Adoption
 from .conditions import check_workflow_conditions
-from .cost import CostLimitExceeded, CostLine, CostTracker, line_from, parse_limit, summarize
+from .cost import CostLimitExceeded, CostTracker, parse_limit
+from .decisions import GATE_KINDS, NOT_FOUND, Decisions, GateDecided
+from .envelopes import (
+    _loads,
+    _lost,
+    error_envelope,
+    exit_code,
+    file_digest,
+    normalize_args,
+    ok_envelope,
+    render,
+)
 from .jsvalues import UNDEFINED, js_prefix, to_json
 from .llm import CURRENT_RUN, config_llm
 from .load import WorkflowError, is_input_step, load_workflow, resolve_workflow_file
 from .pipeline import LlmCall, PipelineFailure, run_pipeline
 from .recorder import (
-    SAFE_KINDS,
     HandedOver,
     LeaseLost,
     RunCancelled,
@@ -58,14 +70,10 @@ from .runner import (
     Runner,
     last_completed_step,
     resolve_args,
-    step_kind,
     write_stderr,
 )
 from .tokens import decode_token, matches, new_token
 
-GATE_KINDS = {"approval": "workflow_approval", "input": "workflow_input"}
-NOT_FOUND = "Workflow resume state not found"
-REPEAT_KEY = "x-idempotent"  # a step marked `x-idempotent: true` may run again after a crash
 LEASE_TTL_S = 10.0
 
 
@@ -73,78 +81,12 @@ LEASE_TTL_S = 10.0
 _ADOPTED_AWAY: weakref.WeakKeyDictionary[asyncio.Task[Any], str] = weakref.WeakKeyDictionary()
 
 
-def repeatable(step: dict[str, Any]) -> bool:
-    """Whether a step that had started when its driver died may simply run again: gates and
-    steps that do nothing themselves, or a step the file marks `x-idempotent: true`."""
-    return step_kind(step) in SAFE_KINDS or step.get(REPEAT_KEY) is True
-
-
-def ok_envelope(status: str, output: list[Any], requires_approval: Any = None,
-                requires_input: Any = None) -> dict[str, Any]:
-    return {"protocolVersion": 1, "ok": True, "status": status, "output": output,
-            "requiresApproval": requires_approval, "requiresInput": requires_input}
-
-
-def error_envelope(kind: str, message: str) -> dict[str, Any]:
-    return {"protocolVersion": 1, "ok": False, "error": {"type": kind, "message": message}}
-
-
-def exit_code(envelope: Mapping[str, Any]) -> int:
-    """Lobster's: 0 ok/paused/cancelled, 2 parse_error, 1 any other error."""
-    if envelope.get("ok"):
-        return 0
-    return 2 if envelope.get("error", {}).get("type") == "parse_error" else 1
-
-
-def render(envelope: Mapping[str, Any]) -> str:
-    """The envelope exactly as Lobster prints it (JSON.stringify(envelope, null, 2))."""
-    return to_json(envelope, indent=2)
-
-
-def normalize_args(value: Any) -> dict[str, Any]:
-    """What `Object.entries` makes of a parsed --args-json value."""
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, list):
-        return {str(i): v for i, v in enumerate(value)}
-    if isinstance(value, str):
-        return {str(i): ch for i, ch in enumerate(value)}
-    return {}
-
-
-def file_digest(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return ""
-
-
-def _loads(text: str | None, default: Any = None) -> Any:
-    return default if text is None else json.loads(text)
-
-
-class GateDecided(WorkflowError):
-    """The gate a resume was aimed at is no longer waiting. Lobster's message (the envelope
-    of `workflow resume` stays Lobster's); `approval` is the gate's approvals row, read in
-    the same transaction, so `decide` can tell the loser who decided what and when."""
-
-    def __init__(self, message: str, approval: dict[str, Any] | None) -> None:
-        super().__init__(message)
-        self.approval = approval if approval and approval["status"] != "pending" else None
-
-
-def _why_cancelled(decision: str, reason: str) -> str:
-    """A cancelled run's reason: how its gate was decided, and the decider's words."""
-    how = "rejected" if decision == "rejected" else "cancelled"
-    return f"{how}: {reason.strip()}" if reason.strip() else how
-
-
 def _live(tx: WriteTx, run_id: str) -> bool:
     row = tx.one("SELECT status FROM workflow_runs WHERE id=?", (run_id,))
     return row is not None and row["status"] not in ("cancelled", "ok", "failed")
 
 
-class Workflows:
+class Workflows(Decisions, Adoption):
     """Run and resume Lobster workflows against a store.
 
     `env` and `cwd` are what steps inherit (default: this process's); `llm` answers
@@ -528,162 +470,6 @@ class Workflows:
         last = step_id if gate == "input" else last_completed_step(workflow["steps"], results)
         return await self._drive(run_id, workflow, path, args, results, start, last)
 
-    async def _spend(self, run_id: str) -> list[CostLine]:
-        """What a run has spent: the lines its step events carry (billed output items, and
-        the calls of clawtower's LLM stages at their agents' price)."""
-        # only the cost field: step payloads also carry the (possibly large) results
-        rows = await self.store.fetchall(
-            "SELECT json_extract(payload, '$.cost') AS cost FROM events WHERE"
-            " entity='workflow' AND entity_id=? AND type IN ('workflow.paused',"
-            " 'workflow.step_finished', 'workflow.step_failed')"
-            " AND json_array_length(payload, '$.cost') > 0"
-            " ORDER BY seq", (run_id,))
-        lines: list[CostLine] = []
-        for row in rows:
-            raw = json.loads(row["cost"])
-            lines.extend(line_from(x) for x in raw if isinstance(x, dict))
-        return lines
-
-    async def _results(self, run_id: str) -> dict[str, dict[str, Any]]:
-        rows = await self.store.fetchall(
-            "SELECT step_id, result FROM workflow_steps WHERE run_id=? AND result IS NOT NULL"
-            " ORDER BY seq", (run_id,))
-        return {r["step_id"]: json.loads(r["result"]) for r in rows}
-
-    def _claim(self, tx: WriteTx, run: dict[str, Any]) -> dict[str, Any]:
-        """Inside the write: the run is still paused at the same gate (a token works once)."""
-        now = tx.one("SELECT * FROM workflow_runs WHERE id=?", (run["id"],))
-        if (now is None or now["status"] != "paused" or now["token_hash"] != run["token_hash"]
-                or now["approval_id"] != run["approval_id"]):
-            raise GateDecided(NOT_FOUND, tx.one("SELECT * FROM approvals WHERE id=?",
-                                                (run["approval_id"],)))
-        return now
-
-    def _decide(self, tx: WriteTx, run: dict[str, Any], decision: str, by: str | None,
-                reason: str = "", fold: bool = False) -> ev.ApprovalDecided | None:
-        """The gate's approvals item decided; `fold`: returned for the run's resume to
-        carry (one event, issue 24.2) rather than emitted."""
-        a = tx.one("SELECT status FROM approvals WHERE id=?", (run["approval_id"],))
-        if a is None or a["status"] != "pending":
-            return None
-        payload = ev.ApprovalDecided(decision=decision, reason=reason)
-        if not fold:
-            tx.emit(NewEvent(entity_id=run["approval_id"], actor=(by or "").strip() or self.actor,
-                             role=Role.OPERATOR.value, payload=payload))
-        return payload
-
-    async def _consume(self, run: dict[str, Any], decision: str, by: str | None,
-                       result: dict[str, Any], reason: str = "") -> None:
-        def command(tx: WriteTx) -> None:
-            self._claim(tx, run)
-            decided = self._decide(tx, run, "approved" if decision == "approved"
-                                   else "answered", by, reason, fold=True)
-            lease: list[NewEvent] = []
-            leases._acquire(tx, lease_name(run["id"]), self.owner, self.lease_ttl_s,
-                            holder_gone=holder_gone, into=lease)
-            taken = lease[0].payload if lease else None  # a take-over keeps its own event
-            if not isinstance(taken, ev.LeaseAcquired) or taken.took_over_from is not None:
-                taken = None
-            tx.emit(NewEvent(entity_id=run["id"], actor=(by or "").strip() or self.actor,
-                             role=Role.OPERATOR.value, payload=wev.WorkflowResumed(
-                                 step_id=run["waiting_step"], decision=decision,
-                                 by=(by or "").strip() or None,
-                                 result=json.loads(to_json(result)), owner=process_tag(),
-                                 approval_id=run["approval_id"] if decided else None,
-                                 decided=decided, lease=taken)))
-            for event in lease if taken is None else ():
-                tx.emit(event)
-
-        await self.store.execute(command)
-
-    async def _consume_cancel(self, run: dict[str, Any], by: str | None, decision: str,
-                              reason: str = "") -> None:
-        def command(tx: WriteTx) -> None:
-            self._claim(tx, run)
-            self._decide(tx, run, decision, by, reason)
-            tx.emit(NewEvent(entity_id=run["id"], actor=(by or "").strip() or self.actor,
-                             role=Role.OPERATOR.value, payload=wev.WorkflowCancelled(
-                                 reason=_why_cancelled(decision, reason),
-                                 by=(by or "").strip() or None)))
-
-        await self.store.execute(command)
-
-    # ------------------------------------------------- the approvals list's side
-
-    async def decide(self, approval_id: str, approve: bool, *, by: str,
-                     reason: str = "") -> dict[str, Any]:
-        """`clawtower approve/reject ID` on a gate: approving continues the run (in this
-        process, until it ends or pauses again), rejecting cancels it.
-
-        Exactly one of two racing decisions wins: the gate is claimed inside the write that
-        records the decision, and the loser gets AlreadyDecided (who, what, when)."""
-        a = await self.store.fetchone("SELECT * FROM approvals WHERE id=?", (approval_id,))
-        if a is None:
-            raise NotFound(f"approval {approval_id!r}: no such approval")
-        if a["status"] != "pending":
-            raise AlreadyDecided.from_row(a)
-        if approve and a["kind"] == GATE_KINDS["input"]:
-            raise ValidationError(f"approval {approval_id!r}: a workflow input gate needs an"
-                                  f" answer: clawtower workflow resume --id {approval_id}"
-                                  " --response-json JSON")
-        cancel = a["kind"] == GATE_KINDS["input"]
-        envelope = await self._resume_or_lose(approval_id, None if cancel else approve,
-                                              UNDEFINED, cancel, by, reason)
-        return await self._decided(approval_id, a, envelope, "approved" if approve else
-                                   "rejected")
-
-    async def _resume_or_lose(self, approval_id: str, approve: bool | None, response: Any,
-                              cancel: bool, by: str, reason: str = "") -> dict[str, Any]:
-        """`resume` for the approvals list: a gate someone else decided meanwhile raises
-        AlreadyDecided rather than answer Lobster's "not found" envelope."""
-        try:
-            return await self._resume(None, approval_id, approve, response, cancel, by,
-                                      reason)
-        except GateDecided as exc:
-            if exc.approval is not None:
-                raise AlreadyDecided.from_row(exc.approval) from None
-            return error_envelope(exc.kind, exc.message)
-        except WorkflowError as exc:
-            return error_envelope(exc.kind, exc.message)
-
-    async def respond(self, approval_id: str, response: Any, *, by: str) -> dict[str, Any]:
-        """Answer an input gate with a JSON value (validated against its schema first)."""
-        a = await self.store.fetchone("SELECT * FROM approvals WHERE id=?", (approval_id,))
-        if a is None:
-            raise NotFound(f"approval {approval_id!r}: no such approval")
-        if a["status"] != "pending":
-            raise AlreadyDecided.from_row(a)
-        envelope = await self._resume_or_lose(approval_id, None, response, False, by)
-        return await self._decided(approval_id, a, envelope, "answered")
-
-    async def _decided(self, approval_id: str, a: dict[str, Any], envelope: dict[str, Any],
-                       decision: str) -> dict[str, Any]:
-        now = await self.store.fetchone("SELECT status FROM approvals WHERE id=?",
-                                        (approval_id,))
-        if not envelope["ok"] and (now is None or now["status"] == "pending"):
-            message = envelope["error"]["message"]
-            if envelope["error"]["type"] == "parse_error":
-                raise ValidationError(f"approval {approval_id!r}: {message}")
-            raise ClawError(f"approval {approval_id!r}: {message}")
-        run = await self.store.fetchone("SELECT status FROM workflow_runs WHERE id=?",
-                                        (a["subject"],))
-        return {"approval": approval_id, "decision": decision, "subject": a["subject"],
-                "kind": a["kind"], "run_status": run["status"] if run else None,
-                "envelope": envelope}
-
-    async def check_response(self, approval_id: str, response: Any) -> str | None:
-        """Why a response would be refused by an input gate's schema (None: it is fine)."""
-        a = await self.store.fetchone("SELECT * FROM approvals WHERE id=?", (approval_id,))
-        if a is None:
-            raise NotFound(f"approval {approval_id!r}: no such approval")
-        run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?",
-                                        (a["subject"],))
-        if run is None or run["gate"] != "input":
-            raise ValidationError(f"approval {approval_id!r}: not a waiting workflow input gate")
-        from .ajv import validate_response
-
-        return validate_response(_loads(run["input_schema"]), response, run["waiting_step"])
-
     # -------------------------------------------------------------- manage
 
     async def cancel(self, run_id: str, *, by: str, reason: str = "") -> None:
@@ -701,322 +487,10 @@ class Workflows:
 
         await self.store.execute(command)
 
-    # ------------------------------------------------------------ adoption
-
-    async def adoptable(self) -> list[str]:
-        """Running runs nobody drives: their lease expired or was released, or its holder's
-        process is gone from this host (a run from before leases: its driver is gone)."""
-        rows = await self.store.fetchall(
-            "SELECT r.id, l.owner, l.expires_at, l.released, l.name IS NOT NULL AS leased"
-            " FROM workflow_runs r LEFT JOIN leases l ON l.name = 'workflow:' || r.id"
-            " WHERE r.status='running' ORDER BY r.num")
-        if not rows:
-            return []
-        runs = [{"id": r["id"], "status": "running"} for r in rows]
-        await self._drivers(runs)
-        driver = {r["id"]: r["driver"] for r in runs}
-        now = time.time()  # a first sieve: the lease's own check decides, in `adopt`
-        out = []
-        for r in rows:
-            if not r["leased"]:
-                if driver[r["id"]] == "gone":
-                    out.append(r["id"])
-                continue
-            if unheld(str(r["owner"]), r["released"], r["expires_at"], now):
-                out.append(r["id"])
-        return out
-
-    async def adopt(self, run_id: str) -> dict[str, Any]:
-        """Drive on a run whose driver died, from the exact step it reached: a step that had
-        started runs again only when `repeatable`, else the run waits for the operator with
-        the reason (`recover` then retries, skips or cancels it). Conflict while a live
-        driver holds the run's lease."""
-        run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?", (run_id,))
-        if run is None:
-            raise NotFound(f"workflow run {run_id!r}: no such run")
-        if run["status"] != "running":
-            if run["status"] == "paused" and run["gate"] == "interrupted":
-                raise Conflict(f"workflow run {run_id!r}: waits for the operator ({run['error']});"
-                               " choose --retry, --skip or --cancel")
-            raise Conflict(f"workflow run {run_id!r}: {run['status']}, nothing to adopt")
-        path = Path(run["file"])
-        try:
-            workflow = load_workflow(path)
-            check_workflow_conditions(workflow)
-        except WorkflowError as exc:
-            return error_envelope("runtime_error", f"workflow run {run_id}: {exc.message}")
-        if run["digest"] and file_digest(path) != run["digest"]:
-            self.stderr(f"clawtower: warning: {path} changed since run {run_id} started;"
-                        " adopting it with the file as it is now\n")
-        steps = await self.store.fetchall(
-            "SELECT step_id, status, result, error FROM workflow_steps WHERE run_id=? AND"
-            " parent IS NULL", (run_id,))
-        rests = await self.store.fetchall(
-            "SELECT json_extract(payload, '$.step_id') AS step_id FROM events WHERE"
-            " entity='workflow' AND entity_id=? AND type='workflow.step_failed' AND"
-            " json_extract(payload, '$.policy')='skip_rest' AND"
-            " json_extract(payload, '$.retrying')=0", (run_id,))
-        plan = _plan(workflow["steps"], {s["step_id"]: s for s in steps},
-                     {r["step_id"] for r in rests})
-        name = lease_name(run_id)
-
-        def take(tx: WriteTx) -> str | None:
-            now = tx.one("SELECT status FROM workflow_runs WHERE id=?", (run_id,))
-            if now is None or now["status"] != "running":
-                raise Conflict(f"workflow run {run_id!r}: no longer running")
-            held = leases.holder(tx, name)
-            if not leases._acquire(tx, name, self.owner, self.lease_ttl_s,
-                                   holder_gone=holder_gone):
-                assert held is not None
-                raise Conflict(f"workflow run {run_id!r}: driven by {held['owner']} (lease until"
-                               f" {held['expires_at']:.0f}); it is adopted once that process"
-                               " is gone or its lease expires")
-            return None if held is None else str(held["owner"])
-
-        previous = await self.store.execute(take)
-        if previous is None:
-            row = await self.store.fetchone(
-                "SELECT json_extract(payload, '$.took_over_from') AS prev FROM events WHERE"
-                " entity='lease' AND entity_id=? ORDER BY seq DESC LIMIT 1", (name,))
-            previous = row["prev"] if row else None
-        if plan.step_id is not None:  # whatever is left of its processes ends first
-            spawned = await self.store.fetchall(
-                "SELECT json_extract(payload, '$.process') AS process FROM events WHERE"
-                " entity='workflow' AND entity_id=? AND type='workflow.step_spawned' AND"
-                " json_extract(payload, '$.step_id')=?", (run_id, plan.step_id))
-            for p in spawned:
-                if not await asyncio.to_thread(end_group, str(p["process"])):
-                    await leases.release(self.store, name, self.owner)
-                    raise ClawError(f"workflow run {run_id!r}: step {plan.step_id}'s process"
-                                    f" group {p['process']} did not end; try again")
-        if plan.fail is not None:
-            await self._end(run_id, wev.WorkflowFailed(error=plan.fail, kind="runtime_error"))
-            return error_envelope("runtime_error", plan.fail)
-        if plan.step_id is not None and not plan.rerun:
-            return await self._interrupt(run_id, plan)
-        args = resolve_args(workflow.get("args"), _loads(run["args"], {}))
-        results = await self._results(run_id)
-        await self.store.execute(lambda tx: tx.emit(NewEvent(
-            entity_id=run_id, actor=self.actor, role=Role.SYSTEM.value,
-            payload=wev.WorkflowAdopted(owner=self.owner, previous_owner=previous,
-                                       index=plan.index, step_id=plan.step_id,
-                                       rerun=plan.rerun))))
-        return await self._drive(run_id, workflow, path, args, results, plan.index,
-                                 last_completed_step(workflow["steps"], results),
-                                 await self._run_cwd(run_id))
-
-    async def _run_cwd(self, run_id: str) -> str | None:
-        row = await self.store.fetchone(
-            "SELECT json_extract(payload, '$.cwd') AS cwd FROM events WHERE entity='workflow'"
-            " AND entity_id=? AND type='workflow.started' ORDER BY seq LIMIT 1", (run_id,))
-        return str(row["cwd"]) if row and row["cwd"] else None
-
-    async def _interrupt(self, run_id: str, plan: _Plan) -> dict[str, Any]:
-        assert plan.step_id is not None
-        reason = (f"step {plan.step_id} was interrupted when the process driving the run died;"
-                  f" it may have had its effect and is not marked `{REPEAT_KEY}: true`:"
-                  f" retry, skip or cancel it (clawtower workflow recover {run_id}"
-                  " --retry|--skip|--cancel)")
-        step_id = plan.step_id
-
-        def command(tx: WriteTx) -> None:
-            tx.emit(NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
-                             payload=wev.WorkflowInterrupted(step_id=step_id, index=plan.index,
-                                                            reason=reason)))
-            leases._release(tx, lease_name(run_id), self.owner)
-
-        await self.store.execute(command)
-        return operator_envelope(run_id, step_id, reason)
-
-    async def recover(self, run_id: str, decision: str | None = None, *, by: str,
-                      reason: str = "") -> dict[str, Any]:
-        """`clawtower workflow recover ID`: adopt a run whose driver died (no decision), or
-        settle a step interrupted by that death: retry it, skip it, or cancel the run."""
-        if decision is None:
-            return await self.adopt(run_id)
-        if decision == "cancel":
-            await self.cancel(run_id, by=by, reason=reason)
-            return ok_envelope("cancelled", [])
-        if decision not in ("retry", "skip"):
-            raise ValidationError(f"workflow recover {run_id}: the decision must be retry, skip"
-                                  f" or cancel, not {decision!r}")
-        run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?", (run_id,))
-        if run is None:
-            raise NotFound(f"workflow run {run_id!r}: no such run")
-        if run["status"] != "paused" or run["gate"] != "interrupted":
-            hint = (f"; `clawtower workflow recover {run_id}` adopts it"
-                    if run["status"] == "running" else "")
-            raise Conflict(f"workflow run {run_id!r}: {run['status']}, no interrupted step waits"
-                           f" for a decision{hint}")
-        path = Path(run["file"])
-        try:
-            workflow = load_workflow(path)
-        except WorkflowError as exc:
-            return error_envelope("runtime_error", f"workflow run {run_id}: {exc.message}")
-        step_id, index = str(run["waiting_step"]), int(run["resume_at"])
-        who = by.strip() or self.actor
-
-        def command(tx: WriteTx) -> None:
-            now = tx.one("SELECT status, gate, waiting_step FROM workflow_runs WHERE id=?",
-                         (run_id,))
-            if (now is None or now["status"] != "paused" or now["gate"] != "interrupted"
-                    or now["waiting_step"] != step_id):
-                raise Conflict(f"workflow run {run_id!r}: already settled by someone else")
-            if not leases._acquire(tx, lease_name(run_id), self.owner, self.lease_ttl_s,
-                                   holder_gone=holder_gone):
-                raise Conflict(f"workflow run {run_id!r}: another process is settling it")
-            tx.emit(NewEvent(entity_id=run_id, actor=who, role=Role.OPERATOR.value,
-                             payload=wev.WorkflowRecovered(step_id=step_id, index=index,
-                                                          decision=decision, by=who,
-                                                          owner=self.owner)))
-
-        await self.store.execute(command)
-        args = resolve_args(workflow.get("args"), _loads(run["args"], {}))
-        results = await self._results(run_id)
-        start = index + 1 if decision == "skip" else index
-        return await self._drive(run_id, workflow, path, args, results, start,
-                                 last_completed_step(workflow["steps"], results),
-                                 await self._run_cwd(run_id))
-
-    async def list(self, limit: int = 500) -> list[dict[str, Any]]:
-        """Runs, newest first. A `running` one says whether its process is still there
-        (`driver`: alive | gone | unknown, see core/liveness.py)."""
-        rows = await self.store.fetchall(
-            "SELECT r.*, (SELECT count(*) FROM workflow_steps s WHERE s.run_id=r.id AND"
-            " s.parent IS NULL AND s.status IN ('done', 'skipped', 'failed')) AS steps_done"
-            " FROM workflow_runs r ORDER BY num DESC LIMIT ?", (limit,))
-        runs = [_run(r) for r in rows]
-        await self._drivers(runs)
-        return runs
-
-    async def _drivers(self, runs: Sequence[dict[str, Any]]) -> None:
-        running = [r for r in runs if r["status"] == "running"]
-        for r in runs:
-            r["driver"] = None
-        if not running:
-            return
-        marks = ",".join("?" * len(running))
-        rows = await self.store.fetchall(
-            "SELECT entity_id, json_extract(payload, '$.owner') AS owner FROM events WHERE"
-            f" entity='workflow' AND entity_id IN ({marks}) AND type IN ('workflow.started',"
-            " 'workflow.resumed', 'workflow.adopted', 'workflow.recovered') ORDER BY seq",
-            tuple(r["id"] for r in running))
-        owners = {row["entity_id"]: row["owner"] for row in rows}
-        for r in running:
-            r["driver"] = liveness(str(owners.get(r["id"]) or "").partition("#")[0])
-
-    async def get(self, run_id: str) -> dict[str, Any]:
-        """A run with every step (pending ones too) and the gate it waits at, if any."""
-        run, steps = await self.store.fetch_many([
-            ("SELECT r.*, 0 AS steps_done FROM workflow_runs r WHERE id=?", (run_id,)),
-            ("SELECT * FROM workflow_steps WHERE run_id=? ORDER BY idx, seq", (run_id,)),
-        ])
-        if not run:
-            raise NotFound(f"workflow run {run_id!r}: no such run")
-        out = _run(run[0])
-        await self._drivers([out])
-        by_id = {s["step_id"]: s for s in steps}
-        # a step that never started: pending while the run may still reach it; once the run
-        # ended cancelled or failed, it never will
-        never = "cancelled" if out["status"] in ("cancelled", "failed") else "pending"
-        listed: list[dict[str, Any]] = []
-        for idx, sid in enumerate(out["step_ids"]):
-            row = by_id.get(sid)
-            item = _step(row) if row else {"id": sid, "index": idx, "kind": "", "status":
-                                            never, "attempts": 0, "result": None,
-                                            "error": None, "started_at": None, "ended_at": None}
-            item["branches"] = [_step(s) for s in steps if s["parent"] == sid]
-            listed.append(item)
-        out["steps"] = listed
-        out["steps_done"] = sum(1 for s in listed if s["status"] in ("done", "skipped", "failed"))
-        r0 = run[0]
-        out["gate"] = None if r0["status"] != "paused" else {
-            "kind": r0["gate"], "step": r0["waiting_step"], "approval_id": r0["approval_id"],
-            "request": _loads(r0["request"]), "identity": _loads(r0["identity"], {})}
-        out["cost"] = await self.cost(run_id)
-        return out
-
-    async def cost(self, run_id: str) -> dict[str, Any]:
-        """A run's spend so far (tokens, US dollars, each billed line) and its cost_limit."""
-        started = await self.store.fetchone(
-            "SELECT json_extract(payload, '$.cost_limit') AS cost_limit FROM events WHERE"
-            " entity='workflow' AND entity_id=? AND type='workflow.started' ORDER BY seq"
-            " LIMIT 1", (run_id,))
-        raw = json.loads(started["cost_limit"]) if started and started["cost_limit"] else None
-        limit = parse_limit(raw) if isinstance(raw, dict) else None
-        return summarize(await self._spend(run_id), limit)
-
-
-def operator_envelope(run_id: str, step_id: str, reason: str) -> dict[str, Any]:
-    """A run that waits for the operator after a crash (clawtower's own status: Lobster has
-    no adoption)."""
-    return {"protocolVersion": 1, "ok": True, "status": "needs_operator", "output": [],
-            "requiresApproval": None, "requiresInput": None,
-            "requiresOperator": {"type": "interrupted_step", "runId": run_id,
-                                 "stepId": step_id, "reason": reason,
-                                 "choices": ["retry", "skip", "cancel"]}}
-
-
-@dataclass
-class _Plan:
-    """Where an adopted run goes on: step `index`; `step_id` had started (an interrupted
-    step), `rerun` when it may run again; `fail` when it had already failed the run."""
-
-    index: int
-    step_id: str | None = None
-    rerun: bool = False
-    fail: str | None = None
-
-
-def _plan(steps: Sequence[dict[str, Any]], rows: Mapping[str, Mapping[str, Any]],
-          skip_rest: set[str]) -> _Plan:
-    for idx, step in enumerate(steps):
-        sid = str(step["id"])
-        row = rows.get(sid)
-        if row is None:
-            return _Plan(idx)
-        status = row["status"]
-        if status in ("done", "skipped"):
-            continue
-        if status == "failed":
-            if row["result"] is None:  # on_error stop: the run had failed
-                return _Plan(idx, fail=str(row["error"] or f"step {sid} failed"))
-            if sid in skip_rest:
-                return _Plan(len(steps))
-            continue
-        # running / retrying / waiting / interrupted: it started and has no result
-        return _Plan(idx, sid, rerun=status == "retrying" or repeatable(step))
-    return _Plan(len(steps))
-
-
-def _lost(run_id: str) -> dict[str, Any]:
-    return error_envelope("runtime_error", f"workflow run {run_id}: another process adopted it"
-                          " (this one stalled past its lease); it drives the run from here")
-
 
 def _limit_dict(workflow: Mapping[str, Any]) -> dict[str, Any] | None:
     limit = parse_limit(workflow.get("cost_limit"))
     return None if limit is None else {"max_usd": limit[0], "action": limit[1]}
-
-
-def _run(r: dict[str, Any]) -> dict[str, Any]:
-    steps = json.loads(r["steps"])
-    return {
-        "id": r["id"], "name": r["name"], "file": r["file"], "status": r["status"],
-        "args": json.loads(r["args"]), "step_ids": steps, "steps_total": len(steps),
-        "steps_done": r["steps_done"], "waiting_step": r["waiting_step"],
-        "gate_kind": r["gate"] if r["status"] == "paused" else None,
-        "approval_id": r["approval_id"] if r["status"] == "paused" else None,
-        "output": _loads(r["output"]), "error": r["error"], "started_by": r["started_by"],
-        "started_at": r["started_at"], "ended_at": r["ended_at"],
-        "updated_at": r["updated_at"], "last_seq": r["last_seq"],
-    }
-
-
-def _step(s: dict[str, Any]) -> dict[str, Any]:
-    return {"id": s["step_id"], "index": s["idx"], "kind": s["kind"], "status": s["status"],
-            "attempts": s["attempts"], "result": _loads(s["result"]), "error": s["error"],
-            "started_at": s["started_at"], "ended_at": s["ended_at"]}
 
 
 def _identity_problem(step_id: str, identity: dict[str, Any], by: str | None) -> str | None:
@@ -1032,4 +506,5 @@ def _dry(workflow: dict[str, Any], args: dict[str, Any], results: dict[str, Any]
     return dry_run(workflow["steps"], args, results, start)
 
 
-__all__ = ["Workflows", "error_envelope", "exit_code", "normalize_args", "ok_envelope", "render"]
+__all__ = ["GATE_KINDS", "Workflows", "error_envelope", "exit_code", "normalize_args",
+           "ok_envelope", "render"]

@@ -17,8 +17,8 @@ from core.errors import ValidationError
 from core.experts import home
 from core.experts.bindings import bindings_path, load_bindings, write_binding
 from core.triggers import hookauth
+from core.workflows.adoption import repeatable
 from core.workflows.load import load_workflow
-from core.workflows.service import repeatable
 from tests.helpers.hook_expert import install_hook_expert
 
 from .conftest import ACME
