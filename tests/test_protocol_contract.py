@@ -372,13 +372,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("protocol", PROTOCOLS, indirect=True)
 
 
-async def run_engine(store: Store, folder: Path, protocol: str) -> None:
-    """A fresh composed engine (every worker) on the fast cast, until idle."""
+async def run_engine(store: Store, folder: Path, protocol: str, hold: bool = True) -> None:
+    """A fresh composed engine (every worker) on the fast cast, until idle. `hold=False`:
+    the store does not hold writes through a storage fault, so the fault reaches the
+    protocol as in the foreground (tests/test_storage_fault_protocols.py)."""
     cfg = config_file(folder, protocol, "fast")
     engine = build_engine(store, load_agents(cfg), config=load_config(cfg),
                           session_kw={"lease_ttl_s": SESSION_TTL_S})
     runner = asyncio.create_task(engine.run())
     try:
+        if not hold:
+            store.set_hold(False)
         assert await engine.until_idle(timeout_s=WAIT_S), engine.errors
         assert engine.errors == []
     finally:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 import test_protocol_contract as contract
 from session_helpers import wait_for
-from test_protocol_contract import SESSION_TTL_S, WAIT_S, config_file, types
+from test_protocol_contract import WAIT_S, run_engine, types
 
 from core.agents.config import load_agents, load_config
 from core.errors import StorageFault
@@ -60,20 +60,6 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-async def run_engine(store: Any, folder: Path, protocol: str) -> None:
-    """The composed engine on `store` (a view) without holding writes, until idle."""
-    cfg = config_file(folder, protocol, "fast")
-    engine = build_engine(store, load_agents(cfg), config=load_config(cfg),
-                          session_kw={"lease_ttl_s": SESSION_TTL_S})
-    runner = asyncio.create_task(engine.run())
-    try:
-        store.set_hold(False)  # the fault reaches the protocol (as in the foreground)
-        assert await engine.until_idle(timeout_s=WAIT_S), engine.errors
-    finally:
-        engine.stop()
-        await asyncio.wait_for(runner, 60)
-
-
 async def test_flows_a_fault_on_a_decomposition_never_fails_the_task(
         folder: Path, db_path: Path) -> None:
     store = await open_store(str(db_path))
@@ -81,7 +67,7 @@ async def test_flows_a_fault_on_a_decomposition_never_fails_the_task(
         p = contract.KINDS["flows"](folder)
         wid = await p.create(store)
         view = FaultyStore(store, "flow.decomposed")
-        await run_engine(view, folder, "flows")
+        await run_engine(view, folder, "flows", hold=False)
         assert view.faults == 1
         await p.check(store, wid, killed=False)  # no task failed; each replied once
     finally:
@@ -95,7 +81,7 @@ async def test_sessions_a_fault_on_a_tool_result_never_fails_the_job(
         p = contract.KINDS["sessions"](folder)
         sid = await p.create(store)
         view = FaultyStore(store, "turn.tool_result")
-        await run_engine(view, folder, "sessions")
+        await run_engine(view, folder, "sessions", hold=False)
         assert view.faults == 1
         jobs = await store.fetchall("SELECT status, attempt FROM turn_jobs WHERE"
                                     " session_id=?", (sid,))
@@ -210,7 +196,7 @@ async def test_triggers_a_fault_in_the_process_is_no_failed_attempt(
         p = contract.KINDS["triggers"](folder)
         wid = await p.create(store)
         view = FaultyStore(store, "agent.usage")
-        await run_engine(view, folder, "triggers")
+        await run_engine(view, folder, "triggers", hold=False)
         assert view.faults == 1
         t = await types(store, wid)
         assert (t["trigger.failed"], t["trigger.finished"]) == (0, 1), t
