@@ -250,7 +250,7 @@ class BatchWriter(ABC):
         self.fault: Fault | None = None  # the storage fault now, None once a batch lands
         self.fault_listeners: list[Callable[[Fault | None], None]] = []
         self._release = asyncio.Event()  # set: stop holding (closing, or hold turned off)
-        self._stop_seen = False  # the stop marker was taken while a held batch waited
+        self._stop_seen = False  # the stop marker was taken into a batch: end after it
         self._queue: asyncio.Queue[Job | None] = asyncio.Queue()
         self._writer_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -328,21 +328,12 @@ class BatchWriter(ABC):
                 await self._writer_task
 
     async def _writer_loop(self) -> None:
-        stopping = False
-        while not stopping and not self._stop_seen:
+        while not self._stop_seen:
             job = await self._queue.get()
             if job is None:
                 break
             jobs = [job]
-            while len(jobs) < MAX_BATCH:
-                try:
-                    nxt = self._queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    break
-                if nxt is None:
-                    stopping = True
-                    break
-                jobs.append(nxt)
+            self._absorb(jobs)  # up to MAX_BATCH of what is queued: one batch
             result = await self._land(jobs)
             if result is None:
                 continue
@@ -391,8 +382,9 @@ class BatchWriter(ABC):
             return result
 
     def _absorb(self, jobs: list[Job]) -> None:
-        """Move what was queued behind a held batch into it: a job that does not hold (a
-        webhook's intake) is then answered by the next try, not after the fault."""
+        """Move what is queued into the batch `jobs` (up to MAX_BATCH; the stop marker ends
+        the writer after it). Behind a held batch: a job that does not hold (a webhook's
+        intake) is then answered by the next try, not after the fault."""
         while len(jobs) < MAX_BATCH:
             try:
                 nxt = self._queue.get_nowait()
