@@ -268,6 +268,10 @@ def test_channel_message_starts_the_process(tmp_path: Path, hook_home: Path) -> 
             await store.close()
 
     try:
+        # a store's first server scans from the end of the log: wait until its channel
+        # watcher has taken its position, or the messages may predate it (a loaded machine)
+        wait_rows(db, "SELECT seq FROM trigger_cursor WHERE name='channels'",
+                  lambda r: len(r) == 1)
         asyncio.run(send())
         done = wait_rows(db, "SELECT * FROM trigger_items WHERE trigger='chat' AND"
                              " status='done'", lambda r: len(r) == 1)
