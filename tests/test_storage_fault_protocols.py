@@ -12,6 +12,7 @@ nothing of it lands), `times` times. No hold: the foreground's view of a fault.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import TypeVar
@@ -60,15 +61,44 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+async def faulted_once(store: Store, folder: Path, kind: str, event_type: str
+                       ) -> tuple[contract.Protocol, str]:
+    """`kind`'s work, created and run by an engine that does not hold writes, whose first
+    write recording `event_type` meets a storage fault (once): the protocol and its id."""
+    p = contract.KINDS[kind](folder)
+    wid = await p.create(store)
+    view = FaultyStore(store, event_type)
+    await run_engine(view, folder, kind, hold=False)
+    assert view.faults == 1
+    return p, wid
+
+
+async def full_disk_after(store: Store, child: subprocess.Popen[str], flag: Path,
+                          event_type: str) -> None:
+    """Once `child` (a foreground command) has logged `event_type`, the disk fills; the
+    command must end with exit 1 and one line saying so. Then the disk has room again."""
+    try:
+        async def logged() -> bool:
+            return await store.fetchone("SELECT 1 FROM events WHERE type=?",
+                                        (event_type,)) is not None
+
+        await wait_for(logged, WAIT_S)
+        flag.touch()
+        _out, err = await asyncio.to_thread(child.communicate, timeout=WAIT_S)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=30)
+    assert child.returncode == 1, err
+    assert "disk full" in err and len(err.strip().splitlines()) == 1, err
+    flag.unlink()
+
+
 async def test_flows_a_fault_on_a_decomposition_never_fails_the_task(
         folder: Path, db_path: Path) -> None:
     store = await open_store(str(db_path))
     try:
-        p = contract.KINDS["flows"](folder)
-        wid = await p.create(store)
-        view = FaultyStore(store, "flow.decomposed")
-        await run_engine(view, folder, "flows", hold=False)
-        assert view.faults == 1
+        p, wid = await faulted_once(store, folder, "flows", "flow.decomposed")
         await p.check(store, wid, killed=False)  # no task failed; each replied once
     finally:
         await store.close()
@@ -78,11 +108,7 @@ async def test_sessions_a_fault_on_a_tool_result_never_fails_the_job(
         folder: Path, db_path: Path) -> None:
     store = await open_store(str(db_path))
     try:
-        p = contract.KINDS["sessions"](folder)
-        sid = await p.create(store)
-        view = FaultyStore(store, "turn.tool_result")
-        await run_engine(view, folder, "sessions", hold=False)
-        assert view.faults == 1
+        _, sid = await faulted_once(store, folder, "sessions", "turn.tool_result")
         jobs = await store.fetchall("SELECT status, attempt FROM turn_jobs WHERE"
                                     " session_id=?", (sid,))
         assert [j["status"] for j in jobs] == ["done"], jobs  # taken over, never failed
@@ -193,11 +219,7 @@ async def test_triggers_a_fault_in_the_process_is_no_failed_attempt(
     install_hook_expert(folder)
     store = await open_store(str(db_path))
     try:
-        p = contract.KINDS["triggers"](folder)
-        wid = await p.create(store)
-        view = FaultyStore(store, "agent.usage")
-        await run_engine(view, folder, "triggers", hold=False)
-        assert view.faults == 1
+        _, wid = await faulted_once(store, folder, "triggers", "agent.usage")
         t = await types(store, wid)
         assert (t["trigger.failed"], t["trigger.finished"]) == (0, 1), t
         runs = Counter(r["status"] for r in await store.fetchall(
@@ -258,21 +280,8 @@ async def test_meeting_run_on_a_full_disk_exits_1_and_an_engine_ends_the_meeting
             env=child_env(CLAWTOWER_CONFIG=str(cast), **{DRILL_ENV: str(flag)}),
             cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=die_with_parent)
-        try:
-            async def round_started() -> bool:
-                return await store.fetchone("SELECT 1 FROM events WHERE"
-                                            " type='meeting.round_started'") is not None
-
-            await wait_for(round_started, WAIT_S)
-            flag.touch()  # the disk is full before the replies are recorded
-            _out, err = await asyncio.to_thread(child.communicate, timeout=WAIT_S)
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait(timeout=30)
-        assert child.returncode == 1, err
-        assert "disk full" in err and len(err.strip().splitlines()) == 1, err
-        flag.unlink()
+        # the disk is full before the replies are recorded
+        await full_disk_after(store, child, flag, "meeting.round_started")
         [m] = await Meetings(store).list()
         assert m["status"] == "running", m  # not ended: resumable
         await wait_for(lambda: _orphaned(store, m["id"]), WAIT_S)
@@ -315,21 +324,7 @@ async def test_workflow_run_on_a_full_disk_exits_1_and_an_engine_finishes_the_ru
             [str(contract.CLAWTOWER), "workflow", "run", "big.lobster", "--db", str(db_path)],
             env=child_env(**{DRILL_ENV: str(flag)}), cwd=folder, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
-        try:
-            async def a_step_ran() -> bool:
-                return await store.fetchone("SELECT 1 FROM events WHERE"
-                                            " type='workflow.step_started'") is not None
-
-            await wait_for(a_step_ran, WAIT_S)
-            flag.touch()
-            _out, err = await asyncio.to_thread(child.communicate, timeout=WAIT_S)
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait(timeout=30)
-        assert child.returncode == 1, err
-        assert "disk full" in err and len(err.strip().splitlines()) == 1, err
-        flag.unlink()
+        await full_disk_after(store, child, flag, "workflow.step_started")
         run = await store.fetchone("SELECT id, status FROM workflow_runs")
         assert run is not None and run["status"] == "running", run
         t = await types(store, run["id"])
