@@ -38,8 +38,8 @@ TARGET_P50_MS = 50.0
 
 async def observer(db: str, out: str, n: int) -> None:
     """The attached console: sees each request, approves it at once, logs both times."""
-    from core.approvals import Approvals
-    from core.store import open_store
+    from clawtower.core.approvals import Approvals
+    from clawtower.core.store import open_store
 
     store = await open_store(db)
     seen: set[str] = set()
@@ -68,9 +68,9 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 async def ours(work: Path, n: int, rep: int) -> dict[str, list[float]]:
-    from core.acp.bridge import AcpTurn
-    from core.acp.config import HarnessConfig
-    from core.store import open_store
+    from clawtower.core.acp.bridge import AcpTurn
+    from clawtower.core.acp.config import HarnessConfig
+    from clawtower.core.store import open_store
 
     db = work / f"acp-{rep}.db"
     agent_log, obs_log = work / f"agent-{rep}.jsonl", work / f"obs-{rep}.jsonl"

@@ -34,9 +34,9 @@ from typing import Any
 import _common as cm
 import aiosqlite
 
-from core.events import NewEvent, Note
-from core.store import open_store
-from core.store.schema import LOG_SCHEMA
+from clawtower.core.events import NewEvent, Note
+from clawtower.core.store import open_store
+from clawtower.core.store.schema import LOG_SCHEMA
 
 PAYLOAD_BYTES = 320
 SYNC_MODES = ("NORMAL", "FULL")

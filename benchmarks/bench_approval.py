@@ -40,13 +40,13 @@ from typing import Any
 
 import _common as cm
 
-from core.agents.registry import AgentSet
-from core.agents.simulator import DEFAULT_AGENTS, SimScript
-from core.approvals import Approvals
-from core.orchestrator import Orchestrator
-from core.store import SQLiteStore, open_store
-from core.tasks.service import Tasks
-from core.tasks.spec import PlannedEffect, TaskSpec
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.agents.simulator import DEFAULT_AGENTS, SimScript
+from clawtower.core.approvals import Approvals
+from clawtower.core.orchestrator import Orchestrator
+from clawtower.core.store import SQLiteStore, open_store
+from clawtower.core.tasks.service import Tasks
+from clawtower.core.tasks.spec import PlannedEffect, TaskSpec
 
 TARGET_P50_MS = 2.0
 RESUMED = ("ready_to_resume", "completed")

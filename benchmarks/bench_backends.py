@@ -40,15 +40,15 @@ from urllib.parse import urlsplit, urlunsplit
 import _common as cm
 from bench_lifecycle import make_script, make_spec
 
-from core.agents.registry import AgentSet
-from core.approvals import Approvals
-from core.clock import FakeClock
-from core.events import NewEvent, Note
-from core.orchestrator import Orchestrator
-from core.store import open_store
-from core.tasks import commands as c
-from core.tasks.permissions import Role
-from core.tasks.service import Tasks
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.approvals import Approvals
+from clawtower.core.clock import FakeClock
+from clawtower.core.events import NewEvent, Note
+from clawtower.core.orchestrator import Orchestrator
+from clawtower.core.store import open_store
+from clawtower.core.tasks import commands as c
+from clawtower.core.tasks.permissions import Role
+from clawtower.core.tasks.service import Tasks
 
 PAYLOAD = "x" * 300
 TARGET_RATIO = 5.0
@@ -257,7 +257,7 @@ async def main() -> None:
     cycles = 20 if args.quick else 100
     server = args.pg
     if server is None:
-        from core.store import pglocal
+        from clawtower.core.store import pglocal
 
         server = pglocal.start(Path(tempfile.mkdtemp(prefix="clawtower-bench-pg-")) / "data",
                                stop_at_exit=True)

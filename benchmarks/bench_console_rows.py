@@ -16,8 +16,8 @@ from _common import machine_info, median, parser, print_machine, print_table, re
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
-from tui.themes import variable_defaults
-from tui.views import TaskList
+from clawtower.tui.themes import variable_defaults
+from clawtower.tui.views import TaskList
 
 PHASES = ["executing", "spec_review", "completed", "awaiting_approval", "failed"]
 COLS = ("id", "title", "phase", "attempts", "phase_reason")

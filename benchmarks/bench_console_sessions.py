@@ -30,10 +30,10 @@ TARGET_MS = 5.0
 
 
 async def seed(path: Path, n: int) -> str:
-    from core.sessions import events as sev
-    from core.sessions.service import Sessions, _ev, new_id, queue_job
-    from core.sessions.specs import AgentSpecConfig
-    from core.store import open_store
+    from clawtower.core.sessions import events as sev
+    from clawtower.core.sessions.service import Sessions, _ev, new_id, queue_job
+    from clawtower.core.sessions.specs import AgentSpecConfig
+    from clawtower.core.store import open_store
 
     store = await open_store(path)
     try:
@@ -67,10 +67,10 @@ async def seed(path: Path, n: int) -> str:
 
 
 async def measure(db: str, frames: int) -> dict[str, float]:
-    from core.sessions.service import Sessions
-    from core.store import open_store
-    from tui.app import ClawtowerApp
-    from tui.screens.sessions import SessionsScreen
+    from clawtower.core.sessions.service import Sessions
+    from clawtower.core.store import open_store
+    from clawtower.tui.app import ClawtowerApp
+    from clawtower.tui.screens.sessions import SessionsScreen
 
     app = ClawtowerApp(db, run_engine=False, operator="bench")
     async with app.run_test(size=(140, 40)) as pilot:

@@ -45,16 +45,16 @@ from typing import Annotated, Any, TypedDict, TypeVar
 
 import _common as cm
 
-from core.agents.config import config_from_data
-from core.flows.brains import PlanBrain
-from core.flows.engine import FlowEngine
-from core.flows.plan import FlowLimits
-from core.flows.service import Flows
-from core.flows.turns import TurnBrain
-from core.sessions import runner as _runner  # noqa: F401  (imported before any timing)
-from core.sessions.service import Sessions
-from core.sessions.specs import AgentSpecConfig
-from core.store import open_store
+from clawtower.core.agents.config import config_from_data
+from clawtower.core.flows.brains import PlanBrain
+from clawtower.core.flows.engine import FlowEngine
+from clawtower.core.flows.plan import FlowLimits
+from clawtower.core.flows.service import Flows
+from clawtower.core.flows.turns import TurnBrain
+from clawtower.core.sessions import runner as _runner  # noqa: F401  (imported before any timing)
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.specs import AgentSpecConfig
+from clawtower.core.store import open_store
 
 TARGET_RATIO = 0.35  # issue 24 (seed 003: 0.5)
 TARGET_TURNS = 1.0  # nodes as TurnJobs (issue 21): at most LangGraph's wall time

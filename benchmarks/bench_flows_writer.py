@@ -26,8 +26,8 @@ from typing import Any
 
 from bench_flows import ours, random_dag
 
-import core.store.sqlite as sqlite_store
-from core.store.writer import Job
+import clawtower.core.store.sqlite as sqlite_store
+from clawtower.core.store.writer import Job
 
 ORIGINAL = sqlite_store.run_commands
 

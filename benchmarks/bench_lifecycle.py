@@ -46,15 +46,15 @@ from typing import Any
 import _common as cm
 import aiosqlite
 
-from core.agents.registry import AgentSet
-from core.agents.simulator import DEFAULT_AGENTS, SimScript, Step
-from core.approvals import Approvals
-from core.clock import FakeClock
-from core.orchestrator import Orchestrator
-from core.store import open_store
-from core.store.schema import LOG_SCHEMA
-from core.tasks.service import Tasks
-from core.tasks.spec import PlannedEffect, TaskSpec
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.agents.simulator import DEFAULT_AGENTS, SimScript, Step
+from clawtower.core.approvals import Approvals
+from clawtower.core.clock import FakeClock
+from clawtower.core.orchestrator import Orchestrator
+from clawtower.core.store import open_store
+from clawtower.core.store.schema import LOG_SCHEMA
+from clawtower.core.tasks.service import Tasks
+from clawtower.core.tasks.spec import PlannedEffect, TaskSpec
 
 INSERT = ("INSERT INTO events (seq, ts, entity, entity_id, type, actor, role, payload, idem_key)"
           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")

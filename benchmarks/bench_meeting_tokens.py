@@ -38,9 +38,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from core.agents.provider import ChatRequest, StreamEvent, Usage  # noqa: E402
-from core.agents.registry import AgentSet  # noqa: E402
-from core.agents.simulator import (  # noqa: E402
+from clawtower.core.agents.provider import ChatRequest, StreamEvent, Usage  # noqa: E402
+from clawtower.core.agents.registry import AgentSet  # noqa: E402
+from clawtower.core.agents.simulator import (  # noqa: E402
     AgentDef,
     SimScript,
     Simulator,
@@ -48,8 +48,8 @@ from core.agents.simulator import (  # noqa: E402
     count_tokens,
     truncate_tokens,
 )
-from core.meetings.coordinator import Coordinator, MeetingConfig  # noqa: E402
-from core.store import open_store  # noqa: E402
+from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig  # noqa: E402
+from clawtower.core.store import open_store  # noqa: E402
 
 STANCES = ["AGREE", "DISAGREE", "NEUTRAL", "AGREE", "DISAGREE"]
 

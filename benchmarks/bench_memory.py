@@ -55,10 +55,10 @@ from typing import Any
 
 import _common as cm
 
-from core.memory.bm25 import _search_sql, fts_query, informative, query_terms, vocab_sql
-from core.memory.events import MemoryStored
-from core.memory.service import Memories
-from core.store import open_store
+from clawtower.core.memory.bm25 import _search_sql, fts_query, informative, query_terms, vocab_sql
+from clawtower.core.memory.events import MemoryStored
+from clawtower.core.memory.service import Memories
+from clawtower.core.store import open_store
 
 VOCAB = 5_000
 NAMESPACES = 10
@@ -184,9 +184,9 @@ def _stats(xs: list[float]) -> dict[str, float]:
 async def hybrid_part(db: Any, queries: list[str], args: Any, out: dict[str, Any]) -> None:
     import numpy as np
 
-    from core.memory.embeddings import Embedder
-    from core.memory.hybrid import embed_all, index_for, unit
-    from core.memory.projections import content_sha
+    from clawtower.core.memory.embeddings import Embedder
+    from clawtower.core.memory.hybrid import embed_all, index_for, unit
+    from clawtower.core.memory.projections import content_sha
 
     dim = args.dim
     store = await open_store(str(db))
@@ -328,8 +328,8 @@ async def quality(args: Any) -> dict[str, Any]:
 
     from memory_labelled import MEMORIES, QUERIES
 
-    from core.memory.config import RecallWeights
-    from core.memory.embeddings import Embedder
+    from clawtower.core.memory.config import RecallWeights
+    from clawtower.core.memory.embeddings import Embedder
     from tests.helpers.fake_embeddings import transport
 
     embedders: list[tuple[str, Any]] = [("concept", lambda: Embedder(

@@ -66,7 +66,7 @@ SEED_BATCH = 1000
 
 
 def note(k: int, i: int) -> Any:
-    from core.events import NewEvent, Note
+    from clawtower.core.events import NewEvent, Note
 
     return NewEvent(entity_id=f"w{k}-{i % 64}", actor="bench", role="system",
                     payload=Note(text=PAYLOAD))
@@ -77,7 +77,7 @@ def note(k: int, i: int) -> Any:
 
 async def worker(target: str, k: int) -> None:
     """A worker process: open, warm up, say READY, wait for `start end`, step until end."""
-    from core.store import open_store
+    from clawtower.core.store import open_store
 
     store = await open_store(target)
     try:
@@ -106,8 +106,8 @@ async def replica_child(url: str) -> None:
     """A fresh process opening the store: open ms, replayed events, memory (MiB)."""
     import psycopg  # noqa: F401  (imported before the baseline: not the replica's memory)
 
-    from core import events
-    from core.store import open_store, postgres, projections  # noqa: F401
+    from clawtower.core import events
+    from clawtower.core.store import open_store, postgres, projections  # noqa: F401
 
     events._payload_modules.load()
     projections.load_all()
@@ -298,7 +298,7 @@ def steps_table(res: dict[str, dict[int, list[dict[str, Any]]]], duration: float
 
 async def seed(url: str, have: int, want: int) -> float:
     """Append Note events through the write path, SEED_BATCH per transaction; events/s."""
-    from core.store import open_store
+    from clawtower.core.store import open_store
 
     os.environ["CLAWTOWER_REPLICA_DIR"] = ":memory:"
     store = await open_store(url)
@@ -383,7 +383,7 @@ def main() -> None:
                                               else "100000,1000000")).split(",")]
     server, data = args.pg, None
     if server is None:
-        from core.store import pglocal
+        from clawtower.core.store import pglocal
 
         data = Path(tempfile.mkdtemp(prefix="clawtower-bench-pg-")) / "data"
         server = pglocal.start(data, stop_at_exit=True)

@@ -31,8 +31,8 @@ from typing import Any
 import _common as cm
 from bench_backends import database, lifecycle, note
 
-from core.store import open_store
-from core.store.copy import copy_log
+from clawtower.core.store import open_store
+from clawtower.core.store.copy import copy_log
 
 
 async def seed(server: str, sqlite_file: Path, events: int) -> str:
@@ -65,7 +65,7 @@ async def main() -> None:
     sizes = [2_000, 10_000] if args.quick else [10_000, 50_000, 100_000]
     server = args.pg
     if server is None:
-        from core.store import pglocal
+        from clawtower.core.store import pglocal
 
         server = pglocal.start(Path(tempfile.mkdtemp(prefix="clawtower-bench-pg-")) / "data",
                                stop_at_exit=True)

@@ -36,13 +36,13 @@ from typing import Annotated, Any, TypedDict
 
 import _common as cm
 
-import core.sessions.runner as session_runner
-from core.agents.config import config_from_data
-from core.sessions.runner import SessionRunner
-from core.sessions.service import SessionLimits, Sessions
-from core.sessions.skills import SkillSet
-from core.sessions.specs import AgentSpecConfig
-from core.store import open_store
+import clawtower.core.sessions.runner as session_runner
+from clawtower.core.agents.config import config_from_data
+from clawtower.core.sessions.runner import SessionRunner
+from clawtower.core.sessions.service import SessionLimits, Sessions
+from clawtower.core.sessions.skills import SkillSet
+from clawtower.core.sessions.specs import AgentSpecConfig
+from clawtower.core.store import open_store
 
 TARGET_RATIO = 0.5
 TARGET_STEER_P50_MS = 10.0

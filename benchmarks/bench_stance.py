@@ -43,7 +43,7 @@ from _common import (
     write_json,
 )
 
-from core.meetings.stance import parse_stance
+from clawtower.core.meetings.stance import parse_stance
 
 BEFORE = "4a84ebd"  # the last commit with the hand-written scanner
 SEED_REGEX = re.compile(r"\[STANCE:\s*(AGREE|DISAGREE|NEUTRAL)\]", re.IGNORECASE)

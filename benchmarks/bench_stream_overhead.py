@@ -37,8 +37,8 @@ from typing import Any
 import _common as cm
 import httpx
 
-from core.agents.openai import OpenAIProvider
-from core.agents.provider import ChatMessage, ChatRequest
+from clawtower.core.agents.openai import OpenAIProvider
+from clawtower.core.agents.provider import ChatMessage, ChatRequest
 
 LENGTHS = (16, 1024)
 

@@ -38,11 +38,11 @@ CONFIRM = {"policy": {"tools": ["clock.now"],
 
 async def worker(db: str, log: str) -> None:
     """The session worker: logs each tool call's start; also logs when it sees a `note`."""
-    from core.agents.config import config_from_data
-    from core.sessions.runner import SessionRunner
-    from core.sessions.skills import SkillSet
-    from core.store import open_store
-    from core.tools.registry import ToolRegistry
+    from clawtower.core.agents.config import config_from_data
+    from clawtower.core.sessions.runner import SessionRunner
+    from clawtower.core.sessions.skills import SkillSet
+    from clawtower.core.store import open_store
+    from clawtower.core.tools.registry import ToolRegistry
 
     store = await open_store(db)
     out = open(log, "a", encoding="utf-8")  # noqa: SIM115 - closed at exit
@@ -102,12 +102,12 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 async def one_rep(work: Path, n: int, rep: int) -> dict[str, list[float]]:
-    from core import events as ev
-    from core.approvals import Approvals
-    from core.events import NewEvent
-    from core.sessions.service import Sessions
-    from core.sessions.specs import AgentSpecConfig
-    from core.store import open_store
+    from clawtower.core import events as ev
+    from clawtower.core.approvals import Approvals
+    from clawtower.core.events import NewEvent
+    from clawtower.core.sessions.service import Sessions
+    from clawtower.core.sessions.specs import AgentSpecConfig
+    from clawtower.core.store import open_store
 
     db, log = work / f"gate-{rep}.db", work / f"gate-{rep}.jsonl"
     cm.remove_db(db)

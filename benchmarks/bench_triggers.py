@@ -83,8 +83,8 @@ triggers:
 
 def install(home: Path) -> None:
     os.environ["CLAWTOWER_HOME"] = str(home)
-    from core.experts import home as h
-    from core.triggers import hookauth
+    from clawtower.core.experts import home as h
+    from clawtower.core.triggers import hookauth
 
     src = home.parent / "bench-src"
     files = {"expert.yaml": MANIFEST, "README.md": "# b\n", "orchestrator.md": "b\n",

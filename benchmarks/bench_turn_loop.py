@@ -27,11 +27,11 @@ from typing import Any
 
 import _common as cm
 
-from core.agents.provider import ChatMessage, ChatRequest, ToolCall, ToolSpec
-from core.agents.simulator import Simulator, script_from_data
-from core.agents.turns import TurnBudget, run_turn
-from core.store import open_store
-from core.tools.types import ToolResult
+from clawtower.core.agents.provider import ChatMessage, ChatRequest, ToolCall, ToolSpec
+from clawtower.core.agents.simulator import Simulator, script_from_data
+from clawtower.core.agents.turns import TurnBudget, run_turn
+from clawtower.core.store import open_store
+from clawtower.core.tools.types import ToolResult
 
 USER = [ChatMessage(role="system", content="You add numbers."),
         ChatMessage(role="user", content="Add one, again and again.")]

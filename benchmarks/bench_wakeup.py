@@ -29,17 +29,17 @@ from typing import Any
 
 import _common as cm
 
-from core.approvals import Approvals
-from core.store import open_store
-from core.tasks import commands as c
-from core.tasks.permissions import Role
+from clawtower.core.approvals import Approvals
+from clawtower.core.store import open_store
+from clawtower.core.tasks import commands as c
+from clawtower.core.tasks.permissions import Role
 
 TARGETS = {"sqlite-poll": None, "sqlite-wake": 5.0, "postgres": 10.0}
 
 CONSOLE = textwrap.dedent("""
     import asyncio, sys, time
-    from core.approvals import Approvals
-    from core.store import open_store
+    from clawtower.core.approvals import Approvals
+    from clawtower.core.store import open_store
 
     async def main():
         store = await open_store(sys.argv[1])
@@ -106,7 +106,7 @@ async def main() -> int:
     with cm.work_dir(args) as d:
         pg = args.pg
         if pg is None:
-            from core.store import pglocal
+            from clawtower.core.store import pglocal
 
             pg = pglocal.start(Path(tempfile.mkdtemp(prefix="clawtower-bench-pg-")) / "data",
                                stop_at_exit=True)

@@ -239,7 +239,7 @@ async def raw_side(base: str, link: str, reps: int) -> list[float]:
 async def pilot_side(db: Path, keys: int) -> list[float]:
     """The same console under Textual's pilot: press -> the first frame the compositor
     hands to the display with the new mode on screen (headless: nothing is written)."""
-    from tui.app import ClawtowerApp
+    from clawtower.tui.app import ClawtowerApp
 
     app = ClawtowerApp(str(db), run_engine=False, operator="bench")
     frames: list[tuple[float, str]] = []

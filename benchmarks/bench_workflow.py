@@ -105,8 +105,8 @@ def clawtower_side(d: Path) -> Side:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOBSTER_", "CLAWTOWER_"))}
     env["PYTHONPATH"] = str(cm.REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["CLAWTOWER_HOME"] = str(d / "home")
-    s = Side("clawtower", [sys.executable, "-m", "cli.main", "--db", str(d / "clawtower.db")],
-             env, d)
+    s = Side("clawtower", [sys.executable, "-m", "clawtower.cli.main",
+                           "--db", str(d / "clawtower.db")], env, d)
     s.run_prefix, s.resume_prefix = ["workflow", "run"], ["workflow", "resume"]
     s.floor_args = ["--help"]
     return s

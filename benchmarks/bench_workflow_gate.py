@@ -28,8 +28,8 @@ from typing import Any
 import _common as cm
 from bench_approval import langgraph_peer
 
-from core.store import SQLiteStore, open_store
-from core.workflows.service import Workflows
+from clawtower.core.store import SQLiteStore, open_store
+from clawtower.core.workflows.service import Workflows
 
 TARGET_RATIO = 0.5
 

@@ -42,11 +42,11 @@ from bench_sessions import ours_fanout
 from bench_workflow_gate import Ours as GateRun
 from bench_workflow_gate import gate_workflow
 
-import core.store.sqlite as sqlite_store
-from core.events import NewEvent, StoredEvent
-from core.store import open_store, projections
-from core.store.storable import encode
-from core.store.writer import Tx
+import clawtower.core.store.sqlite as sqlite_store
+from clawtower.core.events import NewEvent, StoredEvent
+from clawtower.core.store import open_store, projections
+from clawtower.core.store.storable import encode
+from clawtower.core.store.writer import Tx
 
 TARGET_US = 15.0
 TARGET_FLOOR_RATIO = 3.0

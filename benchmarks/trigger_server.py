@@ -43,8 +43,8 @@ async def floor() -> None:
 
 
 async def ours(db: str, journal: str) -> None:
-    from core.store import open_store
-    from core.triggers.service import Runtime
+    from clawtower.core.store import open_store
+    from clawtower.core.triggers.service import Runtime
 
     out = open(journal, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
 

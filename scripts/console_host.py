@@ -3,8 +3,8 @@
 
     .venv/bin/python scripts/console_host.py STORE [--until-idle]
 
-Runs the real console (tui/app.py's ClawtowerApp, as `clawtower console` opens it, with its
-engine: tui/workers.py) headless on STORE. Prints `READY` on stdout once every worker of its
+Runs the real console (clawtower/tui/app.py's ClawtowerApp, as `clawtower console` opens it, with its
+engine: clawtower/tui/workers.py) headless on STORE. Prints `READY` on stdout once every worker of its
 engine runs; SIGTERM quits it as `q` would (the workers hand over). With --until-idle it
 quits once the engine is idle (nothing can move without a human), printing `IDLE True`
 (or `IDLE False` after an hour) first. CLAWTOWER_HOME and the config come from the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tui.app import ClawtowerApp
+from clawtower.tui.app import ClawtowerApp
 
 
 def say(text: str) -> None:

@@ -42,8 +42,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "helpers")]
 
-from core.store import open_store  # noqa: E402
-from core.store.faults import DRILL_ENV  # noqa: E402
+from clawtower.core.store import open_store  # noqa: E402
+from clawtower.core.store.faults import DRILL_ENV  # noqa: E402
 from tests.helpers.hook_expert import TOKEN, install_hook_expert  # noqa: E402
 from tests.helpers.procs import child_env  # noqa: E402
 from tests.test_protocol_contract import CONFIGS, FLOWS, KINDS  # noqa: E402
@@ -72,7 +72,7 @@ class Storage:
         self.pg_data = folder / "pg" / "data"
         self.server = ""
         if backend == "postgres":
-            from core.store import pglocal
+            from clawtower.core.store import pglocal
 
             self.server = pglocal.start(self.pg_data)
 
@@ -96,7 +96,7 @@ class Storage:
         if self.backend == "sqlite":
             self.flag.touch()
         else:
-            from core.store import pglocal
+            from clawtower.core.store import pglocal
 
             pglocal.stop(self.pg_data)
 
@@ -104,13 +104,13 @@ class Storage:
         if self.backend == "sqlite":
             self.flag.unlink(missing_ok=True)
         else:
-            from core.store import pglocal
+            from clawtower.core.store import pglocal
 
             pglocal.start(self.pg_data)
 
     def close(self) -> None:
         if self.backend == "postgres":
-            from core.store import pglocal
+            from clawtower.core.store import pglocal
 
             pglocal.stop(self.pg_data)
 

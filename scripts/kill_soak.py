@@ -211,10 +211,10 @@ def _session_host(host: str, tmp: Path, db: Path, until_idle: bool = False) -> W
 
 
 async def _sessions_trial(tmp: Path, rng: random.Random, host: str) -> dict[str, Any]:
-    from core.sessions.service import Sessions
-    from core.sessions.specs import AgentSpecConfig
-    from core.sessions.takeover import open_turns
-    from core.store import open_store
+    from clawtower.core.sessions.service import Sessions
+    from clawtower.core.sessions.specs import AgentSpecConfig
+    from clawtower.core.sessions.takeover import open_turns
+    from clawtower.core.store import open_store
 
     db = tmp / "s.db"
     store = await open_store(db)

@@ -21,8 +21,8 @@ GATE = "steps:\n  - id: ship\n    approval: Ship it?\n"
 
 
 async def _gates(db: Path, flow: Path, n: int) -> list[str]:
-    from core.store import open_store
-    from core.workflows.service import Workflows
+    from clawtower.core.store import open_store
+    from clawtower.core.workflows.service import Workflows
 
     store = await open_store(db)
     try:

@@ -31,8 +31,8 @@ time.tzset()
 
 from textual.pilot import Pilot  # noqa: E402
 
-from tui.app import ClawtowerApp  # noqa: E402
-from tui.seed import seed_demo, seed_meetings, seed_workflows  # noqa: E402
+from clawtower.tui.app import ClawtowerApp  # noqa: E402
+from clawtower.tui.seed import seed_demo, seed_meetings, seed_workflows  # noqa: E402
 
 Step = Callable[[Pilot[None], ClawtowerApp], Awaitable[None]]
 
@@ -82,7 +82,7 @@ def sessions(key: str) -> Step:
             rows = getattr(app.screen, "rows", [])
             if rows:
                 break
-        from tui.screens.sessions import SessionList
+        from clawtower.tui.screens.sessions import SessionList
 
         app.screen.query_one(SessionList).move_cursor_to_key(key)
         for _ in range(300):
@@ -96,8 +96,8 @@ def sessions(key: str) -> Step:
 
 
 async def seed_session_store(db: str) -> None:
-    from core import open_store
-    from core.demo.sessions import seed_sessions
+    from clawtower.core import open_store
+    from clawtower.core.demo.sessions import seed_sessions
 
     store = await open_store(db)
     try:
@@ -107,9 +107,9 @@ async def seed_session_store(db: str) -> None:
 
 
 async def seed_acp_store(db: str) -> None:
-    from core import open_store
-    from core.demo.acp import seed_acp
-    from tui.seed import START, SteppingClock
+    from clawtower.core import open_store
+    from clawtower.core.demo.acp import seed_acp
+    from clawtower.tui.seed import START, SteppingClock
 
     store = await open_store(db, clock=SteppingClock(start=START + 7200, step=0.5))
     try:
@@ -127,7 +127,7 @@ def flows(key: str) -> Step:
             await pilot.pause(0.02)
             if getattr(app.screen, "rows", []):
                 break
-        from tui.screens.flows import FlowTree
+        from clawtower.tui.screens.flows import FlowTree
 
         app.screen.query_one(FlowTree).move_cursor_to_key(key)
         for _ in range(300):
@@ -147,8 +147,8 @@ def flows(key: str) -> Step:
 
 
 async def seed_flow_store(db: str) -> None:
-    from core import open_store
-    from core.demo.flows import seed_flows
+    from clawtower.core import open_store
+    from clawtower.core.demo.flows import seed_flows
 
     store = await open_store(db)
     try:
@@ -161,8 +161,8 @@ async def seed_expert_store(db: str) -> None:
     """The example expert installed in the home, its webhook fired once: the run waits at
     its confirm gate (modes 6 and 8, and a row in mode 2). On the real clock: mode 8 puts
     the webhook's last fire beside the cron trigger's next fire, which is computed from now."""
-    from core import open_store
-    from core.demo.triggers import seed_expert
+    from clawtower.core import open_store
+    from clawtower.core.demo.triggers import seed_expert
 
     store = await open_store(db)
     try:
@@ -186,8 +186,8 @@ def mode(key: str) -> Step:
 
 async def acp_permission(pilot: Pilot[None], app: ClawtowerApp) -> None:
     """Mode 2 with a coding harness's permission request (ACP) selected."""
-    from core.demo.acp import APPROVAL_ID
-    from tui.views import ApprovalList
+    from clawtower.core.demo.acp import APPROVAL_ID
+    from clawtower.tui.views import ApprovalList
 
     await pilot.press("2")
     await _settle(pilot)

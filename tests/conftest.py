@@ -24,9 +24,9 @@ if "CLAWTOWER_REPLICA_DIR" not in os.environ:
     _RUN_FOLDERS.append(tempfile.mkdtemp(prefix="clawtower-replicas-"))
     os.environ["CLAWTOWER_REPLICA_DIR"] = _RUN_FOLDERS[0]
 
-from core.clock import FakeClock  # noqa: E402
-from core.store import open_store  # noqa: E402
-from core.tasks.service import Tasks  # noqa: E402
+from clawtower.core.clock import FakeClock  # noqa: E402
+from clawtower.core.store import open_store  # noqa: E402
+from clawtower.core.tasks.service import Tasks  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:

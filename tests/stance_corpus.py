@@ -22,7 +22,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.meetings.stance import Stance
+from clawtower.core.meetings.stance import Stance
 
 REAL = (Stance.AGREE, Stance.DISAGREE, Stance.NEUTRAL)
 

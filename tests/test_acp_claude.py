@@ -34,9 +34,9 @@ import pytest
 from acp_peers import claude_harness
 from litellm_peer import MODEL, litellm_proxy
 
-from core.acp.bridge import AcpTurn
-from core.store import open_store
-from core.store.interface import Store
+from clawtower.core.acp.bridge import AcpTurn
+from clawtower.core.store import open_store
+from clawtower.core.store.interface import Store
 
 TURN_S = 600.0  # measured 65 s for the default prompt; generous for 2 loaded cores
 

@@ -17,11 +17,11 @@ import pytest
 from acp import RequestError
 from acp_peers import codex_harness
 
-from core.acp.bridge import AcpTurn
-from core.acp.client import BridgeClient
-from core.acp.config import HarnessConfig
-from core.store import open_store
-from core.store.interface import Store
+from clawtower.core.acp.bridge import AcpTurn
+from clawtower.core.acp.client import BridgeClient
+from clawtower.core.acp.config import HarnessConfig
+from clawtower.core.store import open_store
+from clawtower.core.store.interface import Store
 
 WAIT_S = 120.0
 
@@ -56,7 +56,7 @@ async def test_codex_without_a_key_reports_authentication(acp_store: Store,
     run_row = await acp_store.fetchone("SELECT * FROM acp_runs WHERE id=?", (turn.run_id,))
     assert run_row is not None and run_row["status"] == "failed"
     assert "-32000" in run_row["error"] and "auth methods:" in run_row["error"]
-    from core import liveness
+    from clawtower.core import liveness
     assert run_row["grp"] and not liveness._group_members(int(run_row["grp"].split(":")[1]))
 
 
@@ -84,7 +84,7 @@ async def test_garbage_on_stdout_and_a_hang_time_out(acp_store: Store, tmp_path:
     assert out.status == "failed" and out.stop_reason == "timeout", out  # type: ignore[attr-defined]
     assert "initialize: no answer within 2s" in out.error  # type: ignore[attr-defined]
     row = await acp_store.fetchone("SELECT grp FROM acp_runs WHERE id=?", (turn.run_id,))
-    from core import liveness
+    from clawtower.core import liveness
     assert row is not None and not liveness._group_members(int(row["grp"].split(":")[1]))
 
 
@@ -151,13 +151,13 @@ async def test_recovery_settles_half_done_writes_by_digest(acp_store: Store,
     """A driver killed between a write's intent and its done: recovery marks the write
     found_written when the file holds the intended bytes, abandoned otherwise (never
     written again), and fails the run as interrupted."""
-    from core.acp import events as aev
-    from core.acp.bridge import recover
-    from core.events import NewEvent
+    from clawtower.core.acp import events as aev
+    from clawtower.core.acp.bridge import recover
+    from clawtower.core.events import NewEvent
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    from core import liveness
+    from clawtower.core import liveness
     driver = liveness.process_tag(dead.pid).rsplit(":", 1)[0] + ":1"  # gone
     written, lost = tmp_path / "written.txt", tmp_path / "lost.txt"
     written.write_text("new")
@@ -188,11 +188,11 @@ async def test_a_running_session_worker_recovers_a_run_whose_driver_dies_later(
         acp_store: Store) -> None:
     """ACP recovery is part of the session worker's sweep, not only of its start: a run
     whose driver dies while this worker runs is settled without a restart."""
-    from core import liveness
-    from core.acp import events as aev
-    from core.events import NewEvent
-    from core.sessions.runner import SessionRunner
-    from core.sessions.skills import SkillSet
+    from clawtower.core import liveness
+    from clawtower.core.acp import events as aev
+    from clawtower.core.events import NewEvent
+    from clawtower.core.sessions.runner import SessionRunner
+    from clawtower.core.sessions.skills import SkillSet
 
     runner = SessionRunner(acp_store, skills=SkillSet(), tools=False, lease_ttl_s=0.6)
     stop = asyncio.Event()

@@ -10,16 +10,16 @@ from pathlib import Path
 
 from acp_peers import TSX, ZED_AGENT, need
 
-from core.agents.config import config_from_data
-from core.approvals import Approvals
-from core.flows.brains import PlanBrain
-from core.flows.engine import FlowEngine
-from core.flows.service import Flows
-from core.flows.turns import TurnBrain
-from core.safe_yaml import load_file
-from core.sessions.service import Sessions
-from core.sessions.specs import AgentSpecConfig
-from core.store import open_store
+from clawtower.core.agents.config import config_from_data
+from clawtower.core.approvals import Approvals
+from clawtower.core.flows.brains import PlanBrain
+from clawtower.core.flows.engine import FlowEngine
+from clawtower.core.flows.service import Flows
+from clawtower.core.flows.turns import TurnBrain
+from clawtower.core.safe_yaml import load_file
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.specs import AgentSpecConfig
+from clawtower.core.store import open_store
 
 WAIT_S = 120.0
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from core.acp.bridge import run_prompt
-from core.acp.config import harness_from_data, load_harnesses
-from core.agents.config import load_config
-from core.errors import ValidationError
-from core.store.interface import Store
-from core.tools.config import load_mcp_servers
+from clawtower.core.acp.bridge import run_prompt
+from clawtower.core.acp.config import harness_from_data, load_harnesses
+from clawtower.core.agents.config import load_config
+from clawtower.core.errors import ValidationError
+from clawtower.core.store.interface import Store
+from clawtower.core.tools.config import load_mcp_servers
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "openclaw" / "clawtower.yaml"

@@ -19,15 +19,15 @@ import pytest
 from acp_peers import TSX, ZED_AGENT, need
 from procs import HELPERS, child_env
 
-from core import liveness
-from core.acp.bridge import recover
-from core.approvals import Approvals
-from core.sessions.runner import SessionRunner
-from core.sessions.service import Sessions
-from core.sessions.skills import SkillSet
-from core.sessions.specs import AgentSpecConfig
-from core.store import open_store
-from core.store.interface import Store
+from clawtower.core import liveness
+from clawtower.core.acp.bridge import recover
+from clawtower.core.approvals import Approvals
+from clawtower.core.sessions.runner import SessionRunner
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.skills import SkillSet
+from clawtower.core.sessions.specs import AgentSpecConfig
+from clawtower.core.store import open_store
+from clawtower.core.store.interface import Store
 
 WAIT_S = 120.0
 

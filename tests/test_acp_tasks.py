@@ -14,14 +14,14 @@ import pytest
 from acp_peers import zed_harness
 from protocol import good_spec
 
-from core.acp.config import HarnessConfig
-from core.acp.task import AcpExecutor
-from core.agents.config import load_agents
-from core.agents.registry import AgentSet
-from core.approvals import Approvals
-from core.orchestrator import Orchestrator
-from core.store.interface import Store
-from core.tasks.service import Tasks
+from clawtower.core.acp.config import HarnessConfig
+from clawtower.core.acp.task import AcpExecutor
+from clawtower.core.agents.config import load_agents
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.approvals import Approvals
+from clawtower.core.orchestrator import Orchestrator
+from clawtower.core.store.interface import Store
+from clawtower.core.tasks.service import Tasks
 
 WAIT_S = 180.0
 

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from acp_peers import zed_harness
 
-from core.acp.bridge import AcpTurn, RunOutcome, request_cancel
-from core.acp.permissions import decide, revoke_rule
-from core.approvals import Approvals
-from core.errors import AlreadyDecided
-from core.store import open_store
-from core.store.interface import Store
+from clawtower.core.acp.bridge import AcpTurn, RunOutcome, request_cancel
+from clawtower.core.acp.permissions import decide, revoke_rule
+from clawtower.core.approvals import Approvals
+from clawtower.core.errors import AlreadyDecided
+from clawtower.core.store import open_store
+from clawtower.core.store.interface import Store
 
 WAIT_S = 120.0  # a turn takes ~5 s on a quiet machine; bounded generously for a loaded one
 
@@ -168,7 +168,7 @@ async def test_always_is_remembered_and_revocable(acp_store: Store, tmp_path: Pa
 
 async def test_the_harness_group_is_gone_after_the_turn(acp_store: Store,
                                                         tmp_path: Path) -> None:
-    from core import liveness
+    from clawtower.core import liveness
 
     turn, task = await start(acp_store, tmp_path)
     perm = await pending_permission(acp_store, turn.run_id)
@@ -183,7 +183,7 @@ async def test_the_harness_group_is_gone_after_the_turn(acp_store: Store,
 
 async def test_a_turn_past_its_timeout_fails_with_the_reason(acp_store: Store,
                                                              tmp_path: Path) -> None:
-    from core import liveness
+    from clawtower.core import liveness
 
     turn, task = await start(acp_store, tmp_path, turn_timeout_s=1.0)
     out = await asyncio.wait_for(task, WAIT_S)

@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from core.agents.anthropic import AnthropicProvider
-from core.agents.config import (
+from clawtower.core.agents.anthropic import AnthropicProvider
+from clawtower.core.agents.config import (
     BUILTIN,
     ClawtowerConfig,
     config_from_data,
     load_agents,
     load_config,
 )
-from core.agents.openai import OpenAIProvider
-from core.agents.provider import Usage
-from core.agents.simulator import Simulator
-from core.errors import ValidationError
+from clawtower.core.agents.openai import OpenAIProvider
+from clawtower.core.agents.provider import Usage
+from clawtower.core.agents.simulator import Simulator
+from clawtower.core.errors import ValidationError
 
 FULL = """\
 providers:

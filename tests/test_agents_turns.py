@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from core import events as ev
-from core.agents.provider import (
+from clawtower.core import events as ev
+from clawtower.core.agents.provider import (
     ChatMessage,
     ChatRequest,
     StreamEvent,
@@ -19,10 +19,10 @@ from core.agents.provider import (
     ToolSpec,
     Usage,
 )
-from core.agents.simulator import Simulator, script_from_data
-from core.agents.turns import CancelHandle, TurnBudget, TurnState, run_turn
-from core.agents.usage import Price, usage_by_agent, usage_for_subject
-from core.tools.types import ToolResult
+from clawtower.core.agents.simulator import Simulator, script_from_data
+from clawtower.core.agents.turns import CancelHandle, TurnBudget, TurnState, run_turn
+from clawtower.core.agents.usage import Price, usage_by_agent, usage_for_subject
+from clawtower.core.tools.types import ToolResult
 
 USER = [ChatMessage(role="system", content="You add numbers."),
         ChatMessage(role="user", content="What is 1+2 and then +4?")]
@@ -392,9 +392,9 @@ scripts:
 
 
 async def test_configured_agent_with_the_tool_registry(store: Any, tmp_path: Any) -> None:
-    from core.agents.config import load_config
-    from core.agents.turns import run_agent_turn
-    from core.tools.registry import ToolRegistry
+    from clawtower.core.agents.config import load_config
+    from clawtower.core.agents.turns import run_agent_turn
+    from clawtower.core.tools.registry import ToolRegistry
 
     path = tmp_path / "clawtower.yaml"
     path.write_text(CONFIG)
@@ -436,7 +436,7 @@ async def test_configured_agent_with_the_tool_registry(store: Any, tmp_path: Any
 async def test_real_smollm2_turn_with_a_forced_tool(store: Any, llama: str) -> None:
     """llama-cpp-python (chatml-function-calling) with a forced first tool call: the tool runs,
     its result goes back, and the turn ends within its budget with usage recorded."""
-    from core.agents.openai import OpenAIProvider
+    from clawtower.core.agents.openai import OpenAIProvider
 
     class Weather:
         def __init__(self) -> None:

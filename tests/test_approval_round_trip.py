@@ -8,14 +8,14 @@ from typing import Any
 
 from protocol import good_spec
 
-from core.agents.registry import AgentSet
-from core.agents.simulator import SimScript
-from core.approvals import Approvals
-from core.orchestrator import Orchestrator
-from core.tasks import commands as c
-from core.tasks.permissions import Role
-from core.tasks.scan import ACTIONABLE_SQL
-from core.tasks.spec import PlannedEffect
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.agents.simulator import SimScript
+from clawtower.core.approvals import Approvals
+from clawtower.core.orchestrator import Orchestrator
+from clawtower.core.tasks import commands as c
+from clawtower.core.tasks.permissions import Role
+from clawtower.core.tasks.scan import ACTIONABLE_SQL
+from clawtower.core.tasks.spec import PlannedEffect
 
 EFFECTS = [PlannedEffect(kind="notify", description="Post the notes", target="chat://c")]
 

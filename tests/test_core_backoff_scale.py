@@ -7,8 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core import AgentSet, FakeClock, Orchestrator, Tasks, load_script, load_spec, open_store
-from core.agents.simulator import AgentDef
+from clawtower.core import (
+    AgentSet,
+    FakeClock,
+    Orchestrator,
+    Tasks,
+    load_script,
+    load_spec,
+    open_store,
+)
+from clawtower.core.agents.simulator import AgentDef
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo"
 

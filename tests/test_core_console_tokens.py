@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core import console_tokens
-from core.errors import ValidationError
+from clawtower.core import console_tokens
+from clawtower.core.errors import ValidationError
 
 
 @pytest.fixture(autouse=True)

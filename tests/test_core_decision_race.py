@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from core.approvals import Approvals
-from core.errors import AlreadyDecided, Conflict
-from core.store import open_store
-from core.tasks import commands as c
-from core.tasks.permissions import Role
-from core.workflows.service import Workflows
+from clawtower.core.approvals import Approvals
+from clawtower.core.errors import AlreadyDecided, Conflict
+from clawtower.core.store import open_store
+from clawtower.core.tasks import commands as c
+from clawtower.core.tasks.permissions import Role
+from clawtower.core.workflows.service import Workflows
 
 GATE = "steps:\n  - id: ship\n    approval: Ship it?\n"
 ROUNDS = 20

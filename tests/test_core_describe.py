@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core import open_store
-from core.describe import event_summary
-from core.workflows.service import Workflows
+from clawtower.core import open_store
+from clawtower.core.describe import event_summary
+from clawtower.core.workflows.service import Workflows
 
 FLOW = """\
 name: demo

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from procs import HELPERS, child_env
 
-from core.store import open_store
+from clawtower.core.store import open_store
 
 WORKER = str(HELPERS / "store_worker.py")
 FIGURES: dict[str, object] = {}

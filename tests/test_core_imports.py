@@ -13,19 +13,21 @@ from pathlib import Path
 import pytest
 from procs import ROOT, child_env
 
-import core
+from clawtower import core
 
-FORBIDDEN = ("textual", "tui", "cli")
+FORBIDDEN = ("textual", "clawtower.tui", "clawtower.cli")
 
 
 def core_modules() -> list[str]:
-    return ["core", *sorted(m.name for m in pkgutil.walk_packages(core.__path__, "core."))]
+    return ["clawtower.core",
+            *sorted(m.name for m in pkgutil.walk_packages(core.__path__, "clawtower.core."))]
 
 
 def test_every_core_module_is_listed():
     mods = core_modules()
-    for expected in ("core.orchestrator", "core.engine", "core.store.sqlite",
-                     "core.tasks.commands", "core.agents.simulator", "core.safe_yaml"):
+    for expected in ("orchestrator", "engine", "store.sqlite", "tasks.commands",
+                     "agents.simulator", "safe_yaml"):
+        expected = f"clawtower.core.{expected}"
         assert expected in mods
 
 
@@ -34,7 +36,8 @@ def test_importing_all_of_core_loads_no_console_modules():
         "import importlib, sys\n"
         f"for m in {core_modules()!r}:\n"
         "    importlib.import_module(m)\n"
-        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r})\n"
+        f"bad = sorted(m for m in sys.modules if any(m == f or m.startswith(f + '.')"
+        f" for f in {FORBIDDEN!r}))\n"
         "print(len(sys.modules), bad)\n"
         "assert not bad, bad\n"
     )
@@ -43,13 +46,14 @@ def test_importing_all_of_core_loads_no_console_modules():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def _module_graph(root: Path) -> dict[str, set[str]]:
+def _module_graph(root: Path, base: Path | None = None) -> dict[str, set[str]]:
     """Module -> the core modules it imports, from every import statement in the file: at
     the top, in a function, under TYPE_CHECKING (`from . import x` is an edge to package.x,
-    an import of a package an edge to its __init__)."""
+    an import of a package an edge to its __init__). Names are relative to `base`
+    (the folder holding the import root; root's parent by default)."""
     import ast
 
-    mods = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(
+    mods = {".".join(p.relative_to(base or root.parent).with_suffix("").parts).removesuffix(
         ".__init__"): p for p in root.rglob("*.py")}
     edges: dict[str, set[str]] = {m: set() for m in mods}
     for m, p in mods.items():
@@ -115,7 +119,7 @@ def test_core_has_no_import_cycle():
     """Issue 35: no two modules of core import each other, directly or around a loop, by any
     import (a function-level or TYPE_CHECKING one included: they still cannot be understood
     apart). A lower module that needs a higher one's behaviour is passed it."""
-    found = _cycles(_module_graph(ROOT / "core"))
+    found = _cycles(_module_graph(ROOT / "clawtower" / "core", ROOT))
     assert not found, "import cycles in core/:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
@@ -162,14 +166,19 @@ def test_import_linter_contract_holds():
 # CLI command imports what it needs in its handler. Behavioural checks on sys.modules only;
 # the timings live in benchmarks/ (BENCHMARKS.md, start-up).
 
-NOT_AT_IMPORT = (
-    "jsonschema", "httpx", "mcp", "textual", "tui", "pydantic", "aiosqlite", "yaml",
-    "core.engine", "core.orchestrator", "core.meetings.coordinator", "core.meetings.service",
-    "core.store", "core.events", "core.approvals", "core.tasks.service",
-    "core.workflows.service", "core.workflows.ajv", "core.workflows.dryrun",
-    "core.agents.provider", "core.agents.simulator", "core.agents.config",
-    "core.agents.llm_task", "core.tools.registry",
-)
+def ours(*mods: str) -> tuple[str, ...]:
+    """Our modules, by their names under the one import root (`clawtower.`)."""
+    return tuple(f"clawtower.{m}" for m in mods)
+
+
+NOT_AT_IMPORT = ("jsonschema", "httpx", "mcp", "textual", "pydantic", "aiosqlite", "yaml",
+                 *ours("tui", "core.engine", "core.orchestrator",
+                       "core.meetings.coordinator", "core.meetings.service", "core.store",
+                       "core.events", "core.approvals", "core.tasks.service",
+                       "core.workflows.service", "core.workflows.ajv",
+                       "core.workflows.dryrun", "core.agents.provider",
+                       "core.agents.simulator", "core.agents.config",
+                       "core.agents.llm_task", "core.tools.registry"))
 
 
 def _child(code: str) -> subprocess.CompletedProcess[str]:
@@ -185,13 +194,14 @@ def _loaded(mods: tuple[str, ...]) -> str:
 
 
 def test_importing_core_and_the_cli_loads_no_heavy_module():
-    out = _child("import sys\nimport core\nimport cli.main\n" + _loaded(NOT_AT_IMPORT))
+    out = _child("import sys\nimport clawtower.core\nimport clawtower.cli.main\n"
+                 + _loaded(NOT_AT_IMPORT))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_cli_help_loads_no_heavy_module():
-    code = ("import sys\nfrom cli.main import main\n"
+    code = ("import sys\nfrom clawtower.cli.main import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             + _loaded((*NOT_AT_IMPORT, "asyncio")))
     out = _child(code)
@@ -202,11 +212,12 @@ def test_cli_help_loads_no_heavy_module():
 def test_workflow_run_loads_only_what_it_needs(tmp_path):
     wf = tmp_path / "q.lobster"
     wf.write_text("name: q\nsteps:\n  - id: a\n    run: echo hi\n", encoding="utf-8")
-    needless = ("jsonschema", "httpx", "mcp", "textual", "tui", "core.engine",
-                "core.orchestrator", "core.meetings.coordinator", "core.meetings.service",
-                "core.workflows.ajv", "core.workflows.dryrun", "core.agents.config",
-                "core.agents.llm_task", "core.agents.provider", "core.tools")
-    code = ("import contextlib, io, sys\nfrom cli.main import main\n"
+    needless = ("jsonschema", "httpx", "mcp", "textual",
+                *ours("tui", "core.engine", "core.orchestrator",
+                      "core.meetings.coordinator", "core.meetings.service",
+                      "core.workflows.ajv", "core.workflows.dryrun", "core.agents.config",
+                      "core.agents.llm_task", "core.agents.provider", "core.tools"))
+    code = ("import contextlib, io, sys\nfrom clawtower.cli.main import main\n"
             "with contextlib.redirect_stdout(io.StringIO()) as buf:\n"
             f"    rc = main(['workflow', 'run', '--file', {str(wf)!r},"
             f" '--db', {str(tmp_path / 's.db')!r}])\n"
@@ -219,17 +230,17 @@ def test_workflow_run_loads_only_what_it_needs(tmp_path):
 
 def test_every_lazy_name_of_core_is_its_module_s_object():
     code = (
-        "import importlib, core\n"
+        "import importlib\nfrom clawtower import core\n"
         "assert sorted(core.__all__) == sorted(core._EXPORTS), 'core.__all__ != _EXPORTS'\n"
         "for name, mod in core._EXPORTS.items():\n"
-        "    obj = getattr(importlib.import_module(mod, 'core'), name)\n"
+        "    obj = getattr(importlib.import_module(mod, 'clawtower.core'), name)\n"
         "    assert getattr(core, name) is obj, name\n"
-        "from core import *\n"
+        "from clawtower.core import *\n"
         "assert set(core.__all__) <= set(dir(core))\n"
         "try:\n    core.NoSuchName\nexcept AttributeError:\n    pass\n"
         "else:\n    raise AssertionError('core.NoSuchName resolved')\n"
-        "import cli.workflow, core.workflows.graph\n"
-        "assert cli.workflow.GRAPH_FORMATS == core.workflows.graph.FORMATS\n"
+        "from clawtower.cli import workflow\nfrom clawtower.core.workflows import graph\n"
+        "assert workflow.GRAPH_FORMATS == graph.FORMATS\n"
     )
     out = _child(code)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -241,15 +252,15 @@ def test_every_event_type_and_projection_loads_on_first_use():
     PAYLOAD_MODULES), the first applied event every projection (PROJECTION_MODULES). Both
     lists must name every module that defines one: checked against all of core."""
     code = (
-        "import sys, core.store\n"
-        "assert 'core.events' not in sys.modules and 'pydantic' not in sys.modules\n"
-        "import core.events as ev, core.store.projections as pr\n"
+        "import sys\nimport clawtower.core.store\n"
+        "assert 'clawtower.core.events' not in sys.modules and 'pydantic' not in sys.modules\n"
+        "import clawtower.core.events as ev, clawtower.core.store.projections as pr\n"
         "assert ev.payload_class('meeting.started').TYPE == 'meeting.started'\n"
         "types = set(ev.registered_types())\n"
         "pr.load_all()\n"
         "handlers = {k: len(v) for k, v in pr._HANDLERS.items()}\n"
-        "import pkgutil, importlib, core\n"
-        "for m in pkgutil.walk_packages(core.__path__, 'core.'):\n"
+        "import pkgutil, importlib\nfrom clawtower import core\n"
+        "for m in pkgutil.walk_packages(core.__path__, 'clawtower.core.'):\n"
         "    importlib.import_module(m.name)\n"
         "missing = set(ev.registered_types()) - types\n"
         "assert not missing, ('add their modules to core.events.PAYLOAD_MODULES', missing)\n"
@@ -270,13 +281,12 @@ def test_every_event_type_and_projection_loads_on_first_use():
 # (no payload, spec or config model), loads no console, HTTP client, MCP SDK or YAML parser,
 # and imports no other command group's module. (Timings: benchmarks/bench_startup.py.)
 
-READ_NEEDLESS = (
-    "pydantic", "core.events", "yaml", "textual", "tui", "httpx", "mcp", "jsonschema",
-    "core.tasks.commands", "core.tasks.spec", "core.sessions.service", "core.sessions.events",
-    "core.engine", "core.orchestrator", "core.agents", "core.tools", "core.workflows",
-    "core.meetings.coordinator", "core.leases",
-    "cli.demo", "cli.serve", "cli.workflow", "cli.expert", "cli.acp",
-)
+READ_NEEDLESS = ("pydantic", "yaml", "textual", "httpx", "mcp", "jsonschema",
+                 *ours("core.events", "tui", "core.tasks.commands", "core.tasks.spec",
+                       "core.sessions.service", "core.sessions.events", "core.engine",
+                       "core.orchestrator", "core.agents", "core.tools", "core.workflows",
+                       "core.meetings.coordinator", "core.leases", "cli.demo", "cli.serve",
+                       "cli.workflow", "cli.expert", "cli.acp"))
 
 
 @pytest.fixture(scope="module")
@@ -286,14 +296,14 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = d / "s.db"
     spec = next((ROOT / "examples" / "demo" / "specs").glob("01-*.yaml"))
     code = (
-        "import contextlib, io, sys\nfrom cli.main import main\n"
+        "import contextlib, io, sys\nfrom clawtower.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    assert main(['task', 'create', {str(spec)!r}, '--db', {str(db)!r}]) == 0\n"
         f"    assert main(['session', 'new', '--title', 't', '--db', {str(db)!r}]) == 0\n"
-        "import asyncio, core.store, core.events as ev\n"
-        "from core.events import NewEvent\n"
+        "import asyncio\nimport clawtower.core.events as ev\n"
+        "from clawtower.core import store as cs\nfrom clawtower.core.events import NewEvent\n"
         "async def ask():\n"
-        f"    s = await core.store.open_store({str(db)!r})\n"
+        f"    s = await cs.open_store({str(db)!r})\n"
         "    await s.append([NewEvent(entity_id='a1', actor='t', role='operator',\n"
         "        payload=ev.ApprovalRequested(kind='task_side_effect', subject='T-1',\n"
         "                                     title='x', prompt='y'))])\n"
@@ -313,7 +323,7 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (["memory", "list"], "no memories"),
 ])
 def test_a_read_command_loads_no_model_and_no_other_command(small_store, argv, shows):
-    code = ("import contextlib, io, sys\nfrom cli.main import main\n"
+    code = ("import contextlib, io, sys\nfrom clawtower.cli.main import main\n"
             "with contextlib.redirect_stdout(io.StringIO()) as buf:\n"
             f"    rc = main({[*argv, '--db', str(small_store)]!r})\n"
             f"assert rc == 0 and {shows!r} in buf.getvalue(), (rc, buf.getvalue())\n"
@@ -324,11 +334,11 @@ def test_a_read_command_loads_no_model_and_no_other_command(small_store, argv, s
 
 
 def test_the_command_table_names_what_each_group_registers():
-    """cli.main builds only the parser of the command it runs (COMMANDS): the table must
+    """clawtower.cli.main builds only the parser of the command it runs (COMMANDS): the table must
     name every command of every group, and help still lists them all."""
     import argparse
 
-    from cli import main as cli_main
+    from clawtower.cli import main as cli_main
 
     registered = {}
     for name in cli_main.GROUPS:
@@ -349,9 +359,11 @@ def test_the_engine_and_the_session_worker_load_no_acp_or_mcp_sdk():
     """`serve`, the console's engine and the demo's seeding run the session worker: the ACP
     SDK loads with the first ACP turn (or a run to recover), the MCP SDK when an MCP server
     is configured (~1 s of imports together on a busy machine)."""
-    out = _child("import sys\nimport core.sessions.runner, core.engine, core.flows.engine\n"
-                 "import core.triggers.service, core.demo.sessions, core.tools.registry\n"
-                 + _loaded(("acp", "mcp", "mcp_types", "core.tools.mcp", "core.acp.bridge",
-                            "core.acp.client")))
+    out = _child("import sys\nimport clawtower.core.sessions.runner, clawtower.core.engine\n"
+                 "import clawtower.core.flows.engine, clawtower.core.triggers.service\n"
+                 "import clawtower.core.demo.sessions, clawtower.core.tools.registry\n"
+                 + _loaded(("acp""acp", "mcp", "mcp_types",
+                                 *ours("core.tools.mcp", "core.acp.bridge",
+                                       "core.acp.client"))))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout

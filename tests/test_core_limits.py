@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import ValidationError
-from core.limits import (
+from clawtower.core.errors import ValidationError
+from clawtower.core.limits import (
     MAX_RETRY_ATTEMPTS,
     MAX_SUBWORKFLOW_DEPTH,
     check_id,
@@ -22,8 +22,8 @@ from core.limits import (
     read_file,
     read_text,
 )
-from core.workflows.conditions import check_workflow_conditions
-from core.workflows.load import WorkflowError, load_workflow
+from clawtower.core.workflows.conditions import check_workflow_conditions
+from clawtower.core.workflows.load import WorkflowError, load_workflow
 
 
 @given(st.text())
@@ -196,7 +196,7 @@ def test_json_escapes_of_lone_surrogates_are_refused(text: str) -> None:
 
 
 def test_yaml_escapes_of_lone_surrogates_are_refused(tmp_path: Path) -> None:
-    from core.safe_yaml import load_file
+    from clawtower.core.safe_yaml import load_file
 
     p = tmp_path / "s.yaml"
     p.write_text('goal: "\\ud800"\n')

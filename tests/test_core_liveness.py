@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from core.liveness import liveness, process_tag
+from clawtower.core.liveness import liveness, process_tag
 
 
 def test_this_process_is_alive() -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from protocol import Driver
 
-from core.errors import Conflict, PermissionDenied, ValidationError
-from core.tasks.permissions import Role
-from core.tasks.phases import Phase
+from clawtower.core.errors import Conflict, PermissionDenied, ValidationError
+from clawtower.core.tasks.permissions import Role
+from clawtower.core.tasks.phases import Phase
 
 P = Phase
 
@@ -111,7 +111,7 @@ async def test_bad_commands_are_validation_errors(store, clock) -> None:
 
 
 async def test_only_operators_command(store, clock) -> None:
-    from core.tasks import operator as op
+    from clawtower.core.tasks import operator as op
 
     d = Driver(store, clock)
     tid = await _blocked(d)

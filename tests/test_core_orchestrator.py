@@ -14,17 +14,17 @@ from typing import Any
 import pytest
 from protocol import GOOD_SPEC, WEAK_SPEC, good_spec
 
-from core.agents.provider import ChatRequest, StreamEvent, Usage
-from core.agents.registry import AgentSet
-from core.agents.simulator import AgentDef, SimScript, Step
-from core.approvals import Approvals
-from core.effects import MemorySink
-from core.errors import Conflict, PermissionDenied
-from core.orchestrator import Orchestrator
-from core.tasks import commands as c
-from core.tasks.permissions import Role
-from core.tasks.phases import MAX_ATTEMPTS, UNBLOCK_OPTIONS, Phase, backoff_seconds
-from core.tasks.spec import PlannedEffect
+from clawtower.core.agents.provider import ChatRequest, StreamEvent, Usage
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.agents.simulator import AgentDef, SimScript, Step
+from clawtower.core.approvals import Approvals
+from clawtower.core.effects import MemorySink
+from clawtower.core.errors import Conflict, PermissionDenied
+from clawtower.core.orchestrator import Orchestrator
+from clawtower.core.tasks import commands as c
+from clawtower.core.tasks.permissions import Role
+from clawtower.core.tasks.phases import MAX_ATTEMPTS, UNBLOCK_OPTIONS, Phase, backoff_seconds
+from clawtower.core.tasks.spec import PlannedEffect
 
 P = Phase
 AGENTS = {

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from protocol import GOOD_SPEC, ORCH, Driver
 
-from core import leases
-from core.errors import PermissionDenied
-from core.tasks import commands as c
-from core.tasks import operator as op
-from core.tasks.permissions import MATRIX, Action, Role, allowed, parse_role
-from core.tasks.phases import Phase
+from clawtower.core import leases
+from clawtower.core.errors import PermissionDenied
+from clawtower.core.tasks import commands as c
+from clawtower.core.tasks import operator as op
+from clawtower.core.tasks.permissions import MATRIX, Action, Role, allowed, parse_role
+from clawtower.core.tasks.phases import Phase
 
 P = Phase
 A = Action

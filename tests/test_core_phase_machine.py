@@ -24,12 +24,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from protocol import GOOD_SPEC, WEAK_SPEC
 
-from core.clock import FakeClock
-from core.errors import Conflict, IllegalTransition, PermissionDenied
-from core.store import open_store
-from core.tasks import commands as c
-from core.tasks.permissions import Action, Role, allowed
-from core.tasks.phases import MAX_ATTEMPTS, TRANSITIONS, Phase, backoff_seconds
+from clawtower.core.clock import FakeClock
+from clawtower.core.errors import Conflict, IllegalTransition, PermissionDenied
+from clawtower.core.store import open_store
+from clawtower.core.tasks import commands as c
+from clawtower.core.tasks.permissions import Action, Role, allowed
+from clawtower.core.tasks.phases import MAX_ATTEMPTS, TRANSITIONS, Phase, backoff_seconds
 
 # one xdist worker (--dist loadgroup) runs these: the figures test reads the machine's counts
 pytestmark = pytest.mark.xdist_group("phase-machine")

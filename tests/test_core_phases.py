@@ -7,10 +7,10 @@ import itertools
 import pytest
 from protocol import GOOD_SPEC, NO_CRITERIA_SPEC, WEAK_SPEC, Driver, good_spec, needs_effects
 
-from core.errors import IllegalTransition, NotFound, ValidationError
-from core.tasks import commands as c
-from core.tasks.permissions import Role
-from core.tasks.phases import (
+from clawtower.core.errors import IllegalTransition, NotFound, ValidationError
+from clawtower.core.tasks import commands as c
+from clawtower.core.tasks.permissions import Role
+from clawtower.core.tasks.phases import (
     BACKOFF_CAP_S,
     MAX_ATTEMPTS,
     TERMINAL,

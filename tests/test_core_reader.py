@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ValidationError
-from core.reader import (
+from clawtower.core.errors import ValidationError
+from clawtower.core.reader import (
     MAX_JSON5_BYTES,
     check_fields,
     parse_json,
@@ -21,8 +21,8 @@ from core.reader import (
     read_json5,
     read_json_lines,
 )
-from core.safe_yaml import loads as yaml_loads
-from core.workflows.yaml12 import loads as yaml12_loads
+from clawtower.core.safe_yaml import loads as yaml_loads
+from clawtower.core.workflows.yaml12 import loads as yaml12_loads
 
 
 def _refused(fn: object, *args: object) -> str:
@@ -129,9 +129,9 @@ def test_unknown_fields_get_a_did_you_mean() -> None:
 def test_schema_problem_finds_the_fields_of_the_nested_object() -> None:
     import pydantic
 
-    from core.agents.config import ProviderConfig
-    from core.reader import schema_problem
-    from core.tasks.spec import TaskSpec
+    from clawtower.core.agents.config import ProviderConfig
+    from clawtower.core.reader import schema_problem
+    from clawtower.core.tasks.spec import TaskSpec
 
     def problem(model: type[pydantic.BaseModel], data: object) -> tuple[str, str]:
         with pytest.raises(pydantic.ValidationError) as got:
@@ -148,7 +148,7 @@ def test_schema_problem_finds_the_fields_of_the_nested_object() -> None:
 
 
 def test_a_json_config_names_the_line_of_a_duplicate(tmp_path: Path) -> None:
-    from core.safe_yaml import load_file
+    from clawtower.core.safe_yaml import load_file
 
     f = tmp_path / "spec.json"
     f.write_text('{"goal": "a",\n "goal": "b"}')

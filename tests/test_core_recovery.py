@@ -25,13 +25,13 @@ from engine_child import LoggingSink, sim
 from procs import HELPERS, child_env
 from protocol import good_spec
 
-from core.approvals import Approvals
-from core.effects import MemorySink
-from core.engine import Engine
-from core.orchestrator import Orchestrator
-from core.store import open_store
-from core.tasks.service import Tasks
-from core.tasks.spec import PlannedEffect
+from clawtower.core.approvals import Approvals
+from clawtower.core.effects import MemorySink
+from clawtower.core.engine import Engine
+from clawtower.core.orchestrator import Orchestrator
+from clawtower.core.store import open_store
+from clawtower.core.tasks.service import Tasks
+from clawtower.core.tasks.spec import PlannedEffect
 
 CHILD = str(HELPERS / "engine_child.py")
 EFFECTS = [PlannedEffect(kind="notify", description="Post the notes", target="chat://c"),
@@ -346,8 +346,8 @@ async def test_killed_engine_process_tasks_are_taken_over_after_the_ttl(
 async def test_a_stalled_engine_writes_nothing_to_a_task_another_engine_took(store_target):
     """Every write of a drive is fenced by the task's claim, in the write's own transaction:
     an engine whose lease lapsed and was taken by another commits no step of that task."""
-    from core import leases
-    from core.orchestrator import TaskLost, task_lease
+    from clawtower.core import leases
+    from clawtower.core.orchestrator import TaskLost, task_lease
 
     store = await open_store(store_target)
     try:

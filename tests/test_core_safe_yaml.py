@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from core.errors import ValidationError
-from core.safe_yaml import MAX_BYTES, MAX_DEPTH, MAX_NODES, load_file, loads
-from core.tasks.spec import load_spec
+from clawtower.core.errors import ValidationError
+from clawtower.core.safe_yaml import MAX_BYTES, MAX_DEPTH, MAX_NODES, load_file, loads
+from clawtower.core.tasks.spec import load_spec
 
 ALIAS_BOMB = """\
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]

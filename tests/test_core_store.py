@@ -20,12 +20,12 @@ import pytest
 from procs import child_env
 from protocol import Driver
 
-from core import events as ev
-from core.errors import StoreClosed, StoreError, ValidationError
-from core.events import NewEvent
-from core.store import open_store
-from core.store.schema import APPLICATION_ID, LATEST_VERSION, PROJECTION_TABLES
-from core.tasks.phases import Phase
+from clawtower.core import events as ev
+from clawtower.core.errors import StoreClosed, StoreError, ValidationError
+from clawtower.core.events import NewEvent
+from clawtower.core.store import open_store
+from clawtower.core.store.schema import APPLICATION_ID, LATEST_VERSION, PROJECTION_TABLES
+from clawtower.core.tasks.phases import Phase
 
 
 def note(i: int, text: str = "x", entity: str = "n-1", idem: str | None = None) -> NewEvent:
@@ -106,8 +106,8 @@ def _as_nobody(code: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     once its imports are done (the interpreter itself may live under /root)."""
     prelude = textwrap.dedent("""
         import asyncio, os
-        from core.store import open_store
-        from core.errors import StoreError
+        from clawtower.core.store import open_store
+        from clawtower.core.errors import StoreError
         if os.geteuid() == 0:
             os.setgid(65534)
             os.setuid(65534)
@@ -140,8 +140,8 @@ def test_refuses_an_unwritable_folder_and_file(public_tmp):
     os.chmod(ro_file, 0o444)
     code = f"""
         import asyncio
-        from core.store import open_store
-        from core.errors import StoreError
+        from clawtower.core.store import open_store
+        from clawtower.core.errors import StoreError
         async def main():
             for p in [{str(base / 'store.db')!r}, {str(ro_file)!r}]:
                 try:
@@ -318,9 +318,9 @@ async def test_wait_for_change_wakes_on_own_write(store):
 
 async def _workload(store, clock) -> None:
     """A bit of everything: tasks through the protocol, refusals, approvals, leases, usage."""
-    from core import leases
-    from core.tasks import commands as c
-    from core.tasks.permissions import Role
+    from clawtower.core import leases
+    from clawtower.core.tasks import commands as c
+    from clawtower.core.tasks.permissions import Role
 
     d = Driver(store, clock)
     a = await d.new()

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from protocol import good_spec, workflow_file
 
-from core.agents.registry import AgentSet
-from core.store import open_store
-from core.tasks.service import Tasks
-from core.workers import ALL, ComposedEngine, SessionsWorker, build_engine
-from core.workflows.service import Workflows
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.store import open_store
+from clawtower.core.tasks.service import Tasks
+from clawtower.core.workers import ALL, ComposedEngine, SessionsWorker, build_engine
+from clawtower.core.workflows.service import Workflows
 
 
 async def test_until_idle_runs_queued_tasks_and_workflow_runs(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ async def test_until_idle_runs_queued_tasks_and_workflow_runs(tmp_path: Path) ->
 
 
 async def test_until_idle_runs_a_queued_session_turn(tmp_path: Path) -> None:
-    from core.sessions.service import Sessions
+    from clawtower.core.sessions.service import Sessions
 
     store = await open_store(str(tmp_path / "s.db"))
     try:

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from flow_helpers import specs, sub
 
-from core.errors import NotFound
-from core.flows.engine import FlowEngine
-from core.flows.replies import Reply, complete_many
-from core.flows.service import Flows, Outcome, complete, decompose
-from core.store import open_store
+from clawtower.core.errors import NotFound
+from clawtower.core.flows.engine import FlowEngine
+from clawtower.core.flows.replies import Reply, complete_many
+from clawtower.core.flows.service import Flows, Outcome, complete, decompose
+from clawtower.core.store import open_store
 
 # columns that hold a sequence number or a commit time: the batch orders its events
 # differently (both replies, then the dispatch), the rows are otherwise the same

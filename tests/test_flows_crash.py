@@ -24,11 +24,11 @@ import pytest
 from flow_helpers import KILL_SPECS, counts, specs
 from procs import HELPERS, child_env
 
-from core.flows.service import Flows
-from core.sessions.rerun import REUSED
-from core.sessions.service import Sessions
-from core.sessions.specs import AgentSpecConfig
-from core.store import open_store
+from clawtower.core.flows.service import Flows
+from clawtower.core.sessions.rerun import REUSED
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.specs import AgentSpecConfig
+from clawtower.core.store import open_store
 
 WORKER = str(HELPERS / "flow_worker.py")
 

@@ -13,12 +13,12 @@ from typing import Any
 
 from flow_helpers import counts
 
-from core.agents.config import config_from_data
-from core.flows.engine import model_engine
-from core.flows.plan import FlowLimits
-from core.flows.service import Flows
-from core.sessions.service import Sessions
-from core.sessions.specs import AgentSpecConfig
+from clawtower.core.agents.config import config_from_data
+from clawtower.core.flows.engine import model_engine
+from clawtower.core.flows.plan import FlowLimits
+from clawtower.core.flows.service import Flows
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.specs import AgentSpecConfig
 
 
 async def test_real_two_level_flow_with_smollm2(store: Any, llama: str) -> None:

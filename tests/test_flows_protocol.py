@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from flow_helpers import GatedBrain, counts, specs, sub, wait_status
 
-from core.flows.engine import FlowEngine
-from core.flows.plan import FlowLimits
-from core.flows.service import Flows
+from clawtower.core.flows.engine import FlowEngine
+from clawtower.core.flows.plan import FlowLimits
+from clawtower.core.flows.service import Flows
 
 
 async def run(store: Any, brain: Any, agent: str, text: str = "the job",

@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 from mcp_peers import FAKE, calls_received
 
-from core.agents.config import config_from_data
-from core.approvals import Approvals
-from core.errors import Conflict, ValidationError
-from core.flows.brains import PlanBrain
-from core.flows.engine import FlowEngine
-from core.flows.service import Flows, WorkItem
-from core.flows.turns import TurnBrain, node_job_id, queue_node_turn
-from core.sessions.service import Sessions
-from core.sessions.specs import AgentSpecConfig
-from core.store import open_store
-from core.tools.registry import ToolRegistry
+from clawtower.core.agents.config import config_from_data
+from clawtower.core.approvals import Approvals
+from clawtower.core.errors import Conflict, ValidationError
+from clawtower.core.flows.brains import PlanBrain
+from clawtower.core.flows.engine import FlowEngine
+from clawtower.core.flows.service import Flows, WorkItem
+from clawtower.core.flows.turns import TurnBrain, node_job_id, queue_node_turn
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.specs import AgentSpecConfig
+from clawtower.core.store import open_store
+from clawtower.core.tools.registry import ToolRegistry
 from tests.helpers.session_helpers import event_types
 
 CALL = '#call text.count {"text": "alpha beta gamma"}'

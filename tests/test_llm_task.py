@@ -11,18 +11,18 @@ from typing import Any
 import jsonschema
 import pytest
 
-from core.agents.llm_task import (
+from clawtower.core.agents.llm_task import (
     SYSTEM_PROMPT,
     LlmTaskInvalidJson,
     LlmTaskSchemaMismatch,
     run_llm_task,
     strip_fences,
 )
-from core.agents.openai import OpenAIProvider
-from core.agents.provider import ChatRequest, ProviderError, StreamEvent, Usage
-from core.agents.simulator import Simulator, minimal_instance, script_from_data
-from core.agents.usage import Price, UsageRecorder, usage_for_subject
-from core.errors import ValidationError
+from clawtower.core.agents.openai import OpenAIProvider
+from clawtower.core.agents.provider import ChatRequest, ProviderError, StreamEvent, Usage
+from clawtower.core.agents.simulator import Simulator, minimal_instance, script_from_data
+from clawtower.core.agents.usage import Price, UsageRecorder, usage_for_subject
+from clawtower.core.errors import ValidationError
 
 PERSON = {"type": "object", "required": ["name", "age"], "additionalProperties": False,
           "properties": {"name": {"type": "string", "minLength": 1},
@@ -185,8 +185,8 @@ async def test_simulator_unscripted_answers_a_schema_instance_or_echoes() -> Non
 
 
 async def test_simulator_free_form_ask_is_scriptable_and_says_it_is_simulated() -> None:
-    from core.agents.completion import complete
-    from core.agents.provider import ChatMessage
+    from clawtower.core.agents.completion import complete
+    from clawtower.core.agents.provider import ChatMessage
 
     def ask(agent: str) -> ChatRequest:
         return ChatRequest(model="sim-standard", metadata={"purpose": "ask", "agent": agent},

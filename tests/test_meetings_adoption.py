@@ -8,13 +8,13 @@ from collections import Counter
 
 import pytest
 
-from core.agents.registry import AgentSet
-from core.agents.simulator import AgentDef, SimScript, Step
-from core.errors import Conflict, NotFound
-from core.meetings import coordinator as coord
-from core.meetings.consensus import Consensus
-from core.meetings.coordinator import Coordinator, MeetingConfig, lease_name
-from core.meetings.service import Meetings
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.agents.simulator import AgentDef, SimScript, Step
+from clawtower.core.errors import Conflict, NotFound
+from clawtower.core.meetings import coordinator as coord
+from clawtower.core.meetings.consensus import Consensus
+from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig, lease_name
+from clawtower.core.meetings.service import Meetings
 
 NAMES = ["alice", "bob", "carol"]
 
@@ -147,7 +147,7 @@ async def test_a_meeting_that_ended_in_consensus_before_its_end_was_recorded(sto
 async def test_an_engine_adopts_an_orphaned_meeting_on_its_own(store, clock) -> None:
     """Issue 22 (loose end): engines adopt orphaned meetings as they adopt runs, with no
     command: the meeting goes on from its unfinished round and ends once."""
-    from core.engine import Engine
+    from clawtower.core.engine import Engine
 
     mid = await _die_in_round_two(store, ttl=0.3)
     clock.advance(0.4)  # the dead process's lease lapses

@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from core.meetings.consensus import Consensus, decide
-from core.meetings.stance import Stance
+from clawtower.core.meetings.consensus import Consensus, decide
+from clawtower.core.meetings.stance import Stance
 
 ALL = list(Stance)
 

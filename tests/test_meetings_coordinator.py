@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from core.agents.registry import AgentSet
-from core.agents.simulator import AgentDef, SimScript, Step, count_tokens, load_script
-from core.errors import ValidationError
-from core.meetings.consensus import Consensus
-from core.meetings.coordinator import Coordinator, MeetingConfig
-from core.meetings.minutes import load_meeting, render_minutes
-from core.meetings.stance import Stance
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.agents.simulator import AgentDef, SimScript, Step, count_tokens, load_script
+from clawtower.core.errors import ValidationError
+from clawtower.core.meetings.consensus import Consensus
+from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig
+from clawtower.core.meetings.minutes import load_meeting, render_minutes
+from clawtower.core.meetings.stance import Stance
 
 NAMES = ["alice", "bob", "carol"]
 
@@ -140,7 +140,7 @@ async def test_summarizer_defaults_to_first_participant_and_summary_is_capped(st
 
 
 async def test_replies_are_deterministic_from_the_seed(db_path: Path, tmp_path: Path) -> None:
-    from core.store import open_store
+    from clawtower.core.store import open_store
 
     texts = []
     for i in range(2):
@@ -211,8 +211,8 @@ async def test_a_reply_cannot_break_out_of_its_fence_in_the_minutes(store) -> No
 async def test_a_version_1_store_is_migrated_to_the_latest_version(tmp_path: Path) -> None:
     import sqlite3
 
-    from core.store import open_store
-    from core.store.schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
+    from clawtower.core.store import open_store
+    from clawtower.core.store.schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
 
     db = tmp_path / "v1.db"
     conn = sqlite3.connect(db)  # a store written before meetings (or anything later) existed

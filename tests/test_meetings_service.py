@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from core import Meetings, start_meeting
-from core.agents.registry import AgentSet
-from core.agents.simulator import AgentDef, SimScript, Step
-from core.errors import Conflict, NotFound, ValidationError
-from core.meetings.coordinator import MeetingConfig
-from core.store import open_store
+from clawtower.core import Meetings, start_meeting
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.agents.simulator import AgentDef, SimScript, Step
+from clawtower.core.errors import Conflict, NotFound, ValidationError
+from clawtower.core.meetings.coordinator import MeetingConfig
+from clawtower.core.store import open_store
 
 NAMES = ["alice", "bob", "carol"]
 
@@ -143,8 +143,8 @@ async def test_full_history_grows_the_prompt(store) -> None:
 
 
 async def test_every_meeting_event_has_wording(store) -> None:
-    from core.describe import event_summary
-    from core.events import StoredEvent
+    from clawtower.core.describe import event_summary
+    from clawtower.core.events import StoredEvent
 
     mid, task = await start_meeting(store, team({"alice": st("AGREE"), "bob": st("AGREE"),
                                                  "carol": [Step(stance="AGREE",

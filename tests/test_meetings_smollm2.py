@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.agents.config import load_agents
-from core.agents.openai import OpenAIProvider
-from core.meetings.consensus import Consensus
-from core.meetings.coordinator import Coordinator, MeetingConfig
-from core.meetings.stance import Stance
+from clawtower.core.agents.config import load_agents
+from clawtower.core.agents.openai import OpenAIProvider
+from clawtower.core.meetings.consensus import Consensus
+from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig
+from clawtower.core.meetings.stance import Stance
 
 NAMES = ["ada", "ben", "cyd"]
 

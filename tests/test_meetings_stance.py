@@ -22,7 +22,7 @@ from stance_corpus import (
     Gen,
 )
 
-from core.meetings.stance import Stance, parse_stance
+from clawtower.core.meetings.stance import Stance, parse_stance
 
 SEED = 20261121
 CORPUS_SIZE = 10_000  # the combined adversarial corpus in the normal suite

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from core.errors import NotFound, StoreError, ValidationError
-from core.memory.bm25 import fts_query
-from core.memory.service import (
+from clawtower.core.errors import NotFound, StoreError, ValidationError
+from clawtower.core.memory.bm25 import fts_query
+from clawtower.core.memory.service import (
     MAX_CONTENT,
     Memories,
     parse_jsonl,
@@ -21,8 +21,8 @@ from core.memory.service import (
     to_jsonl,
     to_markdown,
 )
-from core.store import open_store
-from core.store.sqlite import _migrate_statement
+from clawtower.core.store import open_store
+from clawtower.core.store.sqlite import _migrate_statement
 
 
 async def _open(tmp_path: Path) -> tuple[Any, Memories]:
@@ -200,7 +200,7 @@ async def test_postgres_recalls_the_same_way_from_its_replica(pg_url: str) -> No
 
 async def test_terms_in_too_many_memories_are_dropped_when_rarer_ones_exist(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.memory.bm25 as bm25
+    import clawtower.core.memory.bm25 as bm25
 
     monkeypatch.setattr(bm25, "COMMON_DF", 2)
     store, mem = await _open(tmp_path)
@@ -222,7 +222,7 @@ async def test_terms_in_too_many_memories_are_dropped_when_rarer_ones_exist(
 
 
 async def test_events_read_as_one_line(tmp_path: Path) -> None:
-    from core.describe import event_summary
+    from clawtower.core.describe import event_summary
 
     store, mem = await _open(tmp_path)
     try:
@@ -252,7 +252,7 @@ async def test_an_expired_memory_is_not_recalled(tmp_path: Path) -> None:
 async def test_memory_store_tool_ttl_and_expires(tmp_path: Path) -> None:
     """`memory_store`'s optional `ttl` (a duration) or `expires` (an ISO time); a bad one,
     or both, is an error result to the model and nothing is written."""
-    from core.memory.tools import MemoryTools
+    from clawtower.core.memory.tools import MemoryTools
 
     store, mem = await _open(tmp_path)
     try:

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.agents.config import config_from_data
-from core.memory.embeddings import embedder_for
-from core.memory.service import Memories
-from core.store import open_store
+from clawtower.core.agents.config import config_from_data
+from clawtower.core.memory.embeddings import embedder_for
+from clawtower.core.memory.service import Memories
+from clawtower.core.store import open_store
 
 pytestmark = pytest.mark.xdist_group("llama")
 
@@ -50,7 +50,7 @@ async def test_real_embeddings_store_vectors_and_recall_hybrid(llama_embed: str,
         facts = {"cat": "The user's cat is called Miso",
                  "deploy": "Deploys to production happen every Tuesday",
                  "db": "The service stores its data in PostgreSQL 16"}
-        from core.memory.events import MemoryStored
+        from clawtower.core.memory.events import MemoryStored
 
         out = await mem.import_many([MemoryStored(namespace="agent:a", key=k, content=t)
                                      for k, t in facts.items()], by="ann")  # one request

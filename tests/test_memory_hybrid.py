@@ -17,15 +17,15 @@ from typing import Any
 import httpx
 import pytest
 
-from core.agents.config import config_from_data
-from core.agents.provider import ProviderError
-from core.errors import ValidationError
-from core.memory.config import RecallWeights
-from core.memory.embeddings import Embedder, embedder_for
-from core.memory.hybrid import fuse
-from core.memory.service import Memories
-from core.sessions.service import Sessions
-from core.store import open_store
+from clawtower.core.agents.config import config_from_data
+from clawtower.core.agents.provider import ProviderError
+from clawtower.core.errors import ValidationError
+from clawtower.core.memory.config import RecallWeights
+from clawtower.core.memory.embeddings import Embedder, embedder_for
+from clawtower.core.memory.hybrid import fuse
+from clawtower.core.memory.service import Memories
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.store import open_store
 from tests.helpers.fake_embeddings import transport
 from tests.helpers.session_helpers import runner, spec
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from procs import ROOT, child_env
 
-from core.memory.service import Memories
-from core.store import open_store
+from clawtower.core.memory.service import Memories
+from clawtower.core.store import open_store
 
 WRITER = """
 import asyncio, sys
-from core.store import open_store
-from core.memory.service import Memories
+from clawtower.core.store import open_store
+from clawtower.core.memory.service import Memories
 
 async def main():
     store = await open_store(sys.argv[1])

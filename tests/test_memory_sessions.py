@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from core.memory.service import Memories
-from core.sessions.service import Sessions
-from core.store import open_store
+from clawtower.core.memory.service import Memories
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.store import open_store
 from tests.helpers.session_helpers import event_types, runner, spec
 
 MEM_TOOLS = ["memory_forget", "memory_recall", "memory_store"]
@@ -65,7 +65,7 @@ async def test_a_fact_told_in_one_session_is_recalled_in_another_and_not_by_b(
         [ref] = job2["recalled"]
         assert (ref["namespace"], ref["key"]) == ("agent:alpha", "cat") and ref["score"] >= 0
         assert set(ref) == {"namespace", "key", "score"}
-        from cli.session import _detail
+        from clawtower.cli.session import _detail
 
         assert f"  {job2['turn_id']}: agent:alpha cat (" in _detail(await sessions.get(s2))
 
@@ -154,7 +154,7 @@ async def test_recall_policy_top_k_and_disabled(tmp_path: Path) -> None:
 
 
 async def test_an_approved_confirm_tier_store_runs_once(tmp_path: Path) -> None:
-    from core.approvals import Approvals
+    from clawtower.core.approvals import Approvals
 
     store = await open_store(str(tmp_path / "db.sqlite"))
     try:

@@ -20,20 +20,20 @@ from typing import Any
 import pytest
 from openclaw_peer import Gateway, openclaw_gateway
 
-from core.acp.bridge import probe, run_prompt
-from core.acp.config import harness_from_data
-from core.approvals import Approvals
-from core.flows.brains import PlanBrain
-from core.flows.engine import FlowEngine
-from core.flows.service import Flows
-from core.flows.turns import TurnBrain
-from core.sessions.runner import SessionRunner
-from core.sessions.service import Sessions
-from core.sessions.skills import SkillSet
-from core.store import open_store
-from core.store.interface import Store
-from core.tools.config import McpServerConfig
-from core.tools.registry import ToolRegistry
+from clawtower.core.acp.bridge import probe, run_prompt
+from clawtower.core.acp.config import harness_from_data
+from clawtower.core.approvals import Approvals
+from clawtower.core.flows.brains import PlanBrain
+from clawtower.core.flows.engine import FlowEngine
+from clawtower.core.flows.service import Flows
+from clawtower.core.flows.turns import TurnBrain
+from clawtower.core.sessions.runner import SessionRunner
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.skills import SkillSet
+from clawtower.core.store import open_store
+from clawtower.core.store.interface import Store
+from clawtower.core.tools.config import McpServerConfig
+from clawtower.core.tools.registry import ToolRegistry
 
 pytestmark = [pytest.mark.xdist_group("openclaw"), pytest.mark.openclaw]
 TURN_S = 240.0
@@ -56,7 +56,7 @@ def oc(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Gateway:
 async def _import(oc: Gateway, path: Path, db: Path, capsys: pytest.CaptureFixture[str],
                   *extra: str) -> dict[str, Any]:
     """The CLI in this process (on a thread: it runs its own event loop)."""
-    from cli.main import main
+    from clawtower.cli.main import main
 
     capsys.readouterr()
     code = await asyncio.to_thread(main, [

@@ -38,11 +38,11 @@ from hook_expert import install_hook_expert
 from procs import HELPERS, ROOT, child_env, die_with_parent
 from session_helpers import wait_for
 
-from core.agents.config import load_agents, load_config
-from core.sessions.rerun import REUSED
-from core.store import open_store
-from core.store.interface import Store
-from core.workers import build_engine
+from clawtower.core.agents.config import load_agents, load_config
+from clawtower.core.sessions.rerun import REUSED
+from clawtower.core.store import open_store
+from clawtower.core.store.interface import Store
+from clawtower.core.workers import build_engine
 
 CLAWTOWER = Path(sys.executable).with_name("clawtower")
 HOST = str(HELPERS / "engine_host.py")
@@ -140,7 +140,7 @@ class FlowsProtocol(Protocol):
     async def create(self, store: Store) -> str:
         from flow_helpers import specs
 
-        from core.flows.service import Flows
+        from clawtower.core.flows.service import Flows
 
         await specs(store, {"lead": ["researcher", "writer"], "researcher": ["fetcher"],
                             "writer": [], "fetcher": []})
@@ -151,7 +151,7 @@ class FlowsProtocol(Protocol):
         return sum(c["replied"].values()) >= 1
 
     async def check(self, store: Store, wid: str, killed: bool) -> None:
-        from core.flows.service import Flows
+        from clawtower.core.flows.service import Flows
 
         got = await Flows(store).get(wid)
         assert (got["flow"]["status"], got["flow"]["done"]) == ("done", 6), got["flow"]
@@ -182,7 +182,7 @@ class MeetingsProtocol(Protocol):
                                     " round=2 AND agent='a'", (wid,)) is not None
 
     async def check(self, store: Store, wid: str, killed: bool) -> None:
-        from core.meetings.service import Meetings
+        from clawtower.core.meetings.service import Meetings
 
         m = await Meetings(store).get(wid)
         assert (m["status"], m["result"], m["reason"]) == ("ended", "FULL", "consensus"), m
@@ -203,7 +203,7 @@ class SessionsProtocol(Protocol):
     status = "SELECT status FROM turn_jobs WHERE session_id=?"
 
     async def create(self, store: Store) -> str:
-        from core.sessions.service import Sessions
+        from clawtower.core.sessions.service import Sessions
 
         s = Sessions(store)
         sid = await s.create()
@@ -218,7 +218,7 @@ class SessionsProtocol(Protocol):
             (wid,)) is not None
 
     async def check(self, store: Store, wid: str, killed: bool) -> None:
-        from core.sessions.service import Sessions
+        from clawtower.core.sessions.service import Sessions
 
         jobs = await store.fetchall("SELECT id, status, attempt FROM turn_jobs WHERE"
                                     " session_id=?", (wid,))
@@ -259,8 +259,8 @@ class TriggersProtocol(Protocol):
         return f"trigger:{wid}"
 
     async def create(self, store: Store) -> str:
-        from core.triggers.catalog import Catalog
-        from core.triggers.intake import accept
+        from clawtower.core.triggers.catalog import Catalog
+        from clawtower.core.triggers.intake import accept
 
         spec = Catalog().get("hook-expert", "inbound")
         assert spec is not None
@@ -305,7 +305,7 @@ class WorkflowsProtocol(Protocol):
         return f"workflow:{wid}"
 
     async def create(self, store: Store) -> str:
-        from core.workflows.service import Workflows
+        from clawtower.core.workflows.service import Workflows
 
         path = self.folder / "contract.lobster"
         log = self.folder / "ran.log"
@@ -339,11 +339,11 @@ KINDS: dict[str, type[Protocol]] = {p.name: p for p in (
 async def left_meeting(store: Store, agents: Any) -> str:
     """A meeting as `meeting run` opens it, whose process left before its first round (its
     short lease lapses at once): orphaned, for an engine to adopt."""
-    from core.meetings.coordinator import Coordinator, MeetingConfig
+    from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig
 
     config = MeetingConfig(topic="Ship it?", participants=["a", "b", "c"], max_rounds=5)
     mid = await Coordinator(store, agents, lease_ttl_s=0.05).open(config)
-    from core.meetings.service import Meetings
+    from clawtower.core.meetings.service import Meetings
 
     await wait_for(lambda: _orphaned(Meetings(store), mid), WAIT_S)  # its lease lapsed
     return mid

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from core.agents.anthropic import AnthropicProvider, convert_messages
-from core.agents.completion import complete
-from core.agents.provider import (
+from clawtower.core.agents.anthropic import AnthropicProvider, convert_messages
+from clawtower.core.agents.completion import complete
+from clawtower.core.agents.provider import (
     ChatMessage,
     ChatRequest,
     ProviderError,
@@ -255,7 +255,7 @@ async def test_retried_statuses_then_success_honouring_retry_after(
         waits.append(s)
         await real_sleep(0)
 
-    monkeypatch.setattr("core.agents.httpcommon.asyncio.sleep", fake_sleep)
+    monkeypatch.setattr("clawtower.core.agents.httpcommon.asyncio.sleep", fake_sleep)
     calls = 0
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -280,7 +280,7 @@ async def test_backoff_is_capped_by_max_backoff_and_the_retries_bounded(
     async def fake_sleep(s: float) -> None:
         waits.append(s)
 
-    monkeypatch.setattr("core.agents.httpcommon.asyncio.sleep", fake_sleep)
+    monkeypatch.setattr("clawtower.core.agents.httpcommon.asyncio.sleep", fake_sleep)
     calls = 0
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -305,7 +305,7 @@ async def test_a_retry_that_would_pass_the_deadline_is_not_waited_for(
     async def fake_sleep(s: float) -> None:
         waits.append(s)
 
-    monkeypatch.setattr("core.agents.httpcommon.asyncio.sleep", fake_sleep)
+    monkeypatch.setattr("clawtower.core.agents.httpcommon.asyncio.sleep", fake_sleep)
     p = provider(lambda r: httpx.Response(429, headers={"retry-after": "30"}, json={}),
                  retries=5, max_backoff_s=60)
     with pytest.raises(ProviderError, match="HTTP 429"):
@@ -462,7 +462,7 @@ def test_retry_after_header_forms() -> None:
     import email.utils
     import time
 
-    from core.agents.httpcommon import retry_after_s
+    from clawtower.core.agents.httpcommon import retry_after_s
 
     assert retry_after_s("2") == 2.0 and retry_after_s("0.5") == 0.5
     assert retry_after_s(None) == 0.0 and retry_after_s("soon") == 0.0

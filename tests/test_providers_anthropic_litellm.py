@@ -30,9 +30,9 @@ import httpx
 import pytest
 from chunks import ChunkRecorder
 
-from core.agents.anthropic import AnthropicProvider
-from core.agents.completion import complete
-from core.agents.provider import (
+from clawtower.core.agents.anthropic import AnthropicProvider
+from clawtower.core.agents.completion import complete
+from clawtower.core.agents.provider import (
     ChatMessage,
     ChatRequest,
     ProviderError,
@@ -161,7 +161,7 @@ def test_llm_ask_streams_through_the_proxy(proxy: str, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     from litellm_peer import MODEL
 
-    from cli.main import main
+    from clawtower.cli.main import main
 
     home, db = tmp_path / "home", tmp_path / "store.db"
     home.mkdir()

@@ -8,10 +8,10 @@ import json
 
 import httpx
 
-from core.agents.completion import complete
-from core.agents.httpcommon import close_clients
-from core.agents.openai import OpenAIProvider
-from core.agents.provider import ChatMessage, ChatRequest
+from clawtower.core.agents.completion import complete
+from clawtower.core.agents.httpcommon import close_clients
+from clawtower.core.agents.openai import OpenAIProvider
+from clawtower.core.agents.provider import ChatMessage, ChatRequest
 
 SSE = (b'data: {"choices":[{"delta":{"content":"hi"},"index":0}]}\n\n'
        b'data: {"choices":[{"delta":{},"finish_reason":"stop","index":0}]}\n\ndata: [DONE]\n\n')

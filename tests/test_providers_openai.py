@@ -12,16 +12,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.agents.completion import complete
-from core.agents.config import load_agents
-from core.agents.openai import OpenAIProvider
-from core.agents.provider import (
+from clawtower.core.agents.completion import complete
+from clawtower.core.agents.config import load_agents
+from clawtower.core.agents.openai import OpenAIProvider
+from clawtower.core.agents.provider import (
     ChatMessage,
     ChatRequest,
     ProviderError,
     ToolSpec,
 )
-from core.errors import ValidationError
+from clawtower.core.errors import ValidationError
 
 CANARY = "sk-canary-7f3e9b1c2d4a"
 WEATHER = ToolSpec(name="get_weather", description="Weather for a city",

@@ -22,9 +22,9 @@ from typing import Any
 
 from procs import HELPERS, child_env
 
-from core.sessions.service import Sessions
-from core.sessions.specs import AgentSpecConfig
-from core.store import open_store
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.specs import AgentSpecConfig
+from clawtower.core.store import open_store
 
 WORKER = str(HELPERS / "session_worker.py")
 

@@ -16,10 +16,10 @@ from typing import Any
 from folded_logs import import_log, read_log, same_as_folded
 from session_helpers import runner, spec
 
-from core import events as ev
-from core.events import StoredEvent
-from core.sessions import events as sev
-from core.sessions.service import Sessions
+from clawtower.core import events as ev
+from clawtower.core.events import StoredEvent
+from clawtower.core.sessions import events as sev
+from clawtower.core.sessions.service import Sessions
 
 OLD_LOG = Path(__file__).parent / "data" / "sessions_log_pre_24_2.jsonl"
 
@@ -163,7 +163,7 @@ async def test_a_child_runs_in_five_events(store: Any) -> None:
 async def test_a_claimed_turn_that_never_runs_is_closed(store: Any) -> None:
     """The claim starts the turn; a job that fails before its turn runs (here: a provider
     the config does not know) closes it, so `store verify` finds no open turn."""
-    from core.sessions.takeover import open_turns
+    from clawtower.core.sessions.takeover import open_turns
     s = Sessions(store)
     await spec(s, "worker", policy={"tools": []},
                defaults={"provider": "no-such-provider", "model": "m"})

@@ -14,12 +14,12 @@ from typing import Any
 
 from test_sessions_crash import start_worker, wait_until
 
-from core.agents.provider import ToolCall
-from core.approvals import Approvals
-from core.sessions import gate
-from core.sessions.service import Sessions
-from core.store import open_store
-from core.tools.types import ToolResult
+from clawtower.core.agents.provider import ToolCall
+from clawtower.core.approvals import Approvals
+from clawtower.core.sessions import gate
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.store import open_store
+from clawtower.core.tools.types import ToolResult
 from tests.helpers.session_helpers import event_types, run_idle, runner, spec
 
 CONFIRM = {"policy": {"tools": ["clock.now"], "approval": {"default": "confirm"}}}

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from session_helpers import GatedRegistry, event_types, runner, running, spec, texts
 
-from core.errors import Conflict, NotFound, PermissionDenied, StoreError, ValidationError
-from core.events import NewEvent
-from core.sessions import events as sev
-from core.sessions.commands import run_command
-from core.sessions.runner import SPAWN_TOOL, STEER_NOTE
-from core.sessions.service import SessionLimits, Sessions, announce
-from core.sessions.skills import load_skills
-from core.store import open_store
+from clawtower.core.errors import Conflict, NotFound, PermissionDenied, StoreError, ValidationError
+from clawtower.core.events import NewEvent
+from clawtower.core.sessions import events as sev
+from clawtower.core.sessions.commands import run_command
+from clawtower.core.sessions.runner import SPAWN_TOOL, STEER_NOTE
+from clawtower.core.sessions.service import SessionLimits, Sessions, announce
+from clawtower.core.sessions.skills import load_skills
+from clawtower.core.store import open_store
 
 
 @pytest.fixture
@@ -171,7 +171,7 @@ async def test_m2_every_visible_tool_is_callable_and_every_hidden_one_refused(
     assert await r.run_until_idle(30)
     visible = rec.tools_seen(0)
     assert visible == ["clock.now", SPAWN_TOOL]
-    from core.sessions.runner import SessionToolBox
+    from clawtower.core.sessions.runner import SessionToolBox
 
     claim_like = type("C", (), {})()
     claim_like.spec = await sessions.spec("mixed")

@@ -13,12 +13,12 @@ from typing import Any
 from mcp_peers import TIME, require
 from procs import child_env
 
-from core.agents.config import config_from_data
-from core.sessions.runner import SessionRunner
-from core.sessions.service import Sessions
-from core.sessions.skills import SkillSet
-from core.sessions.specs import AgentSpecConfig
-from core.store import open_store
+from clawtower.core.agents.config import config_from_data
+from clawtower.core.sessions.runner import SessionRunner
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.skills import SkillSet
+from clawtower.core.sessions.specs import AgentSpecConfig
+from clawtower.core.store import open_store
 
 
 async def smol_asks_the_time(store: Any, llama: str, policy: dict[str, Any]

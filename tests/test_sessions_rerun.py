@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core import events as ev
-from core.events import NewEvent
-from core.sessions import events as sev
-from core.sessions.rerun import REUSED
-from core.sessions.service import Sessions
-from core.store import open_store
+from clawtower.core import events as ev
+from clawtower.core.events import NewEvent
+from clawtower.core.sessions import events as sev
+from clawtower.core.sessions.rerun import REUSED
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.store import open_store
 from tests.helpers.session_helpers import event_types, runner, spec
 
 ARGS = '{"text": "alpha beta"}'

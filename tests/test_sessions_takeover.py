@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from session_helpers import runner, spec
 
-from core import events as ev
-from core.errors import Conflict
-from core.events import NewEvent
-from core.sessions.commands import run_command
-from core.sessions.runner import _claim
-from core.sessions.service import Sessions
-from core.sessions.takeover import open_turns
+from clawtower.core import events as ev
+from clawtower.core.errors import Conflict
+from clawtower.core.events import NewEvent
+from clawtower.core.sessions.commands import run_command
+from clawtower.core.sessions.runner import _claim
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.takeover import open_turns
 
 
 async def _die_after(store: Any, clock: Any, owner: str, rounds: int) -> tuple[str, str]:
@@ -139,9 +139,9 @@ async def test_a_max_tool_rounds_stop_says_so_in_reply_and_announce_and_continue
 
 async def test_cli_send_says_queued_and_store_verify_names_the_open_turn(
         tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from cli.main import main
-    from core.clock import FakeClock
-    from core.store import open_store
+    from clawtower.cli.main import main
+    from clawtower.core.clock import FakeClock
+    from clawtower.core.store import open_store
 
     db = str(tmp_path / "v.db")
     clock = FakeClock(start=__import__("time").time() - 3600)  # its lease ran out an hour ago

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from core.approvals import Approvals
-from core.errors import AlreadyDecided, PermissionDenied, ValidationError
-from core.sessions import gate
-from core.sessions.service import SessionLimits, Sessions
-from core.sessions.specs import parse_config
-from core.store import open_store
-from core.tools.approval import ToolApprovalPolicy
+from clawtower.core.approvals import Approvals
+from clawtower.core.errors import AlreadyDecided, PermissionDenied, ValidationError
+from clawtower.core.sessions import gate
+from clawtower.core.sessions.service import SessionLimits, Sessions
+from clawtower.core.sessions.specs import parse_config
+from clawtower.core.store import open_store
+from clawtower.core.tools.approval import ToolApprovalPolicy
 from tests.helpers.session_helpers import event_types, run_idle, runner, spec
 
 CONFIRM = {"policy": {"tools": ["clock.now", "text.count"],
@@ -227,7 +227,7 @@ async def test_oversized_arguments_are_refused_before_any_tier(tmp_path: Path) -
 
 def test_cli_spec_set_warns_of_a_rule_that_matches_nothing_and_refuses_a_bad_tier(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from cli.main import main
+    from clawtower.cli.main import main
 
     good = tmp_path / "spec.yaml"
     good.write_text("policy:\n  tools: [clock.now]\n  approval:\n    tools:\n"
@@ -248,11 +248,11 @@ def test_cli_spec_set_warns_of_a_rule_that_matches_nothing_and_refuses_a_bad_tie
 async def test_a_configured_agent_s_tiers_hold_outside_sessions_too(tmp_path: Path) -> None:
     """`run_agent_turn` (`llm ask --tools`) has no durable layer: a confirm-tier call ends the
     turn awaiting approval, unrun; an agent imported as a spec keeps its tiers."""
-    from core.agents.config import config_from_data
-    from core.agents.provider import ChatMessage, StreamEvent, ToolCall
-    from core.agents.turns import run_agent_turn
-    from core.sessions.specs import from_agent_config
-    from core.tools.registry import ToolRegistry
+    from clawtower.core.agents.config import config_from_data
+    from clawtower.core.agents.provider import ChatMessage, StreamEvent, ToolCall
+    from clawtower.core.agents.turns import run_agent_turn
+    from clawtower.core.sessions.specs import from_agent_config
+    from clawtower.core.tools.registry import ToolRegistry
 
     class OneCall:
         """A model that asks for clock.now once, then answers."""

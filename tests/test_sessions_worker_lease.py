@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.agents.config import SIMULATOR
-from core.clock import FakeClock
-from core.sessions.runner import _claim, _ours, _renew
-from core.sessions.service import Sessions, queue_job
-from core.sessions.specs import SIM_MODELS
+from clawtower.core.agents.config import SIMULATOR
+from clawtower.core.clock import FakeClock
+from clawtower.core.sessions.runner import _claim, _ours, _renew
+from clawtower.core.sessions.service import Sessions, queue_job
+from clawtower.core.sessions.specs import SIM_MODELS
 
 DEFAULTS = {SIMULATOR: SIM_MODELS[0]}
 

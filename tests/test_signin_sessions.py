@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.clock import FakeClock
-from core.signin import sessions
-from core.store.interface import Store
-from core.triggers.ratelimit import FailureLimiter
+from clawtower.core.clock import FakeClock
+from clawtower.core.signin import sessions
+from clawtower.core.store.interface import Store
+from clawtower.core.triggers.ratelimit import FailureLimiter
 
 
 @pytest.mark.both_backends
@@ -50,7 +50,7 @@ async def test_refused_tokens_count_in_the_shared_window(store: Store, clock: Fa
 
 
 async def test_the_console_events_read_as_sentences(store: Store) -> None:
-    from core.describe import event_summary
+    from clawtower.core.describe import event_summary
 
     sid, s = await sessions.sign_in(store, "alice", "a" * 64, 100.0, "link")
     await sessions.sign_out(store, s, "its token was rotated")

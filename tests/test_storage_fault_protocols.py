@@ -22,13 +22,13 @@ import test_protocol_contract as contract
 from session_helpers import wait_for
 from test_protocol_contract import WAIT_S, run_engine, types
 
-from core.agents.config import load_agents, load_config
-from core.errors import StorageFault
-from core.store import open_store
-from core.store.faults import DISK_FULL
-from core.store.interface import Command, Store, WriteTx
-from core.store.view import StoreView
-from core.workers import build_engine
+from clawtower.core.agents.config import load_agents, load_config
+from clawtower.core.errors import StorageFault
+from clawtower.core.store import open_store
+from clawtower.core.store.faults import DISK_FULL
+from clawtower.core.store.interface import Command, Store, WriteTx
+from clawtower.core.store.view import StoreView
+from clawtower.core.workers import build_engine
 
 T = TypeVar("T")
 
@@ -130,8 +130,8 @@ async def test_workflows_a_fault_in_a_step_leaves_the_run_resumable(
         folder: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`workflow run` in the foreground: the fault propagates (the CLI's one line, exit 1),
     the run is not recorded failed, and an engine adopts it and finishes it."""
-    from core.workflows.llm import config_llm
-    from core.workflows.service import Workflows
+    from clawtower.core.workflows.llm import config_llm
+    from clawtower.core.workflows.service import Workflows
 
     cfg = folder / "clawtower.yaml"
     cfg.write_text("agents:\n  writer:\n    provider: simulator\n")
@@ -164,7 +164,7 @@ async def test_workflows_a_fault_on_a_renewal_keeps_the_lease(
         folder: Path, db_path: Path) -> None:
     """The run's lease renewer outlives a storage fault: the run is never adoptable (for
     another engine to drive twice) while its process drives it."""
-    from core.workflows.service import Workflows
+    from clawtower.core.workflows.service import Workflows
 
     (folder / "slow.lobster").write_text(
         "name: slow\nsteps:\n  - id: wait\n    run: sleep 1.5\n")
@@ -185,8 +185,8 @@ async def test_meetings_a_fault_on_a_renewal_keeps_the_lease(
         folder: Path, db_path: Path) -> None:
     """The meeting's lease renewer outlives a storage fault: the meeting is never left
     orphaned (for another engine to run twice) while its process runs it."""
-    from core.meetings.coordinator import Coordinator, MeetingConfig
-    from core.meetings.service import Meetings
+    from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig
+    from clawtower.core.meetings.service import Meetings
 
     slow = folder / "meeting.yaml"
     slow.write_text("seed: 3\nspeed: 1\ndelay_ms: [1500, 1500]\n" + contract.MEETING_AGENTS
@@ -232,7 +232,7 @@ async def test_triggers_a_fault_in_the_process_is_no_failed_attempt(
 async def test_tasks_a_fault_is_never_counted_as_a_driving_failure() -> None:
     """The tasks worker (core/orchestrator.py): a storage fault while driving a task is no
     failure towards `stuck`, and leaves its claim alone."""
-    from core.orchestrator import Orchestrator
+    from clawtower.core.orchestrator import Orchestrator
 
     orch = Orchestrator.__new__(Orchestrator)
     orch.errors, orch.lost = [], []
@@ -262,8 +262,8 @@ async def test_meeting_run_on_a_full_disk_exits_1_and_an_engine_ends_the_meeting
 
     from procs import child_env, die_with_parent
 
-    from core.meetings.service import Meetings
-    from core.store.faults import DRILL_ENV
+    from clawtower.core.meetings.service import Meetings
+    from clawtower.core.store.faults import DRILL_ENV
 
     long = "Ship it. " * 500  # each reply needs new pages: the drill bites them
     cast = folder / "meeting.yaml"
@@ -297,7 +297,7 @@ async def test_meeting_run_on_a_full_disk_exits_1_and_an_engine_ends_the_meeting
 
 
 async def _orphaned(store: Store, mid: str) -> bool:
-    from core.meetings.service import Meetings
+    from clawtower.core.meetings.service import Meetings
 
     return bool((await Meetings(store).get(mid))["orphaned"])
 
@@ -311,7 +311,7 @@ async def test_workflow_run_on_a_full_disk_exits_1_and_an_engine_finishes_the_ru
 
     from procs import child_env, die_with_parent
 
-    from core.store.faults import DRILL_ENV
+    from clawtower.core.store.faults import DRILL_ENV
 
     log = folder / "ran.log"
     (folder / "big.lobster").write_text("name: big\nsteps:\n" + "".join(

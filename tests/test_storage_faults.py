@@ -36,10 +36,10 @@ from test_protocol_contract import (
     types,
 )
 
-from core.agents.config import load_agents, load_config
-from core.store import open_store
-from core.store.faults import DISK_FULL, DRILL_ENV, READ_ONLY, Fault
-from core.workers import build_engine
+from clawtower.core.agents.config import load_agents, load_config
+from clawtower.core.store import open_store
+from clawtower.core.store.faults import DISK_FULL, DRILL_ENV, READ_ONLY, Fault
+from clawtower.core.workers import build_engine
 
 pytestmark = pytest.mark.both_backends
 
@@ -70,7 +70,7 @@ class BigWorkflows(WorkflowsProtocol):
     steps = 6
 
     async def create(self, store: Any) -> str:
-        from core.workflows.service import Workflows
+        from clawtower.core.workflows.service import Workflows
 
         path = self.folder / "contract.lobster"
         log = self.folder / "ran.log"

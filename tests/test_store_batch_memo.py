@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from core.sessions.registry import _set_spec, spec_by_ref
-from core.sessions.specs import AgentSpecConfig
-from core.store.interface import WriteTx
+from clawtower.core.sessions.registry import _set_spec, spec_by_ref
+from clawtower.core.sessions.specs import AgentSpecConfig
+from clawtower.core.store.interface import WriteTx
 
 pytestmark = pytest.mark.both_backends  # the writer's batches are the same code on both
 
@@ -74,8 +74,8 @@ async def test_a_rolled_back_write_is_not_served_from_the_cache(store: Any) -> N
 @pytest.mark.parametrize("entity", ["memory", "session"])
 async def test_only_the_written_entity_is_dropped(store: Any, entity: str) -> None:
     """A write of another entity keeps the value; the same entity drops it."""
-    from core.memory.events import MemoryStored
-    from core.sessions import events as sev
+    from clawtower.core.memory.events import MemoryStored
+    from clawtower.core.sessions import events as sev
 
     loads: list[int] = []
 
@@ -83,7 +83,7 @@ async def test_only_the_written_entity_is_dropped(store: Any, entity: str) -> No
         return tx.cached("memory", "any", lambda: loads.append(1) or len(loads))
 
     def write(tx: WriteTx) -> None:
-        from core.events import NewEvent
+        from clawtower.core.events import NewEvent
         payload = MemoryStored(namespace="agent:w", key="k", content="c") \
             if entity == "memory" else sev.SessionStopRequested(reason="test")
         tx.emit(NewEvent(entity_id="mem-1" if entity == "memory" else "S-1", actor="op",

@@ -12,11 +12,11 @@ import sqlite3
 import struct
 from pathlib import Path
 
-from core import events as ev
-from core.events import NewEvent
-from core.store import open_store
-from core.store.checkpoint import CHECKPOINT_FRAMES, WAL_BOUND_FRAMES, WalIndex
-from core.store.sqlite import SQLiteStore
+from clawtower.core import events as ev
+from clawtower.core.events import NewEvent
+from clawtower.core.store import open_store
+from clawtower.core.store.checkpoint import CHECKPOINT_FRAMES, WAL_BOUND_FRAMES, WalIndex
+from clawtower.core.store.sqlite import SQLiteStore
 
 BIG = "x" * 3000  # about one WAL frame (page) per event
 

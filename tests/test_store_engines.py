@@ -23,9 +23,9 @@ from procs import HELPERS, child_env
 from protocol import good_spec, workflow_file
 from reaper import throwaway_folder
 
-from core.store import open_store
-from core.tasks.service import Tasks
-from core.workflows.service import Workflows
+from clawtower.core.store import open_store
+from clawtower.core.tasks.service import Tasks
+from clawtower.core.workflows.service import Workflows
 
 WORKER = str(HELPERS / "engine_worker.py")
 TTL = 4.0  # renewed every TTL/3: a live engine stalled < 2.7 s on a loaded machine keeps its leases
@@ -176,7 +176,7 @@ async def test_engines_full_load_1000_tasks_10000_steps(store_target, store_back
 
 
 async def engines_and_a_restart(tasks: int, runs: int, steps: int) -> None:
-    from core.store import pglocal
+    from clawtower.core.store import pglocal
 
     folder = throwaway_folder("clawtower-pgrestart-")
     url = pglocal.start(folder / "data", stop_at_exit=True)

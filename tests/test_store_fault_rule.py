@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from core import events as ev
-from core.errors import StorageFault, StoreError, ValidationError
-from core.events import NewEvent
-from core.store import open_store
-from core.store.faults import (
+from clawtower.core import events as ev
+from clawtower.core.errors import StorageFault, StoreError, ValidationError
+from clawtower.core.events import NewEvent
+from clawtower.core.store import open_store
+from clawtower.core.store.faults import (
     DISK_FULL,
     DRILL_ENV,
     IO_ERROR,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from cli.main import main
-from core.store import open_store
-from core.store.ledger import ledger_problems, migration_checksum
-from core.store.schema import LATEST_VERSION, LEDGER_VERSION, MIGRATIONS
+from clawtower.cli.main import main
+from clawtower.core.store import open_store
+from clawtower.core.store.ledger import ledger_problems, migration_checksum
+from clawtower.core.store.schema import LATEST_VERSION, LEDGER_VERSION, MIGRATIONS
 
 
 async def test_a_new_store_records_every_migration(store: Any) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import StoreError
-from core.store import open_store
+from clawtower.core.errors import StoreError
+from clawtower.core.store import open_store
 
 
 def test_a_failed_open_then_a_closed_loop_leaves_no_failing_thread(

@@ -12,12 +12,12 @@ import psycopg
 import pytest
 from reaper import throwaway_folder
 
-from core import events as ev
-from core.errors import StoreError
-from core.events import NewEvent
-from core.store import open_store
-from core.store.postgres import open_postgres
-from core.store.schema import LATEST_VERSION
+from clawtower.core import events as ev
+from clawtower.core.errors import StoreError
+from clawtower.core.events import NewEvent
+from clawtower.core.store import open_store
+from clawtower.core.store.postgres import open_postgres
+from clawtower.core.store.schema import LATEST_VERSION
 
 
 def note(text: str) -> NewEvent:
@@ -122,7 +122,7 @@ async def test_opening_waits_for_a_server_that_is_starting(pg_server_url):
     server answers, within the open timeout, instead of failing at the first refusal."""
     import asyncio
 
-    from core.store import pglocal
+    from clawtower.core.store import pglocal
 
     folder = throwaway_folder("clawtower-pgopen-") / "data"
     url = pglocal.start(folder, stop_at_exit=True)
@@ -139,7 +139,7 @@ async def test_opening_waits_for_a_server_that_is_starting(pg_server_url):
 
 
 def test_a_postgres_url_is_never_taken_for_a_path(tmp_path, monkeypatch):
-    from core.config import effects_journal
+    from clawtower.core.config import effects_journal
 
     monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path))
     url = "postgresql://u:secret@db.example:5432/prod"
@@ -153,7 +153,7 @@ async def test_reads_answer_from_the_replica_while_the_server_is_down(pg_server_
     import asyncio
     import time
 
-    from core.store import pglocal
+    from clawtower.core.store import pglocal
 
     folder = throwaway_folder("clawtower-pgdown-") / "data"
     url = pglocal.start(folder, stop_at_exit=True)
@@ -236,7 +236,7 @@ async def test_a_snapshot_is_saved_every_so_many_events_and_at_close(pg_url, mon
     snapshot is written whole and renamed into place."""
     import sqlite3
 
-    from core.store import replica
+    from clawtower.core.store import replica
 
     monkeypatch.setattr(replica, "SNAPSHOT_EVERY", 5)
 

@@ -9,7 +9,7 @@ import os
 import time
 from pathlib import Path
 
-from core.store.replica import PRUNE_AFTER_S, Slot, prune
+from clawtower.core.store.replica import PRUNE_AFTER_S, Slot, prune
 
 
 def _folder(root: Path, name: str, age_s: float) -> Path:

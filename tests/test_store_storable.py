@@ -13,13 +13,13 @@ import pytest
 from old_release import old_encode, old_release
 from pydantic import BaseModel
 
-from core import events as ev
-from core.errors import ValidationError
-from core.events import NewEvent, Payload, payload_class, registered_types
-from core.memory.events import MemoryStored
-from core.memory.service import Memories
-from core.store.repair import repair
-from core.store.storable import Unstorable, first_problem
+from clawtower.core import events as ev
+from clawtower.core.errors import ValidationError
+from clawtower.core.events import NewEvent, Payload, payload_class, registered_types
+from clawtower.core.memory.events import MemoryStored
+from clawtower.core.memory.service import Memories
+from clawtower.core.store.repair import repair
+from clawtower.core.store.storable import Unstorable, first_problem
 
 
 def memory(key: str, expires_at: float | None = None) -> NewEvent:
@@ -183,7 +183,7 @@ async def test_repair_rebuilds_what_its_handlers_do_not_cover(store):
 
 
 def test_the_repair_reads_as_one_line():
-    from core.describe import event_summary
+    from clawtower.core.describe import event_summary
 
     values = [ev.RepairedValue(seq=i, type="memory.stored", entity_id=f"shared:t/k{i}",
                                field="expires_at", was="Infinity") for i in range(1, 8)]
@@ -198,7 +198,7 @@ def test_the_repair_reads_as_one_line():
 
 
 def test_the_console_prints_a_time_with_no_calendar_date():
-    from tui.model import fmt_datetime
+    from clawtower.tui.model import fmt_datetime
 
     assert fmt_datetime(1e308) == "1e+308" and fmt_datetime(-1e308) == "-1e+308"
     assert fmt_datetime(None) == "" and fmt_datetime(2e9).startswith("2033-")
@@ -208,7 +208,7 @@ def test_the_console_prints_a_time_with_no_calendar_date():
 async def test_an_event_an_old_release_made_unreadable_is_one_line_naming_it(store):
     """An old release logged ±Infinity in a required number as `null`: no repair exists for
     that yet, but verify and the log's readers say which event and field, not a traceback."""
-    from core.errors import StoreError
+    from clawtower.core.errors import StoreError
 
     usage = NewEvent(entity_id="s-1", actor="tester", role="system", payload=ev.AgentUsage(
         agent="a", model="m", purpose="p", prompt_tokens=1, completion_tokens=1,

@@ -12,13 +12,13 @@ import textwrap
 import pytest
 from procs import child_env
 
-from core.store import open_store
+from clawtower.core.store import open_store
 
 CHILD = textwrap.dedent("""
     import asyncio, sys
-    from core import events as ev
-    from core.events import NewEvent
-    from core.store import open_store
+    from clawtower.core import events as ev
+    from clawtower.core.events import NewEvent
+    from clawtower.core.store import open_store
 
     async def main():
         store = await open_store(sys.argv[1])
@@ -65,7 +65,7 @@ async def test_a_commit_in_another_process_wakes_a_waiter_at_once(store, store_t
 
 
 async def test_a_closed_store_leaves_no_wake_socket(db_path):
-    from core.store.notify import channel_dir
+    from clawtower.core.store.notify import channel_dir
 
     store_target = str(db_path)
     s = await open_store(store_target)

@@ -18,7 +18,7 @@ import pytest
 from procs import HELPERS, child_env
 from reaper import throwaway_folder
 
-from core.store import open_store
+from clawtower.core.store import open_store
 
 WORKER = str(HELPERS / "job_worker.py")
 TTL = 3.0  # renewed every TTL/3: a live worker stalled < 2 s on a loaded machine keeps its claims
@@ -106,14 +106,14 @@ async def four_workers_and_a_kill_9(store_target: str, store_backend: str, n: in
 
 
 def _pg_restart(folder: Path) -> None:
-    from core.store import pglocal
+    from clawtower.core.store import pglocal
 
     pglocal.restart(folder)
 
 
 async def test_postgres_restart_mid_load_loses_nothing_and_applies_nothing_twice(
         pg_server_url: str) -> None:
-    from core.store import pglocal
+    from clawtower.core.store import pglocal
 
     folder = throwaway_folder("clawtower-pgrestart-") / "data"
     url = pglocal.start(folder, stop_at_exit=True)

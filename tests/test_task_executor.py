@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from protocol import good_spec
 
-from core.agents.config import config_from_data, load_agents
-from core.agents.registry import AgentSet
-from core.errors import ValidationError
-from core.orchestrator import Orchestrator
-from core.sessions.specs import from_agent_config
-from core.store.interface import Store
-from core.tasks.service import Tasks
-from core.tasks.spec import parse_spec
+from clawtower.core.agents.config import config_from_data, load_agents
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.errors import ValidationError
+from clawtower.core.orchestrator import Orchestrator
+from clawtower.core.sessions.specs import from_agent_config
+from clawtower.core.store.interface import Store
+from clawtower.core.tasks.service import Tasks
+from clawtower.core.tasks.spec import parse_spec
 
 
 def test_the_executor_field_is_validated() -> None:

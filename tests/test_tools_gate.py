@@ -15,12 +15,12 @@ from typing import Any
 
 from flaky_mcp_server import __file__ as FLAKY
 
-from core.agents.config import load_config
-from core.agents.provider import ChatMessage
-from core.agents.turns import TurnState, run_agent_turn, run_turn
-from core.approvals import Approvals
-from core.tools.approval import TierGate, ToolApprovalPolicy
-from core.tools.registry import ToolRegistry
+from clawtower.core.agents.config import load_config
+from clawtower.core.agents.provider import ChatMessage
+from clawtower.core.agents.turns import TurnState, run_agent_turn, run_turn
+from clawtower.core.approvals import Approvals
+from clawtower.core.tools.approval import TierGate, ToolApprovalPolicy
+from clawtower.core.tools.registry import ToolRegistry
 
 UPDATE = {"name": "crm.update_deal_stage", "arguments": {"deal_id": "d-7",
                                                          "stage": "Closed Lost"}}
@@ -149,8 +149,8 @@ async def test_a_session_spec_over_mcp_servers_gates_an_unlisted_server(
         store: Any, tmp_path: Path) -> None:
     """The same through a session (SessionToolBox): a plain spec whose tools come from
     `mcp_servers:` and whose server's first start fails."""
-    from core.sessions.service import Sessions
-    from core.tools.config import McpServerConfig
+    from clawtower.core.sessions.service import Sessions
+    from clawtower.core.tools.config import McpServerConfig
     from tests.helpers.session_helpers import run_idle, spec
 
     server = _server(tmp_path, "fail-first")

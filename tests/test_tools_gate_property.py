@@ -28,17 +28,17 @@ from flaky_mcp_server import __file__ as FLAKY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.agents.provider import ChatMessage, ToolCall
-from core.agents.simulator import Simulator, script_from_data
-from core.agents.turns import TurnResume, TurnState, run_turn
-from core.approvals import Approvals
-from core.sessions.service import Sessions
-from core.sessions.toolbox import SessionToolBox
-from core.store import open_store
-from core.tools.approval import TierGate, ToolApprovalPolicy
-from core.tools.config import McpServerConfig
-from core.tools.registry import ToolRegistry
-from core.tools.types import ToolResult
+from clawtower.core.agents.provider import ChatMessage, ToolCall
+from clawtower.core.agents.simulator import Simulator, script_from_data
+from clawtower.core.agents.turns import TurnResume, TurnState, run_turn
+from clawtower.core.approvals import Approvals
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.toolbox import SessionToolBox
+from clawtower.core.store import open_store
+from clawtower.core.tools.approval import TierGate, ToolApprovalPolicy
+from clawtower.core.tools.config import McpServerConfig
+from clawtower.core.tools.registry import ToolRegistry
+from clawtower.core.tools.types import ToolResult
 from tests.helpers.session_helpers import run_idle, spec
 
 TIER = st.sampled_from(["auto", "confirm", "manual"])
@@ -236,9 +236,9 @@ async def _acp_case(tmp: Path, rule: str, operator: str, kind: str) -> None:
     gate): an `allow` goes back only with a decision committed before it."""
     from acp.schema import AllowedOutcome, PermissionOption, ToolCallUpdate
 
-    from core.acp import events as aev
-    from core.acp.client import BridgeClient
-    from core.events import NewEvent
+    from clawtower.core.acp import events as aev
+    from clawtower.core.acp.client import BridgeClient
+    from clawtower.core.events import NewEvent
 
     store = await open_store(str(tmp / "db.sqlite"))
     try:

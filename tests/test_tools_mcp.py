@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from mcp_peers import calls_received, fake_config
 
-from core.errors import ValidationError
-from core.tools.config import McpServerConfig, load_mcp_servers, mcp_servers_from_data
-from core.tools.mcp import McpServer, McpServerError, ToolProgress
-from core.tools.registry import ToolRegistry
+from clawtower.core.errors import ValidationError
+from clawtower.core.tools.config import McpServerConfig, load_mcp_servers, mcp_servers_from_data
+from clawtower.core.tools.mcp import McpServer, McpServerError, ToolProgress
+from clawtower.core.tools.registry import ToolRegistry
 
 
 def _alive(pid: int) -> bool:

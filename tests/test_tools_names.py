@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.tools.names import WIRE_OK, unwire, wire_names
+from clawtower.core.tools.names import WIRE_OK, unwire, wire_names
 
 
 def test_wire_names_are_safe_unique_and_reversible() -> None:

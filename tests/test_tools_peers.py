@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from mcp_peers import git_config, make_git_repo, peer_config
 
-from core.approvals import Approvals
-from core.tools.mcp import McpServer, McpServerError, ToolProgress
-from core.tools.registry import ToolRegistry
+from clawtower.core.approvals import Approvals
+from clawtower.core.tools.mcp import McpServer, McpServerError, ToolProgress
+from clawtower.core.tools.registry import ToolRegistry
 
 
 async def _approve_all(store: Any) -> None:

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from mcp_peers import calls_received, fake_config
 
-from core.approvals import Approvals
-from core.errors import Conflict, NotFound
-from core.tools import pins
-from core.tools.registry import ToolRegistry
+from clawtower.core.approvals import Approvals
+from clawtower.core.errors import Conflict, NotFound
+from clawtower.core.tools import pins
+from clawtower.core.tools.registry import ToolRegistry
 
 
 def _names(specs: list[Any]) -> list[str]:

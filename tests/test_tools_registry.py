@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from mcp_peers import calls_received, fake_config
 
-from core.clock import FakeClock
-from core.tools.registry import ToolRegistry, allowed, matches
-from core.tools.types import ToolBox
+from clawtower.core.clock import FakeClock
+from clawtower.core.tools.registry import ToolRegistry, allowed, matches
+from clawtower.core.tools.types import ToolBox
 
 
 def test_globs_and_allow_semantics() -> None:

@@ -11,11 +11,11 @@ from typing import Any
 
 from mcp_peers import FAKE, calls_received
 
-from core.agents.config import load_config
-from core.agents.provider import ChatMessage
-from core.agents.turns import run_agent_turn
-from core.approvals import Approvals
-from core.tools.registry import ToolRegistry
+from clawtower.core.agents.config import load_config
+from clawtower.core.agents.provider import ChatMessage
+from clawtower.core.agents.turns import run_agent_turn
+from clawtower.core.approvals import Approvals
+from clawtower.core.tools.registry import ToolRegistry
 
 
 def _config(tmp: Path) -> Path:

@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
-from core import leases
-from core.agents.registry import AgentSet
-from core.engine import Engine
-from core.errors import Conflict
-from core.store import open_store
-from core.workflows.service import Workflows, lease_name
+from clawtower.core import leases
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.engine import Engine
+from clawtower.core.errors import Conflict
+from clawtower.core.store import open_store
+from clawtower.core.workflows.service import Workflows, lease_name
 from tests.workflows.killtrials import LINES, run_trials
 
 CLAWTOWER = str(Path(sys.executable).with_name("clawtower"))
@@ -343,7 +343,7 @@ def test_random_kill_points_over_run_and_resume() -> None:
 
 
 def test_where_an_adopted_run_goes_on() -> None:
-    from core.workflows.adoption import _plan
+    from clawtower.core.workflows.adoption import _plan
 
     steps: list[dict[str, Any]] = [
         {"id": "a", "run": "echo a"}, {"id": "g", "approval": True},

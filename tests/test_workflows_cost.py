@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from core.workflows.cost import CostTracker, billable_tokens, describe_cost, js_fixed
-from core.workflows.llm import config_llm
-from core.workflows.pipeline import LlmAnswer
-from core.workflows.service import Workflows
+from clawtower.core.workflows.cost import CostTracker, billable_tokens, describe_cost, js_fixed
+from clawtower.core.workflows.llm import config_llm
+from clawtower.core.workflows.pipeline import LlmAnswer
+from clawtower.core.workflows.service import Workflows
 
 ENV = {"PATH": os.environ.get("PATH", "/bin")}
 

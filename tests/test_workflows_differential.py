@@ -22,7 +22,7 @@ CLAWTOWER_WF_LOBSTER_CACHE=0 runs every Lobster case (clawtower's side always ru
 
 Duration (2026-11-22, the shared 2-core machine, otherwise idle): 77 s of wall time for 111
 cases on both CLIs (223 tests), ~140 s of CPU in all. A Lobster process costs ~0.25 s of CPU,
-a `python -m cli.main` process ~0.4 s, most of it imports.
+a `python -m clawtower.cli.main` process ~0.4 s, most of it imports.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from cli.workflow import _detail
-from core.store import open_store
-from core.workflows.service import Workflows
+from clawtower.cli.workflow import _detail
+from clawtower.core.store import open_store
+from clawtower.core.workflows.service import Workflows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,8 +33,8 @@ steps:
 CHILD = textwrap.dedent("""
     import asyncio, json, os, sys, time
     sys.path.insert(0, {root!r})
-    from core.store import open_store
-    from core.workflows.service import Workflows
+    from clawtower.core.store import open_store
+    from clawtower.core.workflows.service import Workflows
 
     async def main():
         store = await open_store({db!r})

@@ -15,11 +15,11 @@ from typing import Any
 
 from folded_logs import import_log, read_log, same_as_folded
 
-from core import events as ev
-from core.describe import event_summary
-from core.events import StoredEvent
-from core.workflows import events as wev
-from core.workflows.service import Workflows
+from clawtower.core import events as ev
+from clawtower.core.describe import event_summary
+from clawtower.core.events import StoredEvent
+from clawtower.core.workflows import events as wev
+from clawtower.core.workflows.service import Workflows
 
 OLD_LOG = Path(__file__).parent / "data" / "workflows_log_pre_24_2.jsonl"
 

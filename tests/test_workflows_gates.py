@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from core.approvals import Approvals
-from core.errors import ValidationError
-from core.workflows.service import Workflows
+from clawtower.core.approvals import Approvals
+from clawtower.core.errors import ValidationError
+from clawtower.core.workflows.service import Workflows
 
 FLOW = """
 args:

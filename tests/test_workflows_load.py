@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from core.workflows.graph import render_graph
-from core.workflows.load import WorkflowError, load_workflow, resolve_workflow_file
+from clawtower.core.workflows.graph import render_graph
+from clawtower.core.workflows.load import WorkflowError, load_workflow, resolve_workflow_file
 
 
 def write(tmp_path: Path, text: str, name: str = "wf.lobster") -> Path:

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from core.workflows.conditions import (
+from clawtower.core.workflows.conditions import (
     ConditionError,
     check_workflow_conditions,
     evaluate_condition,
 )
-from core.workflows.jsvalues import UNDEFINED, js_string, to_json
-from core.workflows.load import WorkflowError, load_workflow
-from core.workflows.refs import (
+from clawtower.core.workflows.jsvalues import UNDEFINED, js_string, to_json
+from clawtower.core.workflows.load import WorkflowError, load_workflow
+from clawtower.core.workflows.refs import (
     RefError,
     merge_env,
     resolve_args_template,
@@ -124,7 +124,7 @@ def test_javascript_numbers_keys_and_string_cuts() -> None:
     """What Lobster's envelopes show comes from JSON.stringify and String(): numbers laid out
     by Number::toString (checked against Node on 12,022 doubles during development), integer
     keys first, integers beyond 2**53 as doubles, previews cut in UTF-16 units."""
-    from core.workflows.jsvalues import js_number, js_prefix, parse_json, to_json
+    from clawtower.core.workflows.jsvalues import js_number, js_prefix, parse_json, to_json
 
     assert [js_number(x) for x in (1e-6, 1e-7, 1e21, 1e20, 0.1, -0.0, 2**53 + 1)] == [
         "0.000001", "1e-7", "1e+21", "100000000000000000000", "0.1", "0", "9007199254740992"]

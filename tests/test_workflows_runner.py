@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from core.workflows.pipeline import LlmAnswer
-from core.workflows.service import Workflows
+from clawtower.core.workflows.pipeline import LlmAnswer
+from clawtower.core.workflows.service import Workflows
 
 
 def write(tmp_path: Path, text: str, name: str = "wf.lobster") -> str:

@@ -115,7 +115,7 @@ def set_user_version(db: Path, version: int) -> None:
 
 async def _executor_attempt(db: Path, task_id: str, attempt: int) -> None:
     """The executor's writes of one successful attempt (the CLI has no executor commands)."""
-    from core import Tasks, open_store
+    from clawtower.core import Tasks, open_store
 
     store = await open_store(db)
     try:

@@ -21,7 +21,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def run(capsys: pytest.CaptureFixture[str]) -> Run:
     """`run("task", "list", "--db", db)`: main() in this process; argparse exits become codes."""
-    from cli.main import main
+    from clawtower.cli.main import main
 
     def call(*argv: str | Path) -> Result:
         capsys.readouterr()

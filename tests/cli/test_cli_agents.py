@@ -25,7 +25,7 @@ Streamed = Callable[..., tuple[int, ChunkRecorder, str]]
 @pytest.fixture
 def streamed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Streamed:
     """Run main() with a chunk-recording stdout; returns (code, recorder, stderr)."""
-    from cli.main import main
+    from clawtower.cli.main import main
 
     def call(*argv: str | Path) -> tuple[int, ChunkRecorder, str]:
         rec = ChunkRecorder()

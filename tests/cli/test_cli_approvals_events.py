@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cli_helpers import OPERATOR, Run, max_seq, query, spec
 
-from core.store.schema import LATEST_VERSION
+from clawtower.core.store.schema import LATEST_VERSION
 
 
 def test_approvals_list_and_json(run: Run, awaiting: tuple[Path, str]) -> None:
@@ -105,8 +105,8 @@ def test_events_text_json_after_and_entity(run: Run, seeded: Path) -> None:
 def test_events_page_through_more_than_a_batch(run: Run, db: Path) -> None:
     import asyncio
 
-    from core import NewEvent, open_store
-    from core.events import AgentUsage
+    from clawtower.core import NewEvent, open_store
+    from clawtower.core.events import AgentUsage
 
     async def fill() -> None:
         store = await open_store(db)

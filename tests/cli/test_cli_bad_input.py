@@ -22,11 +22,11 @@ def one_error_line(err: str, *needles: str) -> str:
 
 
 def test_cli_package_is_the_real_one() -> None:
-    import cli
-    import cli.main
+    from clawtower import cli
+    from clawtower.cli import main
 
-    assert Path(cli.__file__).resolve() == ROOT / "cli" / "__init__.py"
-    assert callable(cli.main.main)
+    assert Path(cli.__file__).resolve() == ROOT / "clawtower" / "cli" / "__init__.py"
+    assert callable(main.main)
 
 
 @pytest.fixture

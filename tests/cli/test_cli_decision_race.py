@@ -26,8 +26,8 @@ LOSER = re.compile(r"^clawtower: error: approval '(\w+)': already decided: (appr
 
 async def _gates(db: Path, flow: Path, n: int) -> list[str]:
     """`n` runs paused at their approval gate, through the core API (fast)."""
-    from core.store import open_store
-    from core.workflows.service import Workflows
+    from clawtower.core.store import open_store
+    from clawtower.core.workflows.service import Workflows
 
     store = await open_store(db)
     try:

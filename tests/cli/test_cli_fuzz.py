@@ -38,7 +38,7 @@ import pytest
 from cli_helpers import OPERATOR, spec
 from hypothesis import HealthCheck, given, settings
 
-from core.limits import printable
+from clawtower.core.limits import printable
 
 EXAMPLES = int(os.environ.get("CLAWTOWER_FUZZ_EXAMPLES", "20"))
 COUNTS: Counter[str] = Counter()
@@ -223,7 +223,7 @@ def _valid_speed(v: str) -> bool:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A store with a task, a paused workflow gate and files to point at; a cwd of its own."""
-    from cli.main import main
+    from clawtower.cli.main import main
 
     root = tmp_path_factory.mktemp("fuzz")
     home = root / "home"
@@ -263,8 +263,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 
 async def _paused_gate(db: Path, flow: Path) -> str:
-    from core.store import open_store
-    from core.workflows.service import Workflows
+    from clawtower.core.store import open_store
+    from clawtower.core.workflows.service import Workflows
 
     store = await open_store(db)
     try:
@@ -311,7 +311,7 @@ def _names(hole: Hole, value: str) -> list[str]:
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_hostile_arguments(world: dict[str, Any], name: str) -> None:
-    from cli.main import main
+    from clawtower.cli.main import main
 
     template = COMMANDS[name]
     holes = [h for h in template if isinstance(h, Hole)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 
-from cli.main import build_parser
+from clawtower.cli.main import build_parser
 
 
 def _commands(parser: argparse.ArgumentParser, path: str = "clawtower"

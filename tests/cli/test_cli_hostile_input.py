@@ -219,12 +219,12 @@ def test_minutes_dir_is_confined(run: Run, db: Path, tmp_path: Path, home: Path)
 
 def test_an_unexpected_exception_is_one_line_and_exit_1(run: Run, db: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import cli.approvals
+    from clawtower.cli import approvals
 
     async def boom(args: object) -> int:
         raise RuntimeError("a bug\nwith two lines")
 
-    monkeypatch.setattr(cli.approvals, "cmd_approvals", boom)
+    monkeypatch.setattr(approvals, "cmd_approvals", boom)
     r = run("approvals", "--db", db)
     assert r.code == 1
     one_line(r.err, "clawtower: internal error: RuntimeError: a bug\\nwith two lines")

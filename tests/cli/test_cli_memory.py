@@ -84,8 +84,8 @@ def test_memory_expires(run: Run, tmp_path: Path) -> None:
     and not recalled."""
     import asyncio
 
-    from core.memory.service import Memories
-    from core.store import open_store
+    from clawtower.core.memory.service import Memories
+    from clawtower.core.store import open_store
 
     db = str(tmp_path / "db.sqlite")
     r = run("memory", "put", "agent:a", "soon", "The door code is 4321", "--expires", "2h",

@@ -18,7 +18,7 @@ import pytest
 from cli_helpers import CLAWTOWER, Run, child_env, max_seq, spec
 from procs import stop
 
-from core import open_store
+from clawtower.core import open_store
 
 
 def note(db: Path) -> str:

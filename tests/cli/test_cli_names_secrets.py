@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import Run, digest
 
-from core.triggers import hookauth
+from clawtower.core.triggers import hookauth
 from tests.helpers.hook_expert import TOKEN, install_hook_expert
 
 CLAWTOWER_YAML = """providers:
@@ -95,7 +95,7 @@ def test_a_login_name_that_is_not_a_name_is_refused_saying_what_to_set(
 @pytest.mark.parametrize("name", ["../x", "..", "a b"])
 def test_a_trigger_name_that_is_not_a_name_is_refused_at_install(
         run: Run, tmp_path: Path, name: str) -> None:
-    from core.experts import home as experts
+    from clawtower.core.experts import home as experts
     from tests.helpers.hook_expert import write_hook_expert
 
     pkg = write_hook_expert(tmp_path, triggers=f"  - name: '{name}'\n    type: webhook\n"
@@ -176,7 +176,7 @@ def test_token_without_a_value_still_makes_a_random_one(run: Run, db: Path,
 
 
 def test_the_core_refuses_an_empty_credential_too(tmp_path: Path) -> None:
-    from core.errors import ValidationError
+    from clawtower.core.errors import ValidationError
 
     install_hook_expert(tmp_path)
     before = digest(hookauth.hooks_file("hook-expert"))
@@ -200,10 +200,10 @@ def test_an_empty_gateway_token_file_is_refused_at_import(
 
 def test_empty_secrets_from_the_environment_and_credential_files_are_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from core.acp.openclaw import OpenClawTarget
-    from core.agents.openai import OpenAIProvider
-    from core.childenv import resolve
-    from core.errors import ValidationError
+    from clawtower.core.acp.openclaw import OpenClawTarget
+    from clawtower.core.agents.openai import OpenAIProvider
+    from clawtower.core.childenv import resolve
+    from clawtower.core.errors import ValidationError
 
     monkeypatch.setenv("CT_EMPTY_SECRET", "")
     with pytest.raises(ValidationError, match="GH_TOKEN: the variable"
@@ -262,7 +262,7 @@ def test_console_web_errors_name_the_option_and_its_range(
 
 
 def test_a_failed_bind_blames_the_option_at_fault() -> None:
-    from cli.console import bind_error
+    from clawtower.cli.console import bind_error
 
     gai = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
     assert bind_error(gai, "nosuch.invalid", 8788).startswith("--host nosuch.invalid:")

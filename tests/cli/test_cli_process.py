@@ -148,8 +148,8 @@ def test_closed_pipe_is_not_an_error(home: Path, run: Run) -> None:
     """`clawtower events | head -1`: the reader going away is a normal end, not a trace."""
     import asyncio
 
-    from core import NewEvent, open_store
-    from core.events import AgentUsage
+    from clawtower.core import NewEvent, open_store
+    from clawtower.core.events import AgentUsage
 
     db = home / "clawtower.db"
 

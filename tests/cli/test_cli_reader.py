@@ -211,8 +211,8 @@ def test_show_survives_an_expiry_stored_before_imports_were_checked(run: Run,
                                                                    store: Path) -> None:
     import asyncio
 
-    from core.memory.service import Memories
-    from core.store import open_store
+    from clawtower.core.memory.service import Memories
+    from clawtower.core.store import open_store
 
     async def put() -> None:  # what main's import wrote for `"expires_at": 1e308`
         s = await open_store(str(store))

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from cli_helpers import Run
 
-from core.limits import range_message
-from core.triggers import hookauth
+from clawtower.core.limits import range_message
+from clawtower.core.triggers import hookauth
 from tests.helpers.hook_expert import install_hook_expert
 
 INT64 = ("9223372036854775807", "9223372036854775808")
@@ -86,9 +86,9 @@ def test_triggers_list_shows_refused_credentials_of_the_last_hour(
         run: Run, db: Path, tmp_path: Path) -> None:
     import asyncio
 
-    from core.events import NewEvent
-    from core.store import open_store
-    from core.triggers import events as tev
+    from clawtower.core.events import NewEvent
+    from clawtower.core.store import open_store
+    from clawtower.core.triggers import events as tev
 
     install_hook_expert(tmp_path)
 

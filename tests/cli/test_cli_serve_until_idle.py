@@ -13,8 +13,8 @@ from pathlib import Path
 
 from procs import child_env
 
-from core.store import open_store
-from core.workflows.service import Workflows
+from clawtower.core.store import open_store
+from clawtower.core.workflows.service import Workflows
 
 CLAWTOWER = Path(sys.executable).with_name("clawtower")
 

@@ -18,7 +18,7 @@ import pytest
 from full_disk import fill
 from procs import ROOT, child_env
 
-from core.store.faults import DRILL_ENV
+from clawtower.core.store.faults import DRILL_ENV
 
 CLAWTOWER = Path(sys.executable).with_name("clawtower")
 FLOWS = ROOT / "examples" / "flows" / "agents.yaml"

@@ -15,11 +15,11 @@ from cli_helpers import Run
 from protocol import Driver
 from reaper import throwaway_folder
 
-from core import leases
-from core.clock import FakeClock
-from core.store import open_store
-from core.store.schema import PROJECTION_TABLES
-from core.tasks.phases import Phase
+from clawtower.core import leases
+from clawtower.core.clock import FakeClock
+from clawtower.core.store import open_store
+from clawtower.core.store.schema import PROJECTION_TABLES
+from clawtower.core.tasks.phases import Phase
 
 
 def seed(path: Path) -> int:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from cli_helpers import Run
 
-from core.textsafe import safe, safe_line
+from clawtower.core.textsafe import safe, safe_line
 from tests.helpers.hook_expert import install_hook_expert
 
 ESC = "\x1b"

@@ -7,8 +7,8 @@ import argparse
 
 import pytest
 
-from cli.common import CommandParser
-from cli.main import build_parser, main
+from clawtower.cli.common import CommandParser
+from clawtower.cli.main import build_parser, main
 
 
 @pytest.mark.parametrize(("argv", "hint"), [

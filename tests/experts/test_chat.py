@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from cli.main import main
-from core.errors import NotFound, ValidationError
-from core.experts import home
-from core.experts.bindings import write_binding
-from core.experts.chat import open_chat, spec_name
-from core.sessions.service import Sessions
-from core.store import open_store
+from clawtower.cli.main import main
+from clawtower.core.errors import NotFound, ValidationError
+from clawtower.core.experts import home
+from clawtower.core.experts.bindings import write_binding
+from clawtower.core.experts.chat import open_chat, spec_name
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.store import open_store
 from tests.helpers.session_helpers import event_types, runner
 
 from .conftest import ACME

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from core.experts import home
+from clawtower.cli.main import main
+from clawtower.core.experts import home
 
 from .test_run import bind_radiant, calls
 

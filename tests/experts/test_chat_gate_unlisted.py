@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from flaky_mcp_server import __file__ as FLAKY
 
-from core.experts import home
-from core.experts.bindings import write_binding
+from clawtower.core.experts import home
+from clawtower.core.experts.bindings import write_binding
 
 from .test_chat_gate import NAME, run
 from .test_run import SERVER, calls

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
+from clawtower.cli.main import main
 from tests.helpers.mcp_peers import TIME, require
 
 from .conftest import ACME
@@ -252,8 +252,8 @@ def test_learn_confirm_then_approve_then_learnings(
 
 def test_registry_file_and_session_state_reset(
         expert_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from core.experts import home
-    from core.experts.package import load_package
+    from clawtower.core.experts import home
+    from clawtower.core.experts.package import load_package
 
     assert run(capsys, "expert", "install", str(ACME))[0] == 0
     text = (expert_home / "EXPERTS.md").read_text()
@@ -277,7 +277,7 @@ def test_registry_file_and_session_state_reset(
 
 def test_run_pauses_at_confirm_and_workflow_resume_completes_it(
         expert_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from core.experts.bindings import write_binding
+    from clawtower.core.experts.bindings import write_binding
 
     assert run(capsys, "expert", "install", str(ACME))[0] == 0
     log = tmp_path / "calls.jsonl"
@@ -309,7 +309,7 @@ def test_run_pauses_at_confirm_and_workflow_resume_completes_it(
 
 def test_bind_maps_an_operations_arguments_and_inputs(
         expert_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from core.experts.bindings import OpBinding, bindings_path, load_bindings
+    from clawtower.core.experts.bindings import OpBinding, bindings_path, load_bindings
 
     assert run(capsys, "expert", "install", str(ACME))[0] == 0
     code, _out, err = run(capsys, "expert", "bind", "acme-support-expert", "helpdesk", "--mcp",

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.experts.package import load_package
+from clawtower.core.experts.package import load_package
 
 from .conftest import ACME
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from core.approvals import Approvals
-from core.errors import ValidationError
-from core.experts.compile import compile_process
-from core.experts.learning import project, propose
-from core.experts.package import load_package
+from clawtower.core.approvals import Approvals
+from clawtower.core.errors import ValidationError
+from clawtower.core.experts.compile import compile_process
+from clawtower.core.experts.learning import project, propose
+from clawtower.core.experts.package import load_package
 
 from .conftest import ACME
 

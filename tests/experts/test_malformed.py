@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from cli.main import main
-from core.errors import ValidationError
-from core.experts import home
-from core.experts.package import load_package
+from clawtower.cli.main import main
+from clawtower.core.errors import ValidationError
+from clawtower.core.experts import home
+from clawtower.core.experts.package import load_package
 
 from .conftest import ACME
 

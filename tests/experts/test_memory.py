@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.approvals import Approvals
-from core.experts import home
-from core.experts.chat import open_chat
-from core.experts.learning import propose
-from core.experts.package import load_package
-from core.memory.service import Memories
-from core.sessions.service import Sessions
-from core.store import open_store
+from clawtower.core.approvals import Approvals
+from clawtower.core.experts import home
+from clawtower.core.experts.chat import open_chat
+from clawtower.core.experts.learning import propose
+from clawtower.core.experts.package import load_package
+from clawtower.core.memory.service import Memories
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.store import open_store
 from tests.helpers.session_helpers import runner
 
 from .test_chat import NAME, bind_all, expert_home  # noqa: F401 (a fixture)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.experts.package import load_package, steps_of
-from core.experts.prompt import assemble, render, resolved_tiers
-from core.experts.tiers import approval_tier
+from clawtower.core.experts.package import load_package, steps_of
+from clawtower.core.experts.prompt import assemble, render, resolved_tiers
+from clawtower.core.experts.tiers import approval_tier
 
 from .conftest import ACME
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from cli.main import main
-from core import files
-from core.errors import ValidationError
-from core.experts import home
-from core.experts.bindings import bindings_path, load_bindings, write_binding
-from core.triggers import hookauth
-from core.workflows.adoption import repeatable
-from core.workflows.load import load_workflow
+from clawtower.cli.main import main
+from clawtower.core import files
+from clawtower.core.errors import ValidationError
+from clawtower.core.experts import home
+from clawtower.core.experts.bindings import bindings_path, load_bindings, write_binding
+from clawtower.core.triggers import hookauth
+from clawtower.core.workflows.adoption import repeatable
+from clawtower.core.workflows.load import load_workflow
 from tests.helpers.hook_expert import install_hook_expert
 
 from .conftest import ACME
@@ -94,9 +94,10 @@ def test_a_check_that_refuses_writes_nothing_and_parallel_writers_never_collide(
 
 
 def test_no_writer_uses_a_fixed_temp_name() -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[2] / "clawtower"  # the import root
     offenders = []
     for sub in ("core", "cli"):
+        assert (root / sub / "__init__.py").is_file(), root / sub
         for f in (root / sub).rglob("*.py"):
             text = f.read_text(encoding="utf-8")
             if 'with_suffix(".tmp")' in text or 'name + ".tmp"' in text or \
@@ -143,7 +144,7 @@ def test_steps_without_outside_effects_are_marked_safe_to_rerun(
 
 def test_a_runs_session_state_is_its_own_notes_whatever_runs_in_parallel(
         expert_home: Path) -> None:
-    from core.experts import state
+    from clawtower.core.experts import state
 
     pkg = home.install(str(ACME))
     shift, queue = "state/shift-notes.md", "state/queue.md"

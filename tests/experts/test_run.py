@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from core.experts import home, state
-from core.experts.bindings import check_bindings, load_bindings, write_binding
-from core.workflows.load import load_workflow
-from core.workflows.service import Workflows
+from clawtower.core.experts import home, state
+from clawtower.core.experts.bindings import check_bindings, load_bindings, write_binding
+from clawtower.core.workflows.load import load_workflow
+from clawtower.core.workflows.service import Workflows
 
 from .conftest import ACME
 

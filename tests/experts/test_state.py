@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from cli.main import main
-from core.experts import home, state
-from core.store import open_store
+from clawtower.cli.main import main
+from clawtower.core.experts import home, state
+from clawtower.core.store import open_store
 
 from .conftest import ACME
 from .test_run import bind_acme, workflows

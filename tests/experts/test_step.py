@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def step(action: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "core.experts.step", action],
+    return subprocess.run([sys.executable, "-m", "clawtower.core.experts.step", action],
                           env={**os.environ, **env}, capture_output=True, text=True,
                           timeout=120, cwd=Path(__file__).resolve().parents[2])
 

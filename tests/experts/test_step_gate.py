@@ -1,6 +1,6 @@
 """Issue 34 for compiled expert workflows: a step's `call` decides its tier where it runs
-(`python -m core.experts.step call`), from the installed package's policy and the bindings,
-whatever the workflow file says: auto runs; confirm only after its approval step approved
+(`python -m clawtower.core.experts.step call`), from the installed package's policy and the
+bindings, whatever the workflow file says: auto runs; confirm only after its approval step approved
 it; manual never (a draft); an expert it cannot find, never. The compiled workflows hold
 the same rule: every `call` of a non-auto operation sits behind an approval step. Against
 the real sales MCP server, which logs what it executes."""
@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from core.experts import home
-from core.experts.bindings import bindings_path, load_bindings, write_binding
-from core.experts.package import load_package
-from core.experts.tiers import op_tier
-from core.workflows.load import load_workflow
+from clawtower.core.experts import home
+from clawtower.core.experts.bindings import bindings_path, load_bindings, write_binding
+from clawtower.core.experts.package import load_package
+from clawtower.core.experts.tiers import op_tier
+from clawtower.core.workflows.load import load_workflow
 
 from .test_run import SERVER, bind_radiant, calls
 
@@ -31,7 +31,7 @@ def step_call(op: str, inputs: dict[str, str], **env: str) -> subprocess.Complet
     full = {**os.environ, "EXPERT_BINDINGS": str(bindings_path(NAME)), "EXPERT_NAME": NAME,
             "EXPERT_OP": op, "EXPERT_TYPES": "{}", "EXPERT_WORKSPACE": str(home.workspace(NAME)),
             **{f"EXPERT_IN_{k}": v for k, v in inputs.items()}, **env}
-    return subprocess.run([sys.executable, "-m", "core.experts.step", "call"], env=full,
+    return subprocess.run([sys.executable, "-m", "clawtower.core.experts.step", "call"], env=full,
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from core.experts import home
-from core.experts.timeouts import sweep
-from core.workflows.service import Workflows
+from clawtower.core.experts import home
+from clawtower.core.experts.timeouts import sweep
+from clawtower.core.workflows.service import Workflows
 from tests.helpers.gate_expert import install_gate_expert
 
 POLICY = """policy:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.acp.config import HarnessConfig
+from clawtower.core.acp.config import HarnessConfig
 
 PEERS = Path(os.environ.get("CLAWTOWER_PEERS", str(Path.home() / ".cache/clawtower-peers")))
 ACP = PEERS / "acp" / "node_modules"

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from core.sessions.runner import SessionRunner
-from core.sessions.skills import SkillSet
-from core.store import open_store
+from clawtower.core.sessions.runner import SessionRunner
+from clawtower.core.sessions.skills import SkillSet
+from clawtower.core.store import open_store
 
 
 async def main(db: str, ttl: float) -> int:

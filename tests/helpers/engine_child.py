@@ -24,13 +24,13 @@ import os
 import sys
 from pathlib import Path
 
-from core.agents.registry import AgentSet
-from core.agents.simulator import AgentDef, SimScript
-from core.approvals import Approvals
-from core.effects import JournalSink
-from core.engine import Engine
-from core.orchestrator import Orchestrator
-from core.store import open_store
+from clawtower.core.agents.registry import AgentSet
+from clawtower.core.agents.simulator import AgentDef, SimScript
+from clawtower.core.approvals import Approvals
+from clawtower.core.effects import JournalSink
+from clawtower.core.engine import Engine
+from clawtower.core.orchestrator import Orchestrator
+from clawtower.core.store import open_store
 
 AGENTS = {
     "builder": AgentDef(role="executor", model="sim-standard", escalation_model="sim-strong"),

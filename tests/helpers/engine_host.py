@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from core.agents.config import load_agents, load_config
-from core.store import open_store
-from core.workers import build_engine
+from clawtower.core.agents.config import load_agents, load_config
+from clawtower.core.store import open_store
+from clawtower.core.workers import build_engine
 
 
 async def main(target: str, config: str, ttl: float) -> None:

@@ -16,9 +16,9 @@ import sys
 
 from engine_child import sim
 
-from core.engine import Engine
-from core.store import open_store
-from core.tasks.scan import ACTIVE_SQL
+from clawtower.core.engine import Engine
+from clawtower.core.store import open_store
+from clawtower.core.tasks.scan import ACTIVE_SQL
 
 
 async def left(store: object) -> int:

@@ -7,10 +7,10 @@ import json
 from collections import Counter
 from typing import Any
 
-from core.flows.brains import AgentFailed, Answer, Decision
-from core.flows.service import WorkItem
-from core.sessions.service import Sessions
-from core.sessions.specs import AgentSpecConfig
+from clawtower.core.flows.brains import AgentFailed, Answer, Decision
+from clawtower.core.flows.service import WorkItem
+from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.specs import AgentSpecConfig
 
 
 async def specs(store: Any, allow: dict[str, list[str] | None]) -> None:

@@ -16,10 +16,10 @@ from typing import Any
 
 from flow_helpers import GatedBrain, random_plans
 
-from core.agents.config import config_from_data
-from core.flows.engine import LEASE, FlowEngine
-from core.flows.turns import TurnBrain
-from core.store import open_store
+from clawtower.core.agents.config import config_from_data
+from clawtower.core.flows.engine import LEASE, FlowEngine
+from clawtower.core.flows.turns import TurnBrain
+from clawtower.core.store import open_store
 
 
 class SlowBrain(GatedBrain):

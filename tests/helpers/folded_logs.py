@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.events import StoredEvent, payload_class
+from clawtower.core.events import StoredEvent, payload_class
 
 Rows = dict[str, list[dict[str, Any]]]
 
@@ -60,7 +60,7 @@ async def same_as_folded(store: Any, old: list[StoredEvent], new: list[StoredEve
                          tables: dict[str, str], folded_db: Path) -> None:
     """`old` imported into `store` and `new` (the same log folded into fewer events) into a
     fresh store at `folded_db` project the same rows, live and after a rebuild."""
-    from core.store import open_store
+    from clawtower.core.store import open_store
 
     await import_log(store, old)
     other = await open_store(folded_db)

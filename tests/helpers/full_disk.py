@@ -9,11 +9,11 @@ import asyncio
 import os
 from pathlib import Path
 
-from core import events as ev
-from core.errors import StorageFault
-from core.events import NewEvent
-from core.store import open_store
-from core.store.faults import DRILL_ENV
+from clawtower.core import events as ev
+from clawtower.core.errors import StorageFault
+from clawtower.core.events import NewEvent
+from clawtower.core.store import open_store
+from clawtower.core.store.faults import DRILL_ENV
 
 
 def fill(db: Path, flag: Path) -> int:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from core.experts import home
-from core.experts.bindings import write_binding
+from clawtower.core.experts import home
+from clawtower.core.experts.bindings import write_binding
 
 SERVER = Path(__file__).resolve().parent / "sales_mcp_server.py"
 MANIFEST = """spec: "1.0"

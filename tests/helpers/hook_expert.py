@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.experts import home
+from clawtower.core.experts import home
 
 TOKEN = "test-token-0123456789abcdef"
 SECRET = "test-secret-0123456789abcdef"
@@ -83,7 +83,7 @@ def write_hook_expert(root: Path, *, extra: str = "", cron: str = "0 8 * * 1-5",
 def install_hook_expert(root: Path, **kw: str) -> str:
     """Write and install hook-expert under CLAWTOWER_HOME (the caller sets it), with a
     bearer token and an HMAC secret for its webhook triggers."""
-    from core.triggers import hookauth
+    from clawtower.core.triggers import hookauth
 
     pkg = home.install(str(write_hook_expert(root, **kw)))
     assert not pkg.errors, pkg.errors

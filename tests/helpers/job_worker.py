@@ -18,10 +18,10 @@ import random
 import sys
 from typing import Any
 
-from core import events as ev
-from core import leases
-from core.events import NewEvent
-from core.store import open_store
+from clawtower.core import events as ev
+from clawtower.core import leases
+from clawtower.core.events import NewEvent
+from clawtower.core.store import open_store
 
 
 def _claim(n: int, owner: str, ttl: float):  # type: ignore[no-untyped-def]

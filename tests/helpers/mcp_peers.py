@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from core.tools.config import McpServerConfig
+from clawtower.core.tools.config import McpServerConfig
 
 PEERS = Path(os.environ.get("CLAWTOWER_PEERS", Path.home() / ".cache" / "clawtower-peers"))
 TIME = PEERS / "mcp" / "bin" / "mcp-server-time"

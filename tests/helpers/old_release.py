@@ -10,7 +10,7 @@ from typing import Any
 
 import pydantic_core
 
-from core.events import Payload
+from clawtower.core.events import Payload
 
 
 def old_encode(payload: Payload) -> str:
@@ -22,8 +22,13 @@ def old_encode(payload: Payload) -> str:
 def old_parse_jsonl(text: str, where: str, now: float) -> list[Any]:
     """`memory import`'s parser as the old release had it: any number as `expires_at` (NaN,
     ±Infinity, 1e308), unknown fields ignored."""
-    from core.memory.checks import check_category, check_content, check_key, check_namespace
-    from core.memory.events import MemoryStored
+    from clawtower.core.memory.checks import (
+        check_category,
+        check_content,
+        check_key,
+        check_namespace,
+    )
+    from clawtower.core.memory.events import MemoryStored
 
     out = []
     for line in text.splitlines():
@@ -41,8 +46,8 @@ def old_parse_jsonl(text: str, where: str, now: float) -> list[Any]:
 def old_release(encode: bool = True) -> Iterator[None]:
     """This process's `memory import` parses, and (with `encode`) its writer encodes, as the
     old release did (no refusal) meanwhile."""
-    from core.memory import service
-    from core.store import writer
+    from clawtower.core.memory import service
+    from clawtower.core.store import writer
 
     m = writer._models()
     saved, parse = m.encode, service.parse_jsonl

@@ -39,7 +39,7 @@ def server_url() -> Iterator[str]:
     try:
         import psycopg
 
-        from core.store import pglocal
+        from clawtower.core.store import pglocal
 
         folder = throwaway_folder("clawtower-pg-")
         url = pglocal.start(folder / "data", stop_at_exit=True)

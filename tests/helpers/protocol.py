@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.approvals import Approvals
-from core.clock import FakeClock
-from core.store.interface import Store
-from core.tasks import commands as c
-from core.tasks.permissions import Role
-from core.tasks.phases import Phase, backoff_seconds
-from core.tasks.service import Tasks
-from core.tasks.spec import TaskSpec
+from clawtower.core.approvals import Approvals
+from clawtower.core.clock import FakeClock
+from clawtower.core.store.interface import Store
+from clawtower.core.tasks import commands as c
+from clawtower.core.tasks.permissions import Role
+from clawtower.core.tasks.phases import Phase, backoff_seconds
+from clawtower.core.tasks.service import Tasks
+from clawtower.core.tasks.spec import TaskSpec
 
 P = Phase
 ORCH = "orch"

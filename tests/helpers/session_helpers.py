@@ -9,15 +9,15 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from core.agents.config import ClawtowerConfig, config_from_data
-from core.agents.provider import ChatRequest, StreamEvent, ToolSpec
-from core.agents.simulator import Simulator
-from core.sessions.runner import SessionRunner
-from core.sessions.service import SessionLimits, Sessions
-from core.sessions.skills import SkillSet
-from core.sessions.specs import AgentSpecConfig
-from core.tools.registry import ToolRegistry
-from core.tools.types import ToolResult
+from clawtower.core.agents.config import ClawtowerConfig, config_from_data
+from clawtower.core.agents.provider import ChatRequest, StreamEvent, ToolSpec
+from clawtower.core.agents.simulator import Simulator
+from clawtower.core.sessions.runner import SessionRunner
+from clawtower.core.sessions.service import SessionLimits, Sessions
+from clawtower.core.sessions.skills import SkillSet
+from clawtower.core.sessions.specs import AgentSpecConfig
+from clawtower.core.tools.registry import ToolRegistry
+from clawtower.core.tools.types import ToolResult
 
 
 class Recording:

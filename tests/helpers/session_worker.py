@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from core.agents.config import config_from_data
-from core.sessions.runner import SessionRunner
-from core.sessions.skills import SkillSet
-from core.store import open_store
+from clawtower.core.agents.config import config_from_data
+from clawtower.core.sessions.runner import SessionRunner
+from clawtower.core.sessions.skills import SkillSet
+from clawtower.core.store import open_store
 
 
 async def main(db: str, delay_ms: int, ttl: float, until_idle: bool) -> int:

@@ -21,14 +21,14 @@ import sys
 import time
 from typing import Any
 
-from core import events as ev
-from core.errors import StoreError
-from core.events import NewEvent
-from core.store import open_store
-from core.tasks import commands as c
-from core.tasks.permissions import Role
-from core.tasks.phases import Phase
-from core.tasks.spec import TaskSpec
+from clawtower.core import events as ev
+from clawtower.core.errors import StoreError
+from clawtower.core.events import NewEvent
+from clawtower.core.store import open_store
+from clawtower.core.tasks import commands as c
+from clawtower.core.tasks.permissions import Role
+from clawtower.core.tasks.phases import Phase
+from clawtower.core.tasks.spec import TaskSpec
 
 SPEC = TaskSpec(goal="Exercise the store.", outputs=["out.txt"],
                 acceptance_criteria=["The output file lists every input line once"])

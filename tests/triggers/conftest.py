@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from core.store import open_store
-from core.store.interface import Store
+from clawtower.core.store import open_store
+from clawtower.core.store.interface import Store
 from tests.helpers.hook_expert import install_hook_expert
 
 

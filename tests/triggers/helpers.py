@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core.store.interface import Store, WriteTx
-from core.triggers.spec import TriggerSpec
+from clawtower.core.store.interface import Store, WriteTx
+from clawtower.core.triggers.spec import TriggerSpec
 
 
 class Recorder:

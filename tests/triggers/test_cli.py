@@ -8,8 +8,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from core.store import open_store
-from core.triggers import queue as q
+from clawtower.core.store import open_store
+from clawtower.core.triggers import queue as q
 from tests.helpers.procs import child_env
 
 from .serve_helpers import CLAWTOWER
@@ -80,7 +80,7 @@ def test_triggers_and_deadletter_commands(tmp_path: Path, hook_home: Path) -> No
     assert json.loads(r.stdout) == []
     r = cli(hook_home, "triggers", "auth", "hook-expert", "inbound", "--token")
     assert r.returncode == 0 and r.stdout.startswith("token: sha256:")
-    from core.triggers import hookauth
+    from clawtower.core.triggers import hookauth
 
     assert hookauth.load("hook-expert")["inbound"].token not in r.stdout + r.stderr
     mode = (hook_home / "expert-config" / "hook-expert" / "hooks.yaml").stat().st_mode

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from core.clock import FakeClock
-from core.experts import home
-from core.store import open_store
-from core.triggers import views
-from core.triggers.catalog import Catalog
-from core.triggers.cron import Scheduler, due, next_fire
+from clawtower.core.clock import FakeClock
+from clawtower.core.experts import home
+from clawtower.core.store import open_store
+from clawtower.core.triggers import views
+from clawtower.core.triggers.catalog import Catalog
+from clawtower.core.triggers.cron import Scheduler, due, next_fire
 from tests.helpers.hook_expert import install_hook_expert
 
 BERLIN = ZoneInfo("Europe/Berlin")

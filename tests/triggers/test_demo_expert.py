@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from core import Approvals
-from core.demo import triggers as demo
-from core.errors import ValidationError
-from core.experts import home
-from core.store.interface import Store
-from core.triggers.worker import Worker
+from clawtower.core import Approvals
+from clawtower.core.demo import triggers as demo
+from clawtower.core.errors import ValidationError
+from clawtower.core.experts import home
+from clawtower.core.store.interface import Store
+from clawtower.core.triggers.worker import Worker
 
 
 @pytest.fixture

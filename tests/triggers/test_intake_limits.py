@@ -12,14 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from core.errors import ValidationError
-from core.experts import home
-from core.experts.run import run_process
-from core.limits import MAX_PROCESS_INPUT_BYTES
-from core.store.interface import Store
-from core.triggers import hookauth
-from core.triggers.catalog import Catalog
-from core.triggers.webhook import build_app
+from clawtower.core.errors import ValidationError
+from clawtower.core.experts import home
+from clawtower.core.experts.run import run_process
+from clawtower.core.limits import MAX_PROCESS_INPUT_BYTES
+from clawtower.core.store.interface import Store
+from clawtower.core.triggers import hookauth
+from clawtower.core.triggers.catalog import Catalog
+from clawtower.core.triggers.webhook import build_app
 from tests.helpers.hook_expert import TOKEN, install_hook_expert
 
 HOOK = "/hooks/hook-expert/inbound"

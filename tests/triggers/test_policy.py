@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from core.experts import home
-from core.experts.timeouts import sweep
-from core.store.interface import Store
-from core.triggers import views
-from core.triggers.catalog import Catalog
-from core.triggers.intake import accept
-from core.triggers.worker import Worker
+from clawtower.core.experts import home
+from clawtower.core.experts.timeouts import sweep
+from clawtower.core.store.interface import Store
+from clawtower.core.triggers import views
+from clawtower.core.triggers.catalog import Catalog
+from clawtower.core.triggers.intake import accept
+from clawtower.core.triggers.worker import Worker
 from tests.helpers.gate_expert import install_gate_expert
 from tests.helpers.hook_expert import install_hook_expert
 
@@ -112,7 +112,7 @@ async def test_approval_timeout_applies_on_timeout(
 
 async def test_session_main_sends_each_event_to_the_expert_main_session(
         tmp_path: Path, hook_home: Path, wall_store: Store) -> None:
-    from core.triggers.channel import ChannelWatcher
+    from clawtower.core.triggers.channel import ChannelWatcher
 
     home.remove("hook-expert")
     install_hook_expert(tmp_path / "main", triggers="""  - name: inbound

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from core.errors import Conflict, ValidationError
-from core.experts import home
-from core.store import open_store
-from core.store.interface import Store
-from core.triggers import queue as q
-from core.triggers import views
-from core.triggers.catalog import Catalog
-from core.triggers.intake import accept
-from core.triggers.worker import Worker
+from clawtower.core.errors import Conflict, ValidationError
+from clawtower.core.experts import home
+from clawtower.core.store import open_store
+from clawtower.core.store.interface import Store
+from clawtower.core.triggers import queue as q
+from clawtower.core.triggers import views
+from clawtower.core.triggers.catalog import Catalog
+from clawtower.core.triggers.intake import accept
+from clawtower.core.triggers.worker import Worker
 from tests.helpers.hook_expert import install_hook_expert
 
 from .helpers import Recorder, statuses, wait_until
@@ -282,7 +282,7 @@ async def test_an_item_claimed_by_a_dead_process_is_recovered_once(
     claimed = await wall_store.execute(lambda tx: q.claim_in(tx, dead, 10, ttl=3600))
     assert {c["id"] for c in claimed} == {fresh["id"], linked["id"]}
     # the dead process had started a run for `linked`, which then finished
-    from core.workflows.service import Workflows
+    from clawtower.core.workflows.service import Workflows
 
     wf_file = Path(hook_home).parent / "one.lobster"
     wf_file.write_text("name: one\nsteps:\n  - id: a\n    command: echo done\n")
@@ -303,7 +303,7 @@ async def test_a_trigger_whose_requires_tool_is_unbound_is_inactive(
         tmp_path: Path, hook_home: Path, wall_store: Store) -> None:
     import sys
 
-    from core.experts.bindings import write_binding
+    from clawtower.core.experts.bindings import write_binding
 
     reinstall(tmp_path, extra="requires:\n  tools: [feed]\n", triggers="""  - name: inbound
     type: webhook
@@ -323,7 +323,7 @@ async def test_a_trigger_whose_requires_tool_is_unbound_is_inactive(
 
 
 async def test_trigger_events_read_as_sentences(hook_home: Path, wall_store: Store) -> None:
-    from core.describe import event_summary
+    from clawtower.core.describe import event_summary
 
     out = await accept(wall_store, spec(), {"event_id": "e", "contact_id": "c"}, "webhook")
     await accept(wall_store, spec(), {"event_id": "e", "contact_id": "c"}, "webhook")

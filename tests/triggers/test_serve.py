@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from core.experts import home
-from core.store import open_store
-from core.triggers import hookauth
+from clawtower.core.experts import home
+from clawtower.core.store import open_store
+from clawtower.core.triggers import hookauth
 from tests.helpers.hook_expert import SECRET, TOKEN, install_hook_expert
 from tests.helpers.procs import child_env
 
@@ -254,7 +254,7 @@ def test_channel_message_starts_the_process(tmp_path: Path, hook_home: Path) -> 
     srv = Served(hook_home, db)
 
     async def send() -> None:
-        from core.sessions.service import Sessions
+        from clawtower.core.sessions.service import Sessions
 
         store = await open_store(str(db))
         try:

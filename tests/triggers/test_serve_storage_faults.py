@@ -13,7 +13,7 @@ import httpx
 import pytest
 from hook_expert import TOKEN, install_hook_expert
 
-from core.store.faults import DRILL_ENV
+from clawtower.core.store.faults import DRILL_ENV
 from tests.triggers.serve_helpers import Served, rows, wait_rows
 
 HOOK = "/hooks/hook-expert/inbound"

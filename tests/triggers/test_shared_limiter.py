@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from core.store import open_store
+from clawtower.core.store import open_store
 from tests.helpers.hook_expert import TOKEN
 from tests.helpers.procs import child_env
 

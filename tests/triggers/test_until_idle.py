@@ -7,11 +7,11 @@ import json
 import subprocess
 from pathlib import Path
 
-from core.store.interface import Store
-from core.triggers import queue as q
-from core.triggers.background import TriggerWorkers
-from core.triggers.catalog import Catalog
-from core.triggers.intake import accept
+from clawtower.core.store.interface import Store
+from clawtower.core.triggers import queue as q
+from clawtower.core.triggers.background import TriggerWorkers
+from clawtower.core.triggers.catalog import Catalog
+from clawtower.core.triggers.intake import accept
 from tests.helpers.procs import child_env
 
 from .serve_helpers import CLAWTOWER, rows

@@ -14,12 +14,12 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.experts import home
-from core.store import open_store
-from core.triggers import hookauth
-from core.triggers.catalog import Catalog
-from core.triggers.ratelimit import FailureLimiter
-from core.triggers.webhook import build_app
+from clawtower.core.experts import home
+from clawtower.core.store import open_store
+from clawtower.core.triggers import hookauth
+from clawtower.core.triggers.catalog import Catalog
+from clawtower.core.triggers.ratelimit import FailureLimiter
+from clawtower.core.triggers.webhook import build_app
 from tests.helpers.hook_expert import SECRET, TOKEN, install_hook_expert
 
 BODIES = st.one_of(
@@ -103,7 +103,7 @@ async def test_inactive_trigger_409_and_unwritable_store_503(
         r = await c.post("/hooks/hook-expert/inbound", json={},
                          headers={"authorization": f"Bearer {TOKEN}"})
         assert r.status_code == 409 and "requires_tool 'feed' is not bound" in r.json()["error"]
-        from core.experts.bindings import write_binding
+        from clawtower.core.experts.bindings import write_binding
 
         write_binding("hook-expert", "feed", {"type": "mcp", "command": "true"})
         app = build_app(store, Catalog())

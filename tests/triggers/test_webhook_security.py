@@ -13,15 +13,15 @@ from typing import Any
 import httpx
 import pytest
 
-from core.clock import FakeClock
-from core.events import NewEvent
-from core.experts import home
-from core.store.interface import Store, WriteTx
-from core.triggers import events as tev
-from core.triggers import hookauth, views
-from core.triggers.catalog import Catalog
-from core.triggers.ratelimit import FailureLimiter
-from core.triggers.webhook import build_app
+from clawtower.core.clock import FakeClock
+from clawtower.core.events import NewEvent
+from clawtower.core.experts import home
+from clawtower.core.store.interface import Store, WriteTx
+from clawtower.core.triggers import events as tev
+from clawtower.core.triggers import hookauth, views
+from clawtower.core.triggers.catalog import Catalog
+from clawtower.core.triggers.ratelimit import FailureLimiter
+from clawtower.core.triggers.webhook import build_app
 from tests.helpers.hook_expert import SECRET, TOKEN, install_hook_expert
 
 HOOK = "/hooks/hook-expert/inbound"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tui_helpers import copy_store
 
-from tui.seed import EXAMPLES, seed_demo
+from clawtower.tui.seed import EXAMPLES, seed_demo
 
 
 @pytest.fixture(autouse=True)

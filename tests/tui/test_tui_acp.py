@@ -8,13 +8,13 @@ from pathlib import Path
 
 from tui_helpers import SIZE, shown, until
 
-from core import open_store
-from core.acp.events import AcpText, AcpToolCall
-from core.approvals import Approvals
-from core.demo.acp import APPROVAL_ID, RUN_ID, seed_acp
-from core.events import NewEvent
-from tui.app import ClawtowerApp
-from tui.views import ApprovalList
+from clawtower.core import open_store
+from clawtower.core.acp.events import AcpText, AcpToolCall
+from clawtower.core.approvals import Approvals
+from clawtower.core.demo.acp import APPROVAL_ID, RUN_ID, seed_acp
+from clawtower.core.events import NewEvent
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.views import ApprovalList
 
 
 async def seeded(tmp_path: Path) -> tuple[str, str]:

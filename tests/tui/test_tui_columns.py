@@ -11,10 +11,10 @@ from typing import Any
 from rich.console import Console
 from textual.app import App, ComposeResult
 
-from tui.columns import Column
-from tui.screens.meetings import stance_table, summary_renderable
-from tui.screens.sessions import SessionList
-from tui.views import ApprovalList
+from clawtower.tui.columns import Column
+from clawtower.tui.screens.meetings import stance_table, summary_renderable
+from clawtower.tui.screens.sessions import SessionList
+from clawtower.tui.views import ApprovalList
 
 
 class Pal:
@@ -43,7 +43,7 @@ class ListApp(App[None]):
         yield self.lst
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
-        from tui.themes import variable_defaults
+        from clawtower.tui.themes import variable_defaults
 
         return variable_defaults(None)
 
@@ -133,7 +133,7 @@ def test_rolling_summary_is_one_entry_per_round_without_nesting() -> None:
 
 
 def test_triggers_table_drops_columns_at_80_not_the_names() -> None:
-    from tui.screens.triggers import triggers_table
+    from clawtower.tui.screens.triggers import triggers_table
 
     rows = [{"expert": "incident-desk", "trigger": "alert_fired", "type": "webhook",
              "inactive": False, "last_fired": None, "next_fire": None, "mode": "serial",
@@ -150,7 +150,7 @@ def test_triggers_table_drops_columns_at_80_not_the_names() -> None:
 
 
 def test_column_widths_shrink_fitted_before_the_title_and_leave_out_the_hidden() -> None:
-    from tui.columns import column_widths
+    from clawtower.tui.columns import column_widths
 
     cols = [Column("ID", width=4), Column("Kind", fit=20, min_width=6),
             Column("Title", ratio=1, min_width=10), Column("Cost", width=7, hide_below=40)]

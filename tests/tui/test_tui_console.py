@@ -11,13 +11,13 @@ from typing import Any
 from textual.widgets import HelpPanel, Input
 from tui_helpers import SIZE, until
 
-from core import Approvals, Tasks, TaskSpec, open_store
-from tui.app import ClawtowerApp
-from tui.modals import CommandLineScreen, ConfirmScreen, ReasonScreen
-from tui.rowlist import RowList
-from tui.screens.approvals import ApprovalsScreen
-from tui.screens.task_detail import TaskDetailScreen
-from tui.screens.tasks import TasksScreen
+from clawtower.core import Approvals, Tasks, TaskSpec, open_store
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.modals import CommandLineScreen, ConfirmScreen, ReasonScreen
+from clawtower.tui.rowlist import RowList
+from clawtower.tui.screens.approvals import ApprovalsScreen
+from clawtower.tui.screens.task_detail import TaskDetailScreen
+from clawtower.tui.screens.tasks import TasksScreen
 
 
 def make_app(db: str, **kw: Any) -> ClawtowerApp:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from tui_helpers import SIZE, until
 
-from cli.demo import DEMO_DIR, DEMO_MEETING, live_acts
-from core import Approvals, load_script, open_store
-from core.meetings.consensus import Consensus, decide
-from core.meetings.stance import Stance
-from tui.app import ClawtowerApp
-from tui.protocol import ConsoleApp
-from tui.screens.tasks import TasksScreen
+from clawtower.cli.demo import DEMO_DIR, DEMO_MEETING, live_acts
+from clawtower.core import Approvals, load_script, open_store
+from clawtower.core.meetings.consensus import Consensus, decide
+from clawtower.core.meetings.stance import Stance
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.protocol import ConsoleApp
+from clawtower.tui.screens.tasks import TasksScreen
 
 
 def test_the_demo_meeting_is_paced_for_a_human() -> None:

@@ -10,12 +10,12 @@ from typing import Any
 
 from tui_helpers import until
 
-from cli.demo import DEMO_DIR, console_setup, seed
-from core import config
-from core.demo.triggers import EXPERT, WEBHOOK
-from tui.app import ClawtowerApp
-from tui.screens.experts import ExpertsScreen
-from tui.screens.triggers import TriggersScreen
+from clawtower.cli.demo import DEMO_DIR, console_setup, seed
+from clawtower.core import config
+from clawtower.core.demo.triggers import EXPERT, WEBHOOK
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.screens.experts import ExpertsScreen
+from clawtower.tui.screens.triggers import TriggersScreen
 
 MODES = ["tasks", "approvals", "meetings", "sessions", "workflows", "experts", "flows",
          "triggers"]
@@ -110,10 +110,10 @@ async def test_the_readme_keys_approve_t4_and_every_mode_shows_something(
 def test_the_example_expert_validates() -> None:
     """Its own package: no errors, no warnings, a webhook and a cron trigger, and the
     webhook's process has a confirm-tier operation (the gate the demo stops at)."""
-    from core.demo.triggers import examples_dir
-    from core.experts.package import load_package
-    from core.experts.tiers import approval_tier
-    from core.triggers.spec import triggers_of
+    from clawtower.core.demo.triggers import examples_dir
+    from clawtower.core.experts.package import load_package
+    from clawtower.core.experts.tiers import approval_tier
+    from clawtower.core.triggers.spec import triggers_of
 
     pkg = load_package(examples_dir() / EXPERT)
     assert not pkg.errors and not pkg.warnings, (pkg.errors, pkg.warnings)

@@ -11,14 +11,14 @@ import pytest
 from textual.widgets import Static
 from tui_helpers import SIZE, shown, until
 
-from core import open_store
-from core.experts import home
-from core.workflows.service import Workflows
+from clawtower.core import open_store
+from clawtower.core.experts import home
+from clawtower.core.workflows.service import Workflows
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.modals import ConfirmScreen
+from clawtower.tui.screens.experts import ExpertsScreen
+from clawtower.tui.views import ApprovalList
 from tests.helpers.gate_expert import install_gate_expert
-from tui.app import ClawtowerApp
-from tui.modals import ConfirmScreen
-from tui.screens.experts import ExpertsScreen
-from tui.views import ApprovalList
 
 ROOT = Path(__file__).resolve().parents[2]
 ACME = ROOT / "tests" / "fixtures" / "acme-support-expert"

@@ -14,12 +14,12 @@ import yaml
 from flow_helpers import GatedBrain, specs, sub
 from tui_helpers import SIZE, copy_store, shown, until
 
-from core import open_store
-from core.demo.flows import seed_flows
-from core.flows.engine import FlowEngine
-from core.flows.service import Flows
-from tui.app import ClawtowerApp
-from tui.screens.flows import FlowsScreen, FlowTree
+from clawtower.core import open_store
+from clawtower.core.demo.flows import seed_flows
+from clawtower.core.flows.engine import FlowEngine
+from clawtower.core.flows.service import Flows
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.screens.flows import FlowsScreen, FlowTree
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_AGENTS = ROOT / "examples" / "demo" / "agents.yaml"

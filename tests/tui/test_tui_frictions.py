@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from tui_helpers import shown, until
 
-from tui.app import ClawtowerApp
-from tui.screens.task_detail import TaskDetailScreen
-from tui.screens.tasks import TasksScreen
-from tui.views import ModeBar, TaskList
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.screens.task_detail import TaskDetailScreen
+from clawtower.tui.screens.tasks import TasksScreen
+from clawtower.tui.views import ModeBar, TaskList
 
 
 def make_app(db: str) -> ClawtowerApp:

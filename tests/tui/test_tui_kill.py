@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from core.triggers.catalog import Catalog
-from core.triggers.intake import accept
+from clawtower.core.triggers.catalog import Catalog
+from clawtower.core.triggers.intake import accept
 from tests.helpers.console_child import Consoled
 from tests.helpers.hook_expert import install_hook_expert
 from tests.triggers.serve_helpers import rows, wait_rows
@@ -25,7 +25,7 @@ async def test_kill_9_of_the_console_loses_nothing_and_runs_nothing_twice(
     # the model step takes 1 s: the kill lands inside it
     (home / "clawtower.yaml").write_text("speed: 1\ndelay_ms: [1000, 1000]\n")
     db = tmp_path / "store.db"
-    from core import open_store
+    from clawtower.core import open_store
 
     store = await open_store(db)
     try:

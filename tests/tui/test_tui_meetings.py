@@ -14,11 +14,11 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 from tui_helpers import SIZE, until
 
-from core import Meetings, open_store
-from tui.app import ClawtowerApp
-from tui.modals import ConfirmScreen
-from tui.screens.meetings import MeetingsScreen
-from tui.seed import seed_meetings
+from clawtower.core import Meetings, open_store
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.modals import ConfirmScreen
+from clawtower.tui.screens.meetings import MeetingsScreen
+from clawtower.tui.seed import seed_meetings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,8 +55,8 @@ async def meeting_in(db: str, meeting_id: str | None = None) -> dict[str, Any]:
 
 OTHER_PROCESS = """
 import asyncio, sys
-from core import AgentSet, MeetingConfig, load_script, open_store
-from core.meetings.coordinator import Coordinator
+from clawtower.core import AgentSet, MeetingConfig, load_script, open_store
+from clawtower.core.meetings.coordinator import Coordinator
 
 async def main(db, script):
     store = await open_store(db)
@@ -116,7 +116,7 @@ async def test_a_meeting_whose_process_is_killed_shows_orphaned_and_stops_at_onc
     import os
     import signal
 
-    from tui.views import meeting_outcome
+    from clawtower.tui.views import meeting_outcome
 
     app = make_app(release_db)
     async with app.run_test(size=SIZE) as pilot:
@@ -234,7 +234,7 @@ def test_meetings_mode_snapshot(snap_compare: Any, meetings_template: Path,
 
 
 async def test_palette_starts_a_meeting_via_the_command_line(release_db: str) -> None:
-    from tui.modals import CommandLineScreen
+    from clawtower.tui.modals import CommandLineScreen
 
     app = make_app(release_db)
     async with app.run_test(size=SIZE) as pilot:

@@ -12,14 +12,14 @@ import pytest
 from textual.widgets import Input, TextArea
 from tui_helpers import SIZE, copy_store, shown, until
 
-from core import open_store
-from core.memory.service import Memories
-from core.sessions.service import Sessions
+from clawtower.core import open_store
+from clawtower.core.memory.service import Memories
+from clawtower.core.sessions.service import Sessions
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.modals import ConfirmScreen, MemoryEditScreen, ReasonScreen
+from clawtower.tui.screens.memory import MemoryList, SessionMemoryScreen
+from clawtower.tui.screens.sessions import SessionsScreen
 from tests.helpers.session_helpers import runner, spec
-from tui.app import ClawtowerApp
-from tui.modals import ConfirmScreen, MemoryEditScreen, ReasonScreen
-from tui.screens.memory import MemoryList, SessionMemoryScreen
-from tui.screens.sessions import SessionsScreen
 
 
 async def _seed(path: Path) -> None:

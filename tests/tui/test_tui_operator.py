@@ -13,15 +13,15 @@ from textual.pilot import Pilot
 from textual.widgets import HelpPanel, Input, KeyPanel, Markdown
 from tui_helpers import SIZE, shown, until
 
-from core import Tasks, open_store
-from tui.app import ClawtowerApp
-from tui.modals import ChoiceScreen, CommandLineScreen, ConfirmScreen, ReasonScreen
-from tui.screens.meetings import MeetingsScreen
-from tui.screens.task_detail import TaskDetailScreen
-from tui.screens.tasks import TasksScreen
-from tui.screens.workflows import WorkflowsScreen
-from tui.seed import seed_meetings, seed_workflows
-from tui.views import TaskList
+from clawtower.core import Tasks, open_store
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.modals import ChoiceScreen, CommandLineScreen, ConfirmScreen, ReasonScreen
+from clawtower.tui.screens.meetings import MeetingsScreen
+from clawtower.tui.screens.task_detail import TaskDetailScreen
+from clawtower.tui.screens.tasks import TasksScreen
+from clawtower.tui.screens.workflows import WorkflowsScreen
+from clawtower.tui.seed import seed_meetings, seed_workflows
+from clawtower.tui.views import TaskList
 
 
 def make_app(db: str) -> tuple[ClawtowerApp, list[str]]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from textual.app import App, ComposeResult
 
-from tui.views import TaskList
+from clawtower.tui.views import TaskList
 
 
 def task(num: int, phase: str = "executing", seq: int = 1, title: str | None = None
@@ -24,7 +24,7 @@ class ListApp(App[None]):
         yield TaskList(id="tasks")
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
-        from tui.themes import variable_defaults
+        from clawtower.tui.themes import variable_defaults
 
         return variable_defaults(None)
 

@@ -12,11 +12,11 @@ import pytest
 from textual.widgets import Input
 from tui_helpers import SIZE, copy_store, shown, until
 
-from core import open_store
-from core.demo.sessions import seed_sessions
-from core.sessions.service import Sessions
-from tui.app import ClawtowerApp
-from tui.screens.sessions import SessionList, SessionsScreen
+from clawtower.core import open_store
+from clawtower.core.demo.sessions import seed_sessions
+from clawtower.core.sessions.service import Sessions
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.screens.sessions import SessionList, SessionsScreen
 
 
 async def _seed(path: Path, live: bool) -> None:
@@ -180,8 +180,8 @@ async def test_a_waiting_tool_call_shows_in_the_transcript_and_a_approves_it(
         tmp_path: Path) -> None:
     """A confirm-tier call waits: mode 4 shows it in the selected session's transcript with
     its arguments, and `a` (then `y`) approves it from there (the job is queued again)."""
-    from core.approvals import Approvals
-    from core.sessions.specs import AgentSpecConfig
+    from clawtower.core.approvals import Approvals
+    from clawtower.core.sessions.specs import AgentSpecConfig
     from tests.helpers.session_helpers import run_idle
 
     path = tmp_path / "gate.db"
@@ -227,8 +227,8 @@ async def test_a_waiting_tool_call_shows_in_the_transcript_and_a_approves_it(
 
 async def test_the_input_line_refuses_a_flow_session(tmp_path: Path) -> None:
     """Issue 22 item 6: the console's input refuses a session a flow owns, saying so."""
-    from core.flows.service import Flows
-    from core.sessions.specs import AgentSpecConfig
+    from clawtower.core.flows.service import Flows
+    from clawtower.core.sessions.specs import AgentSpecConfig
 
     path = tmp_path / "store.db"
     store = await open_store(path)

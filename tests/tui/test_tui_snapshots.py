@@ -11,9 +11,9 @@ from typing import Any
 from textual.pilot import Pilot
 from tui_helpers import SIZE
 
-from tui.app import ClawtowerApp
-from tui.screens.approvals import ApprovalsScreen
-from tui.views import ApprovalList
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.screens.approvals import ApprovalsScreen
+from clawtower.tui.views import ApprovalList
 
 
 async def loaded(pilot: Pilot[Any]) -> None:

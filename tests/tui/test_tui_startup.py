@@ -12,24 +12,24 @@ from typing import Any
 import pytest
 from tui_helpers import SIZE, shown
 
-import tui.app
-from tui.app import ClawtowerApp
-from tui.screens.tasks import TasksScreen
-from tui.views import ModeBar, TaskList
+from clawtower.tui import app as tui_app
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.screens.tasks import TasksScreen
+from clawtower.tui.views import ModeBar, TaskList
 
 
 async def test_the_frame_and_the_modes_paint_before_the_store_loads(
         demo_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     release = asyncio.Event()
     opening = asyncio.Event()
-    real_open = tui.app.open_store
+    real_open = tui_app.open_store
 
     async def held_open(path: Any) -> Any:
         opening.set()
         await release.wait()
         return await real_open(path)
 
-    monkeypatch.setattr(tui.app, "open_store", held_open)
+    monkeypatch.setattr(tui_app, "open_store", held_open)
     app = ClawtowerApp(demo_db, run_engine=False, operator="alice")
     painted_while_loading: list[str] = []
     display = app._display
@@ -70,7 +70,7 @@ async def test_a_store_that_fails_to_load_ends_the_console_not_leaves_it_loading
     async def broken_open(path: Any) -> Any:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(tui.app, "open_store", broken_open)
+    monkeypatch.setattr(tui_app, "open_store", broken_open)
     app = ClawtowerApp(demo_db, run_engine=False, operator="alice")
 
     async def scenario() -> None:
@@ -94,7 +94,7 @@ async def test_the_demo_seeds_behind_the_painted_frame(tmp_path: Any) -> None:
     db = str(tmp_path / "demo.db")
 
     async def prepare() -> list[str]:
-        from cli.demo import demo_dir, seed
+        from clawtower.cli.demo import demo_dir, seed
 
         started.set()
         await release.wait()

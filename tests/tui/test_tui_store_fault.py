@@ -11,10 +11,10 @@ import pytest
 from full_disk import fill
 from tui_helpers import SIZE, shown, until
 
-from core import Tasks, TaskSpec, open_store
-from core.store.faults import DRILL_ENV
-from tui.app import ClawtowerApp
-from tui.views import ModeBar
+from clawtower.core import Tasks, TaskSpec, open_store
+from clawtower.core.store.faults import DRILL_ENV
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.views import ModeBar
 
 SPEC = TaskSpec(title="Ship the fix", goal="Ship it.", outputs=["src/fix.py"],
                 acceptance_criteria=["the fix ships"])

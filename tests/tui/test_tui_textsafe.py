@@ -13,10 +13,10 @@ from textual.app import App, ComposeResult
 from textual.widgets import Static
 from tui_helpers import SIZE, until
 
-from core.textsafe import is_safe
-from tui.app import ClawtowerApp
-from tui.render import install_terminal_guard
-from tui.screens.sessions import SessionsScreen
+from clawtower.core.textsafe import is_safe
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.render import install_terminal_guard
+from clawtower.tui.screens.sessions import SessionsScreen
 
 ESC = "\x1b"
 HOSTILE = (f"a{ESC}[31mred{ESC}[0m\a {ESC}]0;owned\a back\b\b c1\x9b31m "
@@ -67,7 +67,7 @@ async def test_the_guard_keeps_raw_controls_off_the_terminal_whoever_drew_them()
 def hostile_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                capsys: pytest.CaptureFixture[str]) -> str:
     """A session titled and written to with the corpus, answered by the simulator."""
-    from cli.main import main
+    from clawtower.cli.main import main
 
     monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path / "home"))
     db = str(tmp_path / "store.db")
@@ -98,7 +98,7 @@ async def test_sessions_mode_shows_hostile_text_as_visible_escapes(hostile_db: s
 
 async def test_modals_and_toasts_show_hostile_text_and_never_read_it_as_markup(
         hostile_db: str) -> None:
-    from tui.modals import ConfirmScreen
+    from clawtower.tui.modals import ConfirmScreen
 
     app = ClawtowerApp(hostile_db, run_engine=False, operator="alice")
     async with app.run_test(size=SIZE) as pilot:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from tui_helpers import SIZE
 
-from tui.app import ClawtowerApp
-from tui.themes import CUSTOM_VARIABLES, ThemeFile, load_themes, theme_folders
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.themes import CUSTOM_VARIABLES, ThemeFile, load_themes, theme_folders
 
 PROJECT_THEMES = Path(__file__).resolve().parents[2] / "themes"
 

@@ -12,13 +12,13 @@ import pytest
 from textual.widgets import Static
 from tui_helpers import SIZE, shown, until
 
-from core import open_store
-from core.triggers import queue as q
-from core.triggers.catalog import Catalog
-from core.triggers.intake import accept
+from clawtower.core import open_store
+from clawtower.core.triggers import queue as q
+from clawtower.core.triggers.catalog import Catalog
+from clawtower.core.triggers.intake import accept
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.screens.triggers import TriggersScreen
 from tests.helpers.hook_expert import install_hook_expert
-from tui.app import ClawtowerApp
-from tui.screens.triggers import TriggersScreen
 
 
 async def _failed(store: object, event: str, action: str) -> str:
@@ -79,8 +79,8 @@ async def test_triggers_mode_shows_queues_and_acts_on_dead_letters(
 
 async def test_triggers_mode_shows_refused_webhook_credentials_of_the_last_hour(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from core.events import NewEvent
-    from core.triggers import events as tev
+    from clawtower.core.events import NewEvent
+    from clawtower.core.triggers import events as tev
 
     monkeypatch.setenv("CLAWTOWER_HOME", str(tmp_path / "home"))
     install_hook_expert(tmp_path)

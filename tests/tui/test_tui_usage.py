@@ -6,13 +6,13 @@ from typing import Any
 
 from tui_helpers import SIZE, until
 
-from core import open_store
-from core.agents.provider import Usage
-from core.agents.usage import Price, UsageRecorder
-from tui.app import ClawtowerApp
-from tui.render import usage_line
-from tui.rowlist import RowList
-from tui.screens.task_detail import TaskDetailScreen
+from clawtower.core import open_store
+from clawtower.core.agents.provider import Usage
+from clawtower.core.agents.usage import Price, UsageRecorder
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.render import usage_line
+from clawtower.tui.rowlist import RowList
+from clawtower.tui.screens.task_detail import TaskDetailScreen
 
 
 async def record(db: str, subject: str, agent: str, price: Price | None, n: int = 2) -> None:
@@ -62,10 +62,10 @@ async def test_task_detail_shows_tokens_and_cost(release_db: str) -> None:
 
 
 async def test_meeting_detail_totals_its_usage(release_db: str) -> None:
-    from core import AgentSet, MeetingConfig
-    from core.agents.simulator import SimScript
-    from core.meetings.coordinator import Coordinator
-    from tui.screens.meetings import MeetingsScreen
+    from clawtower.core import AgentSet, MeetingConfig
+    from clawtower.core.agents.simulator import SimScript
+    from clawtower.core.meetings.coordinator import Coordinator
+    from clawtower.tui.screens.meetings import MeetingsScreen
 
     store = await open_store(release_db)
     try:

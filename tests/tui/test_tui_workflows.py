@@ -16,13 +16,13 @@ from textual.pilot import Pilot
 from textual.widgets import Static, TextArea
 from tui_helpers import SIZE, shown, until
 
-from core import open_store
-from core.workflows.service import Workflows
-from tui.app import ClawtowerApp
-from tui.modals import ConfirmScreen, JsonAnswerScreen
-from tui.screens.workflows import WorkflowsScreen
-from tui.seed import seed_workflows
-from tui.views import ApprovalList, WorkflowList
+from clawtower.core import open_store
+from clawtower.core.workflows.service import Workflows
+from clawtower.tui.app import ClawtowerApp
+from clawtower.tui.modals import ConfirmScreen, JsonAnswerScreen
+from clawtower.tui.screens.workflows import WorkflowsScreen
+from clawtower.tui.seed import seed_workflows
+from clawtower.tui.views import ApprovalList, WorkflowList
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,7 @@ def paused(db: str, tmp_path: Path, text: str, name: str) -> dict[str, Any]:
     """Start a run in another process, as `clawtower workflow run` would, paused at a gate."""
     flow = tmp_path / name
     flow.write_text(text)
-    out = subprocess.run([sys.executable, "-m", "cli.main", "--db", db, "workflow", "run",
+    out = subprocess.run([sys.executable, "-m", "clawtower.cli.main", "--db", db, "workflow", "run",
                           "--file", str(flow)], capture_output=True, text=True, cwd=ROOT,
                          timeout=120)
     envelope = json.loads(out.stdout)
@@ -190,8 +190,8 @@ async def running_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pid_start
     host named by `pid_start` ("PID:START"); the store's path."""
     import socket
 
-    from core.workflows import service
-    from core.workflows.load import load_workflow
+    from clawtower.core.workflows import service
+    from clawtower.core.workflows.load import load_workflow
 
     flow = tmp_path / "stuck.lobster"
     flow.write_text("steps:\n  - id: a\n    run: sleep 60\n")

@@ -204,7 +204,7 @@ async def test_bearer_header_and_rotation(start_web: Callable[..., Web],
             async with script.ws_connect(web.base + WS, headers=bearer) as ws:
                 await screen_until(ws, "1 Tasks")
         monkeypatch.setenv("CLAWTOWER_HOME", str(web.home))
-        from core import console_tokens
+        from clawtower.core import console_tokens
 
         console_tokens.issue("alice")  # a rotation (as --rotate-token does) ends the session
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
@@ -259,7 +259,7 @@ async def test_required_approver_holds_across_web_consoles(
     assert query(web.db, "SELECT required_approver FROM approvals WHERE id=?",
                  (approval,)) == [("bob",)]
     monkeypatch.setenv("CLAWTOWER_HOME", str(web.home))
-    from core import console_tokens
+    from clawtower.core import console_tokens
 
     bob = console_tokens.issue("bob")
     async with client() as http:

@@ -90,7 +90,7 @@ async def test_a_session_and_the_failure_count_survive_a_restart_and_rotation_en
                                   allow_redirects=False) as r:
                 assert r.status == 429 and 500 <= int(r.headers["Retry-After"]) <= 600
         monkeypatch.setenv("CLAWTOWER_HOME", str(web.home))
-        from core import console_tokens
+        from clawtower.core import console_tokens
 
         console_tokens.issue(OPERATOR)  # a rotation ends the session at its next request
         async with aiohttp.ClientSession(cookies=jar) as http, \
@@ -109,8 +109,8 @@ async def test_a_session_and_the_failure_count_survive_a_restart_and_rotation_en
 async def test_a_store_that_does_not_answer_is_a_503_not_a_500(tmp_path: Path) -> None:
     from aiohttp.test_utils import TestClient, TestServer
 
-    from core.store import open_store
-    from tui.web import WebConsole
+    from clawtower.core.store import open_store
+    from clawtower.tui.web import WebConsole
 
     store = await open_store(str(tmp_path / "s.db"))
     lines: list[str] = []

@@ -199,7 +199,7 @@ class ClawtowerCli(Cli):
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
 
     def argv(self, tmp: Path, rest: list[str]) -> list[str]:
-        return [sys.executable, "-m", "cli.main", "--db", str(tmp / "state" / "db"),
+        return [sys.executable, "-m", "clawtower.cli.main", "--db", str(tmp / "state" / "db"),
                 "workflow", *rest]
 
 
