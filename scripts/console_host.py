@@ -3,12 +3,12 @@
 
     .venv/bin/python scripts/console_host.py STORE [--until-idle]
 
-Runs the real console (clawtower/tui/app.py's ClawtowerApp, as `clawtower console` opens it, with its
-engine: clawtower/tui/workers.py) headless on STORE. Prints `READY` on stdout once every worker of its
-engine runs; SIGTERM quits it as `q` would (the workers hand over). With --until-idle it
-quits once the engine is idle (nothing can move without a human), printing `IDLE True`
-(or `IDLE False` after an hour) first. CLAWTOWER_HOME and the config come from the
-environment, as for `clawtower console`.
+Runs the real console (clawtower/tui/app.py's ClawtowerApp, as `clawtower console` opens it,
+with its engine: clawtower/tui/workers.py) headless on STORE. Prints `READY` on stdout once
+every worker of its engine runs; SIGTERM quits it as `q` would (the workers hand over). With
+--until-idle it quits once the engine is idle (nothing can move without a human), printing
+`IDLE True` (or `IDLE False` after an hour) first. CLAWTOWER_HOME and the config come from
+the environment, as for `clawtower console`.
 """
 
 from __future__ import annotations

@@ -58,6 +58,8 @@ def _groups_for(argv: Sequence[str] | None) -> tuple[str, ...]:
     for arg in argv:
         if arg in ("-h", "--help"):
             return GROUPS
+        if arg == "--version":
+            return ()
         if arg.startswith("-"):
             value_next = "=" not in arg
         elif value_next:
@@ -67,11 +69,28 @@ def _groups_for(argv: Sequence[str] | None) -> tuple[str, ...]:
     return GROUPS
 
 
+class _Version(argparse.Action):
+    """`clawtower --version`: the installed distribution's version, read only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            text = version("clawtower")
+        except PackageNotFoundError:  # a checkout run without installing it
+            text = "unknown (not installed: pip install -e .)"
+        sys.stdout.write(f"clawtower {text}\n")
+        parser.exit(0)
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser; given the command line, only the parser of its command."""
     p = CommandParser(prog="clawtower",
                       description="Multi-agent orchestration engine with an operator console.")
     add_config_option(p, "--agents")  # for the console (no COMMAND)
+    p.add_argument("--version", action=_Version, nargs=0,
+                   help="print the installed version of clawtower and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in _groups_for(argv):
         group(name).register(sub)

@@ -43,7 +43,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -54,6 +53,7 @@ from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
 from clawtower.core import console_tokens
+from clawtower.core.assets import asset
 from clawtower.core.errors import ClawError
 from clawtower.core.signin import sessions as signin
 from clawtower.core.signin.sessions import Session
@@ -147,7 +147,7 @@ class WebConsole(Server):
                  say: Callable[[str], None] | None = None) -> None:
         super().__init__(" ".join(argv), host=host, port=port, title="clawtower",
                          public_url=public_url,
-                         templates_path=Path(__file__).resolve().parent)
+                         templates_path=asset("tui"))  # web_console.html
         self.argv = argv
         self.store = store
         self.public_base = public_url.rstrip("/") if public_url else None
