@@ -29,7 +29,7 @@ from .common import CommandParser, add_config_option
 
 # The command groups (modules of cli/), in the order `clawtower --help` lists them.
 GROUPS: tuple[str, ...] = (
-    "demo", "serve", "events", "task", "approvals", "meeting", "store_admin", "workflow",
+    "demo", "init", "serve", "events", "task", "approvals", "meeting", "store_admin", "workflow",
     "agents", "tools", "session", "expert", "flow", "acp", "triggers", "deadletter", "memory",
     "console",
 )
@@ -37,7 +37,7 @@ GROUPS: tuple[str, ...] = (
 # builds only its own group's parser (help, no command or an unknown one: every group).
 # tests/test_core_imports.py checks this table against what each group registers.
 COMMANDS: dict[str, str] = {
-    "demo": "demo", "serve": "serve", "events": "events", "task": "task",
+    "demo": "demo", "init": "init", "serve": "serve", "events": "events", "task": "task",
     "approvals": "approvals", "approve": "approvals", "reject": "approvals",
     "meeting": "meeting", "store": "store_admin", "workflow": "workflow", "agents": "agents",
     "llm": "agents", "tools": "tools", "session": "session", "expert": "expert",
