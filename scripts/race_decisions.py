@@ -44,7 +44,8 @@ def main() -> int:
     db, flow = tmp / "race.db", tmp / "gate.lobster"
     flow.write_text(GATE)
     ids = asyncio.run(_gates(db, flow, a.pairs))
-    code = f"import sys; sys.path.insert(0, {a.src!r}); from cli.main import main; sys.exit(main())"
+    code = (f"import sys; sys.path.insert(0, {a.src!r}); from clawtower.cli.main import main;"
+            " sys.exit(main())")
     env = dict(os.environ, CLAWTOWER_HOME=str(tmp / "home"), CLAWTOWER_OPERATOR="race")
     both = one = neither = 0
     for i in range(0, len(ids), a.at_once):

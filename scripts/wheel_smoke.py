@@ -158,9 +158,9 @@ def init_commands(printed: str) -> list[str]:
     starting with `clawtower`), comments cut."""
     out = []
     for line in printed.splitlines():
-        text = line.strip()
-        if text.startswith("clawtower ") and line.startswith(" "):
-            out.append(text.split("  #")[0].strip())
+        text = line.strip().split("  #")[0].strip()
+        if text.startswith("clawtower ") and line.startswith(" "):  # not the console alone
+            out.append(text)
     return out
 
 

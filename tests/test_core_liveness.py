@@ -21,8 +21,8 @@ def test_this_process_is_alive() -> None:
 
 
 def test_a_finished_process_is_gone() -> None:
-    child = subprocess.run([sys.executable, "-c", "from core.liveness import process_tag;"
-                            " print(process_tag())"], capture_output=True, text=True,
+    child = subprocess.run([sys.executable, "-c", "from clawtower.core.liveness import"
+                            " process_tag; print(process_tag())"], capture_output=True, text=True,
                            check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert liveness(child.stdout.strip()) == "gone"
 

@@ -86,7 +86,7 @@ async def test_confirm_tier_call_on_smollm2_waits_and_runs_once_after_cli_approv
         [a] = await store.fetchall("SELECT * FROM approvals WHERE status='pending'")
         assert a["kind"] == "tool_call"
         out = subprocess.run(
-            [sys.executable, "-c", "import sys; from cli.main import main;"
+            [sys.executable, "-c", "import sys; from clawtower.cli.main import main;"
              " sys.exit(main(sys.argv[1:]))", "approve", a["id"], "--db", str(db),
              "--by", "bob"], capture_output=True, text=True, env=child_env(),
             timeout=120)

@@ -74,8 +74,12 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise ValidationError(f"{problem} (clawtower init writes nothing over an existing"
                               " file; nothing was written)")
     root = asset("project")
-    for rel in files:
-        write_bytes(target / rel, (root / rel).read_bytes(), mode=0o644)
+    for n, rel in enumerate(files):
+        try:  # new=True: a file that appeared since the check is never replaced either
+            write_bytes(target / rel, (root / rel).read_bytes(), mode=0o644, new=True)
+        except FileExistsError:
+            raise ValidationError(f"{target / rel}: already exists (it appeared while init"
+                                  f" wrote; {n} files were written before it)") from None
     print(f"clawtower init: wrote {len(files)} files in {target}")
     for rel in files:
         print(f"  {rel.as_posix()}")

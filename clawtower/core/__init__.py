@@ -1,9 +1,9 @@
 """clawtower's core: the engine, the store, the task protocol. Never imports the console.
 
 The public API is small and re-exported here; fronts (CLI, console, servers, tests) use it.
-The re-exports are lazy (PEP 562): `import core` loads nothing else, and `core.Engine` (or
-`from core import Engine`) imports its submodule on first use. A CLI command then pays only
-for the modules it needs (BENCHMARKS.md, start-up).
+The re-exports are lazy (PEP 562): `import clawtower.core` loads nothing else, and
+`core.Engine` (or `from clawtower.core import Engine`) imports its submodule on first use. A
+CLI command then pays only for the modules it needs (BENCHMARKS.md, start-up).
 """
 
 from __future__ import annotations

@@ -32,9 +32,12 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
+def write_bytes(path: Path, data: bytes, *, mode: int | None = None,
+                new: bool = False) -> None:
     """Replace `path` whole with `data` (unique temp file, fsync, rename, fsync the folder).
-    `mode`: the file's permissions; by default those it had, else 0644."""
+    `mode`: the file's permissions; by default those it had, else 0644. `new`: only create
+    it: a file already there (even one that appeared a moment ago) raises FileExistsError
+    and is left as it was (the temp file is linked in, which never replaces)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None:
@@ -49,7 +52,11 @@ def write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if new:
+            os.link(tmp, path)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -192,3 +192,24 @@ def test_dir_that_is_a_file_is_refused(run: Run, tmp_path: Path, below: str) -> 
     one_line(r.err, f"{f}: exists and is not a folder")
     assert f.read_text() == "x\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_a_file_that_appears_after_the_check_is_not_replaced(
+        run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check before writing cannot see a file created a moment later: the write itself
+    refuses to replace one (files.write_bytes(new=True)), naming it."""
+    from clawtower.cli import init
+
+    target = tmp_path / "proj"
+    late = target / "flows.yaml"
+
+    def no_conflict_then_a_file(target_: Path, files: list[Path]) -> None:
+        late.parent.mkdir(parents=True)
+        late.write_text("mine\n")
+        return None
+
+    monkeypatch.setattr(init, "conflict", no_conflict_then_a_file)
+    r = run("init", target)
+    assert r.code == 2, r.err
+    one_line(r.err, f"{late}: already exists")
+    assert late.read_text() == "mine\n"

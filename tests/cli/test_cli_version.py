@@ -5,7 +5,6 @@ path computed from a module's `__file__` (a wheel has no source tree around it).
 from __future__ import annotations
 
 import ast
-import re
 import subprocess
 import sys
 from importlib.metadata import version
@@ -54,7 +53,8 @@ def test_no_module_finds_files_from_its_own_location() -> None:
         rel = path.relative_to(ROOT).as_posix()
         if rel.startswith("clawtower/examples/") or rel == "clawtower/core/assets.py":
             continue
-        if re.search(r"\b__file__\b", path.read_text(encoding="utf-8")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(tree)):
             offenders.append(rel)
     assert offenders == []
 

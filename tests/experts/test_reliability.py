@@ -93,6 +93,18 @@ def test_a_check_that_refuses_writes_nothing_and_parallel_writers_never_collide(
     assert sorted(x.name for x in tmp_path.iterdir()) == ["cfg.yaml"]
 
 
+def test_a_new_only_write_never_replaces_a_file(tmp_path: Path) -> None:
+    """`new=True` (clawtower init): a file already there, even one that appeared after any
+    check, stays byte for byte, FileExistsError says so, and no temp file is left."""
+    p = tmp_path / "sub" / "clawtower.yaml"
+    files.write_bytes(p, b"first\n", new=True)
+    assert p.read_bytes() == b"first\n" and p.stat().st_mode & 0o777 == 0o644
+    with pytest.raises(FileExistsError):
+        files.write_bytes(p, b"second\n", new=True)
+    assert p.read_bytes() == b"first\n"
+    assert sorted(x.name for x in p.parent.iterdir()) == ["clawtower.yaml"]
+
+
 def test_no_writer_uses_a_fixed_temp_name() -> None:
     root = Path(__file__).resolve().parents[2] / "clawtower"  # the import root
     offenders = []

@@ -130,7 +130,7 @@ async def test_write_from_another_process_shows_up(demo_db: str) -> None:
         assert "T-10" not in tasks
         code = (
             "import asyncio, sys\n"
-            "import core\n"
+            "from clawtower import core\n"
             "async def main():\n"
             "    store = await core.open_store(sys.argv[1])\n"
             "    spec = core.TaskSpec(title='Written by another process', goal='prove it')\n"

@@ -24,7 +24,9 @@ def test_project_themes_load_cleanly() -> None:
 
 
 def test_theme_folders_start_with_the_project() -> None:
-    assert theme_folders()[0] == PROJECT_THEMES
+    """The shipped themes (package data; the checkout's themes/ links to them)."""
+    assert theme_folders()[0].resolve() == PROJECT_THEMES.resolve()
+    assert (theme_folders()[0] / "clawtower-dark.yaml").is_file()
 
 
 @pytest.mark.parametrize(("text", "expected"), [
