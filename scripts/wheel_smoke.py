@@ -86,17 +86,20 @@ def check_wheel(wheel: Path) -> str:
 
 def console_first_paint(env: dict[str, str], cwd: Path, bin_dir: Path) -> None:
     """The console in a pseudo-terminal: its first frame shows the Tasks mode painted in the
-    shipped default theme's background (clawtower-dark; found only if the themes shipped)."""
+    shipped default theme's surface and panel colours (clawtower-dark; Textual's own theme
+    if the themes did not ship)."""
     import pty
 
     theme = (bin_dir.parent / "lib").glob("python*/site-packages/clawtower/themes/"
                                            "clawtower-dark.yaml")
     text = next(iter(theme)).read_text(encoding="utf-8")
-    m = re.search(r'^background:\s*"#([0-9a-fA-F]{6})"', text, re.M)
-    if m is None:
-        raise Failed("console: the shipped clawtower-dark theme has no background")
-    rgb = ";".join(str(int(m.group(1)[i:i + 2], 16)) for i in (0, 2, 4))
-    want_bg = f"48;2;{rgb}m"
+    wanted = []  # the theme's surface (the screen) and panel (the mode bar) as backgrounds
+    for key in ("surface", "panel"):
+        m = re.search(rf'^{key}:\s*"#([0-9a-fA-F]{{6}})"', text, re.M)
+        if m is None:
+            raise Failed(f"console: the shipped clawtower-dark theme has no {key}")
+        rgb = ";".join(str(int(m.group(1)[i:i + 2], 16)) for i in (0, 2, 4))
+        wanted.append(f"48;2;{rgb}m".encode())
     pid, fd = pty.fork()
     if pid == 0:  # the child: the console, as a user opens it
         os.chdir(cwd)
@@ -124,14 +127,16 @@ def console_first_paint(env: dict[str, str], cwd: Path, bin_dir: Path) -> None:
                     break
                 seen += chunk
                 plain = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", seen)
-                if want_bg.encode() in seen and b"Tasks" in plain:
+                if all(w in seen for w in wanted) and b"Tasks" in plain:
                     painted = True
                     break
         took = time.monotonic() - t0
         if not painted:
-            tail = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", seen)[-1500:]
+            plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-Za-z]", "",
+                           seen.decode("utf-8", "replace"))
+            words = " ".join(w for w in re.split(r"[\s\u2500-\u257f]+", plain) if w)
             raise Failed(f"console: no first paint with the Tasks mode in clawtower-dark "
-                         f"({want_bg!r}) within 90 s; it showed: {tail!r}")
+                         f"({wanted}) within 90 s; its words: {words[-1500:]}")
         os.write(fd, b"q")
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -226,8 +231,9 @@ def run(tmp: Path, wheel: Path | None) -> None:
          env=penv, timeout=300)
     runs = json.loads(step("clawtower workflow list --json",
                            ["clawtower", "workflow", "list", "--json"], cwd=proj, env=penv))
-    if [r.get("status") for r in runs] != ["ok"]:
-        raise Failed(f"workflow: not finished ok after the approval: {runs}")
+    statuses = {r.get("name"): r.get("status") for r in runs}
+    if statuses.get("publish") != "ok" or set(statuses.values()) != {"ok"}:
+        raise Failed(f"workflow: not every run finished ok after the approval: {statuses}")
     console_first_paint(penv, proj, bin_dir)
 
 
