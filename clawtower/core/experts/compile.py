@@ -76,8 +76,13 @@ def _py() -> str:
 
 
 def _sq(text: str) -> str:
-    """A single-quoted token for a pipeline stage (`\\'` is a quote inside)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """One pipeline token holding exactly `text` (core/workflows/pipeline.py reads it back):
+    single-quoted, where `\\'` is a quote and a backslash is itself, so a backslash (which
+    would escape a quote after it) goes in a double-quoted piece of the same token."""
+    out = []
+    for ch in text:
+        out.append("'\"\\\\\"'" if ch == "\\" else "\\'" if ch == "'" else ch)
+    return "'" + "".join(out) + "'"
 
 
 def output_schema(fn: Doc) -> dict[str, Any]:
