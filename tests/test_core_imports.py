@@ -286,7 +286,17 @@ READ_NEEDLESS = ("pydantic", "yaml", "textual", "httpx", "mcp", "jsonschema",
                        "core.sessions.service", "core.sessions.events", "core.engine",
                        "core.orchestrator", "core.agents", "core.tools", "core.workflows",
                        "core.meetings.coordinator", "core.leases", "cli.demo", "cli.serve",
-                       "cli.workflow", "cli.expert", "cli.acp"))
+                       "cli.workflow", "cli.expert", "cli.acp", "cli.flow", "cli.triggers",
+                       "core.flows.service", "core.flows.projections", "core.triggers.queue",
+                       "core.triggers.catalog", "core.triggers.cron", "core.experts",
+                       "core.memory.hybrid", "core.memory.config", "core.memory.embeddings"))
+# a command's own modules (a group's read side) are not another command's: `workflow list`
+# reads the runs' projection (core.workflows.reads) without the service, loader or runner
+OWN = {"workflow": (ours("cli.workflow", "core.workflows"),
+                    ours("core.workflows.service", "core.workflows.load",
+                         "core.workflows.cost", "core.workflows.runner",
+                         "core.workflows.adoption", "core.workflows.pipeline")),
+       "flow": (ours("cli.flow"), ()), "triggers": (ours("cli.triggers"), ())}
 
 
 @pytest.fixture(scope="module")
@@ -320,14 +330,24 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("argv, shows", [
     (["approvals"], "a1"), (["task", "list"], "T-1"), (["task", "show", "T-1"], "T-1"),
     (["session", "show", "S-1"], "S-1: t"), (["meeting", "list"], "no meetings"),
-    (["memory", "list"], "no memories"),
+    (["memory", "list"], "no memories"), (["session", "list"], "S-1"),
+    # issue 39: these four loaded the flow service, the workflow engine, the expert packages'
+    # parser and the config models (to say that no embedding provider is configured)
+    (["flow", "list"], "no flows"), (["workflow", "list"], "no workflow runs"),
+    (["triggers", "list"], "no triggers"),
+    (["memory", "search", "agent:coder", "words"], "no embedding provider configured"),
 ])
 def test_a_read_command_loads_no_model_and_no_other_command(small_store, argv, shows):
-    code = ("import contextlib, io, sys\nfrom clawtower.cli.main import main\n"
+    own, heavy = OWN.get(argv[0], ((), ()))
+    needless = tuple(m for m in READ_NEEDLESS if m not in own) + heavy
+    home = small_store.parent / "read-home"  # no config file: the built-in cast
+    code = ("import contextlib, io, os, sys\nfrom clawtower.cli.main import main\n"
+            f"os.environ['CLAWTOWER_HOME'] = {str(home)!r}\n"
+            "os.environ.pop('CLAWTOWER_CONFIG', None)\n"
             "with contextlib.redirect_stdout(io.StringIO()) as buf:\n"
             f"    rc = main({[*argv, '--db', str(small_store)]!r})\n"
             f"assert rc == 0 and {shows!r} in buf.getvalue(), (rc, buf.getvalue())\n"
-            + _loaded(READ_NEEDLESS))
+            + _loaded(needless))
     out = _child(code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout

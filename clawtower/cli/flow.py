@@ -134,6 +134,8 @@ def _context(args: argparse.Namespace) -> dict[str, Any] | None:
 
 async def cmd_flow(args: argparse.Namespace) -> int:
     fc = args.flow_cmd
+    if fc == "list":
+        return await _list(args)
     read_only = fc in READ_ONLY
     cfg = _config(args) if fc in ("run", "work") else None
     extra: dict[str, Any] = {}
@@ -167,15 +169,6 @@ async def cmd_flow(args: argparse.Namespace) -> int:
             assert cfg is not None
             sys.stderr.write(f"{fid}: started\n")
             return await _wait(store, cfg, fid, args)
-        if fc == "list":
-            rows = await flows.flows(args.status)
-            if args.json:
-                output.emit_json(rows)
-            elif not rows:
-                nothing_yet("flows", "`clawtower flow run AGENT TEXT` starts one")
-            else:
-                print(output.table([_row(r) for r in rows], HEAD))
-            return 0
         if fc == "show":
             return await _show(flows, args)
         if fc == "cancel":
@@ -209,6 +202,22 @@ async def cmd_flow(args: argparse.Namespace) -> int:
 
     async with cli_store(args.db, read_only=read_only) as store:
         return await run(store)
+
+
+async def _list(args: argparse.Namespace) -> int:
+    """`flow list`: the flows' projection read alone (core/flows/reads.py), without the flow
+    service or the event models (issue 39: a read command starts fast)."""
+    from clawtower.core.flows.reads import flows_listing
+
+    async with cli_store(args.db, read_only=True) as store:
+        rows = await flows_listing(store, args.status)
+    if args.json:
+        output.emit_json(rows)
+    elif not rows:
+        nothing_yet("flows", "`clawtower flow run AGENT TEXT` starts one")
+    else:
+        print(output.table([_row(r) for r in rows], HEAD))
+    return 0
 
 
 def _operator() -> str:

@@ -131,7 +131,16 @@ async def _show(args: argparse.Namespace) -> int:
 
 
 def _memories(store: Store, args: argparse.Namespace) -> Memories:
-    """The memory API with the config's embedder (hybrid), if it names one."""
+    """The memory API with the config's embedder (hybrid), if it names one. With no config
+    file at all (load_config's built-in cast, which names no embedder) it is BM25 alone,
+    said without loading the config models or the provider stack (issue 39)."""
+    from clawtower.core.config import config_path, home
+
+    path, asked = config_path(args.config)
+    if not asked and not path.exists() and not (home() / "agents.yaml").exists():
+        from clawtower.core.memory.service import Memories
+
+        return Memories(store)
     from clawtower.core.agents.config import load_config
     from clawtower.core.memory.service import memories_for
 

@@ -67,7 +67,7 @@ def _when(ts: float | None) -> str:
 
 
 async def _list_async(args: argparse.Namespace) -> int:
-    from clawtower.core.triggers.views import overview
+    from clawtower.core.triggers.overview import overview
 
     async with cli_store(args.db, read_only=True) as store:
         rows = await overview(store)

@@ -147,6 +147,8 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
     wc = args.workflow_cmd
     if wc == "graph":
         return _graph(args)
+    if wc == "list":
+        return await _list(args)
     from clawtower.core.limits import parse_json as strict_json
     from clawtower.core.workflows.jsvalues import parse_json
     from clawtower.core.workflows.load import WorkflowError
@@ -183,7 +185,7 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
             from clawtower.core.limits import check_name
 
             check_name(approver, "$LOBSTER_APPROVAL_APPROVED_BY")
-    async with cli_store(args.db, read_only=wc in ("list", "show")) as store:
+    async with cli_store(args.db, read_only=wc == "show") as store:
         wf = Workflows(store, actor=_operator())
         if wc == "run":
             return _print(await wf.run(file, provided, dry_run=args.dry_run))
@@ -191,20 +193,6 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
             return _print(await wf.resume(token=args.token, approval_id=args.id,
                                           approve=resume.approve, response=resume.response,
                                           cancel=resume.cancel, approved_by=approver))
-        if wc == "list":
-            rows = await wf.list()
-            if args.json:
-                output.emit_json(rows)
-            elif not rows:
-                nothing_yet("workflow runs", "`clawtower workflow run FILE` starts one")
-            else:
-                print(output.table(
-                    [[r["id"], "orphaned" if r.get("driver") == "gone" else r["status"],
-                      f"{r['steps_done']}/{r['steps_total']}",
-                      r["waiting_step"] or "-", r["approval_id"] or "-",
-                      output.ts(r["started_at"]), r["name"]] for r in rows],
-                    ["ID", "STATUS", "STEPS", "WAITING", "GATE", "STARTED", "NAME"]))
-            return 0
         if wc == "show":
             run = await wf.get(args.id)
             if args.json:
@@ -220,6 +208,29 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
             print(f"{args.id}: cancelled")
             return 0
         raise ValidationError(f"workflow: unknown action {wc!r}")
+
+
+async def _list(args: argparse.Namespace) -> int:
+    """`workflow list`: the runs' projection read alone (core/workflows/reads.py), without
+    the workflow service, its loader or the event models (issue 39: a read starts fast)."""
+    from clawtower.core.workflows.reads import Reads
+
+    reads = Reads()
+    async with cli_store(args.db, read_only=True) as store:
+        reads.store = store
+        rows = await reads.list()
+    if args.json:
+        output.emit_json(rows)
+    elif not rows:
+        nothing_yet("workflow runs", "`clawtower workflow run FILE` starts one")
+    else:
+        print(output.table(
+            [[r["id"], "orphaned" if r.get("driver") == "gone" else r["status"],
+              f"{r['steps_done']}/{r['steps_total']}",
+              r["waiting_step"] or "-", r["approval_id"] or "-",
+              output.ts(r["started_at"]), r["name"]] for r in rows],
+            ["ID", "STATUS", "STEPS", "WAITING", "GATE", "STARTED", "NAME"]))
+    return 0
 
 
 def _refused_file(file: str, dry_run: bool) -> dict[str, Any] | None:

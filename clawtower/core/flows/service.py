@@ -25,6 +25,7 @@ from ..store.interface import Store, WriteTx
 from . import events as fev
 from .plan import ID_RE, FlowLimits, PlanRefused, validate
 from .projections import OPEN
+from .reads import flows_listing
 
 if TYPE_CHECKING:
     from ..agents.config import ClawtowerConfig
@@ -416,11 +417,7 @@ class Flows:
 
     async def flows(self, status: str | None = None, limit: int = 200
                     ) -> list[dict[str, Any]]:
-        if status:
-            return await self.store.fetchall(
-                "SELECT * FROM flows WHERE status=? ORDER BY num DESC LIMIT ?", (status, limit))
-        return await self.store.fetchall("SELECT * FROM flows ORDER BY num DESC LIMIT ?",
-                                         (limit,))
+        return await flows_listing(self.store, status, limit)
 
     async def get(self, flow_id: str, limit: int | None = None) -> dict[str, Any]:
         """The flow and its tasks in tree order (each task after its parent, siblings in

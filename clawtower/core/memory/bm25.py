@@ -6,9 +6,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..store.interface import Store, WriteTx
+
+
+@dataclass
+class RecallResult:
+    """What a recall found and how: mode "hybrid", or "bm25" with the reason why not. Here,
+    beside BM25, so that a search without an embedder loads no vector or config module."""
+
+    mode: str
+    reason: str
+    rows: list[dict[str, Any]]
+
 
 MAX_QUERY_TERMS = 32
 COMMON_DF = 2_000  # a query term in more memories than this is dropped when rarer ones exist

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ClawError, ValidationError
 from .bm25 import COLUMNS, bm25_rows
+from .bm25 import RecallResult as RecallResult  # re-exported (it lives with BM25)
 from .config import RecallWeights
 from .projections import content_sha
 
@@ -42,15 +43,6 @@ if TYPE_CHECKING:
     from .events import MemoryEmbedded, MemoryStored
 
     Matrix = npt.NDArray[np.float32]
-
-
-@dataclass
-class RecallResult:
-    """What a recall found and how: mode "hybrid", or "bm25" with the reason why not."""
-
-    mode: str
-    reason: str
-    rows: list[dict[str, Any]]
 
 
 @dataclass

@@ -239,7 +239,7 @@ class Memories:
         """The best `k` memories of `namespaces` for `query`: hybrid with an embedder
         (`score` fused in [0, 1], with `bm25` and `similarity` beside it), else BM25 (the
         reason says why). A provider that fails makes it BM25, with the failure as reason."""
-        from .hybrid import RecallResult
+        from .bm25 import RecallResult
 
         for ns in namespaces:
             check_namespace(ns)

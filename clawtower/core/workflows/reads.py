@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound
 from ..liveness import liveness
 from ..store.interface import Store
-from .cost import CostLine, line_from, parse_limit, summarize
 from .envelopes import _loads
+
+# the cost module (and the workflow loader's YAML parser it reaches) loads with the first
+# spend asked for: `workflow list` reads the runs' projection alone (issue 39)
+if TYPE_CHECKING:
+    from .cost import CostLine
 
 
 class Reads:
@@ -23,6 +27,8 @@ class Reads:
     async def _spend(self, run_id: str) -> list[CostLine]:
         """What a run has spent: the lines its step events carry (billed output items, and
         the calls of clawtower's LLM stages at their agents' price)."""
+        from .cost import line_from
+
         # only the cost field: step payloads also carry the (possibly large) results
         rows = await self.store.fetchall(
             "SELECT json_extract(payload, '$.cost') AS cost FROM events WHERE"
@@ -106,6 +112,8 @@ class Reads:
             "SELECT json_extract(payload, '$.cost_limit') AS cost_limit FROM events WHERE"
             " entity='workflow' AND entity_id=? AND type='workflow.started' ORDER BY seq"
             " LIMIT 1", (run_id,))
+        from .cost import parse_limit, summarize
+
         raw = json.loads(started["cost_limit"]) if started and started["cost_limit"] else None
         limit = parse_limit(raw) if isinstance(raw, dict) else None
         return summarize(await self._spend(run_id), limit)
