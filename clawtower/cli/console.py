@@ -60,9 +60,15 @@ def terminal(db: str, config: str | None) -> int:
                        operator=operator_name())
 
 
+ORPHAN_GRACE_S = 5.0  # a console whose server died has this long to quit cleanly
+
+
 def die_with_web_server() -> None:
     """In a console `--web` started: SIGTERM (a clean quit) when the server dies, even by
-    SIGKILL (Linux's parent-death signal), so no console outlives it."""
+    SIGKILL (Linux's parent-death signal), so no console outlives it. The clean quit (the
+    web driver's, which stops the console's engine) is bounded: a watcher thread ends the
+    process ORPHAN_GRACE_S after the server is gone (on a busy machine the quit took more
+    than 20 s; a decision is one store transaction, so an exit half-way decided nothing)."""
     import os
 
     server = os.environ.get("CLAWTOWER_WEB_SERVER")  # tui/web.py SERVER_ENV
@@ -71,11 +77,24 @@ def die_with_web_server() -> None:
     import contextlib
     import ctypes
     import signal
+    import threading
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     if os.getppid() != int(server):  # it died before the signal was asked for
         raise SystemExit(0)
+    threading.Thread(target=_exit_when_orphaned, args=(int(server),), daemon=True,
+                     name="orphan-watch").start()
+
+
+def _exit_when_orphaned(server: int) -> None:
+    import os
+    import time
+
+    while os.getppid() == server:
+        time.sleep(0.25)
+    time.sleep(ORPHAN_GRACE_S)
+    os._exit(0)  # the clean quit did not finish: its server is gone, nobody waits for it
 
 
 def store_check(db: str) -> None:
