@@ -1,8 +1,9 @@
 """A list's columns and their widths: fixed, sized by their content, or flexible.
 
 Why a module of its own: the width rule (fitted columns take their widest cell, shrinking
-toward their floor when the row is short; low-value columns leave narrow lists; flexible
-columns share the rest) is pure arithmetic, tested and reused apart from the widget.
+toward their floor when the row is short, a kept one last; low-value columns leave narrow
+lists; flexible columns share the rest) is pure arithmetic, tested and reused apart from
+the widget.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Column:
     justify: Literal["left", "right"] = "left"
     fit: int = 0  # > 0: as wide as its widest cell or label, at most `fit` cells
     hide_below: int = 0  # the list is narrower than this: the column is left out
+    keep: bool = False  # a fitted column cut only once the other fitted ones are at floor
 
 
 def column_widths(cols: Sequence[Column], width: int, fitted: dict[int, int]) -> list[int]:
@@ -38,6 +40,7 @@ def column_widths(cols: Sequence[Column], width: int, fitted: dict[int, int]) ->
     short = sum(cols[i].min_width for i in flex) - (width - gaps - sum(widths))
     while short > 0:
         wide = [i for i in fit_index if shown[i] and widths[i] > cols[i].min_width]
+        wide = [i for i in wide if not cols[i].keep] or wide  # a kept column gives last
         if not wide:
             break
         widths[max(wide, key=lambda i: widths[i])] -= 1

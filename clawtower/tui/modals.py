@@ -58,6 +58,9 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(event.button.id == "yes")
 
 
+SHORT_ROWS = 32  # below this height a choice dialog shows its options one row each
+
+
 class ChoiceScreen(ModalScreen[str | None]):
     """Pick one of a few options: its number key, or its button; esc picks nothing.
     Dismisses with the chosen option's key."""
@@ -89,6 +92,14 @@ class ChoiceScreen(ModalScreen[str | None]):
 
     def on_mount(self) -> None:
         self.query(Button).first().focus()
+
+    def on_resize(self) -> None:
+        """A short terminal (24 rows) has no room for three-row buttons and the gaps
+        between them: the options go one row each, so the last one stays on screen."""
+        short = self.size.height < SHORT_ROWS
+        self.set_class(short, "-short")
+        for button in self.query(Button):
+            button.compact = short
 
     def action_pick(self, index: int) -> None:
         if 0 <= index < len(self.options):

@@ -6,9 +6,13 @@ from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
+from rich.cells import cell_len
+from textual import events
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.content import Content
-from textual.widgets import Static
+from textual.widgets import Footer, Static
+from textual.widgets._footer import FooterKey
 
 from clawtower.core import StoredEvent
 from clawtower.core.describe import event_summary, one_line
@@ -142,6 +146,52 @@ class EventLog(RowList):
 
     def load(self, events: Iterable[StoredEvent]) -> None:
         self.set_rows((e.seq, e.seq, e) for e in events)
+
+
+def key_width(key: FooterKey) -> int:
+    """The cells a (non-compact) footer key takes: ` k Label `."""
+    return cell_len(key.key_display) + 2 + (cell_len(key.description) + 1
+                                            if key.description else 0)
+
+
+class KeyBar(Footer):
+    """The footer: the current mode's keys, each whole. When they do not all fit (an
+    80-column terminal), the last ones leave rather than a label being cut mid-word, and
+    `?` says "More keys": its key panel lists every key. The mode's own keys come first in
+    the footer, so the app-wide ones (`:`, `q`) are the ones that leave first."""
+
+    def compose(self) -> ComposeResult:
+        widgets = list(super().compose())
+        keys = [w for w in widgets if isinstance(w, FooterKey)
+                and not w.has_class("-command-palette")]
+        rest = [w for w in widgets if not any(w is k for k in keys)]
+        if self.compact or any(not isinstance(w, FooterKey) for w in rest):
+            yield from widgets  # groups or the compact style: Textual's own layout
+            return
+        # the palette key is docked right (its border takes its key's left pad)
+        room = (self.size.width or self.app.size.width) - sum(key_width(w) for w in rest
+                                                              if isinstance(w, FooterKey))
+        if sum(key_width(k) for k in keys) <= room:
+            yield from widgets
+            return
+        more = next((k for k in keys if k.action.endswith("toggle_help")), None)
+        if more is not None:
+            more.description = "More keys"
+            room -= key_width(more)
+        for key in keys:
+            if key is more:
+                continue
+            if key_width(key) > room:
+                break
+            room -= key_width(key)
+            yield key
+        if more is not None:
+            yield more
+        yield from rest
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._bindings_ready:
+            self.call_after_refresh(self.recompose)
 
 
 class ModeBar(Static):

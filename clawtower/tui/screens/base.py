@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, HelpPanel, Input, Static
+from textual.widgets import HelpPanel, Input, Static
 
 from clawtower.core import ClawError
 
@@ -19,7 +19,7 @@ from ..model import Delta
 from ..protocol import ConsoleApp
 from ..render import show_section
 from ..rowlist import RowList
-from ..views import ItemList, ModeBar
+from ..views import ItemList, KeyBar, ModeBar
 
 
 class FilterBar(Input):
@@ -202,7 +202,7 @@ class ConsoleScreen(Screen[None]):
 
     def compose_bottom(self) -> ComposeResult:
         yield FilterBar()
-        yield Footer()
+        yield KeyBar()
 
 
 class PlaceholderScreen(ConsoleScreen):

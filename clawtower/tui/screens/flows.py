@@ -61,10 +61,14 @@ class FlowTree(ItemList):
     ]
 
     columns: ClassVar[Sequence[Column]] = (
-        Column("Node", fit=28, min_width=10), Column("Status", fit=12, min_width=8),
+        # the node id is the row's identity: siblings (`mig-users`, `mig-invoices`) share
+        # their prefix, so the id keeps its whole width (up to 28 cells) and the other
+        # columns give way first; the task text leaves a narrow list (the detail shows it)
+        Column("Node", fit=28, min_width=10, keep=True),
+        Column("Status", fit=12, min_width=8),
         Column("Agent", fit=12), Column("Time", width=7, justify="right", hide_below=56),
         Column("Tokens", fit=8, justify="right", hide_below=64),
-        Column("Task", ratio=1, min_width=12),
+        Column("Task", ratio=1, min_width=12, hide_below=48),
     )
     empty_text = "no flows yet — `clawtower flow run AGENT TASK`, or `clawtower demo`"
 

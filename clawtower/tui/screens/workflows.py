@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.text import Text
 
@@ -54,8 +55,18 @@ def step_summary(step: dict[str, Any]) -> str:
     return one_line(str(result.get("stdout") or "")[:120])
 
 
+STEP_NAME_KEPT = 24  # a step name up to this long is never cut, however narrow the pane
+
+
 def steps_table(pal: Palette, run: dict[str, Any]) -> RenderableType:
-    table = columns_table(pal, ("#", {"justify": "right", "width": 3}), "Step", "Kind",
+    # the step name is what the operator reads (and types: `:retry RUN STEP`): it keeps its
+    # width, up to STEP_NAME_KEPT cells; kind, status and result give way first
+    names = [str(s["id"]) for s in run.get("steps") or []] + [
+        f"  └ {b['id']}" for s in run.get("steps") or [] for b in s.get("branches") or []]
+    step_width = min(STEP_NAME_KEPT, max((cell_len(n) for n in names), default=4))
+    table = columns_table(pal, ("#", {"justify": "right", "width": 3}),
+                          ("Step", {"min_width": step_width, "no_wrap": True,
+                                    "overflow": "ellipsis"}), "Kind",
                    ("Status", {"no_wrap": True}), ("Try", {"justify": "right"}),
                    ("Result", {"ratio": 1, "no_wrap": True, "overflow": "ellipsis"}))
     for step in run.get("steps") or []:
