@@ -174,6 +174,7 @@ class SessionsScreen(ListDetailScreen):
         self._by_id: dict[str, dict[str, Any]] = {}
         self._seen = -1  # the newest session row drawn (its last_seq)
         self._drawn_stream: tuple[str, int] | None = None
+        self.first_read = False  # its rows come from its own read of the store
 
     def on_mount(self) -> None:
         line = Input(placeholder="message (Enter sends; steers a busy session) or /command",
@@ -182,6 +183,9 @@ class SessionsScreen(ListDetailScreen):
         self.mount(line, before=self.query_one("#filter-bar"))
         super().on_mount()
         self.set_interval(0.1, self._stream_tick)
+
+    def rows_read(self) -> bool:
+        return super().rows_read() and self.first_read  # its own read of the store too
 
     def _stream(self) -> dict[str, str] | None:
         """The selected session's turn text streaming in this console, until committed."""
@@ -252,6 +256,7 @@ class SessionsScreen(ListDetailScreen):
             changed = await sessions.changed_since(self._seen) if self.rows else None
             if changed is None or any(c["id"] not in self._by_id for c in changed):
                 self.rows = flatten(await sessions.tree())
+                self.first_read = True
                 self._by_id = {r["id"]: r for r in self.rows}
                 self._seen = max((int(r["last_seq"]) for r in self.rows), default=-1)
                 self._list()
@@ -367,8 +372,8 @@ class SessionsScreen(ListDetailScreen):
         s = self.detail
         pal = Palette(self.app)
         if s is None:
-            text = ("Select a session." if self.rows else
-                    "No sessions yet. Create one with `clawtower session new --agent NAME`,"
+            text = ("Select a session." if self.rows else "Loading…" if not self.rows_read()
+                    else "No sessions yet. Create one with `clawtower session new --agent NAME`,"
                     " or run `clawtower demo`.")
             self._set("head", Text(text, style=pal.tone("idle")))
             for key, _ in self.SECTIONS[1:]:
