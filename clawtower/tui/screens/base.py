@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, HelpPanel, Input, Static
+from textual.widgets import Footer, HelpPanel, Input, Static, TextArea
 
 from clawtower.core import ClawError
 
@@ -205,14 +205,26 @@ class ConsoleScreen(Screen[None]):
             self._close_filter(clear=True)
             return
         focused = self.focused
+        if isinstance(focused, Input | TextArea):
+            self.leave_input()
+            return
         if isinstance(focused, RowList) and focused.filter_text:
             focused.set_filter("")
             self.filter_applied(focused)
             return
         self.back()
 
+    def leave_input(self) -> None:
+        """esc in a text box of the mode (mode 4's message line): the keyboard goes back
+        to the mode's first list, where the mode keys work again (what was typed stays)."""
+        lists = [lst for lst in self.query(RowList) if lst.display]
+        if lists:
+            lists[0].focus()
+        else:
+            self.set_focus(None)
+
     def back(self) -> None:
-        """What esc does when there is no filter to clear."""
+        """What esc does when there is no filter, help or text box to leave."""
 
     def compose_bottom(self) -> ComposeResult:
         yield FilterBar()

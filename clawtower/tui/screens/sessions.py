@@ -177,9 +177,12 @@ class SessionsScreen(ListDetailScreen):
         self.first_read = False  # its rows come from its own read of the store
 
     def on_mount(self) -> None:
-        line = Input(placeholder="message (Enter sends; steers a busy session) or /command",
-                     id="ses-input", suggester=SuggestFromList(
+        line = Input(placeholder="message or /command (enter sends; steers a busy session)"
+                                 " · esc leaves", id="ses-input", suggester=SuggestFromList(
                          [f"{c} " for c in COMMANDS], case_sensitive=True))
+        # the keyboard stays here after a send (steers come in a row): the box says how to
+        # leave it, focused or not
+        line.border_subtitle = "enter sends · esc leaves"
         self.mount(line, before=self.query_one("#filter-bar"))
         super().on_mount()
         self.set_interval(0.1, self._stream_tick)
