@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import asyncio
+
     from textual.theme import Theme
 
     from clawtower.core import Store
@@ -34,6 +36,7 @@ class ConsoleApp(Protocol):
     pending_meeting: str | None  # mode 3 selects it once it is listed
     # mode 4: {session id: {"turn": turn id, "text": streamed so far}} of this console's turns
     session_streams: dict[str, dict[str, str]]
+    loaded: asyncio.Event  # set once the store's first load is in the model
 
     def engine_status(self) -> str: ...
     def store_fault(self) -> str | None: ...

@@ -63,6 +63,7 @@ class RowList(ScrollView, can_focus=True):
     grouped: ClassVar[bool] = False
     group_order: ClassVar[Sequence[str]] = ()
     empty_text: ClassVar[str] = "nothing here"
+    waiting_text: ClassVar[str] = "loading…"  # shown instead while `waiting` (set_waiting)
     tail: ClassVar[bool] = False  # follow new rows at the end (a log)
     blur_cursor: ClassVar[bool] = True  # show where the cursor is while unfocused
 
@@ -111,6 +112,7 @@ class RowList(ScrollView, can_focus=True):
         self.cursor = 0
         self._cursor_entry: Entry | None = None
         self._structure_dirty = False
+        self.waiting = False  # its rows are not read yet: an empty list says "loading…"
 
     # ------------------------------------------------------------------ subclass hooks
 
@@ -132,6 +134,13 @@ class RowList(ScrollView, can_focus=True):
         for c in self.row_cells(key, data):
             parts.append(c if isinstance(c, str) else c[0])
         return " ".join(parts)
+
+    def set_waiting(self, waiting: bool) -> None:
+        """Until its rows are first read (the store's first load), an empty list says
+        `waiting_text`, never its empty-state text: nothing is missing, it is coming."""
+        if waiting != self.waiting:
+            self.waiting = waiting
+            self.refresh()
 
     # ------------------------------------------------------------------ data API
 
@@ -512,11 +521,11 @@ class RowList(ScrollView, can_focus=True):
         idx = round(self.scroll_offset.y) + y - 1
         if idx >= len(self._lines):
             if idx == 0 and y == 1:
-                key = ("empty", width, self._filter)
+                key = ("empty", width, self._filter, self.waiting)
                 cached = self._cache.get(key)
                 if cached is None:
                     msg = f"  no rows match '{self._filter}'" if self._filter else \
-                        f"  {self.empty_text}"
+                        f"  {self.waiting_text if self.waiting else self.empty_text}"
                     cached = self._strip(Text(msg), width, self._style("empty"))
                     self._cache[key] = cached
                 return cached

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import HelpPanel, Input, Static
+from textual.widgets import HelpPanel, Input, Static, TextArea
 
 from clawtower.core import ClawError
 
@@ -100,9 +100,22 @@ class ConsoleScreen(Screen[None]):
     def on_mount(self) -> None:
         self.capp.add_view(self)
         self.sync()
+        self.mark_waiting()
 
     def on_unmount(self) -> None:
         self.capp.remove_view(self)
+
+    def rows_read(self) -> bool:
+        """Have this screen's rows been read yet? The model's are once the app's first
+        load has finished; a screen that reads the store itself adds its own first read."""
+        return self.capp.loaded.is_set()
+
+    def mark_waiting(self) -> None:
+        """Until `rows_read`, its empty lists say "loading…", not their empty-state text
+        (an empty list on a busy machine looked like a broken demo)."""
+        waiting = not self.rows_read()
+        for lst in self.query(RowList):
+            lst.set_waiting(waiting)
 
     def sync(self) -> None:
         """Show the model as it is now."""
@@ -113,6 +126,7 @@ class ConsoleScreen(Screen[None]):
             self.sync()
         else:
             self.apply(delta)
+        self.mark_waiting()
 
     def apply(self, delta: Delta) -> None:
         self._update_bar()
@@ -191,14 +205,26 @@ class ConsoleScreen(Screen[None]):
             self._close_filter(clear=True)
             return
         focused = self.focused
+        if isinstance(focused, Input | TextArea):
+            self.leave_input()
+            return
         if isinstance(focused, RowList) and focused.filter_text:
             focused.set_filter("")
             self.filter_applied(focused)
             return
         self.back()
 
+    def leave_input(self) -> None:
+        """esc in a text box of the mode (mode 4's message line): the keyboard goes back
+        to the mode's first list, where the mode keys work again (what was typed stays)."""
+        lists = [lst for lst in self.query(RowList) if lst.display]
+        if lists:
+            lists[0].focus()
+        else:
+            self.set_focus(None)
+
     def back(self) -> None:
-        """What esc does when there is no filter to clear."""
+        """What esc does when there is no filter, help or text box to leave."""
 
     def compose_bottom(self) -> ComposeResult:
         yield FilterBar()
@@ -281,6 +307,8 @@ class ListDetailScreen(ConsoleScreen):
         super().on_mount()
         self.item_list.focus()
         self.app.theme_changed_signal.subscribe(self, lambda _t: self._render_detail())
+        if not self.rows_read():  # say "Loading…" (drawn once mounted)
+            self.call_after_refresh(self._render_detail)
 
     def sync(self) -> None:
         self._list()
@@ -307,6 +335,7 @@ class ListDetailScreen(ConsoleScreen):
             self.select(str(key))
         elif key is None and self.selected is None:
             self._render_detail()
+        self.mark_waiting()
 
     def _title(self, lst: RowList, items: list[dict[str, Any]]) -> None:
         lst.border_title = (f"{self.LIST_TITLE} · {count_label(lst, len(items))}"

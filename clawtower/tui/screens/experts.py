@@ -117,7 +117,9 @@ class ExpertsScreen(ConsoleScreen):
             gt.add_row(str(a["id"]), str(a.get("title") or ""))
         parts: list[RenderableType] = [Text("Installed experts", style="bold"), table,
                                        Text(""), Text("Recent runs", style="bold")]
-        parts.append(rt if runs else Text("none yet: clawtower expert run NAME PROCESS"))
+        loading = Text("loading…", style=pal.tone("idle"))
+        parts.append(rt if runs else Text("none yet: clawtower expert run NAME PROCESS")
+                     if self.rows_read() else loading)
         parts += [Text(""), Text("Pending confirms (decide in mode 2)", style="bold")]
-        parts.append(gt if gates else Text("none"))
+        parts.append(gt if gates else Text("none") if self.rows_read() else loading)
         return Group(*parts)

@@ -135,10 +135,14 @@ class FlowsScreen(ListDetailScreen):
         super().__init__()
         self.rows: list[dict[str, Any]] = []
         self.box = "inbox"
+        self.first_read = False  # its rows come from its own read of the store
 
     def on_mount(self) -> None:
         super().on_mount()
         self.set_interval(1.0, self._tick)
+
+    def rows_read(self) -> bool:
+        return super().rows_read() and self.first_read  # its own read of the store too
 
     def _tick(self) -> None:
         if any(r["kind"] == "flow" and r["status"] == "running" for r in self.rows):
@@ -176,6 +180,7 @@ class FlowsScreen(ListDetailScreen):
             return
         try:
             self.rows = await read_rows(Flows(self.capp.store))
+            self.first_read = True
         except ClawError as exc:
             self.notify(str(exc), severity="error")
             return
@@ -235,6 +240,7 @@ class FlowsScreen(ListDetailScreen):
         pal = Palette(self.app)
         if d is None:
             text = ("Select a flow or one of its tasks." if self.rows else
+                    "Loading…" if not self.rows_read() else
                     "No flows yet. Start one with `clawtower flow run AGENT TASK --wait`,"
                     " or run `clawtower demo`.")
             self._set("head", Text(text, style=pal.tone("idle")))

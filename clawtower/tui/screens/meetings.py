@@ -96,6 +96,7 @@ class MeetingsScreen(ListDetailScreen):
         pal = Palette(self.app)
         if m is None:
             text = ("Select a meeting to watch it." if self.capp.model.meetings else
+                    "Loading…" if not self.rows_read() else
                     "No meetings yet. Start one from the palette (ctrl+p) or with\n"
                     ":meeting ada,ben,cyd Should we ship on Friday?")
             self._set("head", Text(text, style=pal.tone("idle")))

@@ -102,6 +102,10 @@ class SessionMemoryScreen(ListDetailScreen):
         self.namespaces: list[str] = []
         self.memories: list[dict[str, Any]] = []
         self.turn = 0  # index into turns(), newest first
+        self.first_read = False  # its rows come from its own read of the store
+
+    def rows_read(self) -> bool:
+        return super().rows_read() and self.first_read  # its own read of the store too
 
     # -- data
 
@@ -161,6 +165,7 @@ class SessionMemoryScreen(ListDetailScreen):
         self.session = session
         self.turn = min(self.turn, max(len(self.turns()) - 1, 0))
         self.memories = self._mark(rows)
+        self.first_read = True
         self._list()
         self.reload()
 

@@ -174,14 +174,21 @@ class SessionsScreen(ListDetailScreen):
         self._by_id: dict[str, dict[str, Any]] = {}
         self._seen = -1  # the newest session row drawn (its last_seq)
         self._drawn_stream: tuple[str, int] | None = None
+        self.first_read = False  # its rows come from its own read of the store
 
     def on_mount(self) -> None:
-        line = Input(placeholder="message (Enter sends; steers a busy session) or /command",
-                     id="ses-input", suggester=SuggestFromList(
+        line = Input(placeholder="message or /command (enter sends; steers a busy session)"
+                                 " · esc leaves", id="ses-input", suggester=SuggestFromList(
                          [f"{c} " for c in COMMANDS], case_sensitive=True))
+        # the keyboard stays here after a send (steers come in a row): the box says how to
+        # leave it, focused or not
+        line.border_subtitle = "enter sends · esc leaves"
         self.mount(line, before=self.query_one("#filter-bar"))
         super().on_mount()
         self.set_interval(0.1, self._stream_tick)
+
+    def rows_read(self) -> bool:
+        return super().rows_read() and self.first_read  # its own read of the store too
 
     def _stream(self) -> dict[str, str] | None:
         """The selected session's turn text streaming in this console, until committed."""
@@ -252,6 +259,7 @@ class SessionsScreen(ListDetailScreen):
             changed = await sessions.changed_since(self._seen) if self.rows else None
             if changed is None or any(c["id"] not in self._by_id for c in changed):
                 self.rows = flatten(await sessions.tree())
+                self.first_read = True
                 self._by_id = {r["id"]: r for r in self.rows}
                 self._seen = max((int(r["last_seq"]) for r in self.rows), default=-1)
                 self._list()
@@ -367,8 +375,8 @@ class SessionsScreen(ListDetailScreen):
         s = self.detail
         pal = Palette(self.app)
         if s is None:
-            text = ("Select a session." if self.rows else
-                    "No sessions yet. Create one with `clawtower session new --agent NAME`,"
+            text = ("Select a session." if self.rows else "Loading…" if not self.rows_read()
+                    else "No sessions yet. Create one with `clawtower session new --agent NAME`,"
                     " or run `clawtower demo`.")
             self._set("head", Text(text, style=pal.tone("idle")))
             for key, _ in self.SECTIONS[1:]:

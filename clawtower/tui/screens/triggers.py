@@ -77,6 +77,10 @@ class TriggersScreen(ConsoleScreen):
         self.refused: list[dict[str, Any]] = []
         self.cursor = 0
         self.error = ""
+        self.first_read = False  # its rows come from its own read of the store
+
+    def rows_read(self) -> bool:
+        return super().rows_read() and self.first_read  # its own read of the store too
 
     def compose(self) -> ComposeResult:
         yield ModeBar(self.MODE)
@@ -85,8 +89,7 @@ class TriggersScreen(ConsoleScreen):
         yield from self.compose_bottom()
 
     def on_mount(self) -> None:
-        super().on_mount()
-        self.reload()
+        super().on_mount()  # sync reads the store (once it is open)
 
     # ------------------------------------------------------------ data
 
@@ -103,6 +106,7 @@ class TriggersScreen(ConsoleScreen):
             self.escalated = await views.escalations(store)
             self.refused = await views.auth_failures(store, limit=8)
             self.error = ""
+            self.first_read = True
         except ClawError as exc:
             self.error = str(exc)
         self.cursor = min(self.cursor, max(0, len(self.actionable()) - 1))
@@ -122,6 +126,8 @@ class TriggersScreen(ConsoleScreen):
     def sync(self) -> None:
         super().sync()
         self.refresh_body()
+        if not self.first_read:  # opened before the store's first load: read it now
+            self.reload()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "filter":
@@ -194,6 +200,9 @@ class TriggersScreen(ConsoleScreen):
         if self.error:
             parts.append(Text(self.error, style=pal.tone("failed")))
         parts.append(Text("Triggers", style="bold"))
+        if not self.rows_read():
+            parts.append(Text("loading…", style=pal.tone("idle")))
+            return Group(*parts)
         if not self.triggers:
             parts.append(Text("none: install an expert package that declares triggers"))
         else:

@@ -256,6 +256,7 @@ class WorkflowsScreen(ListDetailScreen):
         pal = Palette(self.app)
         if run is None:
             text = ("Select a run to follow it." if self.capp.model.workflows else
+                    "Loading…" if not self.rows_read() else
                     "No workflow runs yet. Start one with\n"
                     "  clawtower workflow run --file FLOW.lobster\n"
                     "or from here with :workflow FLOW.lobster")
