@@ -19,10 +19,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(handler=_list)
     r = sub.add_parser("retry", parents=c, help="send an invocation back to its queue")
-    r.add_argument("id", help="invocation id (T-...)")
+    r.add_argument("id", help="invocation id (I-..., or T-... from older stores)")
     r.set_defaults(handler=_retry)
     dr = sub.add_parser("drop", parents=c, help="drop an invocation for good")
-    dr.add_argument("id", help="invocation id (T-...)")
+    dr.add_argument("id", help="invocation id (I-..., or T-... from older stores)")
     dr.add_argument("--reason", default="", help="why (recorded)")
     dr.set_defaults(handler=_drop)
 

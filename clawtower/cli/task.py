@@ -108,6 +108,15 @@ async def cmd_task(args: argparse.Namespace) -> int:
         findings = [parse_finding(f) for f in args.finding]
 
     async def run(store: Store) -> int:
+        from clawtower.core.errors import NotFound
+
+        try:
+            return await run_task(store)
+        except NotFound:
+            await _not_an_invocation(store, getattr(args, "id", None))
+            raise
+
+    async def run_task(store: Store) -> int:
         tasks = Tasks(store)
         if tc == "create":
             assert spec is not None
@@ -167,3 +176,15 @@ async def cmd_task(args: argparse.Namespace) -> int:
         raise ValidationError(f"task: unknown action {tc!r}")
 
     return await with_store(args, run, read_only=tc in ("list", "show"))
+
+
+async def _not_an_invocation(store: Store, task_id: str | None) -> None:
+    """`T-<hex>` was the id of trigger invocations before they had a prefix of their own
+    (`I-`): a task command given one says what it names (NotFound, exit 2, one line)."""
+    from clawtower.core.errors import NotFound
+
+    if not task_id or not task_id.startswith("T-") or task_id[2:].isdigit():
+        return
+    if await store.fetchone("SELECT 1 FROM trigger_items WHERE id=?", (task_id,)):
+        raise NotFound(f"{task_id}: a trigger invocation (old id form), not a task; see"
+                       f" clawtower triggers show {task_id}") from None

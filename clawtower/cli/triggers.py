@@ -1,4 +1,5 @@
-"""`clawtower triggers`: list (next fire, queue depth, last result), fire, history, auth."""
+"""`clawtower triggers`: list (next fire, queue depth, last result), fire, history, show,
+auth."""
 
 from __future__ import annotations
 
@@ -43,6 +44,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     h.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     h.add_argument("--json", action="store_true", help="print JSON")
     h.set_defaults(handler=_history)
+    sh = sub.add_parser("show", parents=c, help="one invocation (I-..., or T-... from older"
+                        " stores)")
+    sh.add_argument("id", help="invocation id")
+    sh.add_argument("--json", action="store_true", help="print JSON")
+    sh.set_defaults(handler=_show)
     a = sub.add_parser("auth", parents=c, help="set a webhook trigger's token or HMAC secret")
     a.add_argument("expert", help="installed expert")
     a.add_argument("trigger", help="webhook trigger name")
@@ -88,9 +94,10 @@ async def _list_async(args: argparse.Namespace) -> int:
             if r["auth_throttled_1h"]:
                 auth += (f", throttled {r['auth_throttled_1h']}x from"
                          f" {r['auth_addresses_1h']} address(es)")
+        skipped = f"; skipped duplicates {r['skipped']}" if r["skipped"] else ""
         print(f"{r['expert']}/{r['trigger']}: {what} -> {r['process']} ({r['mode']}"
               f"{', key ' + r['key'] if r['key'] else ''}); queued {r['depth']}; last "
-              f"{last['status'] + ' ' + last['id'] if last else '-'}{auth}")
+              f"{last['status'] + ' ' + last['id'] if last else '-'}{skipped}{auth}")
         for lane, counts in sorted(r["queue"].items()):
             print(f"  {lane}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0
@@ -148,6 +155,19 @@ async def _history_async(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> Awaitable[int]:
     return _history_async(args)
+
+
+async def _show_async(args: argparse.Namespace) -> int:
+    from clawtower.core.triggers.views import item
+
+    async with cli_store(args.db, read_only=True) as store:
+        row = await item(store, args.id)
+    print_items([row], args.json, "trigger invocations")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> Awaitable[int]:
+    return _show_async(args)
 
 
 def fingerprint(secret: str) -> str:

@@ -200,11 +200,13 @@ def test_writing_commands_still_create_the_store(run: Run, tmp_path: Path) -> No
     r = run("llm", "ask", "--agent", "ada", "Ship on Friday?", "--db", ask)
     assert r.code == 0 and ask.exists() and max_seq(ask) > 0
     assert "no store at" not in r.err
-    # a write that names an unknown id still opens (and so creates) the store, as before
+    # a write refused for an unknown id creates nothing (issue 39): the store is made by
+    # the first write that succeeds (test_cli_refused_fresh_home.py)
     for argv in (("approve", "A-1"), ("meeting", "stop", "M-1"), ("workflow", "cancel", "W-1")):
         db = tmp_path / argv[0] / "store.db"
         r = run(*argv, "--db", db)
-        assert r.code == 2 and "no store at" not in r.err and db.exists(), argv
+        assert r.code == 2 and "no store at" not in r.err, argv
+        assert_absent(db)
 
 
 def _reader(stream: object, lines: queue.Queue[str]) -> None:

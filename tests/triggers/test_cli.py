@@ -36,7 +36,8 @@ def test_triggers_and_deadletter_commands(tmp_path: Path, hook_home: Path) -> No
     assert set(rows) == {"inbound", "mail", "tick", "chat"}
     assert rows["inbound"]["queue"] == {"c-1": {"queued": 1}}
     assert rows["tick"]["next_fire"] is not None and rows["tick"]["tz"] == "Europe/Berlin"
-    assert rows["inbound"]["last"]["status"] == "skipped"
+    assert rows["inbound"]["last"] is None  # a skipped duplicate never ran
+    assert rows["inbound"]["skipped"] == 1
     r = cli(hook_home, "triggers", "list", "--db", db)
     assert "hook-expert/tick: cron 0 8 * * 1-5 Europe/Berlin, next 20" in r.stdout
     assert "  c-1: queued 1" in r.stdout

@@ -9,6 +9,7 @@ is never installed; a symlink anywhere in it is refused.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -105,18 +106,27 @@ def install(source: str) -> Package:
     every error) and leave nothing behind if the package does not load."""
     if not source.strip():
         raise ValidationError("PATH|GIT_URL: empty (give a package directory or a git URL)")
+    made = [p for p in (experts_dir(), *experts_dir().parents) if not p.exists()]
     experts_dir().mkdir(parents=True, exist_ok=True)
     shown = source
     if not _is_git(source):
         source = str(Path(source).resolve())
-    with tempfile.TemporaryDirectory(dir=experts_dir(), prefix=".install-") as tmp:
-        stage = Path(tmp) / "pkg"
-        pkg = _stage(source, stage, shown)
-        dest = experts_dir() / pkg.name
-        if dest.exists():
-            raise ValidationError(f"expert {pkg.name!r}: already installed (clawtower expert"
-                                  " update, or remove it first)")
-        os.replace(stage, dest)
+    try:
+        with tempfile.TemporaryDirectory(dir=experts_dir(), prefix=".install-") as tmp:
+            stage = Path(tmp) / "pkg"
+            pkg = _stage(source, stage, shown)
+            dest = experts_dir() / pkg.name
+            if dest.exists():
+                raise ValidationError(f"expert {pkg.name!r}: already installed (clawtower"
+                                      " expert update, or remove it first)")
+            os.replace(stage, dest)
+    except BaseException:
+        # a refused install leaves the home as it was: the folders made for the staging
+        # copy go again (rmdir: only while empty, so nothing anyone else put there)
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     files.write_text(_source_file(pkg.name),
                      json.dumps({"source": source, "git": _is_git(source)}),
                      check=json.loads)

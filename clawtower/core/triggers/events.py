@@ -1,4 +1,5 @@
-"""Trigger events (entity "trigger", entity id the invocation id `T-<hex>`).
+"""Trigger events (entity "trigger", entity id the invocation id `I-<hex>`;
+stores written before have `T-<hex>` ids).
 
 The queue is the projection of these events (core/triggers/projections.py): an invocation is
 received (or skipped as a duplicate), claimed by one worker under a lease, linked to the

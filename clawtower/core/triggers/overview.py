@@ -32,8 +32,13 @@ async def overview(store: Store, catalog: Catalog | None = None,
     last = await store.fetchall(
         "SELECT t.expert, t.trigger, t.id, t.status, t.error, t.ended_at FROM trigger_items t"
         " JOIN (SELECT expert, trigger, max(seq) AS s FROM trigger_items WHERE status NOT IN"
-        " ('queued', 'retry', 'running', 'paused') GROUP BY expert, trigger) m"
+        " ('queued', 'retry', 'running', 'paused', 'skipped') GROUP BY expert, trigger) m"
         " ON m.expert = t.expert AND m.trigger = t.trigger AND m.s = t.seq")
+    # a skipped duplicate never ran: "last" is the last invocation that did; the skipped
+    # ones are counted on their own
+    skipped = {(r["expert"], r["trigger"]): int(r["n"]) for r in await store.fetchall(
+        "SELECT expert, trigger, count(*) AS n FROM trigger_items WHERE status='skipped'"
+        " GROUP BY expert, trigger")}
     cron = {(r["expert"], r["trigger"]): float(r["last_fire"]) for r in await store.fetchall(
         "SELECT expert, trigger, last_fire FROM trigger_cron")}
     lasts = {(r["expert"], r["trigger"]): r for r in last}
@@ -71,6 +76,7 @@ async def overview(store: Store, catalog: Catalog | None = None,
                     # the latest event of any source (webhook, cron, channel, by hand)
                     "last_fired": fired.get(k, cron.get(k)),
                     "queue": lanes, "depth": sum(sum(v.values()) for v in lanes.values()),
+                    "skipped": skipped.get(k, 0),
                     "auth_failures_1h": int(af["failed"]) if af else 0,
                     "auth_throttled_1h": int(af["throttled"]) if af else 0,
                     "auth_addresses_1h": int(af["addresses"]) if af else 0,

@@ -39,7 +39,10 @@ def lease_name(item_id: str) -> str:
 
 
 def new_id() -> str:
-    return f"T-{uuid.uuid4().hex[:16]}"
+    """`I-<hex>`: a prefix no other id uses (tasks T-, sessions S-, flows F-, workflow runs
+    W-, webhook events E-). Stores written before kept `T-<hex>` ids: every command that
+    takes an invocation id takes either (they are looked up as given)."""
+    return f"I-{uuid.uuid4().hex[:16]}"
 
 
 @dataclass
