@@ -163,10 +163,11 @@ async def test_input_gate(wf: Workflows, tmp_path: Path, store: Any) -> None:
     env = await wf.run(write(tmp_path, INPUT))
     assert env["status"] == "needs_input"
     req = env["requiresInput"]
-    assert list(req) == ["type", "prompt", "responseSchema", "subject", "resumeToken"]
+    assert list(req) == ["type", "prompt", "responseSchema", "subject", "resumeToken",
+                         "approvalId"]  # the last is clawtower's (deviation 12)
     assert req["subject"] is None
     pending = await Approvals(store).pending()
-    assert pending[0]["kind"] == "workflow_input"
+    assert pending[0]["kind"] == "workflow_input" and pending[0]["id"] == req["approvalId"]
     bad = await wf.resume(token=req["resumeToken"], response={})
     assert bad["error"] == {"type": "parse_error", "message": (
         "Workflow input step review response failed schema validation at /: must have required"

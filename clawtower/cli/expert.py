@@ -59,7 +59,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     b.add_argument("name", help="installed expert")
     b.add_argument("tool", help="abstract tool (from requires.tools)")
     b.add_argument("--mcp", metavar="COMMAND", help="stdio command of the MCP server")
-    b.add_argument("--arg", action="append", default=[], help="server argument (repeat)")
+    b.add_argument("--arg", action="append", default=[],
+                   help="server argument (repeat; a relative path to an existing file is"
+                        " recorded absolute)")
+    b.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a variable for the server (repeat): its environment is otherwise"
+                        " scrubbed")
     b.add_argument("--skill", metavar="NAME", help="bind to a skill instead (not executable by"
                    " compiled workflows here)")
     b.add_argument("--op", action="append", default=[], metavar="ABSTRACT=CONCRETE",
@@ -224,7 +229,7 @@ def _remove(args: argparse.Namespace) -> int:
 
 async def _validate_async(args: argparse.Namespace) -> int:
     from clawtower.core.experts import home
-    from clawtower.core.experts.bindings import bindings_path, check_bindings, load_bindings
+    from clawtower.core.experts.bindings import binding_problems, bindings_path, load_bindings
     from clawtower.core.experts.package import load_package, operations_named, steps_of
     from clawtower.core.experts.tiers import shared_warnings
 
@@ -236,6 +241,7 @@ async def _validate_async(args: argparse.Namespace) -> int:
     pkg = load_package(home.package_dir(args.target) if installed else target)
     lines = [str(p) for p in pkg.problems]
     shared: list[str] = []
+    bad: list[str] = []  # the tools whose binding has a problem (not the package's fault)
     if installed and not pkg.errors:
         ops: dict[str, list[str]] = {}
         for proc in pkg.processes.values():
@@ -245,10 +251,13 @@ async def _validate_async(args: argparse.Namespace) -> int:
                         ops[t].append(o)
         try:
             bindings = load_bindings(bindings_path(pkg.name))
-            lines += await check_bindings(pkg.required_tools(), ops, bindings)
+            found = await binding_problems(pkg.required_tools(), ops, bindings)
+            lines += [line for _, line in found]
+            bad = list(dict.fromkeys(tool for tool, _ in found))
             shared = shared_warnings(pkg, bindings)  # warned, not failed (issue 34.2)
-        except ValidationError as exc:
+        except ValidationError as exc:  # the bindings file itself
             lines.append(str(exc))
+            bad = ["bindings.yaml"]
     failed = bool(pkg.errors) or (installed and len(lines) > len(pkg.problems))
     n = len(lines)  # the problems; the warnings below do not fail the package
     lines += [f"warning: {w}" for w in shared]
@@ -259,9 +268,15 @@ async def _validate_async(args: argparse.Namespace) -> int:
             print(line)
         if not lines:
             print(f"{pkg.name}: valid")
-    if failed:  # the report is the output; stderr says in one line which package failed
+    if failed and pkg.errors:  # the report is the output; stderr says in one line what failed
         sys.stderr.write(f"clawtower: error: {boundary.one_line(args.target)}: {n} problem"
                          f"{'' if n == 1 else 's'} (not a valid expert package)\n")
+    elif failed:  # the package is valid: what fails is how its tools are bound
+        which = ", ".join(bad)
+        sys.stderr.write(f"clawtower: error: {boundary.one_line(args.target)}: {n} binding"
+                         f" problem{'' if n == 1 else 's'} (binding {which}; the package is"
+                         f" valid: fix with clawtower expert bind {pkg.name}"
+                         f" {bad[0] if len(bad) == 1 else 'TOOL'} ...)\n")
     return 2 if failed else 0
 
 
@@ -309,6 +324,15 @@ def _bind(args: argparse.Namespace) -> int:
         raise ValidationError("expert bind: give exactly one of --mcp COMMAND or --skill NAME")
     raw: dict[str, Any] = ({"type": "mcp", "command": args.mcp, "args": args.arg}
                            if args.mcp else {"type": "skill", "skill": args.skill})
+    if args.env:
+        if not args.mcp:
+            raise ValidationError("expert bind: --env is for an MCP server (--mcp)")
+        raw["env"] = {}
+        for item in args.env:
+            k, sep, v = item.partition("=")
+            if not sep or not k:
+                raise ValidationError(f"--env {printable(item, 80)!r}: expected NAME=VALUE")
+            raw["env"][k] = v
     maps = {"args": _op_maps("--arg-map", args.arg_map),
             "inputs": _op_maps("--input-map", args.input_map)}
     if ops or any(maps.values()):

@@ -216,6 +216,8 @@ class Normaliser:
         """Record every resumeToken / approvalId in an envelope, in order of appearance."""
         if isinstance(value, dict):
             for k, v in value.items():
+                if k == "requiresInput" and isinstance(v, dict):  # deviation 12: clawtower's
+                    v = {x: y for x, y in v.items() if x != "approvalId"}  # own, not Lobster's
                 if k == "resumeToken" and isinstance(v, str) and v not in self.tokens:
                     self.tokens.append(v)
                 elif k == "approvalId" and isinstance(v, str) and v not in self.ids:
@@ -396,6 +398,12 @@ def comparable(result: dict[str, Any], with_stderr: bool) -> list[dict[str, Any]
         c = dict(c)
         if not with_stderr:
             c.pop("stderr", None)
+        env = c.get("envelope")
+        if isinstance(env, dict) and isinstance(env.get("requiresInput"), dict):
+            # deviation 12: an input gate's approvalId is clawtower's (Lobster has none);
+            # tests/test_workflows_gates.py checks it, the corpus compares the rest
+            c["envelope"] = {**env, "requiresInput": {
+                k: v for k, v in env["requiresInput"].items() if k != "approvalId"}}
         out.append(c)
     return out
 

@@ -110,10 +110,40 @@ def _binding(p: Path, name: str, raw: Any) -> ToolBinding:
     raise ValidationError(f"{where}.type: must be mcp or skill (got {kind!r})")
 
 
+def absolute_paths(raw: dict[str, Any], base: str | os.PathLike[str] | None = None
+                   ) -> dict[str, Any]:
+    """An MCP binding with its relative paths made absolute against `base` (the current
+    directory), so it works wherever it is used later (`serve`, a console, another shell):
+    the command when it is a path (`.venv/bin/python`; a bare name such as `python3` is looked
+    up on PATH when the server starts), each argument that names an existing file or folder,
+    and `cwd`. Symlinks are kept (a venv's python is one)."""
+    if raw.get("type") != "mcp":
+        return raw
+    root = Path(base) if base is not None else Path.cwd()
+    out = dict(raw)
+
+    def absolute(value: str) -> str:
+        return os.path.normpath(root / value)
+
+    cmd = out.get("command")
+    if isinstance(cmd, str) and "/" in cmd and not cmd.startswith(("/", "~")):
+        out["command"] = absolute(cmd)
+    args = out.get("args")
+    if isinstance(args, list):
+        out["args"] = [absolute(a) if isinstance(a, str) and a and not a.startswith(("/", "~", "-"))
+                       and (root / a).exists() else a for a in args]
+    cwd = out.get("cwd")
+    if isinstance(cwd, str) and cwd and not cwd.startswith(("/", "~")):
+        out["cwd"] = absolute(cwd)
+    return out
+
+
 def write_binding(expert: str, tool: str, raw: dict[str, Any]) -> Path:
-    """Set one tool's binding (checked first) in the expert's bindings file."""
+    """Set one tool's binding (checked first) in the expert's bindings file; relative paths
+    are recorded absolute (`absolute_paths`)."""
     import yaml
 
+    raw = absolute_paths(raw)
     p = bindings_path(expert)
     data: dict[str, Any] = {"tools": {}}
     if p.exists():
@@ -130,29 +160,36 @@ async def check_bindings(required: list[str], ops: dict[str, list[str]],
                          bindings: dict[str, ToolBinding]) -> list[str]:
     """Problems with the bindings of `required` tools: unbound, unreachable MCP servers (they
     are started and asked for their tools), operations the server does not offer."""
+    return [line for _, line in await binding_problems(required, ops, bindings)]
+
+
+async def binding_problems(required: list[str], ops: dict[str, list[str]],
+                           bindings: dict[str, ToolBinding]) -> list[tuple[str, str]]:
+    """`check_bindings`, each problem with the tool whose binding it is."""
     from ..tools.mcp import McpServer, McpServerError
 
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     for tool in required:
         b = bindings.get(tool)
         if b is None:
-            out.append(f"bindings.yaml:tools.{tool}: not bound (clawtower expert bind)")
+            out.append((tool, f"bindings.yaml:tools.{tool}: not bound (clawtower expert bind)"))
             continue
         if b.type != "mcp" or b.server is None:
-            out.append(f"bindings.yaml:tools.{tool}: skill bindings cannot be executed by"
-                       " compiled workflows here (no skill runtime); bind an MCP server")
+            out.append((tool, f"bindings.yaml:tools.{tool}: skill bindings cannot be executed by"
+                              " compiled workflows here (no skill runtime); bind an MCP server"))
             continue
         server = McpServer(b.server)
         try:
             offered = {t.name for t in await server.list_tools()}
-        except McpServerError as exc:
-            out.append(f"bindings.yaml:tools.{tool}: MCP server unreachable ({exc})")
+        except (McpServerError, ValidationError) as exc:
+            out.append((tool, f"bindings.yaml:tools.{tool}: binding {tool}: its MCP server"
+                              f" ({b.server.command}) cannot start or answer ({exc})"))
             continue
         finally:
             await server.aclose()
         for op in ops.get(tool, []):
             concrete = b.op(op).tool
             if concrete not in offered:
-                out.append(f"bindings.yaml:tools.{tool}.operations.{op}: the server has no"
-                           f" tool {concrete!r}")
+                out.append((tool, f"bindings.yaml:tools.{tool}.operations.{op}: the server has"
+                                  f" no tool {concrete!r} (binding {tool})"))
     return out

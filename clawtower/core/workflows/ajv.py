@@ -208,11 +208,28 @@ def first_error(schema: Any, instance: Any) -> tuple[str, str] | None:
     return _message(best)
 
 
+def all_errors(schema: Any, instance: Any) -> list[tuple[str, str]]:
+    """Every (instancePath or "/", message), Ajv's first error first, then the others in the
+    order Ajv would meet them; [] when valid."""
+    validator = jsonschema.Draft7Validator(schema)
+    ranked = sorted(validator.iter_errors(instance),
+                    key=lambda e: (_error_key(e, schema), [str(p) for p in e.absolute_path]))
+    out: list[tuple[str, str]] = []
+    for e in ranked:
+        m = _message(e)
+        if m not in out:
+            out.append(m)
+    return out
+
+
 def validate_response(schema: Any, response: Any, step_id: str) -> str | None:
-    """Lobster's error text for a response that fails its schema, or None."""
-    err = first_error(schema, response)
-    if err is None:
+    """Lobster's error text for a response that fails its schema, or None. Lobster reports
+    Ajv's first error only; its words come first, unchanged, and every other error follows
+    on the same line as `; also at PATH: MESSAGE` (docs/workflow-deviations.md, 12)."""
+    errors = all_errors(schema, response)
+    if not errors:
         return None
-    path, message = err
+    (path, message), rest = errors[0], errors[1:]
+    also = "".join(f"; also at {p}: {m}" for p, m in rest)
     return (f"Workflow input step {step_id} response failed schema validation at {path}:"
-            f" {message}")
+            f" {message}{also}")

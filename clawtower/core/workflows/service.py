@@ -363,7 +363,8 @@ class Workflows(Decisions, Adoption):
         if pause.kind == "approval":
             return ok_envelope("needs_approval", [], {**request, "resumeToken": token,
                                                       "approvalId": approval_id})
-        return ok_envelope("needs_input", [], None, {**request, "resumeToken": token})
+        return ok_envelope("needs_input", [], None, {**request, "resumeToken": token,
+                                                    "approvalId": approval_id})
 
     # --------------------------------------------------------------- resume
 

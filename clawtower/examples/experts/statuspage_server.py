@@ -2,10 +2,12 @@
 the example expert `incident-desk`, so the demo's approved notice is really published
 somewhere you can look at.
 
-    python3 examples/experts/statuspage_server.py [--data FILE]
+    .venv/bin/python examples/experts/statuspage_server.py [--data FILE]
 
-Notices are kept in FILE (default `$CLAWTOWER_HOME/statuspage.json`, or
-`~/.clawtower/statuspage.json`), one JSON list, rewritten whole on each post.
+It needs the MCP SDK (the project's venv has it). Notices are kept in FILE (default
+`$CLAWTOWER_HOME/statuspage.json`, or `~/.clawtower/statuspage.json` when that is unset), one
+JSON list, rewritten whole on each post. An MCP server's environment is scrubbed, so a
+binding passes the home explicitly (`--env CLAWTOWER_HOME=...`, see the package's README).
 Operations: `post_notice {service, summary}` -> `{notice_id, url}`;
 `list_open_incidents {}` -> `{open_incidents}`.
 """
