@@ -157,7 +157,7 @@ def key_width(key: FooterKey) -> int:
 class KeyBar(Footer):
     """The footer: the current mode's keys, each whole. When they do not all fit (an
     80-column terminal), the last ones leave rather than a label being cut mid-word, and
-    `?` says "More keys": its key panel lists every key. The mode's own keys come first in
+    `?` says "More": its key panel lists every key. The mode's own keys come first in
     the footer, so the app-wide ones (`:`, `q`) are the ones that leave first."""
 
     def compose(self) -> ComposeResult:
@@ -176,7 +176,7 @@ class KeyBar(Footer):
             return
         more = next((k for k in keys if k.action.endswith("toggle_help")), None)
         if more is not None:
-            more.description = "More keys"
+            more.description = "More"  # short: the room it takes is a key's
             room -= key_width(more)
         for key in keys:
             if key is more:
