@@ -146,9 +146,11 @@ async def cmd_spec(args: argparse.Namespace) -> int:
                 if names is not False:
                     p[fld] = names
             config = parse_config(data, f"agents spec set {args.name}")
+            _check_credentials(args.name, config)
             agent_id = await sessions.set_spec(args.name, config, by=_operator())
             print(f"{args.name}: {agent_id}")
-            for warning in await _approval_warnings(store, args.name, config):
+            for warning in [*await _approval_warnings(store, args.name, config),
+                            *_skill_warnings(args.name, config)]:
                 sys.stderr.write(f"clawtower: warning: {warning}\n")
             return 0
         raise ValidationError(f"agents spec: unknown action {sc!r}")
@@ -220,6 +222,32 @@ async def _approval_warnings(store: Store, name: str, config: AgentSpecConfig) -
     return [f"agent spec {name}: policy.approval.tools.{rule!r} matches no tool it can see"
             f" (known: {', '.join(visible) or 'none'})" for rule in ap.unmatched(visible)
             if rule not in (allow or [])]
+
+
+def _check_credentials(name: str, config: AgentSpecConfig) -> None:
+    """A Gateway credentials file (`defaults.acp.openclaw.token_file`) that is not there is
+    refused now, not at the spec's first turn."""
+    from clawtower.core.acp.config import harness_from_data
+
+    acp = config.defaults.acp
+    if isinstance(acp, dict):
+        harness = harness_from_data(acp, str(acp.get("name") or "inline"), "acp")
+        if harness.openclaw is not None and (why := harness.openclaw.preflight(name)):
+            raise ValidationError(f"agent spec {name}: {why}")
+
+
+def _skill_warnings(name: str, config: AgentSpecConfig) -> list[str]:
+    """Allowed skills that no SKILL.md of the skills folder defines: most likely a typo (as
+    unmatched approval rules, a warning: the skill may be written later)."""
+    from clawtower.core.sessions.skills import load_skills
+
+    allow = config.policy.skills
+    if not allow:
+        return []
+    known = load_skills().skills
+    return [f"agent spec {name}: policy.skills {skill!r}: no such skill"
+            f" (known: {', '.join(sorted(known)) or 'none'})"
+            for skill in allow if skill != "*" and skill not in known]
 
 
 def _spec_row(s: dict[str, Any]) -> list[str]:

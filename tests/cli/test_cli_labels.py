@@ -27,3 +27,33 @@ def test_a_command_without_its_action_lists_the_actions(run: Run) -> None:
     # a missing argument that is not the action is not followed by the actions
     r = run("memory", "search")
     assert r.code == 2 and "one of:" not in r.err
+
+
+def test_spec_set_warns_of_a_skill_that_does_not_exist(run: Run, db: Path,
+                                                       home: Path) -> None:
+    skill = home / "skills" / "release-notes" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: release-notes\ndescription: How we write them.\n---\nBody.\n")
+    r = run("agents", "spec", "set", "x", "--skills", "release-notes,relase-notes", "--db", db)
+    assert r.code == 0, r.err
+    assert r.err.count("\n") == 1, r.err
+    assert "warning: agent spec x: policy.skills 'relase-notes': no such skill" in r.err
+    assert "(known: release-notes)" in r.err
+    r = run("agents", "spec", "set", "x", "--skills", "release-notes", "--db", db)
+    assert r.code == 0 and r.err == ""
+
+
+def test_spec_set_refuses_a_gateway_token_file_that_does_not_exist(run: Run, db: Path,
+                                                                   tmp_path: Path) -> None:
+    missing = tmp_path / "gateway.token"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("defaults:\n  acp:\n    openclaw:\n      url: ws://127.0.0.1:18789\n"
+                    f"      token_file: '{missing}'\n      agent: main\n")
+    r = run("agents", "spec", "set", "oc", "--file", spec, "--db", db)
+    assert r.code == 2 and r.err.count("\n") == 1, r.err
+    assert f"openclaw.token_file {missing} does not exist" in r.err
+    r = run("agents", "spec", "list", "--db", db)
+    assert "oc" not in r.out
+    missing.write_text("secret\n")
+    r = run("agents", "spec", "set", "oc", "--file", spec, "--db", db)
+    assert r.code == 0, r.err
