@@ -107,7 +107,7 @@ async def cmd_spec(args: argparse.Namespace) -> int:
                 nothing_yet("agent specs", "`clawtower agents spec import` or `... set NAME`")
             else:
                 print(output.table([_spec_row(s.as_json()) for s in specs],
-                                   ["ID", "NAME", "MODEL", "TOOLS", "SKILLS", "SOURCE"]))
+                                   ["ID", "NAME", "RUNS ON", "TOOLS", "SKILLS", "SOURCE"]))
             return 0
         if sc == "show":
             s = await sessions.spec(args.ref)
@@ -116,7 +116,10 @@ async def cmd_spec(args: argparse.Namespace) -> int:
             else:
                 import yaml
 
-                print(f"{s.name} ({s.agent_id}) from {s.source}")
+                from clawtower.core.sessions.specs import executor_label
+
+                print(f"{s.name} ({s.agent_id}) from {s.source}; runs on"
+                      f" {executor_label(s.config.defaults.model_dump(mode='json'))}")
                 print(yaml.safe_dump(s.config.model_dump(mode="json"), sort_keys=False)
                       .rstrip())
             return 0
@@ -256,7 +259,9 @@ def _spec_row(s: dict[str, Any]) -> list[str]:
     def names(v: list[str] | None) -> str:
         return "all" if v is None else ",".join(v) or "none"
 
-    return [s["agent_id"], s["name"], f"{d['provider'] or 'simulator'}/{d['model'] or '-'}",
+    from clawtower.core.sessions.specs import executor_label
+
+    return [s["agent_id"], s["name"], executor_label(d),
             names(p["tools"]), names(p["skills"]), s["source"]]
 
 

@@ -57,3 +57,26 @@ def test_spec_set_refuses_a_gateway_token_file_that_does_not_exist(run: Run, db:
     missing.write_text("secret\n")
     r = run("agents", "spec", "set", "oc", "--file", spec, "--db", db)
     assert r.code == 0, r.err
+
+
+def test_a_spec_on_a_gateway_or_harness_shows_what_runs_it(run: Run, db: Path,
+                                                          tmp_path: Path) -> None:
+    token = tmp_path / "gateway.token"
+    token.write_text("secret\n")
+    spec = tmp_path / "oc.yaml"
+    spec.write_text("defaults:\n  acp:\n    openclaw:\n      url: ws://127.0.0.1:18789\n"
+                    f"      token_file: '{token}'\n      agent: main\n")
+    assert run("agents", "spec", "set", "oc", "--file", spec, "--db", db).code == 0
+    named = tmp_path / "named.yaml"
+    named.write_text("defaults:\n  acp: claude\n")
+    assert run("agents", "spec", "set", "cc", "--file", named, "--db", db).code == 0
+    assert run("agents", "spec", "set", "plain", "--db", db).code == 0
+    r = run("agents", "spec", "list", "--db", db)
+    rows = {line.split()[1]: line.split()[2] for line in r.out.splitlines()[1:]}
+    assert rows == {"oc": "openclaw:main", "cc": "acp:claude", "plain": "simulator/-"}, r.out
+    r = run("agents", "spec", "show", "oc", "--db", db)
+    assert "runs on openclaw:main" in r.out.splitlines()[0]
+    # the console's and the CLI's `/agents` command too
+    sid = run("session", "new", "--agent", "oc", "--db", db).out.strip()
+    r = run("session", "send", sid, "/agents", "--db", db)
+    assert "* oc (" in r.out and ") openclaw:main tools:" in r.out, r.out
