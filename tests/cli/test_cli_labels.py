@@ -80,3 +80,15 @@ def test_a_spec_on_a_gateway_or_harness_shows_what_runs_it(run: Run, db: Path,
     sid = run("session", "new", "--agent", "oc", "--db", db).out.strip()
     r = run("session", "send", sid, "/agents", "--db", db)
     assert "* oc (" in r.out and ") openclaw:main tools:" in r.out, r.out
+
+
+def test_flow_wait_that_times_out_names_the_approval_it_waits_on(run: Run, db: Path,
+                                                                 tmp_path: Path) -> None:
+    spec = tmp_path / "ada.yaml"
+    spec.write_text("policy:\n  tools: [clock.now]\n  approval: {tools: {clock.now: confirm}}\n")
+    assert run("agents", "spec", "set", "ada", "--file", spec, "--db", db).code == 0
+    r = run("flow", "run", "ada", "#call clock.now {}", "--wait", "--timeout", "3", "--db", db)
+    assert r.code == 1, r.err
+    pending = run("approvals", "--db", db).out.splitlines()[1].split()[0]
+    assert (f"F-1 waits on approval {pending}: clawtower approve {pending}"
+            in r.err.splitlines()[-1]), r.err
