@@ -92,3 +92,18 @@ def test_flow_wait_that_times_out_names_the_approval_it_waits_on(run: Run, db: P
     pending = run("approvals", "--db", db).out.splitlines()[1].split()[0]
     assert (f"F-1 waits on approval {pending}: clawtower approve {pending}"
             in r.err.splitlines()[-1]), r.err
+
+
+def test_a_single_memory_hit_does_not_read_as_no_match(run: Run, db: Path) -> None:
+    assert run("memory", "put", "shared:notes", "k1", "the deploy key rotates monthly",
+               "--db", db).code == 0
+    r = run("memory", "search", "shared:notes", "deploy", "--db", db)
+    assert r.code == 0, r.err
+    mode, hit = r.out.splitlines()
+    assert "score: relevance against the best hit" in mode
+    assert hit == "1.000 shared:notes k1: the deploy key rotates monthly", r.out
+    assert run("memory", "put", "shared:notes", "k2", "deploy deploy on friday",
+               "--db", db).code == 0
+    lines = run("memory", "search", "shared:notes", "deploy", "--db", db).out.splitlines()[1:]
+    assert lines[0].startswith("1.000 shared:notes k2")
+    assert 0 < float(lines[1].split()[0]) < 1
