@@ -80,6 +80,9 @@ def test_a_spec_on_a_gateway_or_harness_shows_what_runs_it(run: Run, db: Path,
     sid = run("session", "new", "--agent", "oc", "--db", db).out.strip()
     r = run("session", "send", sid, "/agents", "--db", db)
     assert "* oc (" in r.out and ") openclaw:main tools:" in r.out, r.out
+    # and the session itself (`session show`; the console's session head says the same)
+    r = run("session", "show", sid, "--db", db)
+    assert "runs on: openclaw:main" in r.out, r.out
 
 
 def test_flow_wait_that_times_out_names_the_approval_it_waits_on(run: Run, db: Path,
