@@ -47,3 +47,17 @@ async def test_a_workflow_runs_events_read_as_sentences(tmp_path: Path) -> None:
     assert lines["workflow.finished"].startswith("workflow finished:")
     for line in lines.values():
         assert "{" not in line.split(":", 1)[0]  # never a raw payload dump
+
+
+def test_an_event_with_no_sentence_reads_as_key_value_text_not_a_python_dict() -> None:
+    from clawtower.core.events import StoredEvent
+    from clawtower.core.flows.events import FlowStarted
+
+    payload = FlowStarted(agent="ada", instruction="check logs", root_task="F-1/root",
+                          limits={"max_depth": 6}, split=False, by="")
+    e = StoredEvent(seq=1, ts=0.0, entity="flow", entity_id="F-1", type="flow.started",
+                    actor="root", role="agent", payload=payload)
+    line = event_summary(e)
+    assert "{'" not in line and "False" not in line, line
+    assert line == ("agent: ada, instruction: check logs, context: {}, root_task: F-1/root,"
+                    ' limits: {"max_depth": 6}, split: false'), line

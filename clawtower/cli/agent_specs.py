@@ -107,7 +107,7 @@ async def cmd_spec(args: argparse.Namespace) -> int:
                 nothing_yet("agent specs", "`clawtower agents spec import` or `... set NAME`")
             else:
                 print(output.table([_spec_row(s.as_json()) for s in specs],
-                                   ["ID", "NAME", "MODEL", "TOOLS", "SKILLS", "SOURCE"]))
+                                   ["ID", "NAME", "RUNS ON", "TOOLS", "SKILLS", "SOURCE"]))
             return 0
         if sc == "show":
             s = await sessions.spec(args.ref)
@@ -116,7 +116,10 @@ async def cmd_spec(args: argparse.Namespace) -> int:
             else:
                 import yaml
 
-                print(f"{s.name} ({s.agent_id}) from {s.source}")
+                from clawtower.core.sessions.specs import executor_label
+
+                print(f"{s.name} ({s.agent_id}) from {s.source}; runs on"
+                      f" {executor_label(s.config.defaults.model_dump(mode='json'))}")
                 print(yaml.safe_dump(s.config.model_dump(mode="json"), sort_keys=False)
                       .rstrip())
             return 0
@@ -146,9 +149,11 @@ async def cmd_spec(args: argparse.Namespace) -> int:
                 if names is not False:
                     p[fld] = names
             config = parse_config(data, f"agents spec set {args.name}")
+            _check_credentials(args.name, config)
             agent_id = await sessions.set_spec(args.name, config, by=_operator())
             print(f"{args.name}: {agent_id}")
-            for warning in await _approval_warnings(store, args.name, config):
+            for warning in [*await _approval_warnings(store, args.name, config),
+                            *_skill_warnings(args.name, config)]:
                 sys.stderr.write(f"clawtower: warning: {warning}\n")
             return 0
         raise ValidationError(f"agents spec: unknown action {sc!r}")
@@ -222,13 +227,41 @@ async def _approval_warnings(store: Store, name: str, config: AgentSpecConfig) -
             if rule not in (allow or [])]
 
 
+def _check_credentials(name: str, config: AgentSpecConfig) -> None:
+    """A Gateway credentials file (`defaults.acp.openclaw.token_file`) that is not there is
+    refused now, not at the spec's first turn."""
+    from clawtower.core.acp.config import harness_from_data
+
+    acp = config.defaults.acp
+    if isinstance(acp, dict):
+        harness = harness_from_data(acp, str(acp.get("name") or "inline"), "acp")
+        if harness.openclaw is not None and (why := harness.openclaw.preflight(name)):
+            raise ValidationError(f"agent spec {name}: {why}")
+
+
+def _skill_warnings(name: str, config: AgentSpecConfig) -> list[str]:
+    """Allowed skills that no SKILL.md of the skills folder defines: most likely a typo (as
+    unmatched approval rules, a warning: the skill may be written later)."""
+    from clawtower.core.sessions.skills import load_skills
+
+    allow = config.policy.skills
+    if not allow:
+        return []
+    known = load_skills().skills
+    return [f"agent spec {name}: policy.skills {skill!r}: no such skill"
+            f" (known: {', '.join(sorted(known)) or 'none'})"
+            for skill in allow if skill != "*" and skill not in known]
+
+
 def _spec_row(s: dict[str, Any]) -> list[str]:
     d, p = s["config"]["defaults"], s["config"]["policy"]
 
     def names(v: list[str] | None) -> str:
         return "all" if v is None else ",".join(v) or "none"
 
-    return [s["agent_id"], s["name"], f"{d['provider'] or 'simulator'}/{d['model'] or '-'}",
+    from clawtower.core.sessions.specs import executor_label
+
+    return [s["agent_id"], s["name"], executor_label(d),
             names(p["tools"]), names(p["skills"]), s["source"]]
 
 

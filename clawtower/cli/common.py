@@ -119,6 +119,8 @@ class CommandParser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments:"):
             message += self._suggest(parser, message.partition(":")[2].split())
         message = _near_choice(message)
+        if message.startswith("the following arguments are required:"):
+            message += self._actions_of(parser, message)
         usage = " ".join(parser.format_usage().split())
         sys.stderr.write(f"{self.prog}: error: {one_line(message)}; {usage}\n")
         raise SystemExit(2)
@@ -135,6 +137,15 @@ class CommandParser(argparse.ArgumentParser):
                 continue
             parser = subs[0].choices[word]
         return parser
+
+    @staticmethod
+    def _actions_of(parser: argparse.ArgumentParser, message: str) -> str:
+        """' (one of: list, show, search)': the actions a command given none could take."""
+        missing = message.partition(":")[2].replace(",", " ").split()
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+                and str(a.metavar or a.dest) in missing]
+        names = [c.dest for c in subs[0]._choices_actions] if subs else []
+        return f" (one of: {', '.join(names)})" if names else ""
 
     @staticmethod
     def _suggest(parser: argparse.ArgumentParser, unknown: list[str]) -> str:

@@ -246,10 +246,25 @@ async def _wait(store: Store, cfg: ClawtowerConfig, fid: str, args: argparse.Nam
     sys.stderr.write(f"{fid} · {flow['status']} · {flow['done']}/{flow['nodes']} tasks done ·"
                      f" {flow['tokens']} tokens\n")
     if flow["status"] == "running":
-        raise ClawError(f"flow {fid!r}: still running after {args.timeout:g} s (--timeout)")
+        raise ClawError(f"flow {fid!r}: still running after {args.timeout:g} s (--timeout)"
+                        + await _waits_on(store, fid))
     if flow["status"] != "done":
         raise ClawError(f"flow {fid!r}: {flow['status']}: {flow['error'] or '-'}")
     return 0
+
+
+async def _waits_on(store: Store, fid: str) -> str:
+    """'; F-3 waits on approval 1a2b3c4d: clawtower approve 1a2b3c4d' when a turn of one of
+    the flow's sessions stopped at a tool call that needs an approval (why the flow does not
+    move), else ''."""
+    rows = await store.fetchall(
+        "SELECT id FROM approvals WHERE status='pending' AND subject IN (SELECT id FROM"
+        " sessions WHERE created_by=?) ORDER BY seq", (f"flow:{fid}",))
+    if not rows:
+        return ""
+    ids = [str(r["id"]) for r in rows]
+    more = f" (and {len(ids) - 1} more: clawtower approvals)" if len(ids) > 1 else ""
+    return f"; {fid} waits on approval {ids[0]}: clawtower approve {ids[0]}{more}"
 
 
 async def _work(store: Store, cfg: ClawtowerConfig, args: argparse.Namespace) -> int:

@@ -158,8 +158,17 @@ async def _search(args: argparse.Namespace) -> int:
         got = await _memories(store, args).recall([args.namespace], args.query, k=args.k,
                                                   min_score=args.min_score)
     mode = f"mode: {got.mode}" + (f" ({got.reason})" if got.reason else "")
+    scores = [float(r["score"]) for r in got.rows]
+    if got.mode == "bm25" and scores:
+        # raw BM25 is unbounded and, over a handful of memories, near zero (FTS5 floors the
+        # idf of a word most of them hold): a hit printed 0.000 read as no match. The text
+        # shows each hit against the best (1.00); --json keeps the raw score.
+        top = max(scores)
+        scores = [s / top if top > 0 else 1.0 for s in scores]
+        mode += "; score: relevance against the best hit (1.00)"
     return _emit(args, {"mode": got.mode, "reason": got.reason, "memories": got.rows},
-                 "\n".join([mode, *(f"{r['score']:.3f} {_line(r)}" for r in got.rows)])
+                 "\n".join([mode, *(f"{s:.3f} {_line(r)}" for s, r in zip(scores, got.rows,
+                                                                             strict=True))])
                  if got.rows else f"{mode}\nno match")
 
 

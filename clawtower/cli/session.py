@@ -334,11 +334,11 @@ def _tree_lines(nodes: list[dict[str, Any]], depth: int = 0) -> list[str]:
 
 
 def _detail(s: dict[str, Any]) -> str:
-    model = (f"{s['provider_override']}/{s['model_override']}" if s["model_override"]
-             else "spec default")
+    model = s.get("runs_on") or (f"{s['provider_override']}/{s['model_override']}"
+                                 if s["model_override"] else "spec default")
     lines = [f"{s['id']}: {s['title'] or '(untitled)'}",
              f"  status: {s['status']}" + (f" ({s['result']})" if s["result"] else ""),
-             f"  agent: {s['agent']} ({s['agent_id']}) · model: {model}",
+             f"  agent: {s['agent']} ({s['agent_id']}) · runs on: {model}",
              f"  channel: {s['channel']} · deliver: {str(s['deliver']).lower()} · hop"
              f" {s['hop']}" + (f" · parent {s['parent_id']}" if s["parent_id"] else ""),
              f"  usage: {s['turns']} turn(s), {s['tokens']} tokens, ${s['cost_usd']:.6f}",

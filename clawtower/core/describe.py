@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from .textsafe import safe_line
@@ -10,10 +11,29 @@ if TYPE_CHECKING:  # `task show` labels verdicts without the event models
     from .events import StoredEvent
 
 
+def readable(value: Any) -> str:
+    """A payload value as a reader reads it, never a Python repr: a mapping as `key: value,
+    ...` (a nested value as JSON; keys with no value left out), a string as it is, anything
+    else as JSON."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_plain(v)}" for k, v in value.items()
+                         if v is not None and v != "")
+    return _plain(value)
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except ValueError:  # a circular structure: not from a payload
+        return str(value)
+
+
 def one_line(text: Any, limit: int = 400) -> str:
-    """`text` as one line for a reader: whitespace collapsed, controls and bidi characters
-    shown (core/textsafe.py), cut at `limit`."""
-    s = safe_line(" ".join(str(text).split()))
+    """`text` as one line for a reader (a mapping or list: `readable`): whitespace collapsed,
+    controls and bidi characters shown (core/textsafe.py), cut at `limit`."""
+    s = safe_line(" ".join(readable(text).split()))
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
@@ -70,7 +90,7 @@ def _summary(e: StoredEvent, arrow: str) -> str:
     if t == "side_effect.intent":
         return f"side effect {p['effect_id']} starting"
     if t == "side_effect.done":
-        return f"side effect {p['effect_id']} done {p.get('result', '')}".rstrip()
+        return f"side effect {p['effect_id']} done {one_line(p.get('result', ''), 200)}".rstrip()
     if t == "approval.requested":
         return f"approval asked ({p['kind']}) for {p['subject']}: {p.get('title', '')}"
     if t == "approval.decided":

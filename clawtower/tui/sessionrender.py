@@ -80,10 +80,10 @@ def head_renderable(pal: Palette, s: dict[str, Any]) -> RenderableType:
     head.append("   ")
     head.append(f" {str(s['status']).upper()} ",
                 style=pal.tone(STATUS_TONE.get(str(s["status"]), "idle"), "bold reverse"))
-    model = (f"{s['provider_override']}/{s['model_override']}" if s.get("model_override")
-             else "spec default")
+    model = s.get("runs_on") or (f"{s['provider_override']}/{s['model_override']}"
+                                 if s.get("model_override") else "spec default")
     parent = f" · parent {s['parent_id']} (hop {s['hop']})" if s.get("parent_id") else ""
-    meta = Text(f"agent {s['agent']} ({s['agent_id']}) · model {model} · channel"
+    meta = Text(f"agent {s['agent']} ({s['agent_id']}) · runs on {model} · channel"
                 f" {s['channel']}{' (deliver)' if s.get('deliver') else ''}{parent}",
                 style=pal.tone("idle"))
     usage = Text(f"{s['turns']} turn(s) · {s['tokens']:,} tokens · ${s['cost_usd']:.6f} ·"

@@ -21,7 +21,7 @@ from .columns import Column
 from .model import PHASE_ORDER, PHASE_TONE, fmt_time
 from .protocol import ConsoleApp
 from .rowlist import Cell, RowList
-from .workflowdata import RUN_TONE
+from .workflowdata import run_status
 
 
 def phase_label(phase: str) -> str:
@@ -376,12 +376,7 @@ class WorkflowList(ItemList):
         return (item.get("last_seq"), item.get("driver"))  # a driver dies without an event
 
     def row_cells(self, key: Hashable, data: Any) -> Sequence[Cell]:
-        status = str(data["status"])
-        tone = RUN_TONE.get(status, "idle")
-        if status == "paused":
-            status = f"waiting {data.get('gate_kind') or 'gate'}"
-        elif data.get("driver") == "gone":
-            status, tone = "orphaned", "failed"
+        status, tone = run_status(data)
         return [
             (data["id"], "key"),
             one_line(str(data.get("name") or data.get("file") or "")),

@@ -27,6 +27,18 @@ STEP_TONE = {"running": "active", "retrying": "active", "waiting": "waiting", "d
              "failed": "failed", "skipped": "idle", "cancelled": "idle", "pending": "dim"}
 
 
+def run_status(run: dict[str, Any]) -> tuple[str, str]:
+    """A run's status as the console says it, and its tone: one wording in the list and the
+    detail ("waiting approval", not "paused" in one and the other in the other)."""
+    status = str(run["status"])
+    tone = RUN_TONE.get(status, "idle")
+    if status == "paused":
+        return f"waiting {run.get('gate_kind') or 'gate'}", tone
+    if run.get("driver") == "gone":
+        return "orphaned", "failed"
+    return status, tone
+
+
 # the services driving this console's runs, so quitting can hand them over
 _LIVE: weakref.WeakSet[Workflows] = weakref.WeakSet()
 

@@ -135,3 +135,22 @@ async def test_the_consoles_flow_engine_drives_the_live_demo_flow(tmp_path: Path
                                        for r in screen.rows), timeout=60)
         f3 = [r for r in screen.rows if r["id"].startswith("F-3/")]
         assert len(f3) == 7 and all(r["status"] == "done" for r in f3)
+
+
+async def test_x_on_a_finished_flow_says_why_it_does_nothing(flows_template: Path,
+                                                            tmp_path: Path) -> None:
+    db = copy_store(flows_template, tmp_path / "store.db")
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("7")
+        await until(pilot, lambda: isinstance(app.screen, FlowsScreen))
+        screen = app.screen
+        assert isinstance(screen, FlowsScreen)
+        await until(pilot, lambda: len(screen.rows) == 13)
+        screen.query_one(FlowTree).move_cursor_to_key("F-1")
+        await until(pilot, lambda: screen.detail is not None
+                    and screen.detail["flow"]["id"] == "F-1")
+        await pilot.press("x")
+        await until(pilot, lambda: any(n.message == "F-1 is done: nothing to cancel"
+                                       for n in app._notifications))
+        assert next(r for r in screen.rows if r["id"] == "F-1")["status"] == "done"

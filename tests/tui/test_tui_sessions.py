@@ -254,3 +254,25 @@ async def test_the_input_line_refuses_a_flow_session(tmp_path: Path) -> None:
         assert (await Sessions(store).get("S-1"))["pending"] == []
     finally:
         await store.close()
+
+
+def test_a_failed_sessions_status_fits_and_flow_sessions_come_after_the_others() -> None:
+    """Issue 39: mode 4 cut `finished error` to `finished er…`, and listed the demo's three
+    sessions after thirty flow-node sessions."""
+    from clawtower.tui.screens.sessions import flatten
+
+    def row(sid: str, by: str, status: str = "idle", result: str = "") -> dict[str, Any]:
+        return {"id": sid, "created_by": by, "status": status, "result": result,
+                "agent": "ada", "tokens": 0, "cost_usd": 0.0, "title": sid, "children": []}
+
+    forest = [row("S-1", "flow:F-1"), row("S-2", "root"), row("S-3", "flow:F-2"),
+              row("S-4", "flow:F-1"), row("S-5", "root", "finished", "error")]
+    forest[1]["children"] = [row("S-6", "root")]
+    rows = flatten(forest)
+    assert [(r["id"], r["depth"]) for r in rows] == [
+        ("S-2", 0), ("S-6", 1), ("S-5", 0), ("S-1", 0), ("S-4", 0), ("S-3", 0)]
+    status_width = next(c.fit for c in SessionList.columns if c.label == "Status")
+    cells = SessionList.row_cells(SessionList(), "S-5", rows[2])
+    text, tone = cells[1]
+    assert (text, tone) == ("error", "failed") and len(text) <= status_width
+    assert SessionList.row_cells(SessionList(), "S-2", rows[0])[1][0] == "idle"

@@ -185,6 +185,20 @@ async def test_mode_5_lists_runs_and_cancels_a_paused_one(tmp_path: Path) -> Non
     assert run["status"] == "cancelled"
 
 
+async def test_a_paused_run_reads_the_same_in_the_list_and_the_detail(tmp_path: Path) -> None:
+    db = str(tmp_path / "store.db")
+    paused(db, tmp_path, APPROVE_FLOW, "ship.lobster")
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await in_mode_5(pilot)
+        run = app.model.workflows[0]
+        cells = " ".join(str(c) for c in app.screen.query_one(WorkflowList).row_cells(
+            run["id"], run))
+        head = shown(app.screen.query_one("#wf-head", Static))
+        assert "waiting approval" in cells
+        assert "waiting approval" in head and "paused" not in head, head
+
+
 async def running_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pid_start: str) -> str:
     """A store with one run recorded as started (and never finished) by the process of this
     host named by `pid_start` ("PID:START"); the store's path."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from .service import Sessions
+from .specs import executor_label
 
 if TYPE_CHECKING:
     from ..agents.config import ClawtowerConfig
@@ -48,8 +49,8 @@ async def run_command(sessions: Sessions, sid: str, line: str, *,
             mark = "*" if s.agent_id == session["agent_id"] else " "
             d = s.config.defaults
             tools = s.config.policy.tools
-            lines.append(f"{mark} {s.name} ({s.agent_id}) {d.provider or 'simulator'}/"
-                         f"{d.model or '-'} tools: "
+            lines.append(f"{mark} {s.name} ({s.agent_id}) "
+                         f"{executor_label(d.model_dump(mode='json'))} tools: "
                          f"{'all' if tools is None else ','.join(tools) or 'none'}")
         return CommandResult("\n".join(lines) or "no agent specs",
                              [{**s.as_json(), "active": s.agent_id == session["agent_id"]}

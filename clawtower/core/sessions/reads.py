@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import NotFound
 from ..store.interface import Store
+from .specs import executor_label
 
 
 def clip(text: str, limit: int) -> str:
@@ -63,6 +64,17 @@ def _session_json(r: dict[str, Any], spec_names: dict[str, str]) -> dict[str, An
     }
 
 
+def _runs_on(session: dict[str, Any], configs: dict[str, str]) -> str:
+    """What runs the session's turns: its model override, else its spec's executor
+    (`openclaw:main`, `acp:NAME`, `simulator/sim-standard`)."""
+    if session["model_override"]:
+        return f"{session['provider_override']}/{session['model_override']}"
+    raw = configs.get(session["agent_id"])
+    if not raw:
+        return "spec default"
+    return executor_label(json.loads(raw).get("defaults") or {})
+
+
 def _message_json(r: dict[str, Any]) -> dict[str, Any]:
     return {"seq": r["seq"], "msg_id": r["msg_id"], "role": r["role"], "text": r["text"],
             "meta": json.loads(r["meta"]), "at": r["at"]}
@@ -99,7 +111,7 @@ class SessionReads:
             ("SELECT * FROM session_announces WHERE parent_id=? ORDER BY seq", (sid,)),
             ("SELECT * FROM turn_jobs WHERE session_id=? ORDER BY queued_seq", (sid,)),
             ("SELECT * FROM sessions WHERE parent_id=? ORDER BY num", (sid,)),
-            ("SELECT agent_id, name FROM agent_specs", ()),
+            ("SELECT agent_id, name, config_json FROM agent_specs", ()),
             ("SELECT * FROM approvals WHERE kind='tool_call' AND subject=? AND"
              " status='pending' ORDER BY seq", (sid,)),
             ("SELECT e.seq, e.ts, e.payload FROM turns t JOIN events e ON e.entity='turn' AND"
@@ -109,6 +121,7 @@ class SessionReads:
             raise NotFound(f"session {sid!r}: no such session")
         names = {r["agent_id"]: r["name"] for r in specs}
         out = _session_json(rows[0], names)
+        out["runs_on"] = _runs_on(out, {r["agent_id"]: r["config_json"] for r in specs})
         out["messages"] = [_message_json(m) for m in msgs]
         out["backlog"] = [_backlog_json(b) for b in backlog]
         out["pending"] = [{"msg_id": i["msg_id"], "text": i["text"], "sender": i["sender"],

@@ -8,6 +8,7 @@ import functools
 import os
 from typing import TYPE_CHECKING, Any
 
+from ..config import config_path
 from ..errors import NotFound
 from ..events import NewEvent
 from ..store.interface import WriteTx
@@ -78,14 +79,24 @@ def spec_for(tx: WriteTx, ref: str, cfg: ClawtowerConfig | None, by: str) -> Age
         return spec_by_ref(tx, ref)
     except NotFound as exc:
         if cfg is None or ref not in cfg.agents:
-            hint = f"; clawtower.yaml has {', '.join(sorted(cfg.agents))}" if cfg is not None \
-                and cfg.agents else ""
+            hint = _known_agents_hint(cfg)
             raise NotFound(f"{exc}{hint}") from None
     config = from_agent_config(cfg, check_name(ref, f"{cfg.source}: agent"))
     source = f"config:{cfg.source}"
     agent_id = _set_spec(tx, ref, config, source, by)
     return AgentSpec(agent_id=agent_id, name=ref, config=config, source=source,
                      updated_at=tx.now)
+
+
+def _known_agents_hint(cfg: ClawtowerConfig | None) -> str:
+    """Where the names an unknown agent could have been come from: the config file, or the
+    built-in simulator cast when there is none (and where that file would be)."""
+    if cfg is None or not cfg.agents:
+        return ""
+    names = ", ".join(sorted(cfg.agents))
+    if cfg.path is not None:
+        return f"; {cfg.path.name} has {names}"
+    return f"; the built-in simulator cast has {names}; no clawtower.yaml at {config_path()[0]}"
 
 
 def _set_spec(tx: WriteTx, name: str, config: AgentSpecConfig, source: str, by: str) -> str:

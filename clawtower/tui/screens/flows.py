@@ -31,7 +31,7 @@ from ..model import Delta, fmt_time
 from ..render import Palette, columns_table
 from ..rowlist import Cell
 from ..views import ItemList
-from .base import ListDetailScreen
+from .base import ListDetailScreen, explained
 
 FLOWS_SHOWN = 20  # newest flows listed
 NODES_SHOWN = 300  # task rows per flow (the rest is counted on the flow's row)
@@ -58,6 +58,7 @@ class FlowTree(ItemList):
                 tooltip="Show the agent's inbox, outbox or archive"),
         Binding("x", "screen.cancel_flow", "Cancel", id="flow.cancel",
                 tooltip="Cancel the selected flow and its open tasks"),
+        explained("x", "cancel_flow"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -223,12 +224,18 @@ class FlowsScreen(ListDetailScreen):
         except ClawError as exc:
             self.notify(str(exc), severity="error", timeout=10)
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel_flow":
-            fid = (self.selected or "").split("/", 1)[0]
-            row = next((r for r in self.rows if r["id"] == fid), None)
-            return row is not None and row["status"] == "running"
-        return True
+    def unavailable(self, action: str) -> str | None:
+        """Why `x` cannot cancel now (said when it is pressed: a key never does nothing)."""
+        if action != "cancel_flow":
+            return super().unavailable(action)
+        fid = (self.selected or "").split("/", 1)[0]
+        row = next((r for r in self.rows if r["id"] == fid), None)
+        if row is None:
+            return "no flow selected: nothing to cancel" if self.rows else \
+                "no flows yet: nothing to cancel"
+        if row["status"] != "running":
+            return f"{fid} is {row['status']}: nothing to cancel"
+        return None
 
     # -- drawing
 

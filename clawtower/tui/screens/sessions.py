@@ -78,11 +78,10 @@ class SessionList(ItemList):
     def row_cells(self, key: Hashable, data: Any) -> Sequence[Cell]:
         depth = int(data.get("depth") or 0)
         label = ("  " * (depth - 1) + "└ " if depth else "") + str(data["id"])
-        status = str(data["status"]) + (f" {data['result']}" if data.get("result")
-                                        and data["result"] != "ok" else "")
+        status, tone = session_status(data)
         return [
             (label, "key"),
-            (status, STATUS_TONE.get(str(data["status"]), "idle")),
+            (status, tone),
             str(data["agent"]),
             (f"{data['tokens']:,}", "dim"),
             (f"${data['cost_usd']:.4f}", "dim"),
@@ -100,9 +99,29 @@ class SessionList(ItemList):
         return (item.get("last_seq"), item.get("depth"), item.get("order"))
 
 
+def session_status(data: dict[str, Any]) -> tuple[str, str]:
+    """A session's status in one short word and its tone: a session that finished other than
+    ok says how (`error`, `timeout`, `stopped`), not `finished error`, which the column cut
+    to `finished er…`."""
+    status, result = str(data["status"]), str(data.get("result") or "")
+    if status == "finished" and result and result != "ok":
+        return result, "failed"
+    return status, STATUS_TONE.get(status, "idle")
+
+
 def flatten(forest: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The session tree in display order, each row with its depth."""
+    """The session tree in display order, each row with its depth: the sessions people
+    started first, then the sessions flows started for their nodes (`created_by` flow:F-N),
+    grouped by flow, so a demo's three sessions are not buried under thirty flow nodes."""
     out: list[dict[str, Any]] = []
+    flows: dict[str, list[dict[str, Any]]] = {}
+    top: list[dict[str, Any]] = []
+    for n in forest:
+        by = str(n.get("created_by") or "")
+        if by.startswith("flow:"):
+            flows.setdefault(by, []).append(n)
+        else:
+            top.append(n)
 
     def walk(nodes: list[dict[str, Any]], depth: int) -> None:
         for n in nodes:
@@ -112,7 +131,7 @@ def flatten(forest: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append(row)
             walk(n.get("children") or [], depth + 1)
 
-    walk(forest, 0)
+    walk([*top, *(n for group in flows.values() for n in group)], 0)
     return out
 
 
@@ -405,4 +424,4 @@ class SessionsScreen(ListDetailScreen):
                   if runs else "Harness")
 
 
-__all__ = ["SessionList", "SessionsScreen", "flatten", "touched"]
+__all__ = ["SessionList", "SessionsScreen", "flatten", "session_status", "touched"]

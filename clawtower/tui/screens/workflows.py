@@ -21,7 +21,7 @@ from ..model import Delta, fmt_datetime, fmt_time
 from ..render import Palette, columns_table, kv_table
 from ..rowlist import RowList
 from ..views import ItemList, WorkflowList
-from ..workflowdata import RUN_TONE, STEP_TONE, get_run
+from ..workflowdata import STEP_TONE, get_run, run_status
 from .base import ListDetailScreen
 
 PREVIEW_CHARS = 600
@@ -89,8 +89,8 @@ def run_head(pal: Palette, run: dict[str, Any]) -> RenderableType:
     head = Text()
     head.append(f"{run['id']}  ", style=pal("accent", "bold"))
     head.append(str(run.get("name") or ""), style="bold")
-    status = str(run["status"])
-    head.append(f"  {status}", style=pal.tone(RUN_TONE.get(status, "idle"), "bold"))
+    status, tone = run_status(run)
+    head.append(f"  {status}", style=pal.tone(tone, "bold"))
     rows: list[tuple[str, Any]] = [
         ("file", Path(str(run.get("file") or "")).name),
         ("started", f"{fmt_datetime(run.get('started_at'))} by {run.get('started_by')}"),
