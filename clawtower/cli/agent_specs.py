@@ -116,7 +116,7 @@ async def cmd_spec(args: argparse.Namespace) -> int:
             else:
                 import yaml
 
-                from clawtower.core.sessions.specs import executor_label
+                from clawtower.core.sessions.reads import executor_label
 
                 print(f"{s.name} ({s.agent_id}) from {s.source}; runs on"
                       f" {executor_label(s.config.defaults.model_dump(mode='json'))}")
@@ -259,7 +259,7 @@ def _spec_row(s: dict[str, Any]) -> list[str]:
     def names(v: list[str] | None) -> str:
         return "all" if v is None else ",".join(v) or "none"
 
-    from clawtower.core.sessions.specs import executor_label
+    from clawtower.core.sessions.reads import executor_label
 
     return [s["agent_id"], s["name"], executor_label(d),
             names(p["tools"]), names(p["skills"]), s["source"]]

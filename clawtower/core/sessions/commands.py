@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
+from .reads import executor_label
 from .service import Sessions
-from .specs import executor_label
 
 if TYPE_CHECKING:
     from ..agents.config import ClawtowerConfig

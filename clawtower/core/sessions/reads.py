@@ -11,7 +11,6 @@ from typing import Any
 
 from ..errors import NotFound
 from ..store.interface import Store
-from .specs import executor_label
 
 
 def clip(text: str, limit: int) -> str:
@@ -62,6 +61,20 @@ def _session_json(r: dict[str, Any], spec_names: dict[str, str]) -> dict[str, An
         "created_by": r["created_by"], "created_at": r["created_at"],
         "updated_at": r["updated_at"], "last_seq": r["last_seq"],
     }
+
+
+def executor_label(defaults: dict[str, Any]) -> str:
+    """What runs a spec's turns, from its `defaults` (JSON form): `openclaw:AGENT` (a
+    Gateway agent), `acp:NAME` (another ACP harness), else `PROVIDER/MODEL`."""
+    acp = defaults.get("acp")
+    if isinstance(acp, str):
+        return f"acp:{acp}"
+    if isinstance(acp, dict):
+        oc = acp.get("openclaw")
+        if isinstance(oc, dict):
+            return f"openclaw:{oc.get('agent') or 'main'}"
+        return f"acp:{acp.get('name') or 'inline'}"
+    return f"{defaults.get('provider') or 'simulator'}/{defaults.get('model') or '-'}"
 
 
 def _runs_on(session: dict[str, Any], configs: dict[str, str]) -> str:

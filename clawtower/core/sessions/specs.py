@@ -68,20 +68,6 @@ class SpecDefaults(BaseModel):
         return v
 
 
-def executor_label(defaults: dict[str, Any]) -> str:
-    """What runs a spec's turns, from its `defaults` (JSON form): `openclaw:AGENT` (a
-    Gateway agent), `acp:NAME` (another ACP harness), else `PROVIDER/MODEL`."""
-    acp = defaults.get("acp")
-    if isinstance(acp, str):
-        return f"acp:{acp}"
-    if isinstance(acp, dict):
-        oc = acp.get("openclaw")
-        if isinstance(oc, dict):
-            return f"openclaw:{oc.get('agent') or 'main'}"
-        return f"acp:{acp.get('name') or 'inline'}"
-    return f"{defaults.get('provider') or 'simulator'}/{defaults.get('model') or '-'}"
-
-
 class SpecPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tools: list[str] | None = None
