@@ -47,9 +47,11 @@ async def test_the_demo_console_starts_a_live_meeting_and_a_gated_workflow(
                        operator="alice", on_loaded=on_loaded)
     async with app.run_test(size=SIZE) as pilot:
         await app.wait_loaded()
+        # the console's views refresh one by one: the approvals list may follow the paused
+        # run a moment later on a busy machine
         await until(pilot, lambda: any(m["status"] == "running" for m in app.model.meetings)
-                    and any(r["status"] == "paused" for r in app.model.workflows),
-                    timeout=30)
+                    and any(r["status"] == "paused" for r in app.model.workflows)
+                    and bool(app.model.approvals), timeout=30)
         [meeting] = app.model.meetings
         assert meeting["participants"] == DEMO_MEETING[0]
         [run] = app.model.workflows
