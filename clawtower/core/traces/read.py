@@ -1,0 +1,60 @@
+"""Reading traces from a store: its event log through `events_after`, nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import NotFound
+from ..events import StoredEvent
+from ..store.interface import Store
+from .builder import Redact, derive
+from .spans import Trace
+
+PAGE = 5000
+
+
+async def store_salt(store: Store) -> str:
+    """The store's identity in span ids: its first event's commit time (kept by a copy)."""
+    first = await store.events_after(0, 1)
+    return repr(first[0].ts) if first else ""
+
+
+async def read_events(store: Store, after: int = 0) -> list[StoredEvent]:
+    events: list[StoredEvent] = []
+    seq = after
+    while True:
+        batch = await store.events_after(seq, PAGE)
+        events.extend(batch)
+        if len(batch) < PAGE:
+            return events
+        seq = batch[-1].seq
+
+
+async def load(store: Store, *, capture_content: bool = False,
+               redact: Redact | None = None) -> list[Trace]:
+    """Every trace in the store's log (derived from the whole log: a span's parents may be
+    anywhere before it)."""
+    return derive(await read_events(store), salt=await store_salt(store),
+                  capture_content=capture_content, redact=redact)
+
+
+def matcher(ident: str) -> Callable[[Trace], bool]:
+    """A trace is named by its root id, an id inside it (a child session, a linked run) or
+    its trace id (hex, or a prefix of 8 or more digits)."""
+    low = ident.lower()
+
+    def match(t: Trace) -> bool:
+        return (ident == t.root or ident in t.aliases
+                or (len(low) >= 8 and t.trace_id.startswith(low)))
+    return match
+
+
+async def find_trace(store: Store, ident: str, *, capture_content: bool = False,
+                     redact: Redact | None = None) -> Trace:
+    """The trace `ident` names (NotFound naming it when none does)."""
+    match = matcher(ident)
+    for t in await load(store, capture_content=capture_content, redact=redact):
+        if match(t):
+            return t
+    raise NotFound(f"no trace for {ident!r} (give a session, flow, workflow run, meeting,"
+                   " task or trigger invocation id, or a trace id)")
