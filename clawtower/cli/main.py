@@ -31,7 +31,7 @@ from .common import CommandParser, add_config_option
 GROUPS: tuple[str, ...] = (
     "demo", "init", "serve", "events", "task", "approvals", "meeting", "store_admin", "workflow",
     "agents", "tools", "session", "expert", "flow", "acp", "triggers", "deadletter", "memory",
-    "console",
+    "traces", "console",
 )
 # Each top-level command and the group that registers it: a command's process imports and
 # builds only its own group's parser (help, no command or an unknown one: every group).
@@ -42,7 +42,7 @@ COMMANDS: dict[str, str] = {
     "meeting": "meeting", "store": "store_admin", "workflow": "workflow", "agents": "agents",
     "llm": "agents", "tools": "tools", "session": "session", "expert": "expert",
     "flow": "flow", "acp": "acp", "triggers": "triggers", "deadletter": "deadletter",
-    "memory": "memory", "console": "console",
+    "memory": "memory", "trace": "traces", "traces": "traces", "console": "console",
 }
 
 

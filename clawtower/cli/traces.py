@@ -1,0 +1,116 @@
+"""`clawtower trace ID`: a trace as a waterfall; `clawtower traces export`: OTLP/HTTP.
+
+Both read the event log (core/traces), never write: a trace is derived from the log each
+time, so it is complete after a crash and the same on every run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from .common import with_store
+
+if TYPE_CHECKING:
+    from clawtower.core.store import Store
+    from clawtower.core.traces import Trace
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    t = subparsers.add_parser("trace", help="show a trace as a waterfall (spans from the log)")
+    t.add_argument("id", metavar="ID", help="a session, flow, workflow run, meeting, task or"
+                   " trigger invocation id, or a trace id")
+    t.add_argument("--json", action="store_true", help="the trace's spans as JSON")
+    t.add_argument("--width", type=int, default=40, metavar="N", help="bar width (default 40)")
+    t.add_argument("--content", action="store_true",
+                   help="include prompts, replies and tool arguments (sanitised)")
+    t.set_defaults(handler=cmd_trace)
+
+    g = subparsers.add_parser("traces", help="export traces (OpenTelemetry, OTLP/HTTP)")
+    sub = g.add_subparsers(dest="traces_command", required=True, metavar="COMMAND")
+    e = sub.add_parser("export", help="send the traces in the store to an OTLP/HTTP endpoint")
+    e.add_argument("ids", nargs="*", metavar="ID", help="only these traces (default: all)")
+    e.add_argument("--endpoint", required=True, metavar="URL",
+                   help="OTLP/HTTP endpoint (a base URL gets /v1/traces)")
+    e.add_argument("--since", type=int, default=0, metavar="SEQ",
+                   help="only spans that ended in events after SEQ")
+    e.add_argument("--service-name", default="clawtower", metavar="NAME",
+                   help="resource service.name (and Phoenix project)")
+    e.add_argument("--headers-env", metavar="VAR",
+                   help="environment variable holding headers as k=v,k2=v2 (an API key)")
+    e.add_argument("--content", action="store_true",
+                   help="include prompts, replies and tool arguments (sanitised)")
+    e.add_argument("--timeout", type=float, default=10.0, metavar="S",
+                   help="seconds to wait for the collector (default 10)")
+    e.add_argument("--json", action="store_true", help="print the result as JSON")
+    e.set_defaults(handler=cmd_export)
+
+
+def _width(n: int) -> int:
+    from clawtower.core.errors import ValidationError
+
+    if not 10 <= n <= 400:
+        raise ValidationError(f"--width {n}: give 10 to 400")
+    return n
+
+
+async def cmd_trace(args: argparse.Namespace) -> int:
+    from clawtower.core.traces import find_trace
+    from clawtower.core.traces.waterfall import render
+
+    width = _width(args.width)
+
+    async def run(store: Store) -> int:
+        trace = await find_trace(store, args.id, capture_content=args.content)
+        if args.json:
+            sys.stdout.write(json.dumps(trace.as_json(), sort_keys=True) + "\n")
+        else:
+            sys.stdout.write("\n".join(render(trace, width=width)) + "\n")
+        return 0
+
+    return await with_store(args, run, read_only=True)
+
+
+async def cmd_export(args: argparse.Namespace) -> int:
+    import asyncio
+    import dataclasses
+
+    from clawtower.core.errors import NotFound, ValidationError
+    from clawtower.core.traces import load
+    from clawtower.core.traces.otlp import export, headers_from, traces_url
+    from clawtower.core.traces.read import matcher
+
+    traces_url(args.endpoint)  # a bad URL is a usage error before the store is read
+    headers: dict[str, str] = {}
+    if args.headers_env:
+        if args.headers_env not in os.environ:
+            raise ValidationError(f"--headers-env {args.headers_env}: not set")
+        headers = headers_from(os.environ[args.headers_env])
+
+    async def run(store: Store) -> int:
+        traces = await load(store, capture_content=args.content)
+        if args.ids:
+            chosen: list[Trace] = []
+            for ident in args.ids:
+                found = [t for t in traces if matcher(ident)(t)]
+                if not found:
+                    raise NotFound(f"no trace for {ident!r}")
+                chosen.extend(t for t in found if t not in chosen)
+            traces = chosen
+        if args.since:
+            traces = [dataclasses.replace(t, spans=tuple(
+                s for s in t.spans if s.last_seq > args.since)) for t in traces]
+        n = await asyncio.to_thread(export, traces, args.endpoint, headers=headers,
+                                    service_name=args.service_name, timeout_s=args.timeout)
+        held = sum(1 for t in traces for s in t.spans if s.open)
+        if args.json:
+            sys.stdout.write(json.dumps({"sent": n, "open": held, "traces": len(traces)})
+                             + "\n")
+        else:
+            sys.stdout.write(f"sent {n} spans of {len(traces)} traces"
+                             + (f" ({held} open spans held back)" if held else "") + "\n")
+        return 0
+
+    return await with_store(args, run, read_only=True)
