@@ -73,6 +73,7 @@ class _Draft:
 class _Prescan:
     agent_names: dict[str, str] = field(default_factory=dict)  # agent id -> spec name
     session_flow: dict[str, str] = field(default_factory=dict)  # session -> flow
+    session_node: dict[str, str] = field(default_factory=dict)  # a node's session -> task
     run_trigger: dict[str, tuple[str, int]] = field(default_factory=dict)  # run -> (inv, n)
     by_seq: dict[int, StoredEvent] = field(default_factory=dict)
 
@@ -88,6 +89,11 @@ def _prescan(events: Sequence[StoredEvent]) -> _Prescan:
             pre.session_flow[p.session_id] = e.entity_id
         elif e.type == "flow.task_sent" and p.session_id:
             pre.session_flow.setdefault(p.session_id, e.entity_id)
+        elif e.type == "session.created" and p.created_by.startswith("flow:") \
+                and isinstance(p.task.get("flow_task"), str):
+            # an executed node's own session (core/flows/turns.py)
+            pre.session_flow[e.entity_id] = p.created_by.removeprefix("flow:")
+            pre.session_node[e.entity_id] = p.task["flow_task"]
         elif e.type == "trigger.linked":
             pre.run_trigger[p.run_id] = (e.entity_id, p.attempt)
     return pre
@@ -248,7 +254,10 @@ class _Builder:
     def start_turn(self, e: StoredEvent, turn_id: str, subject: str, agent: str, model: str,
                    provider: str, *, job: str, attempt: int | None = None) -> None:
         if subject in self.pre.session_flow:
-            parent = self.flow_node_for(subject) or self.roots.get(self.pre.session_flow[subject])
+            fid = self.pre.session_flow[subject]
+            node = self.pre.session_node.get(subject)
+            parent = (self.spans.get(f"node:{fid}:{node}") if node else None) \
+                or self.flow_node_for(subject) or self.roots.get(fid)
         elif subject in self.session_span:
             parent = self.session_span[subject]
         else:
@@ -473,7 +482,8 @@ class _Builder:
 
     def on_flow_decomposed(self, e: StoredEvent, p: Any) -> None:
         fid = e.entity_id
-        subs = [str(s.get("id")) for s in p.subtasks]
+        # a subtask's task id is its coordinator's task id / its id in the plan
+        subs = [f"{p.task_id}/{s.get('id')}" for s in p.subtasks]
         for s in subs:
             self.flow_parent[(fid, s)] = p.task_id
         self.flow_children[(fid, p.task_id)] = set(subs)

@@ -1,0 +1,251 @@
+"""Traces derived from the event log (core/traces): a session tree with subagents and a tool
+call that waited for approval, a flow, a workflow run with a gate; ids derived twice are the
+same; open spans; content only when asked, sanitised."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trace_helpers import WAIT_S, session_tree
+
+from clawtower.core.approvals import Approvals
+from clawtower.core.errors import NotFound
+from clawtower.core.store import open_store
+from clawtower.core.traces import Span, Trace, find_trace, load
+from clawtower.core.traces.builder import derive
+from clawtower.core.traces.read import read_events, store_salt
+from clawtower.core.traces.waterfall import render
+
+
+def by_id(trace: Trace) -> dict[str, Span]:
+    return {s.span_id: s for s in trace.spans}
+
+
+def children(trace: Trace, span: Span) -> list[Span]:
+    return [s for s in trace.spans if s.parent_id == span.span_id]
+
+
+def check_tree(trace: Trace) -> None:
+    """One root; every parent in the trace; ids unique; a child never starts before its
+    parent."""
+    spans = by_id(trace)
+    assert len(spans) == len(trace.spans)
+    assert [s.parent_id for s in trace.spans].count(None) == 1
+    for s in trace.spans:
+        assert s.trace_id == trace.trace_id
+        assert len(s.span_id) == 16 and len(s.trace_id) == 32
+        if s.parent_id is not None:
+            assert s.parent_id in spans, s.name
+            assert s.start >= spans[s.parent_id].start - 1e-6, s.name
+
+
+async def test_session_tree_with_subagents_and_an_approval_wait(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    sid = await session_tree(db)
+    store = await open_store(db)
+    try:
+        traces = await load(store)
+        assert [(t.kind, t.root) for t in traces] == [("session", sid)]
+        trace = traces[0]
+        assert sorted(trace.aliases) == ["S-2", "S-3", "S-4"]
+        check_tree(trace)
+        assert all(not s.open for s in trace.spans)
+        root = trace.spans[0]
+        assert root.name == f"session {sid} (lead)" and root.kind == "AGENT"
+        assert root.attributes["gen_ai.agent.name"] == "lead"
+        assert root.attributes["clawtower.session"] == sid
+        turns = children(trace, root)
+        assert [t.name for t in turns] == ["invoke_agent lead"] * 4
+        spawner = turns[0]
+        under = children(trace, spawner)
+        # the spawning turn: a model call, three spawn calls, the three child sessions (its
+        # children, as the runs it started), then the final model call
+        assert sorted(s.name for s in under) == sorted(
+            ["chat sim-standard"] * 2 + ["execute_tool spawn_subagent"] * 3
+            + [f"session S-{i} (worker)" for i in (2, 3, 4)])
+        for child in (s for s in under if s.name.startswith("session")):
+            assert child.attributes["clawtower.session.parent"] == sid
+            (turn,) = children(trace, child)
+            assert turn.name == "invoke_agent worker"
+            (call,) = children(trace, turn)
+            assert call.name == "chat sim-standard" and call.kind == "LLM"
+            assert call.attributes["gen_ai.operation.name"] == "chat"
+            assert call.attributes["gen_ai.provider.name"] == "simulator"
+            assert call.attributes["gen_ai.usage.input_tokens"] == \
+                turn.attributes["gen_ai.usage.input_tokens"] > 0
+        # every turn's tokens are the sum of its model calls'
+        for t in turns:
+            calls = [s for s in children(trace, t) if s.kind == "LLM"]
+            assert calls, t.name
+            for key in ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"):
+                assert sum(c.attributes[key] for c in calls) == t.attributes[key]
+        # the confirm-tier call: its span runs until its result, the wait is its child
+        (tool,) = [s for s in trace.spans if s.name == "execute_tool clock.now"]
+        assert tool.kind == "TOOL"
+        assert tool.attributes["gen_ai.tool.name"] == "clock.now"
+        assert tool.attributes["clawtower.tool.tier"] == "confirm"
+        assert by_id(trace)[tool.parent_id or ""].name == "invoke_agent lead"
+        (wait,) = children(trace, tool)
+        assert wait.name == "approval clock.now"
+        assert wait.attributes["clawtower.approval.decided_by"] == "bob"
+        assert wait.attributes["clawtower.approval.decision"] == "approved"
+        assert WAIT_S <= wait.attributes["clawtower.approval.wait_s"] < WAIT_S + 5
+        assert wait.duration == pytest.approx(wait.attributes["clawtower.approval.wait_s"],
+                                              abs=1e-5)
+        assert tool.start <= wait.start and wait.end <= tool.end  # type: ignore[operator]
+        # no content unless asked
+        assert not any(k in s.attributes for s in trace.spans
+                       for k in ("input.value", "output.value", "gen_ai.tool.call.arguments"))
+        # derived twice (and read again): identical spans, ids and all
+        again = await load(store)
+        assert again == traces
+        assert derive(await read_events(store), salt=await store_salt(store)) == traces
+        # found by any id in it, or its trace id
+        for ident in (sid, "S-3", trace.trace_id, trace.trace_id[:12]):
+            assert (await find_trace(store, ident)).trace_id == trace.trace_id
+        with pytest.raises(NotFound, match="'S-99'"):
+            await find_trace(store, "S-99")
+        lines = render(trace, width=30)
+        assert lines[0].startswith(f"trace {trace.trace_id}  session {sid}")
+        assert any("execute_tool clock.now [confirm]" in x for x in lines)
+        (wait_line,) = [x for x in lines if "approval clock.now" in x]
+        assert "░" in wait_line and "WAIT approved by bob" in wait_line
+        assert all(len(x.split("│")[1]) == 30 for x in lines[2:])
+    finally:
+        await store.close()
+
+
+async def test_a_span_whose_end_is_not_logged_is_open(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    sid = await session_tree(db, decide=False)
+    store = await open_store(db)
+    try:
+        trace = await find_trace(store, sid)
+        check_tree(trace)
+        open_ = {s.name for s in trace.spans if s.open}
+        assert open_ == {"execute_tool clock.now", "approval clock.now"}
+        # the session is idle while it waits: it ends with its last job, for now
+        assert not trace.spans[0].open
+        before = {s.span_id for s in trace.spans}
+        (approval,) = await Approvals(store).pending()
+        await Approvals(store).approve(approval["id"], by="carol")
+    finally:
+        await store.close()
+    store = await open_store(db)
+    try:
+        from session_helpers import run_idle
+
+        await run_idle(store, sid)
+        after = await find_trace(store, sid)
+        assert before <= {s.span_id for s in after.spans}  # the same spans, now closed
+        assert not any(s.open for s in after.spans)
+        (wait,) = [s for s in after.spans if s.name == "approval clock.now"]
+        assert wait.attributes["clawtower.approval.decided_by"] == "carol"
+    finally:
+        await store.close()
+
+
+async def test_content_only_when_asked_and_sanitised(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    sid = await session_tree(db, message="#spawn 1 worker look \x1b[31mred\u202e here")
+    store = await open_store(db)
+    try:
+        plain = await find_trace(store, sid)
+        full = await find_trace(store, sid, capture_content=True)
+        assert [s.span_id for s in plain.spans] == [s.span_id for s in full.spans]
+        (first,) = [s for s in full.spans if s.name == "invoke_agent lead"][:1]
+        text = first.attributes["input.value"]
+        assert "\x1b" not in text and "\u202e" not in text
+        assert "\\x1b[31mred<U+202E> here" in text
+        (tool,) = [s for s in full.spans if s.name == "execute_tool clock.now"]
+        assert tool.attributes["gen_ai.tool.call.arguments"] == '{"timezone": "UTC"}'
+        assert "iso" in tool.attributes["gen_ai.tool.call.result"]
+        redacted = await find_trace(store, sid, capture_content=True,
+                                    redact=lambda tool, text: text.replace("UTC", "[TZ]"))
+        (tool,) = [s for s in redacted.spans if s.name == "execute_tool clock.now"]
+        assert tool.attributes["gen_ai.tool.call.arguments"] == '{"timezone": "[TZ]"}'
+    finally:
+        await store.close()
+
+
+async def test_a_flow_nodes_and_their_turns(tmp_path: Path) -> None:
+    from test_flows_turns import CALL, engine, setup
+
+    from clawtower.core.flows.service import Flows
+
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        plan = [{"id": f"n{i}", "agent": "worker", "instruction": CALL, "depends_on": []}
+                for i in range(3)]
+        fid = await Flows(store).start("lead", "count words")
+        flow = await engine(store, {"root": plan}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "done", flow
+        trace = await find_trace(store, fid)
+        assert trace.kind == "flow" and trace.root == fid
+        check_tree(trace)
+        assert not any(s.open for s in trace.spans)
+        root = trace.spans[0]
+        assert root.name == f"invoke_workflow {fid}"
+        assert root.attributes["gen_ai.operation.name"] == "invoke_workflow"
+        (top,) = children(trace, root)
+        assert top.name.startswith("node ") and top.name.endswith(" lead")
+        assert top.attributes["clawtower.flow.decision"] == "decompose"
+        assert top.attributes["clawtower.flow.subtasks"] == 3
+        nodes = [s for s in children(trace, top) if s.name.startswith("node ")]
+        assert len(nodes) == 3
+        for node in nodes:
+            assert node.attributes["gen_ai.agent.name"] == "worker"
+            assert node.attributes["clawtower.flow"] == fid
+            turns = [s for s in children(trace, node) if s.name == "invoke_agent worker"]
+            assert len(turns) == 1, [s.name for s in children(trace, node)]
+            tools = [s for s in children(trace, turns[0]) if s.kind == "TOOL"]
+            assert [t.name for t in tools] == ["execute_tool text.count"]
+            assert tools[0].attributes["clawtower.tool.tier"] == "auto"
+        assert await load(store) == await load(store)
+    finally:
+        await store.close()
+
+
+async def test_a_workflow_run_with_an_approval_gate(tmp_path: Path) -> None:
+    from clawtower.core.workflows.service import Workflows
+
+    (tmp_path / "wf.lobster").write_text("""
+steps:
+  - id: prep
+    run: echo '{"count":2}'
+  - id: gate
+    approval: "Apply changes?"
+    stdin: $prep.json
+  - id: after
+    run: echo "done $gate.approvedBy"
+    when: $gate.approved
+""")
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        wf = Workflows(store, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                       cwd=str(tmp_path), stderr=lambda s: None)
+        env: dict[str, Any] = await wf.run(str(tmp_path / "wf.lobster"))
+        aid = env["requiresApproval"]["approvalId"]
+        paused = await find_trace(store, "W-1")
+        assert {s.name for s in paused.spans if s.open} == {
+            "invoke_workflow wf", "step gate", "gate approval gate"}
+        await Approvals(store).approve(aid, by="ops")
+        trace = await find_trace(store, "W-1")
+        check_tree(trace)
+        assert trace.kind == "workflow"
+        assert not any(s.open for s in trace.spans)
+        root = trace.spans[0]
+        assert root.attributes["clawtower.workflow"] == "W-1"
+        steps = children(trace, root)
+        assert [s.name for s in steps] == ["step prep", "step gate", "step after"]
+        (gate,) = children(trace, steps[1])
+        assert gate.name == "gate approval gate"
+        assert gate.attributes["clawtower.approval.decided_by"] == "ops"
+        assert gate.attributes["clawtower.approval.decision"] == "approved"
+        assert gate.attributes["clawtower.approval"] == aid
+    finally:
+        await store.close()
