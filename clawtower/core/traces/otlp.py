@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -87,7 +88,8 @@ def readable_spans(traces: Iterable[Trace], *, service_name: str = "clawtower",
 def export(traces: Iterable[Trace], endpoint: str, *, headers: Mapping[str, str] | None = None,
            service_name: str = "clawtower", timeout_s: float = 10.0) -> int:
     """Send the closed spans of `traces` to `endpoint` (OTLP/HTTP protobuf), in batches;
-    returns how many were sent. ExportFailed when the collector did not take them."""
+    returns how many were sent. Blocking (run it in a thread). ExportFailed when the
+    collector did not take a batch within `timeout_s` (retried with backoff)."""
     url = traces_url(endpoint)
     spans = readable_spans(traces, service_name=service_name)
     try:
@@ -102,9 +104,16 @@ def export(traces: Iterable[Trace], endpoint: str, *, headers: Mapping[str, str]
     log.setLevel(logging.CRITICAL)
     try:
         for i in range(0, len(spans), 512):
-            if exporter.export(spans[i:i + 512]) is not SpanExportResult.SUCCESS:
-                raise ExportFailed(f"{url}: the collector did not take the spans (sent"
-                                   f" {i} of {len(spans)})")
+            deadline = time.monotonic() + timeout_s
+            pause = 0.5
+            # the exporter retries what it deems transient (unreachable, 429, 502-504);
+            # any other refusal (a 500) is tried again here, with backoff, until the timeout
+            while exporter.export(spans[i:i + 512]) is not SpanExportResult.SUCCESS:
+                if time.monotonic() + pause > deadline:
+                    raise ExportFailed(f"{url}: the collector did not take the spans (sent"
+                                       f" {i} of {len(spans)})")
+                time.sleep(pause)
+                pause = min(pause * 2, 8.0)
     finally:
         exporter.shutdown()  # type: ignore[no-untyped-call]
         log.setLevel(level)

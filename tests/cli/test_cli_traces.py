@@ -1,0 +1,75 @@
+"""`clawtower trace ID` (a waterfall, --json) and `clawtower traces export` from the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from cli_helpers import Run
+from trace_helpers import collector, session_tree
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    db = tmp_path / "tree.db"
+    asyncio.run(session_tree(db))
+    return db
+
+
+def test_trace_prints_a_waterfall(run: Run, tree: Path) -> None:
+    r = run("trace", "S-1", "--db", tree, "--width", "24")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0].startswith("trace ") and "session S-1" in lines[0]
+    assert "24 spans" in lines[0]
+    rows = lines[2:]
+    assert rows[0].startswith("session S-1 (lead)")
+    assert any(x.startswith("    session S-2 (worker)") for x in rows)  # under the turn
+    (wait,) = [x for x in rows if "approval clock.now" in x]
+    assert wait.startswith("      approval") and "WAIT approved by bob" in wait
+    assert all(len(x.split("│")[1]) == 24 for x in rows)
+    assert any("tokens " in x for x in rows if "chat sim-standard" in x)
+    same = run("trace", "S-4", "--db", tree, "--width", "24")  # a child session names it too
+    assert same.out == r.out
+
+
+def test_trace_json(run: Run, tree: Path) -> None:
+    r = run("trace", "S-1", "--db", tree, "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["root"] == "S-1" and data["kind"] == "session"
+    assert len(data["spans"]) == 24
+    assert {s["attributes"]["openinference.span.kind"] for s in data["spans"]} == {
+        "AGENT", "LLM", "TOOL", "CHAIN"}
+
+
+def test_unknown_id_is_one_line_exit_2(run: Run, tree: Path) -> None:
+    r = run("trace", "F-9", "--db", tree)
+    assert r.code == 2 and r.out == ""
+    assert len(r.err.strip().splitlines()) == 1 and "'F-9'" in r.err
+    r = run("trace", "S-1", "--db", tree, "--width", "3")
+    assert r.code == 2 and "--width" in r.err
+
+
+def test_traces_export(run: Run, tree: Path) -> None:
+    with collector() as (got, url):
+        r = run("traces", "export", "--endpoint", url, "--db", tree, "--json", "S-1")
+        assert r.code == 0, r.err
+        assert json.loads(r.out) == {"sent": 24, "open": 0, "traces": 1}
+        assert len(got.spans) == 24
+        got.spans.clear()
+        last = max(s["first_seq"] for s in json.loads(
+            run("trace", "S-1", "--db", tree, "--json").out)["spans"])
+        r = run("traces", "export", "--endpoint", url, "--db", tree, "--since", str(last - 3))
+        assert r.code == 0 and r.out.startswith("sent ")
+        assert 0 < len(got.spans) < 24
+    r = run("traces", "export", "--endpoint", "http://127.0.0.1:9", "--db", tree,
+            "--timeout", "0.5")
+    assert r.code == 1 and "127.0.0.1:9/v1/traces" in r.err
+    assert len(r.err.strip().splitlines()) == 1
+    r = run("traces", "export", "--endpoint", "nope", "--db", tree)
+    assert r.code == 2 and "'nope'" in r.err
+    r = run("traces", "export", "--endpoint", "http://127.0.0.1:9", "--db", tree, "S-77")
+    assert r.code == 2 and "'S-77'" in r.err
