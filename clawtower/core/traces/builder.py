@@ -128,12 +128,14 @@ class _Builder:
         self.flow_children: dict[tuple[str, str], set[str]] = {}  # open subtasks
         self.flow_open: dict[str, list[_Draft]] = {}  # session -> its open nodes, oldest first
         self.node_task: dict[str, tuple[str, str]] = {}  # node key -> (flow, task)
+        self.flow_nodes: dict[str, list[_Draft]] = {}  # flow -> its nodes
         # workflows, triggers, meetings, tasks
         self.step_open: dict[str, dict[str, _Draft]] = {}  # run -> step id -> span
         self.gate_open: dict[str, _Draft] = {}  # run -> its gate span
         self.trigger_attempt: dict[tuple[str, int], _Draft] = {}
         self.task_phase: dict[str, _Draft] = {}
         self.task_attempt: dict[tuple[str, int], _Draft] = {}
+        self.last_ts: dict[str, float] = {}  # entity id -> its latest event's time
 
     # ------------------------------------------------------------------- helpers
 
@@ -176,6 +178,7 @@ class _Builder:
             handler = getattr(self, "on_" + e.type.replace(".", "_"), None)
             if handler is not None:
                 handler(e, e.payload)
+            self.last_ts[e.entity_id] = e.ts  # after: a handler sees the one before
         return self.finish()
 
     # sessions ------------------------------------------------------------------
@@ -291,12 +294,15 @@ class _Builder:
             return
         if e.entity_id in self.roots and self.roots[e.entity_id].root_kind == "meeting":
             return  # a meeting's replies and summaries carry their own tokens
-        parent = self.container(e.entity_id)
+        parent = self.container(e.entity_id, agent=p.agent)
         if parent is None:
             return
-        d = self.open(e, f"chat:{e.seq}", f"chat {p.model}", LLM, parent,
+        # a call outside a turn logs only its end: it is taken to start after the last
+        # event of what it worked for (or its parent's start)
+        start = max(self.last_ts.get(e.entity_id, parent.start), parent.start)
+        d = self.open(e, f"chat:{e.seq}", f"chat {p.model}", LLM, parent, start=start,
                       **self.usage_attrs(p, ""), **{"clawtower.purpose": p.purpose,
-                                                    "clawtower.duration_known": False})
+                                                    "clawtower.start": "previous event"})
         d.close(e)
 
     def usage_attrs(self, p: Any, provider: str) -> dict[str, Any]:
@@ -469,6 +475,7 @@ class _Builder:
         if self.capture:
             d.attrs["input.value"] = self.text(p.instruction)
         self.node_task[d.key] = (fid, p.task_id)
+        self.flow_nodes.setdefault(fid, []).append(d)
         if p.session_id:
             self.flow_open.setdefault(p.session_id, []).append(d)
 
@@ -506,7 +513,7 @@ class _Builder:
         d.close(e, **{"clawtower.flow.mode": p.mode or None, "clawtower.flow.tokens": p.tokens,
                       "clawtower.flow.reply": p.kind})
         if p.kind == "ERROR":
-            d.error = "ERROR"
+            d.error = p.mode or "failed"
             d.attrs["error.type"] = p.mode or "flow_error"
         if self.capture:
             d.attrs["output.value"] = self.text(p.body)
@@ -536,9 +543,15 @@ class _Builder:
 
     # workflows and triggers ---------------------------------------------------------
 
-    def container(self, subject: str) -> _Draft | None:
+    def container(self, subject: str, agent: str = "") -> _Draft | None:
         """The span new work on `subject` goes under: a workflow's open step, a task's
-        attempt or phase, else the subject's own span."""
+        attempt or phase, a flow's latest open node of `agent`, else the subject's span."""
+        root = self.roots.get(subject)
+        if root is not None and root.root_kind == "flow" and agent:
+            nodes = [d for d in self.flow_nodes.get(subject, [])
+                     if d.end is None and d.attrs.get("gen_ai.agent.name") == agent]
+            if nodes:
+                return nodes[-1]
         steps = self.step_open.get(subject)
         if steps:
             return list(steps.values())[-1]

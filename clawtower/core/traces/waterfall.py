@@ -50,7 +50,8 @@ def _notes(s: Span) -> str:
     if a.get("clawtower.flow.decision") == "decompose":
         notes.append(f"decomposed into {a.get('clawtower.flow.subtasks')}")
     if s.error:
-        notes.append(f"ERROR {s.error}")
+        error = s.error.splitlines()[0] if s.error.strip() else s.error
+        notes.append("ERROR " + (error if len(error) <= 60 else error[:59] + "…"))
     if a.get("clawtower.cancelled"):
         notes.append("cancelled")
     return safe_line("  ".join(notes))
