@@ -249,3 +249,62 @@ steps:
         assert gate.attributes["clawtower.approval"] == aid
     finally:
         await store.close()
+
+
+async def test_a_meeting_rounds_replies_and_summaries(tmp_path: Path) -> None:
+    from test_meetings_service import NAMES, st, team
+
+    from clawtower.core import start_meeting
+    from clawtower.core.meetings.coordinator import MeetingConfig
+
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        agents = team({"alice": st("DISAGREE", "AGREE"), "bob": st("AGREE"),
+                       "carol": st("AGREE")})
+        mid, task = await start_meeting(store, agents, MeetingConfig(
+            topic="Cache?", participants=NAMES), minutes_dir=tmp_path)
+        await task
+        trace = await find_trace(store, mid)
+        check_tree(trace)
+        assert trace.kind == "meeting" and not any(s.open for s in trace.spans)
+        root = trace.spans[0]
+        assert root.attributes["clawtower.meeting.result"] == "FULL"
+        rounds = [s for s in children(trace, root) if s.name.startswith("round")]
+        assert [r.name for r in rounds] == ["round 1", "round 2"]
+        assert rounds[0].attributes["clawtower.meeting.consensus"] == "NO"
+        replies = children(trace, rounds[0])
+        assert sorted(r.name for r in replies) == [f"invoke_agent {n}" for n in NAMES]
+        stances = {r.attributes["gen_ai.agent.name"]: r.attributes["clawtower.meeting.stance"]
+                   for r in replies}
+        assert stances == {"alice": "DISAGREE", "bob": "AGREE", "carol": "AGREE"}
+        assert all(r.attributes["gen_ai.usage.input_tokens"] > 0 for r in replies)
+        summaries = [s for s in children(trace, root) if s.kind == "LLM"]
+        assert [s.name for s in summaries] == ["chat summary 1", "chat summary 2"]
+        # a meeting's calls are its replies and summaries: no second span per call
+        assert len([s for s in trace.spans if s.kind in ("LLM", "AGENT")]) == 6 + 2
+    finally:
+        await store.close()
+
+
+async def test_a_task_phases_attempts_and_calls(store: Any, clock: Any, tasks: Any) -> None:
+    from protocol import GOOD_SPEC
+    from test_core_orchestrator import LIFECYCLE, idle, orch, script
+
+    tid = await tasks.create(GOOD_SPEC)
+    await idle(orch(store, clock, script()))
+    trace = await find_trace(store, tid)
+    check_tree(trace)
+    assert trace.kind == "task" and not any(s.open for s in trace.spans)
+    root = trace.spans[0]
+    assert root.name == f"task {tid}" and root.attributes["clawtower.status"] == "completed"
+    phases = children(trace, root)
+    assert [p.attributes["clawtower.task.phase"] for p in phases] == LIFECYCLE[:-1]
+    (executing,) = [p for p in phases if p.name == "phase executing"]
+    (attempt,) = children(trace, executing)
+    assert attempt.name == "attempt 1"
+    assert attempt.attributes["clawtower.attempt.status"] == "succeeded"
+    # each model call under the phase (or attempt) it was made in: reviews and the work
+    calls = [s for s in trace.spans if s.kind == "LLM"]
+    assert calls and all(c.attributes["gen_ai.usage.input_tokens"] > 0 for c in calls)
+    assert {by_id(trace)[c.parent_id or ""].name for c in calls} == {
+        "phase spec_review", "attempt 1", "phase spec_gate", "phase quality_gate"}
