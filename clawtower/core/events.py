@@ -22,8 +22,8 @@ _REGISTRY: dict[str, type[Payload]] = {}
 # and one that never decodes an event never builds their models (start-up: BENCHMARKS.md).
 # tests/test_core_imports.py checks the list against every Payload subclass in core.
 PAYLOAD_MODULES = tuple(f"clawtower.core.{m}.events" for m in (
-    "acp", "experts", "flows", "meetings", "memory", "sessions", "signin", "triggers",
-    "workflows"))
+    "acp", "experts", "flows", "meetings", "memory", "sessions", "signin", "traces",
+    "triggers", "workflows"))
 _payload_modules = LazyModules(*PAYLOAD_MODULES)
 
 P = TypeVar("P", bound="Payload")

@@ -7,7 +7,8 @@ composed by `build_engine` for every front end (`serve`, `serve --until-idle`, t
          -> workers: tasks (core/engine.py: tasks, workflow-run and meeting adoption),
                      sessions (core/sessions/runner.py: turn jobs, ACP recovery),
                      flows (core/flows/engine.py), triggers (core/triggers/background.py:
-                     queue worker, cron, channels)
+                     queue worker, cron, channels), traces (core/traces/live.py: live
+                     OTLP export, when configured)
             -> store
 
 A worker claims its work with leases of its own, so engines in several processes (a console
@@ -50,8 +51,9 @@ if TYPE_CHECKING:
     from .triggers.background import TriggerWorkers
     from .triggers.worker import Executor
 
-#: every worker, in start order (the session worker before the flows whose nodes it runs)
-ALL = ("tasks", "sessions", "flows", "triggers")
+#: every worker, in start order (the session worker before the flows whose nodes it runs);
+#: "traces" is built only when clawtower.yaml's `telemetry.otlp_endpoint` is set
+ALL = ("tasks", "sessions", "flows", "triggers", "traces")
 
 
 class Worker(Protocol):
@@ -302,6 +304,19 @@ def build_engine(store: Store, agents: AgentSet | None, *, workers: Iterable[str
         triggers: TriggerWorkers = TriggerWorkers(store, capacity=trigger_capacity,
                                                   clock=clock, executor=trigger_executor)
         out.append(triggers)
+    if "traces" in chosen:
+        telemetry = None
+        try:
+            from .agents.config import load_config
+
+            telemetry = (config if config is not None else load_config()).telemetry
+        except ClawError as exc:
+            if warn is not None:
+                warn(f"traces not exported: {exc}")
+        if telemetry is not None and telemetry.otlp_endpoint:
+            from .traces.live import TracesWorker
+
+            out.append(TracesWorker(store, telemetry))
     return ComposedEngine(store, out, on_error=on_error)
 
 

@@ -22,6 +22,7 @@
         temperature: 0.2
     mcp_servers: {...}                 # read by core/tools/config.py
     memory: {embeddings: {...}}        # hybrid recall: core/memory/config.py
+    telemetry: {otlp_endpoint: ...}    # live trace export: core/traces/config.py
     seed: 7                            # the simulator's script keys (see simulator.py):
     scripts: {...}                     #   seed, speed, delay_ms, scripts
 
@@ -52,6 +53,7 @@ from ..executors import EXECUTOR_PATTERN
 from ..memory.config import MemoryConfig, memory_config
 from ..safe_yaml import load_file
 from ..tools.approval import ToolApprovalPolicy
+from ..traces.config import TelemetryConfig, telemetry_config
 from .provider import Provider, Usage
 from .registry import AgentSet
 from .simulator import AgentDef, SimScript, Simulator, script_from_data
@@ -232,6 +234,7 @@ class ClawtowerConfig:
     script: SimScript
     mcp_servers: Any = None
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     _built: dict[str, Provider] = field(default_factory=dict, repr=False)
 
     @property
@@ -294,6 +297,7 @@ def config_from_data(data: Any, path: str | Path) -> ClawtowerConfig:
     mcp_servers = rest.pop("mcp_servers", None)
     rest.pop("acp_agents", None)  # read by core/acp/config.py
     raw_memory = rest.pop("memory", None)
+    raw_telemetry = rest.pop("telemetry", None)
     raw_agents = rest.pop("agents", None)
     if not isinstance(raw_providers, dict | None):
         raise ValidationError(f"{path}: field 'providers': must be a mapping of name -> provider")
@@ -316,7 +320,7 @@ def config_from_data(data: Any, path: str | Path) -> ClawtowerConfig:
     # the simulator's part (seed, speed, delay_ms, scripts; unknown keys refused there)
     script = script_from_data({**rest, "agents": {n: a.agent_def().model_dump()
                                                   for n, a in agents.items()}}, path,
-                              ("providers", "mcp_servers", "acp_agents", "memory"))
+                              ("providers", "mcp_servers", "acp_agents", "memory", "telemetry"))
     if not agents:  # no agents: the built-in cast
         agents = {n: AgentConfig(role=d.role, model=d.model, provider=d.provider,
                                  escalation_model=d.escalation_model)
@@ -327,7 +331,7 @@ def config_from_data(data: Any, path: str | Path) -> ClawtowerConfig:
     script = script.model_copy(update={"agents": {n: a.agent_def() for n, a in agents.items()}})
     return ClawtowerConfig(path=Path(path) if path != BUILTIN else None, providers=providers,
                            agents=agents, script=script, mcp_servers=mcp_servers,
-                           memory=memory)
+                           memory=memory, telemetry=telemetry_config(raw_telemetry, str(path)))
 
 
 def _resolve_model(path: str | Path, name: str, agent: AgentConfig,
