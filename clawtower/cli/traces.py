@@ -96,7 +96,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
             for ident in args.ids:
                 found = [t for t in traces if matcher(ident)(t)]
                 if not found:
-                    raise NotFound(f"no trace for {ident!r}")
+                    raise NotFound(f"trace {ident!r}: no such trace")
                 chosen.extend(t for t in found if t not in chosen)
             traces = chosen
         if args.since:

@@ -56,5 +56,5 @@ async def find_trace(store: Store, ident: str, *, capture_content: bool = False,
     for t in await load(store, capture_content=capture_content, redact=redact):
         if match(t):
             return t
-    raise NotFound(f"no trace for {ident!r} (give a session, flow, workflow run, meeting,"
-                   " task or trigger invocation id, or a trace id)")
+    raise NotFound(f"trace {ident!r}: no such trace (give a session, flow, workflow run,"
+                   " meeting, task or trigger invocation id, or a trace id)")
