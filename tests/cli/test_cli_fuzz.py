@@ -80,6 +80,7 @@ COMMANDS: dict[str, list[Any]] = {
     "approve": ["approve", H("id", "id"), "--by", H("--by"), "--reason", H("--reason")],
     "reject": ["reject", H("id", "id"), "--reason", H("--reason"), "--by", H("--by")],
     "events": ["events", "--after", H("--after", "int"), "--entity", H("--entity", "id")],
+    "trace": ["trace", H("id", "id"), "--width", H("--width", "int")],
     "store info": ["store", "info"],
     "meeting run": ["meeting", "run", "--topic", H("--topic"), "--agents", H("--agents"),
                     "--max-rounds", H("--max-rounds", "int"), "--summary-tokens",
