@@ -308,3 +308,43 @@ async def test_a_task_phases_attempts_and_calls(store: Any, clock: Any, tasks: A
     assert calls and all(c.attributes["gen_ai.usage.input_tokens"] > 0 for c in calls)
     assert {by_id(trace)[c.parent_id or ""].name for c in calls} == {
         "phase spec_review", "attempt 1", "phase spec_gate", "phase quality_gate"}
+
+
+def test_a_trigger_invocation_holds_the_run_it_started() -> None:
+    """Pure derivation over a hand-written log: an invocation, its two attempts (the first
+    failed and was retried), the workflow run the second started, linked in the run's own
+    start commit."""
+    from clawtower.core.events import StoredEvent
+    from clawtower.core.triggers import events as te
+    from clawtower.core.workflows import events as we
+
+    log: list[StoredEvent] = []
+
+    def add(ts: float, entity: str, eid: str, payload: Any) -> None:
+        log.append(StoredEvent(seq=len(log) + 1, ts=ts, entity=entity, entity_id=eid,
+                               type=payload.TYPE, actor="x", role="system", payload=payload))
+
+    add(10.0, "trigger", "I-1", te.TriggerReceived(
+        expert="crm", trigger="deal", process="p", source="webhook", lane="I-1",
+        mode="parallel", payload={}, inputs={}))
+    add(10.5, "trigger", "I-1", te.TriggerClaimed(owner="o", attempt=1))
+    add(11.0, "trigger", "I-1", te.TriggerFailed(attempt=1, error="boom", retry_at=12.0))
+    add(12.0, "trigger", "I-1", te.TriggerClaimed(owner="o", attempt=2))
+    add(12.1, "workflow", "W-7", we.WorkflowStarted(file="deal.lobster", steps=["a"]))
+    add(12.1, "trigger", "I-1", te.TriggerLinked(run_id="W-7", attempt=2))
+    add(12.2, "workflow", "W-7", we.WorkflowStepStarted(step_id="a", index=0, kind="shell"))
+    add(12.9, "workflow", "W-7", we.WorkflowStepFinished(step_id="a", index=0, result={}))
+    add(13.0, "workflow", "W-7", we.WorkflowFinished())
+    add(13.1, "trigger", "I-1", te.TriggerFinished(attempt=2, run_id="W-7"))
+    (trace,) = derive(log, salt="s")
+    assert (trace.kind, trace.root, trace.aliases) == ("trigger", "I-1", ("W-7",))
+    check_tree(trace)
+    names = {s.name: s for s in trace.spans}
+    assert list(names) == ["trigger crm/deal", "attempt 1", "attempt 2",
+                           "invoke_workflow deal.lobster", "step a"]
+    assert names["attempt 1"].error == "boom" and names["attempt 2"].error is None
+    assert names["invoke_workflow deal.lobster"].parent_id == names["attempt 2"].span_id
+    assert names["step a"].duration == pytest.approx(0.7)
+    assert names["trigger crm/deal"].duration == pytest.approx(3.1)
+    assert derive(log, salt="s") == [trace]
+    assert derive(log, salt="other")[0].trace_id != trace.trace_id  # another store

@@ -34,8 +34,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     e.add_argument("ids", nargs="*", metavar="ID", help="only these traces (default: all)")
     e.add_argument("--endpoint", required=True, metavar="URL",
                    help="OTLP/HTTP endpoint (a base URL gets /v1/traces)")
-    e.add_argument("--since", type=int, default=0, metavar="SEQ",
-                   help="only spans that ended in events after SEQ")
+    e.add_argument("--since", default="", metavar="SEQ|TIME",
+                   help="only spans that ended after event SEQ, or at or after TIME"
+                   " (ISO 8601, UTC unless it says)")
     e.add_argument("--service-name", default="clawtower", metavar="NAME",
                    help="resource service.name (and Phoenix project)")
     e.add_argument("--headers-env", metavar="VAR",
@@ -54,6 +55,24 @@ def _width(n: int) -> int:
     if not 10 <= n <= 400:
         raise ValidationError(f"--width {n}: give 10 to 400")
     return n
+
+
+def _since(text: str) -> tuple[str, float] | None:
+    """`--since`: ("seq", N) for a number, ("time", unix seconds) for an ISO 8601 time."""
+    from datetime import UTC, datetime
+
+    from clawtower.core.errors import ValidationError
+
+    if not text:
+        return None
+    if text.isdigit():
+        return "seq", int(text)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValidationError(f"--since {text!r}: give an event seq or an ISO 8601 time"
+                              " (2026-11-28T12:00:00Z)") from None
+    return "time", (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 async def cmd_trace(args: argparse.Namespace) -> int:
@@ -83,6 +102,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
     from clawtower.core.traces.read import matcher
 
     traces_url(args.endpoint)  # a bad URL is a usage error before the store is read
+    since = _since(args.since)
     headers: dict[str, str] = {}
     if args.headers_env:
         if args.headers_env not in os.environ:
@@ -99,9 +119,12 @@ async def cmd_export(args: argparse.Namespace) -> int:
                     raise NotFound(f"trace {ident!r}: no such trace")
                 chosen.extend(t for t in found if t not in chosen)
             traces = chosen
-        if args.since:
+        if since is not None:
+            kind, value = since
             traces = [dataclasses.replace(t, spans=tuple(
-                s for s in t.spans if s.last_seq > args.since)) for t in traces]
+                s for s in t.spans if (s.last_seq > value if kind == "seq"
+                                       else s.end is not None and s.end >= value)))
+                      for t in traces]
         n = await asyncio.to_thread(export, traces, args.endpoint, headers=headers,
                                     service_name=args.service_name, timeout_s=args.timeout)
         held = sum(1 for t in traces for s in t.spans if s.open)

@@ -65,6 +65,15 @@ def test_traces_export(run: Run, tree: Path) -> None:
         r = run("traces", "export", "--endpoint", url, "--db", tree, "--since", str(last - 3))
         assert r.code == 0 and r.out.startswith("sent ")
         assert 0 < len(got.spans) < 24
+        got.spans.clear()
+        r = run("traces", "export", "--endpoint", url, "--db", tree, "--since",
+                "2999-01-01T00:00:00")
+        assert r.code == 0 and got.spans == [] and r.out.startswith("sent 0 spans")
+        r = run("traces", "export", "--endpoint", url, "--db", tree, "--since",
+                "2000-01-01T00:00:00+02:00")
+        assert r.code == 0 and len(got.spans) == 24
+        r = run("traces", "export", "--endpoint", url, "--db", tree, "--since", "yesterday")
+        assert r.code == 2 and "--since 'yesterday'" in r.err
     r = run("traces", "export", "--endpoint", "http://127.0.0.1:9", "--db", tree,
             "--timeout", "0.5")
     assert r.code == 1 and "127.0.0.1:9/v1/traces" in r.err
