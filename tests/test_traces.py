@@ -348,3 +348,22 @@ def test_a_trigger_invocation_holds_the_run_it_started() -> None:
     assert names["trigger crm/deal"].duration == pytest.approx(3.1)
     assert derive(log, salt="s") == [trace]
     assert derive(log, salt="other")[0].trace_id != trace.trace_id  # another store
+
+
+async def test_a_session_stopped_while_a_call_waits_closes_the_call(tmp_path: Path) -> None:
+    from clawtower.core.sessions.service import Sessions
+
+    db = tmp_path / "db.sqlite"
+    sid = await session_tree(db, decide=False)
+    store = await open_store(db)
+    try:
+        await Sessions(store).stop(sid, by="alice", reason="enough")
+        trace = await find_trace(store, sid)
+        assert not any(s.open for s in trace.spans)
+        (tool,) = [s for s in trace.spans if s.name == "execute_tool clock.now"]
+        (wait,) = children(trace, tool)
+        assert wait.attributes["clawtower.approval.decision"] == "withdrawn"
+        assert tool.attributes["clawtower.cancelled"] is True
+        assert tool.error is not None and tool.error.startswith("not run")
+    finally:
+        await store.close()

@@ -121,6 +121,7 @@ class _Builder:
         self.turn_model: dict[str, tuple[str, str]] = {}  # turn -> (provider, model)
         self.tool_span: dict[str, _Draft] = {}
         self.job_confirm: dict[str, _Draft] = {}  # job -> its tool call waiting to be decided
+        self.job_tools: dict[str, list[_Draft]] = {}  # job -> its tool calls
         self.approval_asked: dict[str, StoredEvent] = {}
         self.approval_span: dict[str, _Draft] = {}
         # flows
@@ -342,6 +343,7 @@ class _Builder:
             attrs["gen_ai.tool.call.arguments"] = self.text(p.arguments, p.name)
         d = self.open(e, f"tool:{e.seq}", f"execute_tool {p.name}", TOOL, turn, **attrs)
         self.tool_span[key] = d
+        self.job_tools.setdefault(job, []).append(d)
         if p.tier == "confirm":
             self.job_confirm[job] = d
 
@@ -405,6 +407,10 @@ class _Builder:
             sd.close(e)  # idle: ends with its last job until another one starts
 
     def on_turnjob_finished(self, e: StoredEvent, p: Any) -> None:
+        for tool in self.job_tools.pop(e.entity_id, []):  # e.g. stopped while it waited
+            if tool.end is None:
+                tool.close(e, **{"clawtower.cancelled": True})
+                tool.error = f"not run: the job ended {p.status}"
         self.end_job(e, p.session_id, e.entity_id)
         if p.session_status is not None:
             self.end_session(e, p.session_id, p.session_status)
