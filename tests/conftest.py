@@ -43,6 +43,8 @@ OPT_IN = {
     "slow": "the full-size durability figures",
     "openclaw": "a real OpenClaw Gateway and its own llama.cpp server, ~2 min on one worker;"
                 " CI runs them in a step of their own (.ci/run)",
+    "phoenix": "a real Arize Phoenix server (~20 s to start); CI runs it in a step of its own"
+               " (.ci/run)",
 }
 
 
