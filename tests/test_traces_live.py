@@ -52,6 +52,8 @@ async def test_each_span_once_across_restarts_and_new_work(tmp_path: Path) -> No
             assert root["name"] == f"session {sid} (lead)"
             (trace,) = await load(store)
             assert {s.span_id for s in trace.spans} == set(counts)
+            # the position events replay (no projection of their own)
+            assert await store.verify_projections() == []
     finally:
         await store.close()
 
