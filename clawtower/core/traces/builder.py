@@ -116,6 +116,7 @@ class _Builder:
         self.session_agent: dict[str, str] = {}
         self.turn_span: dict[str, _Draft] = {}
         self.turn_job: dict[str, str] = {}
+        self.job_turns: dict[str, list[str]] = {}  # job -> its turns not yet ended with it
         self.turn_session: dict[str, str] = {}
         self.turn_mark: dict[str, float] = {}  # the turn's previous event: a call starts there
         self.turn_model: dict[str, tuple[str, str]] = {}  # turn -> (provider, model)
@@ -282,6 +283,8 @@ class _Builder:
             d = self.open(e, f"turn:{e.seq}", f"invoke_agent {agent}", AGENT, parent, **attrs)
         self.turn_span[turn_id] = d
         self.turn_job[turn_id] = job
+        if job:
+            self.job_turns.setdefault(job, []).append(turn_id)
         self.turn_session[turn_id] = subject
         self.turn_mark[turn_id] = e.ts
         self.turn_model[turn_id] = (provider, model)
@@ -397,8 +400,9 @@ class _Builder:
     def end_job(self, e: StoredEvent, sid: str, job: str) -> None:
         jobs = self.session_jobs.get(sid, set())
         jobs.discard(job)
-        for turn_id, d in list(self.turn_span.items()):  # a harness's turn: no turn events
-            if self.turn_job.get(turn_id) == job and d.end is None:
+        for turn_id in self.job_turns.pop(job, []):  # a harness's turn: no turn events
+            d = self.turn_span[turn_id]
+            if d.end is None:
                 d.close(e)
                 if self.session_turn.get(sid) is d:
                     del self.session_turn[sid]

@@ -37,8 +37,11 @@ def traces_url(endpoint: str) -> str:
     return endpoint
 
 
+_PLAIN = (bool, int, float, str)
+
+
 def _value(v: Any) -> Any:
-    if isinstance(v, bool | int | float | str):
+    if type(v) in _PLAIN:
         return v
     if isinstance(v, list | tuple) and all(isinstance(x, str) for x in v):
         return list(v)
