@@ -20,9 +20,9 @@ import _common as cm
 from bench_flows import ours, random_dag
 
 from clawtower.core.store import open_store
-from clawtower.core.traces.read import read_events, store_salt
 from clawtower.core.traces.builder import derive
 from clawtower.core.traces.otlp import export
+from clawtower.core.traces.read import read_events, store_salt
 
 TARGET_S_PER_100K = 10.0
 
