@@ -130,7 +130,8 @@ class _Builder:
         self.flow_children: dict[tuple[str, str], set[str]] = {}  # open subtasks
         self.flow_open: dict[str, list[_Draft]] = {}  # session -> its open nodes, oldest first
         self.node_task: dict[str, tuple[str, str]] = {}  # node key -> (flow, task)
-        self.flow_nodes: dict[str, list[_Draft]] = {}  # flow -> its nodes
+        self.flow_agent_nodes: dict[tuple[str, str], list[_Draft]] = {}  # (flow, agent)
+        self.node_session: dict[str, str] = {}  # node key -> the session it was sent to
         # workflows, triggers, meetings, tasks
         self.step_open: dict[str, dict[str, _Draft]] = {}  # run -> step id -> span
         self.gate_open: dict[str, _Draft] = {}  # run -> its gate span
@@ -485,9 +486,10 @@ class _Builder:
         if self.capture:
             d.attrs["input.value"] = self.text(p.instruction)
         self.node_task[d.key] = (fid, p.task_id)
-        self.flow_nodes.setdefault(fid, []).append(d)
+        self.flow_agent_nodes.setdefault((fid, p.to_agent), []).append(d)
         if p.session_id:
             self.flow_open.setdefault(p.session_id, []).append(d)
+            self.node_session[d.key] = p.session_id
 
     def flow_node_for(self, sid: str) -> _Draft | None:
         """The node the session works on: the oldest open one that is not waiting for its
@@ -527,9 +529,9 @@ class _Builder:
             d.attrs["error.type"] = p.mode or "flow_error"
         if self.capture:
             d.attrs["output.value"] = self.text(p.body)
-        for nodes in self.flow_open.values():
-            if d in nodes:
-                nodes.remove(d)
+        sid = self.node_session.pop(d.key, "")
+        if d in self.flow_open.get(sid, ()):
+            self.flow_open[sid].remove(d)
 
     def on_flow_finished(self, e: StoredEvent, p: Any) -> None:
         self.end_root(e, e.entity_id, p.status, failed=p.status != "done",
@@ -558,8 +560,9 @@ class _Builder:
         attempt or phase, a flow's latest open node of `agent`, else the subject's span."""
         root = self.roots.get(subject)
         if root is not None and root.root_kind == "flow" and agent:
-            nodes = [d for d in self.flow_nodes.get(subject, [])
-                     if d.end is None and d.attrs.get("gen_ai.agent.name") == agent]
+            nodes = self.flow_agent_nodes.get((subject, agent), [])
+            while nodes and nodes[-1].end is not None:  # ended ones leave from the end
+                nodes.pop()
             if nodes:
                 return nodes[-1]
         steps = self.step_open.get(subject)
