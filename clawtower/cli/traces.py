@@ -16,6 +16,7 @@ from .common import with_store
 if TYPE_CHECKING:
     from clawtower.core.store import Store
     from clawtower.core.traces import Trace
+    from clawtower.core.traces.builder import Redact
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     t.add_argument("--json", action="store_true", help="the trace's spans as JSON")
     t.add_argument("--width", type=int, default=40, metavar="N", help="bar width (default 40)")
     t.add_argument("--content", action="store_true",
-                   help="include prompts, replies and tool arguments (sanitised)")
+                   help="include prompts, replies and tool arguments (secrets redacted, sanitised)")
+    _config_option(t)
     t.set_defaults(handler=cmd_trace)
 
     g = subparsers.add_parser("traces", help="export traces (OpenTelemetry, OTLP/HTTP)")
@@ -42,11 +44,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     e.add_argument("--headers-env", metavar="VAR",
                    help="environment variable holding headers as k=v,k2=v2 (an API key)")
     e.add_argument("--content", action="store_true",
-                   help="include prompts, replies and tool arguments (sanitised)")
+                   help="include prompts, replies and tool arguments (secrets redacted, sanitised)")
+    _config_option(e)
     e.add_argument("--timeout", type=float, default=10.0, metavar="S",
                    help="seconds to wait for the collector (default 10)")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
     e.set_defaults(handler=cmd_export)
+
+
+def _config_option(p: argparse.ArgumentParser) -> None:
+    """`--config FILE`: whose secrets `--content` redacts (left unset when not given, so the
+    top level's --config still counts)."""
+    p.add_argument("--config", default=argparse.SUPPRESS, metavar="FILE",
+                   help="the project config whose secrets --content redacts")
+
+
+def _redact(args: argparse.Namespace) -> Redact | None:
+    if not args.content:
+        return None
+    from clawtower.core.agents.config import load_config
+    from clawtower.core.traces.redact import config_redactor
+
+    return config_redactor(load_config(getattr(args, "config", None)))
 
 
 def _width(n: int) -> int:
@@ -80,9 +99,11 @@ async def cmd_trace(args: argparse.Namespace) -> int:
     from clawtower.core.traces.waterfall import render
 
     width = _width(args.width)
+    redact = _redact(args)
 
     async def run(store: Store) -> int:
-        trace = await find_trace(store, args.id, capture_content=args.content)
+        trace = await find_trace(store, args.id, capture_content=args.content,
+                                 redact=redact)
         if args.json:
             sys.stdout.write(json.dumps(trace.as_json(), sort_keys=True) + "\n")
         else:
@@ -103,6 +124,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
 
     traces_url(args.endpoint)  # a bad URL is a usage error before the store is read
     since = _since(args.since)
+    redact = _redact(args)
     headers: dict[str, str] = {}
     if args.headers_env:
         if args.headers_env not in os.environ:
@@ -110,7 +132,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
         headers = headers_from(os.environ[args.headers_env])
 
     async def run(store: Store) -> int:
-        traces = await load(store, capture_content=args.content)
+        traces = await load(store, capture_content=args.content, redact=redact)
         if args.ids:
             chosen: list[Trace] = []
             for ident in args.ids:

@@ -305,18 +305,20 @@ def build_engine(store: Store, agents: AgentSet | None, *, workers: Iterable[str
                                                   clock=clock, executor=trigger_executor)
         out.append(triggers)
     if "traces" in chosen:
-        telemetry = None
+        project = None
         try:
             from .agents.config import load_config
 
-            telemetry = (config if config is not None else load_config()).telemetry
+            project = config if config is not None else load_config()
         except ClawError as exc:
             if warn is not None:
                 warn(f"traces not exported: {exc}")
-        if telemetry is not None and telemetry.otlp_endpoint:
+        if project is not None and project.telemetry.otlp_endpoint:
             from .traces.live import TracesWorker
+            from .traces.redact import config_redactor
 
-            out.append(TracesWorker(store, telemetry))
+            out.append(TracesWorker(store, project.telemetry,
+                                    redact=config_redactor(project)))
     return ComposedEngine(store, out, on_error=on_error)
 
 

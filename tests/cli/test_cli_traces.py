@@ -82,3 +82,23 @@ def test_traces_export(run: Run, tree: Path) -> None:
     assert r.code == 2 and "'nope'" in r.err
     r = run("traces", "export", "--endpoint", "http://127.0.0.1:9", "--db", tree, "S-77")
     assert r.code == 2 and "'S-77'" in r.err
+
+
+def test_content_is_redacted_by_the_configs_secrets(run: Run, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "secret.db"
+    asyncio.run(session_tree(db, message="#spawn 1 worker use key9-XYZ-secret-42 here"))
+    config = tmp_path / "clawtower.yaml"
+    config.write_text("providers:\n  local:\n    kind: openai\n"
+                      "    base_url: http://127.0.0.1:9/v1\n    api_key_env: TRACE_TEST_KEY\n"
+                      "    models: [m]\n")
+    monkeypatch.setenv("TRACE_TEST_KEY", "key9-XYZ-secret-42")
+    r = run("trace", "S-1", "--db", db, "--json")
+    assert r.code == 0 and "key9" not in r.out and "input.value" not in r.out  # no content
+    r = run("trace", "S-1", "--db", db, "--json", "--content", "--config", config)
+    assert r.code == 0, r.err
+    assert "key9-XYZ-secret-42" not in r.out
+    assert "use [secret TRACE_TEST_KEY] here" in r.out
+    # the same through the top level's --config
+    r = run("--config", config, "trace", "S-1", "--db", db, "--json", "--content")
+    assert r.code == 0 and "[secret TRACE_TEST_KEY]" in r.out and "key9" not in r.out

@@ -32,7 +32,7 @@ from ..aio import wait_event
 from ..events import NewEvent, StoredEvent
 from ..store.faults import Backoff
 from ..store.interface import Store
-from .builder import derive
+from .builder import Redact, derive
 from .config import TelemetryConfig
 from .events import TracesExported
 from .otlp import export, headers_from
@@ -64,7 +64,8 @@ class TracesWorker:
     name = "traces"
 
     def __init__(self, store: Store, config: TelemetryConfig, *, owner: str | None = None,
-                 send: Send | None = None, lease_ttl_s: float = 10.0) -> None:
+                 send: Send | None = None, lease_ttl_s: float = 10.0,
+                 redact: Redact | None = None) -> None:
         assert config.otlp_endpoint is not None
         self.store = store
         self.config = config
@@ -74,6 +75,7 @@ class TracesWorker:
         self.lease = f"traces:{self.entity}"
         self.lease_ttl_s = lease_ttl_s
         self.send = send or self._send
+        self.redact = redact  # of captured content (traces/redact.py)
         self.position: int | None = None  # the log position everything before is sent for
         self.events: list[StoredEvent] = []  # the log read so far
         self.failing = ""  # the last step's error while the collector refuses
@@ -110,7 +112,7 @@ class TracesWorker:
         salt = await store_salt(self.store)
         after = self.position
         traces = await asyncio.to_thread(
-            lambda: due(derive(self.events, salt=salt,
+            lambda: due(derive(self.events, salt=salt, redact=self.redact,
                                capture_content=self.config.capture_content), after, upto))
         n = sum(len(t.spans) for t in traces)
         if n:
