@@ -370,9 +370,11 @@ def test_the_command_table_names_what_each_group_registers():
     # a top-level option's value is not the command, even when it is spelled like one
     assert cli_main._groups_for(["--db", "task", "approvals"]) == ("approvals",)
     assert cli_main._groups_for(["--db=serve", "session", "list"]) == ("session",)
-    for argv in (None, [], ["--help"], ["-h", "task"], ["nosuch"], ["--db", "x"],
-                 ["--db", "task"]):
+    for argv in (None, ["--help"], ["-h", "task"], ["nosuch"], ["--db", "x", "nosuch"]):
         assert cli_main._groups_for(argv) == cli_main.GROUPS, argv
+    # no command is the console: its parser only (the console's first paint waits on it)
+    for argv in ([], ["--db", "x"], ["--db", "task"], ["--config=c.yaml"]):
+        assert cli_main._groups_for(argv) == ("console",), argv
 
 
 def test_the_engine_and_the_session_worker_load_no_acp_or_mcp_sdk():

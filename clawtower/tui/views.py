@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from rich.cells import cell_len
 from textual import events
@@ -14,7 +14,6 @@ from textual.content import Content
 from textual.widgets import Footer, Static
 from textual.widgets._footer import FooterKey
 
-from clawtower.core import StoredEvent
 from clawtower.core.describe import event_summary, one_line
 
 from .columns import Column
@@ -22,6 +21,9 @@ from .model import PHASE_ORDER, PHASE_TONE, fmt_time
 from .protocol import ConsoleApp
 from .rowlist import Cell, RowList
 from .workflowdata import run_status
+
+if TYPE_CHECKING:
+    from clawtower.core import StoredEvent
 
 
 def phase_label(phase: str) -> str:

@@ -18,10 +18,10 @@ from ..tasks.permissions import Role
 from . import events as wev
 from .envelopes import _loads, error_envelope
 from .jsvalues import UNDEFINED, to_json
+from .kinds import GATE_KINDS
 from .load import WorkflowError
 from .recorder import lease_name
 
-GATE_KINDS = {"approval": "workflow_approval", "input": "workflow_input"}
 NOT_FOUND = "Workflow resume state not found"
 
 

@@ -42,7 +42,7 @@ from . import events as wev
 from .adoption import Adoption
 from .conditions import check_workflow_conditions
 from .cost import CostLimitExceeded, CostTracker, parse_limit
-from .decisions import GATE_KINDS, NOT_FOUND, Decisions, GateDecided
+from .decisions import NOT_FOUND, Decisions, GateDecided
 from .envelopes import (
     _loads,
     _lost,
@@ -54,6 +54,7 @@ from .envelopes import (
     render,
 )
 from .jsvalues import UNDEFINED, js_prefix, to_json
+from .kinds import GATE_KINDS
 from .llm import CURRENT_RUN, config_llm
 from .load import WorkflowError, is_input_step, load_workflow, resolve_workflow_file
 from .pipeline import LlmCall, PipelineFailure, run_pipeline
