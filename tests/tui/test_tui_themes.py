@@ -109,3 +109,33 @@ async def test_builtin_themes_work_thanks_to_variable_defaults(demo_db: str) -> 
             await pilot.pause()
             for var in CUSTOM_VARIABLES:
                 assert app.theme_variables[var], (name, var)
+
+
+@pytest.mark.parametrize(("wanted", "expected"), [
+    (None, "clawtower-dark"), ("clawtower-light", "clawtower-light"),
+    ("mine", "mine"), ("nosuch", "clawtower-dark"), ("textual-light", "textual-light"),
+])
+async def test_the_first_theme_is_the_one_textual_starts_with(
+        tmp_path: Path, demo_db: str, monkeypatch: pytest.MonkeyPatch, wanted: str | None,
+        expected: str) -> None:
+    """$CLAWTOWER_THEME names the first theme (a user's too); it is the theme the app starts
+    with, so the first paint has its colours (no theme change re-parses the stylesheet)."""
+    folder = tmp_path / "mythemes"
+    folder.mkdir()
+    (folder / "mine.yaml").write_text("name: mine\ndark: false\nprimary: '#884400'\n"
+                                      "background: '#fafaf0'\n")
+    monkeypatch.setenv("CLAWTOWER_THEMES", str(folder))
+    if wanted:
+        monkeypatch.setenv("CLAWTOWER_THEME", wanted)
+    app = ClawtowerApp(demo_db, run_engine=False, operator="alice")
+    assert app.theme == expected  # before it runs: what App.__init__ built its colours from
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.theme == expected
+        theme = app.current_theme
+        assert theme.name == expected
+        assert app.has_class("-dark-mode") == theme.dark
+        assert app.has_class("-light-mode") == (not theme.dark)
+        if theme.background:
+            assert app.get_css_variables()["background"].lower() == theme.background.lower()
+            assert app.screen.styles.background.hex.lower() == theme.background.lower()
