@@ -11,6 +11,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.content import Content
+from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.widgets._footer import FooterKey
 
@@ -191,9 +192,29 @@ class KeyBar(Footer):
             yield more
         yield from rest
 
+    _recompose_queued = False
+
+    def bindings_changed(self, screen: Screen[Any]) -> None:
+        """Textual's footer recomposes once per bindings signal; at start-up three come at
+        once (four recomposes of every key before the first paint): one queued at a time."""
+        self._bindings_ready = True
+        if screen.app.app_focus and self.is_attached and screen is self.screen:
+            self._recompose_soon()
+
     def on_resize(self, event: events.Resize) -> None:
         if self._bindings_ready:
-            self.call_after_refresh(self.recompose)
+            self._recompose_soon()
+
+    def _recompose_soon(self) -> None:
+        if self._recompose_queued:
+            return
+        self._recompose_queued = True
+
+        async def run() -> None:
+            self._recompose_queued = False
+            await self.recompose()
+
+        self.call_after_refresh(run)
 
 
 class ModeBar(Static):
