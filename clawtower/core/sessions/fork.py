@@ -10,8 +10,8 @@ sent a message, and a fork of a session waiting for an approval does not wait fo
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from ..errors import Conflict, NotFound
 from ..events import NewEvent
 from ..store.interface import WriteTx
 from . import events as sev
@@ -19,19 +19,12 @@ from .history import Log, check_turn, load
 from .registry import new_id, spec_by_ref
 
 
-def fork_in(tx: WriteTx, sid: str, at: int, *, agent: str | None, reason: str, by: str,
-            new_session_id: Callable[[WriteTx], str]) -> tuple[str, Log]:
-    """Write the fork of `sid` at the end of its turn `at` (checked first: a refusal writes
-    nothing). Returns the new session's id and the origin's log."""
-    from .service import owned_by
-
-    row = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
-    if row is None:
-        raise NotFound(f"session {sid!r}: no such session")
-    owner = owned_by(row)
-    if owner is not None and owner[0] == "flow":
-        raise Conflict(f"session {sid!r} belongs to flow {owner[1]}; go back in a flow with"
-                       f" `clawtower flow rerun {owner[1]}/NODE`")
+def fork_in(tx: WriteTx, row: dict[str, Any], at: int, *, agent: str | None, reason: str,
+            by: str, new_session_id: Callable[[WriteTx], str]) -> tuple[str, Log]:
+    """Write the fork of session `row` at the end of its turn `at` (checked first: a refusal
+    writes nothing; the caller checked who owns it). Returns the new session's id and the
+    origin's log."""
+    sid = str(row["id"])
     log = load(tx.all, sid)
     end = int(check_turn(log, at)["end_seq"])
     spec = spec_by_ref(tx, agent) if agent else None

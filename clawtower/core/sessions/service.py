@@ -475,7 +475,12 @@ class Sessions(SessionReads):
                     f" at most {self.limits.max_message_chars})")
 
         def command(tx: WriteTx) -> dict[str, Any]:
-            new, _ = fork_in(tx, sid, at, agent=agent, reason=reason, by=by,
+            row = _session(tx, sid)
+            owner = owned_by(row)
+            if owner is not None and owner[0] == "flow":  # its node's reply feeds the flow
+                raise Conflict(f"session {sid!r} belongs to flow {owner[1]}; go back in a"
+                               f" flow with `clawtower flow rerun {owner[1]}/NODE`")
+            new, _ = fork_in(tx, row, at, agent=agent, reason=reason, by=by,
                              new_session_id=_next_session_id)
             sent = _send(tx, new, message, by, self.limits) if message is not None else None
             return {"session": new, "origin": sid, "turn": at, "sent": sent}
