@@ -180,6 +180,9 @@ def _workflow_summary(t: str, p: dict[str, Any]) -> str:
         args = f" with {one_line(p['args'], 80)}" if p.get("args") else ""
         return (f"workflow started: {p.get('name') or p['file']} ({len(p.get('steps') or [])}"
                 f" steps){args}")
+    if t == "workflow.rerun":
+        return (f"workflow rerun of {p['origin']} from step {p['from_step']}:"
+                f" {len(p.get('reused') or [])} step output(s) reused")
     if t == "workflow.step_started":
         again = f" (attempt {p['attempt']})" if p.get("attempt", 1) > 1 else ""
         return f"step {p['step_id']} ({p['kind']}) started{again}"
