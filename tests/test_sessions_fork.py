@@ -82,9 +82,12 @@ async def test_fork_copies_the_transcript_to_the_turn_and_leaves_the_origin_alon
     assert [(t["n"], t["copied_from"]) for t in g["turns"]] == [(1, sid), (2, sid),
                                                                (3, None)]
     assert g["turns"][2]["message"] == "a better third"
-    # a fork of the fork, at a copied turn
-    out3 = await sessions.fork(out2["session"], 1)
-    assert texts(await sessions.get(out3["session"])) == texts(before)[:2]
+    # a fork of the fork, at a copied turn, by another agent
+    await spec(sessions, "other")
+    out3 = await sessions.fork(out2["session"], 1, agent="other")
+    f3 = await sessions.get(out3["session"])
+    assert texts(f3) == texts(before)[:2] and f3["agent"] == "other"
+    assert f3["origin"]["session"] == out2["session"]
 
     assert await store.verify_projections() == []
     await store.rebuild_projections()

@@ -98,6 +98,12 @@ def _summary(e: StoredEvent, arrow: str) -> str:
         return f"{p['decision']} by {e.actor}{why}"
     if t == "permission.refused":
         return f"refused {p['action']} on {p['target']}: {p.get('reason', '')}"
+    if t == "session.forked":
+        why = f": {p['reason']}" if p.get("reason") else ""
+        return f"forked from {p['origin']} at turn {p['at_turn']}{why}"
+    if t == "flow.rerun":
+        reused = sum(1 for x in p.get("tasks") or [] if x.get("mode") == "reused")
+        return f"rerun of {p['node']}: {reused} of {len(p.get('tasks') or [])} task(s) reused"
     if t.startswith("lease."):
         return f"{t.split('.', 1)[1]} by {p.get('owner', e.actor)}"
     if t == "agent.usage":
