@@ -1,7 +1,8 @@
 """Console time to first paint, whole processes in a terminal (issue 27, item 8: the console
 was blank ~6 s before Tasks painted).
 
-Target: the frame and the first mode paint <= 1 s after `clawtower` starts. Each repetition
+Target: the frame and the first mode paint <= 0.6 s after `clawtower` starts (issue 39; it
+was <= 1 s in issue 27). Each repetition
 starts the real entry point, `clawtower --db COPY` (the console, with its engine, on a fresh
 copy of the demo's store), in a pseudo-terminal of 120x40, reads what it draws and records,
 as wall-clock ms since the spawn:
@@ -13,7 +14,13 @@ Then the process is killed (the store is a throw-away copy). `clawtower demo --d
 the same way for reference: it seeds the demo store behind its painted frame (`rows` then
 waits for the seeding). `--before DIR`
 runs the same with DIR (a checkout of an older commit) first on PYTHONPATH, in the same loop,
-alternating. `python -c pass` is timed in the loop as the floor of a process start.
+alternating. `python -c pass` is timed in the loop as the floor of a process start, and a
+minimal Textual app (a static line with the word and a footer) as the floor of any Textual
+app's first paint on this machine.
+
+The children write bytecode (the variable PYTHONDONTWRITEBYTECODE that this workplace sets is
+dropped for them): an installed package has its .pyc files (pip compiles them), and round 0,
+untimed, writes them for a checkout.
 
     .venv/bin/python benchmarks/bench_console_startup.py [--reps 10] [--before DIR] [--no-demo]
 """
@@ -47,9 +54,21 @@ from _common import (
     write_json,
 )
 
-TARGET_MS = 1000.0
+TARGET_MS = 600.0
 ANSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[\]P^_].*?(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 CONSOLE = {"frame": "Approvals", "rows": "T-1"}
+FLOOR_APP = """from textual.app import App
+from textual.widgets import Footer, Static
+
+
+class Floor(App):
+    def compose(self):
+        yield Static("1 Tasks  2 Approvals")
+        yield Footer()
+
+
+Floor().run()
+"""
 DEMO = {"frame": "Approvals", "rows": "T-1"}
 
 
@@ -107,6 +126,9 @@ def main() -> int:
         env = {**os.environ, "HOME": str(d), "CLAWTOWER_HOME": str(d / "home"), "TZ": "UTC",
                "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
         env.pop("PYTHONPATH", None)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # installed packages have their .pyc
+        floor_app = d / "textual_floor.py"
+        floor_app.write_text(FLOOR_APP)
         made = subprocess.run([exe, "demo", "--headless", "--speed", "0", "--db",
                                str(template)], env=env, capture_output=True, text=True,
                               check=False)
@@ -124,6 +146,9 @@ def main() -> int:
                 db = d / f"run-{side}.db"
                 fresh_copy(template, db)
                 jobs = [("console", [exe, "--db", str(db)], CONSOLE)]
+                if side == "after":
+                    jobs.append(("textual floor", [sys.executable, str(floor_app)],
+                                 {"frame": "Approvals"}))
                 if not args.no_demo:
                     fresh = d / f"demo-{side}-{i}.db"
                     jobs.append(("demo", [exe, "demo", "--db", str(fresh)], DEMO))
@@ -144,8 +169,10 @@ def main() -> int:
     print_table(f"console start in a 120x40 terminal, ms since the spawn, {reps} repetitions",
                 ["command", "on screen", "n", "median", "range"], rows)
     frame = median(results["console (after)"]["frame"])
+    textual_floor = median(results["textual floor (after)"]["frame"])
     print(f"\nconsole frame median {fmt_num(frame)} ms (target <= {TARGET_MS:g} ms:"
-          f" {'met' if frame <= TARGET_MS else 'NOT met'}); python -c pass"
+          f" {'met' if frame <= TARGET_MS else 'NOT met'}); a minimal Textual app"
+          f" {fmt_num(textual_floor)} ms (ratio {frame / textual_floor:.2f}); python -c pass"
           f" {fmt_num(median(floor))} ms")
     write_json(args.json, {"results": {s: {k: {"median": median(v), "n": len(v)}
                                            for k, v in m.items()} for s, m in results.items()},

@@ -209,6 +209,28 @@ def test_cli_help_loads_no_heavy_module():
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-2000:]
 
 
+def test_the_console_paints_before_the_engine_and_the_models_load():
+    """What the console's first paint waits on (issue 39: <= 0.6 s, bench_console_startup.py):
+    the app module, the first mode, the package's themes and the console's parser load no
+    event model, schema library, engine, service or other mode; those load behind the frame."""
+    needless = ("pydantic", "jsonschema", "httpx", "mcp", "markdown_it",
+                *ours("core.events", "core.engine", "core.orchestrator", "core.workers",
+                      "core.meetings", "core.tasks.service", "core.workflows.service",
+                      "core.agents.simulator", "core.agents.provider", "core.agents.config",
+                      "tui.screens.approvals", "tui.screens.flows", "tui.screens.sessions",
+                      "tui.screens.task_detail", "tui.themefile", "cli.task", "cli.flow"))
+    code = ("import sys\nfrom clawtower.cli.main import build_parser\n"
+            "build_parser([]).parse_args([])\n"
+            "from clawtower.tui.app import ClawtowerApp\n"
+            "app = ClawtowerApp('unused.db', run_engine=False, operator='o')\n"
+            "assert app.theme == 'clawtower-dark', app.theme\n"
+            "assert app.current_theme.name == 'clawtower-dark'\n"
+            + _loaded(needless))
+    out = _child(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_workflow_run_loads_only_what_it_needs(tmp_path):
     wf = tmp_path / "q.lobster"
     wf.write_text("name: q\nsteps:\n  - id: a\n    run: echo hi\n", encoding="utf-8")
@@ -370,9 +392,11 @@ def test_the_command_table_names_what_each_group_registers():
     # a top-level option's value is not the command, even when it is spelled like one
     assert cli_main._groups_for(["--db", "task", "approvals"]) == ("approvals",)
     assert cli_main._groups_for(["--db=serve", "session", "list"]) == ("session",)
-    for argv in (None, [], ["--help"], ["-h", "task"], ["nosuch"], ["--db", "x"],
-                 ["--db", "task"]):
+    for argv in (None, ["--help"], ["-h", "task"], ["nosuch"], ["--db", "x", "nosuch"]):
         assert cli_main._groups_for(argv) == cli_main.GROUPS, argv
+    # no command is the console: its parser only (the console's first paint waits on it)
+    for argv in ([], ["--db", "x"], ["--db", "task"], ["--config=c.yaml"]):
+        assert cli_main._groups_for(argv) == ("console",), argv
 
 
 def test_the_engine_and_the_session_worker_load_no_acp_or_mcp_sdk():

@@ -70,6 +70,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         parents=[c])
     ca.add_argument("id", metavar="ID", help="the flow")
     ca.add_argument("--reason", default="", help="why (recorded)")
+    rr = sub.add_parser("rerun", help="a new flow from NODE: reuses every reply not downstream"
+                        " of it (README, Going back)", parents=[c])
+    rr.add_argument("node", metavar="NODE", help="the task to run again, e.g. F-1/root/research")
+    rr.add_argument("--instruction", metavar="TEXT", help="the node's edited instruction")
+    rr.add_argument("--wait", action="store_true",
+                    help="drive the new flow here until it ends and print its result")
+    rr.add_argument("--timeout", type=float, default=3600.0, metavar="S",
+                    help="with --wait: give up after S seconds (exit 1)")
+    rr.add_argument("--json", action="store_true", help="with --wait: print the flow as JSON")
     mb = sub.add_parser("mailbox", help="an agent's inbox, outbox or archive", parents=[c])
     mb.add_argument("agent", metavar="AGENT", help="the agent")
     mb.add_argument("--box", default="inbox", choices=["inbox", "outbox", "archive"],
@@ -137,7 +146,7 @@ async def cmd_flow(args: argparse.Namespace) -> int:
     if fc == "list":
         return await _list(args)
     read_only = fc in READ_ONLY
-    cfg = _config(args) if fc in ("run", "work") else None
+    cfg = _config(args) if fc in ("run", "work", "rerun") else None
     extra: dict[str, Any] = {}
     if fc == "run":
         text: str = sys.stdin.read() if args.task == "-" else args.task
@@ -168,6 +177,16 @@ async def cmd_flow(args: argparse.Namespace) -> int:
                 return 0
             assert cfg is not None
             sys.stderr.write(f"{fid}: started\n")
+            return await _wait(store, cfg, fid, args)
+        if fc == "rerun":
+            from clawtower.core.flows.rerun import rerun_flow
+
+            fid = await rerun_flow(store, args.node, args.instruction, by=_operator())
+            if not args.wait:
+                print(fid)
+                return 0
+            assert cfg is not None
+            sys.stderr.write(f"{fid}: rerun of {args.node}\n")
             return await _wait(store, cfg, fid, args)
         if fc == "show":
             return await _show(flows, args)
@@ -308,7 +327,8 @@ def tree_lines(tasks: list[dict[str, Any]]) -> list[str]:
         depth = int(t["depth"])
         what = t["result"] if t["status"] == "done" else t["error"] or ""
         what = " ".join(str(what).split())
-        out.append(f"{'  ' * depth}{'└ ' if depth else ''}{t['local_id']} [{t['status']}]"
+        status = f"{t['status']}, reused" if t.get("mode") == "reused" else t["status"]
+        out.append(f"{'  ' * depth}{'└ ' if depth else ''}{t['local_id']} [{status}]"
                    f" {t['agent']} · {duration(t)} · {t['tokens']} tok"
                    + (f" · {what[:70]}" if what else ""))
     return out
@@ -345,6 +365,12 @@ async def _show(flows: Any, args: argparse.Namespace) -> int:
              f"  status: {flow['status']} · agent: {flow['agent']} · tasks:"
              f" {flow['done']}/{flow['nodes']} done · {flow['tokens']} tokens"
              + (f" · {flow['ignored']} ignored message(s)" if flow["ignored"] else "")]
+    from clawtower.core.flows.rerun import rerun_origin
+
+    origin = await rerun_origin(flows.store, flow["id"])
+    if origin:
+        lines.append(f"  rerun of {origin['node']} (by {origin['by']}): the [reused] replies"
+                     f" are {origin['flow']}'s")
     if flow["result"]:
         lines.append(f"  result: {flow['result']}")
     if flow["error"]:

@@ -51,7 +51,9 @@ def group(name: str) -> ModuleType:
 
 
 def _groups_for(argv: Sequence[str] | None) -> tuple[str, ...]:
-    """The one group a command line needs, or every group (no argv, help, no command)."""
+    """The one group a command line needs, or every group (no argv, help, an unknown
+    command). No command opens the console: its group only (the console's first paint waits
+    on this parser: start-up, BENCHMARKS.md)."""
     if argv is None:
         return GROUPS
     value_next = False  # the top level's options (--db, --config) take a value
@@ -66,7 +68,7 @@ def _groups_for(argv: Sequence[str] | None) -> tuple[str, ...]:
             value_next = False
         else:
             return (COMMANDS[arg],) if arg in COMMANDS else GROUPS
-    return GROUPS
+    return ("console",)
 
 
 class _Version(argparse.Action):

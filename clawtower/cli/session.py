@@ -7,6 +7,8 @@ as the console. (`agents spec ...` is cli/agent_specs.py.)
     session steer ID TEXT                    (queued for the running turn's next boundary)
     session stop ID [--reason R]             session spawn ID TASK [--agent A] [--no-wait]
     session resume ID                        (a task its max_tool_rounds stopped goes on)
+    session history ID [--json]              its turns: message, tool calls, tokens, reply
+    session fork ID --at N [--message TEXT] [--agent A] [--reason R] [--no-wait] [--json]
     session run [--until-idle]               the worker, without a console
 """
 
@@ -69,6 +71,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="queue it and return (a worker elsewhere runs the turn)")
         p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                        help="give up waiting after S seconds (exit 1)")
+    hi = sub.add_parser("history", help="a session's turns (message, tool calls, tokens,"
+                        " reply), from its log", parents=c)
+    hi.add_argument("id", metavar="ID", help="the session")
+    hi.add_argument("--json", action="store_true", help="print the turns as JSON")
+    fk = sub.add_parser("fork", help="a new session with ID's transcript up to the end of"
+                        " turn N (README, Going back)", parents=c)
+    fk.add_argument("id", metavar="ID", help="the session to go back in")
+    fk.add_argument("--at", type=int, required=True, metavar="N",
+                    help="the last turn copied (see `session history ID`)")
+    fk.add_argument("--message", metavar="TEXT",
+                    help="run a new turn on the fork with this message ('-' reads stdin)")
+    fk.add_argument("--agent", metavar="REF", help="the fork's agent spec (default: ID's)")
+    fk.add_argument("--reason", default="", help="why (recorded with the fork)")
+    fk.add_argument("--no-wait", action="store_true",
+                    help="with --message: queue it and return (a worker elsewhere runs it)")
+    fk.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                    help="give up waiting after S seconds (exit 1)")
+    fk.add_argument("--json", action="store_true", help="print the new session as JSON")
     rs = sub.add_parser("resume", help="continue a task its turn's max_tool_rounds stopped"
                         " (as /continue)", parents=c)
     rs.add_argument("id", metavar="ID", help="the session")
@@ -115,9 +135,11 @@ def _operator() -> str:
 
 async def cmd_session(args: argparse.Namespace) -> int:
     sc = args.session_cmd
-    read_only = sc in ("list", "tree", "show")
+    read_only = sc in ("list", "tree", "show", "history")
     cfg = None if read_only else _config(args)  # a bad config fails before the store opens
     text = _text(args) if sc in ("send", "steer") else ""
+    if sc == "fork" and args.message == "-":
+        args.message = sys.stdin.read()
 
     async def run(store: Store) -> int:
         if read_only:  # the read API alone: no payload, spec or gate models (start-up)
@@ -137,6 +159,8 @@ async def cmd_session(args: argparse.Namespace) -> int:
             else:
                 print(sid)
             return 0
+        if sc == "fork":
+            return await _fork(store, sessions, cfg, args, by)
         if sc == "resume":
             from clawtower.core.sessions.commands import run_command
 
@@ -206,6 +230,13 @@ async def _read(sessions: SessionReads, sc: str, args: argparse.Namespace) -> in
         else:
             print("\n".join(_tree_lines(forest)) or "no sessions yet")
         return 0
+    if sc == "history":
+        h = await sessions.history(args.id)
+        if args.json:
+            output.emit_json(h)
+        else:
+            print(_history(h))
+        return 0
     if sc == "show":
         s = await sessions.get(args.id)
         if args.json:
@@ -214,6 +245,46 @@ async def _read(sessions: SessionReads, sc: str, args: argparse.Namespace) -> in
             print(_detail(s))
         return 0
     raise ValidationError(f"session: unknown action {sc!r}")
+
+
+async def _fork(store: Store, sessions: Any, cfg: ClawtowerConfig | None,
+                args: argparse.Namespace, by: str) -> int:
+    """`session fork ID --at N [--message TEXT]`: the fork, then (with a message) its turn,
+    run here as `session send` runs one."""
+    out = await sessions.fork(args.id, args.at, message=args.message, agent=args.agent,
+                              reason=args.reason, by=by)
+    new = out["session"]
+    sys.stderr.write(f"{new}: forked from {args.id} at turn {args.at}\n")
+    code = 0
+    if out["sent"] is not None and not args.no_wait:
+        assert cfg is not None
+        code = await _wait_reply(store, cfg, new, out["sent"]["msg_id"], args.timeout)
+    if args.json:
+        output.emit_json(await sessions.get(new))
+    else:
+        print(new)
+    return code
+
+
+def _history(h: dict[str, Any]) -> str:
+    import datetime as dt
+
+    o = h["origin"]
+    lines = [f"{h['session']}: {len(h['turns'])} turn(s)" + (
+        f" · forked from {o['session']} at turn {o['turn']} by {o['by']}"
+        + (f" ({o['reason']})" if o["reason"] else "") if o else "")]
+    for t in h["turns"]:
+        when = dt.datetime.fromtimestamp(t["at"]).strftime("%Y-%m-%d %H:%M:%S")
+        tools = ", ".join(c["name"] for c in t["tool_calls"]) or "-"
+        mark = f" [copied from {t['copied_from']}]" if t["copied_from"] else ""
+        wait = f" (approval {t['approval']})" if t["approval"] else ""
+        msg = " ".join(t["message"].split())
+        lines.append(f"  {t['n']:>3}  {when}  {t['status']}{wait}{mark}  {t['tokens']} tok"
+                     f"  tools: {tools}")
+        lines.append(f"       > {msg[:100] + ('…' if len(msg) > 100 else '')}")
+        if t["reply"]:
+            lines.append(f"       < {t['reply']}")
+    return "\n".join(lines)
 
 
 async def _say_who_takes_the_announce(store: Store, parent: str, child: str) -> None:
@@ -341,8 +412,12 @@ def _detail(s: dict[str, Any]) -> str:
              f"  agent: {s['agent']} ({s['agent_id']}) · runs on: {model}",
              f"  channel: {s['channel']} · deliver: {str(s['deliver']).lower()} · hop"
              f" {s['hop']}" + (f" · parent {s['parent_id']}" if s["parent_id"] else ""),
-             f"  usage: {s['turns']} turn(s), {s['tokens']} tokens, ${s['cost_usd']:.6f}",
-             "transcript:"]
+             f"  usage: {s['turns']} turn(s), {s['tokens']} tokens, ${s['cost_usd']:.6f}"]
+    o = s.get("origin")
+    if o:
+        lines.append(f"  forked from {o['session']} at turn {o['turn']} by {o['by']}"
+                     + (f": {o['reason']}" if o["reason"] else ""))
+    lines.append("transcript:")
     from clawtower.core.sessions.reads import announce_said
 
     for m in s["messages"]:

@@ -53,6 +53,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     help="withdraw the gate and cancel the run")
     rs.add_argument("--by", default=None, metavar="NAME",
                     help="approver (default: $LOBSTER_APPROVAL_APPROVED_BY)")
+    rr = sub.add_parser("rerun", parents=c, help="a new run from STEP on, reusing the recorded"
+                        " outputs of the steps before it (README, Going back)")
+    rr.add_argument("id", metavar="ID", help="the run to go back in, e.g. W-2")
+    rr.add_argument("--from", dest="step", required=True, metavar="STEP",
+                    help="the first step run again (its gates ask again)")
+    rr.add_argument("--args-json", default=None, metavar="JSON",
+                    help="the new run's args, a JSON object (default: the run's own)")
     ls = sub.add_parser("list", parents=c, help="workflow runs, newest first")
     ls.add_argument("--json", action="store_true", help="print a JSON list")
     sh = sub.add_parser("show", parents=c, help="a run's steps, results and gate")
@@ -172,6 +179,10 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
         refused = _refused_file(file, args.dry_run)
         if refused is not None:  # before the store is opened: a bad file creates nothing
             return _print(refused)
+    rerun_args: dict[str, Any] | None = None
+    if wc == "rerun" and args.args_json:
+        strict_json(args.args_json, "workflow rerun: --args-json", want=dict)
+        rerun_args = normalize_args(parse_json(args.args_json))
     if wc == "resume":
         try:
             resume = _ResumeArgs(args)
@@ -193,6 +204,10 @@ async def cmd_workflow(args: argparse.Namespace) -> int:
             return _print(await wf.resume(token=args.token, approval_id=args.id,
                                           approve=resume.approve, response=resume.response,
                                           cancel=resume.cancel, approved_by=approver))
+        if wc == "rerun":
+            new, envelope = await wf.rerun(args.id, args.step, rerun_args, by=_operator())
+            sys.stderr.write(f"{new}: rerun of {args.id} from step {args.step}\n")
+            return _print(envelope)
         if wc == "show":
             run = await wf.get(args.id)
             if args.json:
@@ -292,6 +307,10 @@ def _operator() -> str:
 def _detail(run: dict[str, Any]) -> str:
     lines = [f"{run['id']}: {run['name']} ({run['file']})",
              f"  status: {run['status']}   steps: {run['steps_done']}/{run['steps_total']}"]
+    if run.get("rerun_of"):
+        o = run["rerun_of"]
+        lines.append(f"  rerun of {o['run']} from step {o['from_step']} (by {o['by']}); the"
+                     " steps before it reuse its recorded outputs")
     if run.get("driver") == "gone":
         lines.append(f"  orphaned: the process driving it is gone; `clawtower workflow recover"
                      f" {run['id']}` continues it, `clawtower workflow cancel {run['id']}` ends"
@@ -311,7 +330,8 @@ def _detail(run: dict[str, Any]) -> str:
     for s in run["steps"]:
         extra = f"  {s['error']}" if s["error"] and s["status"] in ("failed", "retrying") else ""
         tries = f" x{s['attempts']}" if s["attempts"] > 1 else ""
-        lines.append(f"  {s['status']:<9} {s['id']}{tries}{extra}")
+        reused = " (reused)" if s.get("reused") else ""
+        lines.append(f"  {s['status']:<9} {s['id']}{tries}{reused}{extra}")
         for b in s["branches"]:
             lines.append(f"    {b['status']:<9} {b['id']}")
     if run["output"] is not None and run["status"] == "ok":

@@ -66,7 +66,7 @@ class Approvals:
         from .sessions.gate import decide as decide_tool_call
         from .tasks import commands as c
         from .tasks.permissions import Role
-        from .workflows.service import GATE_KINDS
+        from .workflows.kinds import GATE_KINDS
 
         gates = frozenset(GATE_KINDS.values())
 

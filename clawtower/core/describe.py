@@ -98,6 +98,12 @@ def _summary(e: StoredEvent, arrow: str) -> str:
         return f"{p['decision']} by {e.actor}{why}"
     if t == "permission.refused":
         return f"refused {p['action']} on {p['target']}: {p.get('reason', '')}"
+    if t == "session.forked":
+        why = f": {p['reason']}" if p.get("reason") else ""
+        return f"forked from {p['origin']} at turn {p['at_turn']}{why}"
+    if t == "flow.rerun":
+        reused = sum(1 for x in p.get("tasks") or [] if x.get("mode") == "reused")
+        return f"rerun of {p['node']}: {reused} of {len(p.get('tasks') or [])} task(s) reused"
     if t.startswith("lease."):
         return f"{t.split('.', 1)[1]} by {p.get('owner', e.actor)}"
     if t == "agent.usage":
@@ -180,6 +186,9 @@ def _workflow_summary(t: str, p: dict[str, Any]) -> str:
         args = f" with {one_line(p['args'], 80)}" if p.get("args") else ""
         return (f"workflow started: {p.get('name') or p['file']} ({len(p.get('steps') or [])}"
                 f" steps){args}")
+    if t == "workflow.rerun":
+        return (f"workflow rerun of {p['origin']} from step {p['from_step']}:"
+                f" {len(p.get('reused') or [])} step output(s) reused")
     if t == "workflow.step_started":
         again = f" (attempt {p['attempt']})" if p.get("attempt", 1) > 1 else ""
         return f"step {p['step_id']} ({p['kind']}) started{again}"

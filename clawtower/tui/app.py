@@ -11,69 +11,78 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import importlib
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import pydantic
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
+from textual.reactive import Initialize, Reactive
 from textual.screen import ModalScreen, Screen
+from textual.theme import BUILTIN_THEMES, Theme
 from textual.widget import AwaitMount
-from textual.widgets import HelpPanel
 from textual.worker import Worker
 
-from clawtower.core import (
-    AgentSet,
-    ClawError,
-    Engine,
-    Store,
-    Tasks,
-    open_store,
-)
-from clawtower.core.agents.config import load_agents
-from clawtower.core.engine import HANDOVER_S
-from clawtower.core.meetings.coordinator import MeetingConfig
-from clawtower.core.store.faults import Fault
+from clawtower.core.errors import ClawError
+from clawtower.core.store import open_store
 from clawtower.core.store.postgres_url import is_postgres_url
-from clawtower.core.tasks.operator import UNBLOCK_MENU
 from clawtower.core.textsafe import safe, safe_line
-from clawtower.core.workers import ComposedEngine
 
-from . import meetingdata, workflowdata
+from . import workflowdata
 from .commands import CommandSuggester, ConsoleCommands, parse_command_line
 from .commands import describe as describe_command
 from .decisions import DecisionActions
-from .modals import (
-    ChoiceScreen,
-    CommandLineScreen,
-    ConfirmScreen,
-)
+from .meetingops import MeetingActions
+from .modals import CommandLineScreen, ConfirmScreen
 from .model import ConsoleModel, Delta, StoreFollower
 from .protocol import ConsoleApp, View
 from .render import install_terminal_guard
 from .rowlist import RowList
-from .screens.approvals import ApprovalsScreen
 from .screens.base import ConsoleScreen
-from .screens.experts import ExpertsScreen
-from .screens.flows import FlowsScreen
-from .screens.meetings import MeetingsScreen
-from .screens.sessions import SessionsScreen
-from .screens.task_detail import TaskDetailScreen
 from .screens.tasks import TasksScreen
-from .screens.triggers import TriggersScreen
-from .screens.workflows import WorkflowsScreen
+from .taskops import TaskActions
 from .themes import ThemeLoad, load_themes, theme_folders, variable_defaults
 from .views import ModeBar
 from .workers import EngineWorkers
 
+if TYPE_CHECKING:
+    from clawtower.core import AgentSet, Engine, Store
+    from clawtower.core.store.faults import Fault
+    from clawtower.core.workers import ComposedEngine
+
+
 DEFAULT_THEME = "clawtower-dark"
 ACTIVE_PHASES = ("executing", "retrying", "spec_gate", "quality_gate", "ready_to_resume",
                  "execution_ready", "spec_review")
+
+
+def _mode(module: str, name: str) -> Callable[[], Screen[Any]]:
+    """A mode's screen, its module imported when the mode is first opened: the console paints
+    its first mode without loading the other seven (start-up: BENCHMARKS.md)."""
+    def make() -> Screen[Any]:
+        screen: Screen[Any] = getattr(
+            importlib.import_module(f"clawtower.tui.screens.{module}"), name)()
+        return screen
+
+    return make
+
+
+def first_theme(load: ThemeLoad) -> str:
+    """$CLAWTOWER_THEME (or $TEXTUAL_THEME) when it names a theme, else clawtower-dark."""
+    names = {t.name for t in load.themes} | set(BUILTIN_THEMES)
+    wanted = os.environ.get("CLAWTOWER_THEME") or os.environ.get("TEXTUAL_THEME")
+    if wanted and wanted in names:
+        return wanted
+    return DEFAULT_THEME if DEFAULT_THEME in names else "textual-dark"
+
+
+def _first_theme_of(app: Any) -> str:
+    return str(app.first_theme)
 
 
 def default_operator() -> str:
@@ -84,7 +93,7 @@ def default_operator() -> str:
     return name or "operator"
 
 
-class ClawtowerApp(DecisionActions, EngineWorkers):
+class ClawtowerApp(DecisionActions, TaskActions, MeetingActions, EngineWorkers):
     """The clawtower console."""
 
     CSS_PATH = "app.tcss"
@@ -92,15 +101,19 @@ class ClawtowerApp(DecisionActions, EngineWorkers):
     COMMANDS = App.COMMANDS | {ConsoleCommands}
     MODES: ClassVar[dict[str, Any]] = {
         "tasks": TasksScreen,
-        "approvals": ApprovalsScreen,
-        "meetings": MeetingsScreen,
-        "sessions": SessionsScreen,
-        "workflows": WorkflowsScreen,
-        "experts": ExpertsScreen,
-        "flows": FlowsScreen,
-        "triggers": TriggersScreen,
+        "approvals": _mode("approvals", "ApprovalsScreen"),
+        "meetings": _mode("meetings", "MeetingsScreen"),
+        "sessions": _mode("sessions", "SessionsScreen"),
+        "workflows": _mode("workflows", "WorkflowsScreen"),
+        "experts": _mode("experts", "ExpertsScreen"),
+        "flows": _mode("flows", "FlowsScreen"),
+        "triggers": _mode("triggers", "TriggersScreen"),
     }
     DEFAULT_MODE = "tasks"
+    # The first theme is the one Textual starts with (App.__init__ reads it for the colours
+    # of the first paint), not one set afterwards: setting it re-parses the whole stylesheet
+    # twice before the first paint (start-up: BENCHMARKS.md).
+    theme: Reactive[str] = Reactive(Initialize(_first_theme_of))
 
     BINDINGS: ClassVar[list[BindingType]] = [
         # the mode keys are on the mode bar (every one, at any width): the footer keeps its
@@ -137,9 +150,15 @@ class ClawtowerApp(DecisionActions, EngineWorkers):
         # Script errors surface here, before the screen is taken over.
         # The agents file (a clawtower.yaml or a simulator script: one loader, the CLI's
         # --config); its errors surface here, before the screen is taken over.
-        self.agents: AgentSet = load_agents(agents_file) if agents_file else AgentSet.simulated()
+        self._agents: AgentSet | None = None  # the built-in simulator's, made on first use
+        if agents_file:
+            from clawtower.core.agents.config import load_agents
+
+            self._agents = load_agents(agents_file)
         self.agents_file = agents_file  # the flow engine's agents (the demo's scripts)
         install_terminal_guard()  # untrusted text never drives the terminal
+        self.theme_load: ThemeLoad = load_themes(*theme_folders())
+        self.first_theme = first_theme(self.theme_load)
         super().__init__()
         self.db_path = str(db_path)
         self.run_engine = run_engine
@@ -163,16 +182,32 @@ class ClawtowerApp(DecisionActions, EngineWorkers):
         self.pending_meeting: str | None = None  # mode 3 selects it once it is listed
         self._meeting_tasks: set[asyncio.Task[Any]] = set()
         self.deltas = 0
-        self.theme_load: ThemeLoad = load_themes(*theme_folders())
-        for theme in self.theme_load.themes:
+        for theme in self.theme_load.themes:  # the first theme is already in use (`theme`)
             self.register_theme(theme)
-        wanted = os.environ.get("CLAWTOWER_THEME") or os.environ.get("TEXTUAL_THEME")
-        if wanted and wanted in self.available_themes:
-            self.theme = wanted
-        elif DEFAULT_THEME in self.available_themes:
-            self.theme = DEFAULT_THEME
+
+    @property
+    def agents(self) -> AgentSet:
+        """The agents file's agents, else the built-in simulator's (made when first needed:
+        the console paints before the simulator loads)."""
+        if self._agents is None:
+            from clawtower.core.agents.registry import AgentSet
+
+            self._agents = AgentSet.simulated()
+        return self._agents
+
+    @agents.setter
+    def agents(self, value: AgentSet) -> None:
+        self._agents = value
 
     # ------------------------------------------------------------------ themes
+
+    def get_theme(self, theme_name: str) -> Theme | None:
+        """Textual's themes and the registered ones; while App.__init__ runs (before ours
+        are registered), also the loaded ones: it reads the first theme from here."""
+        theme = super().get_theme(theme_name)
+        if theme is None:
+            theme = next((t for t in self.theme_load.themes if t.name == theme_name), None)
+        return theme
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         theme = None
@@ -313,12 +348,13 @@ class ClawtowerApp(DecisionActions, EngineWorkers):
 
     def switch_mode(self, mode: str) -> AwaitMount:
         """The key panel belongs to the mode it was opened in: leaving closes it (left open
-        it would squeeze the mode's list and its top bar when the operator comes back)."""
-        self.screen.query(HelpPanel).remove()
+        it would squeeze the mode's list and its top bar when the operator comes back). By
+        name: the help widget (it loads Markdown) is imported when first shown."""
+        self.screen.query("HelpPanel").remove()
         return super().switch_mode(mode)
 
     def action_toggle_help(self) -> None:
-        if self.screen.query(HelpPanel):
+        if self.screen.query("HelpPanel"):
             self.action_hide_help_panel()
         else:
             self.action_show_help_panel()
@@ -388,6 +424,8 @@ class ClawtowerApp(DecisionActions, EngineWorkers):
     async def _stop_and_exit(self) -> None:
         """Hand this console's runs over (they stop at their next step boundary, for any
         engine to drive on), stop its meetings (recorded as stopped), then exit."""
+        from clawtower.core.engine import HANDOVER_S
+
         mine = self._in_flight()
         workflowdata.hand_over_all()
         runs = [w for w in mine if w.group == "workflow-runs"]
@@ -404,189 +442,6 @@ class ClawtowerApp(DecisionActions, EngineWorkers):
                     with contextlib.suppress(Exception):
                         await w.wait()
         self.exit(return_code=0)
-
-    # ------------------------------------------------------------------ tasks
-
-    def open_task(self, task_id: str) -> None:
-        self.call_later(self._open_task, task_id)
-
-    async def _open_task(self, task_id: str) -> None:
-        if task_id not in self.model.tasks:
-            self.notify(f"task {task_id!r}: no such task", severity="error")
-            return
-        if self.current_mode != "tasks":
-            await self.switch_mode("tasks")
-        while isinstance(self.screen, TaskDetailScreen):
-            await self.pop_screen()
-        await self.push_screen(TaskDetailScreen(task_id))
-
-    # ------------------------------------------------------------------ operator commands
-
-    def _task_for(self, task_id: str, command: str) -> dict[str, Any] | None:
-        """The task row, or None after saying why `command` cannot apply to it."""
-        t = self.model.tasks.get(task_id)
-        if t is None:
-            self.notify(f"task {task_id!r}: no such task", severity="error")
-            return None
-        phase = str(t["phase"])
-        if command in ("unblock", "retry") and phase != "circuit_open":
-            self.notify(f"{task_id} is {phase.replace('_', ' ')}: nothing to {command} (only a"
-                        " task whose circuit is open is blocked)", severity="warning")
-            return None
-        if command == "cancel" and phase in ("completed", "failed"):
-            self.notify(f"{task_id} already ended {phase}: nothing to cancel",
-                        severity="warning")
-            return None
-        return t
-
-    def request_unblock(self, task_id: str) -> None:
-        """`u`: pick one of the open circuit's unblock options; abandoning asks to confirm."""
-        t = self._task_for(task_id, "unblock")
-        if t is None:
-            return
-        options = [(word, f"{word} → {phase.value}: {what}")
-                   for word, phase, what in UNBLOCK_MENU]
-
-        def chosen(word: str | None) -> None:
-            if word is None:
-                return
-            if word != "abandon":
-                self.command_task(task_id, "unblock", choice=word)
-                return
-            self.push_screen(ConfirmScreen(
-                f"Abandon {task_id}?", f"{t['title']}\n\nThe task ends failed.\n\n"
-                f"By {self.operator}.", yes="Abandon", no="Keep it", destructive=True),
-                lambda ok: self.command_task(task_id, "unblock", choice=word) if ok else None)
-
-        self.push_screen(ChoiceScreen(
-            f"Unblock {task_id}", f"{t['title']}\n\n{t['phase_reason']}\n\n"
-            f"The orchestrator executes your choice; recorded as {self.operator}'s.",
-            options), chosen)
-
-    def request_cancel_task(self, task_id: str) -> None:
-        """`x`: confirm (focus on No), then cancel the task: it ends failed."""
-        t = self._task_for(task_id, "cancel")
-        if t is None:
-            return
-        pending = self.model.pending_for(task_id)
-        extra = f"\n\nIts pending approval {pending['id']} is withdrawn." if pending else ""
-
-        def done(ok: bool | None) -> None:
-            if ok:
-                self.command_task(task_id, "cancel")
-
-        self.push_screen(ConfirmScreen(
-            f"Cancel task {task_id}?", f"{t['title']}\n\nIt is "
-            f"{str(t['phase']).replace('_', ' ')}; it ends failed.{extra}\n\n"
-            f"By {self.operator}.", yes="Cancel task", no="Keep it", destructive=True), done)
-
-    def command_task(self, task_id: str, command: str, *, choice: str | None = None,
-                     reason: str = "") -> None:
-        """Send an operator command (unblock, retry, cancel) through core's one API."""
-        self.run_worker(self._command_task(task_id, command, choice, reason),
-                        group="task-ops")
-
-    async def _command_task(self, task_id: str, command: str, choice: str | None,
-                            reason: str) -> None:
-        if self.store is None:
-            return
-        try:
-            r = await Tasks(self.store).command(task_id, command, by=self.operator,
-                                                choice=choice, reason=reason or "from the console")
-        except ClawError as exc:
-            self.notify(str(exc), title=f"{command}: not done", severity="error")
-            return
-        self.notify(f"{task_id}: {r['from'].replace('_', ' ')} → {r['to'].replace('_', ' ')}",
-                    title=f"{command} by {self.operator}")
-
-    # ------------------------------------------------------------------ meetings
-
-    def agent_set(self) -> AgentSet:
-        return self.agents
-
-    def start_meeting(self, participants: list[str], topic: str,
-                      max_rounds: int | None = None, *, show: bool = True) -> None:
-        """Run a meeting in this app's loop (a worker); its events go to the store. `show`
-        switches to mode 3."""
-        self.run_worker(self._start_meeting(participants, topic, max_rounds, show),
-                        group="meetings", exit_on_error=False)
-
-    async def _start_meeting(self, participants: list[str], topic: str,
-                             max_rounds: int | None, show: bool = True) -> None:
-        if self.store is None:
-            return
-        kw: dict[str, Any] = {"max_rounds": max_rounds} if max_rounds else {}
-        try:
-            config = MeetingConfig(topic=topic, participants=participants, **kw)
-            mid, task = await meetingdata.start(self.store, self.agent_set(), config)
-        except (ClawError, pydantic.ValidationError) as exc:
-            self.notify(str(exc).splitlines()[0] if isinstance(exc, pydantic.ValidationError)
-                        else str(exc), title="Meeting not started", severity="error")
-            return
-        self._meeting_tasks.add(task)
-        task.add_done_callback(self._meeting_tasks.discard)
-        self.pending_meeting = mid
-        self.notify(f"{mid}: {topic}", title="Meeting started")
-        if show and self.current_mode != "meetings":
-            await self.switch_mode("meetings")
-        try:
-            outcome = await task
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the meeting failed; the console stays up
-            self.notify(f"{mid}: {exc}", title="Meeting failed", severity="error", timeout=15)
-            return
-        result = getattr(outcome, "result", "")
-        result = getattr(result, "value", result)
-        reason = getattr(outcome, "reason", "")
-        self.notify(f"{mid}: {result} ({reason})", title="Meeting ended")
-
-    def request_stop_meeting(self, meeting_id: str) -> None:
-        """`s`: confirm (focus on No), then ask the meeting to stop."""
-        m = self.model.meeting(meeting_id)
-        if m is None or m.get("status") != "running":
-            self.notify(f"meeting {meeting_id!r}: not running", severity="error")
-            return
-
-        def done(ok: bool | None) -> None:
-            if ok:
-                self.stop_meeting(meeting_id)
-
-        how = ("Its process is gone: it ends now, with reason 'stopped'." if m.get("orphaned")
-               else "The round under way finishes first; the meeting then ends with reason"
-                    " 'stopped'.")
-        self.push_screen(ConfirmScreen(
-            f"Stop meeting {meeting_id}?",
-            f"{m['topic']}\n\n{how}\n\nRequested by {self.operator}.", yes="Stop",
-            destructive=True), done)
-
-    def stop_meeting(self, meeting_id: str, reason: str = "") -> None:
-        self.run_worker(self._stop_meeting(meeting_id, reason), group="meeting-ops")
-
-    async def _stop_meeting(self, meeting_id: str, reason: str) -> None:
-        if self.store is None:
-            return
-        try:
-            now = await meetingdata.request_stop(self.store, meeting_id, by=self.operator,
-                                                 reason=reason)
-        except ClawError as exc:
-            self.notify(str(exc), title="Not stopped", severity="error")
-            return
-        self.notify(f"{meeting_id}: stopped by {self.operator} (its process was gone)" if now
-                    else f"{meeting_id}: stop requested by {self.operator}", title="Meeting")
-
-    def grant_rounds(self, meeting_id: str, n: int = 1) -> None:
-        self.run_worker(self._grant_rounds(meeting_id, n), group="meeting-ops")
-
-    async def _grant_rounds(self, meeting_id: str, n: int) -> None:
-        if self.store is None:
-            return
-        try:
-            new_max = await meetingdata.grant_rounds(self.store, meeting_id, n, by=self.operator)
-        except ClawError as exc:
-            self.notify(str(exc), title="No rounds granted", severity="error")
-            return
-        self.notify(f"{meeting_id}: +{n} round(s), at most {new_max} now", title="Meeting")
 
 
 def run_console(db_path: str, *, run_engine: bool = True, agents_file: str | None = None,

@@ -12,7 +12,7 @@ from typing import Any, cast
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.suggester import Suggester
 
-from clawtower.core.tasks.operator import UNBLOCK_CHOICES, UNBLOCK_MENU
+from clawtower.core.tasks.phases import UNBLOCK_CHOICES, UNBLOCK_MENU
 
 from .protocol import ConsoleApp
 

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clawtower.core import AgentSet, MeetingConfig, Meetings, NotFound, Store, start_meeting
+from clawtower import core  # its names load on first use: the console paints before them
+
+if TYPE_CHECKING:
+    from clawtower.core import AgentSet, MeetingConfig, Store
 
 MEETING_LIMIT = 500
 
 
 async def list_meetings(store: Store, limit: int = MEETING_LIMIT) -> list[dict[str, Any]]:
     """Newest first."""
-    return await Meetings(store).list(limit=limit)
+    return await core.Meetings(store).list(limit=limit)
 
 
 async def get_meeting(store: Store, meeting_id: str) -> dict[str, Any] | None:
     """One meeting with its rounds and replies, or None if there is no such meeting."""
     try:
-        meeting = await Meetings(store).get(meeting_id)
-    except NotFound:
+        meeting = await core.Meetings(store).get(meeting_id)
+    except core.NotFound:
         return None
     # tokens and cost per agent (the `usage` projection; the meeting id is the subject)
     meeting["usage"] = await store.fetchall(
@@ -47,13 +50,13 @@ def reply_state(reply: dict[str, Any] | None, running: bool) -> str:
 async def start(store: Store, agents: AgentSet, config: MeetingConfig,
                 minutes_dir: str | Path | None = None) -> tuple[str, asyncio.Task[Any]]:
     """Start a meeting in this loop; returns (meeting id, the task running it)."""
-    return await start_meeting(store, agents, config, minutes_dir=minutes_dir)
+    return await core.start_meeting(store, agents, config, minutes_dir=minutes_dir)
 
 
 async def request_stop(store: Store, meeting_id: str, by: str, reason: str = "") -> bool:
     """True when the meeting ended at once (orphaned: nobody was left to finish a round)."""
-    return await Meetings(store).request_stop(meeting_id, by=by, reason=reason)
+    return await core.Meetings(store).request_stop(meeting_id, by=by, reason=reason)
 
 
 async def grant_rounds(store: Store, meeting_id: str, n: int, by: str) -> int:
-    return await Meetings(store).grant_rounds(meeting_id, n, by=by)
+    return await core.Meetings(store).grant_rounds(meeting_id, n, by=by)

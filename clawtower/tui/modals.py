@@ -7,7 +7,6 @@ import json
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from jsonschema import Draft202012Validator
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -242,6 +241,8 @@ class JsonAnswerScreen(ModalScreen[Any]):
         if self.check is not None:
             why = self.check(value)
             return (None, why) if why else (value, None)
+        from jsonschema import Draft202012Validator  # here: the console paints without it
+
         errors = sorted(Draft202012Validator(self.schema).iter_errors(value),
                         key=lambda e: list(e.absolute_path))
         if errors:

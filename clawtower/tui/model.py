@@ -11,12 +11,16 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clawtower.core import Approvals, Phase, Store, StoredEvent
+from clawtower import core  # its names load on first use: the console paints before them
+from clawtower.core.tasks.phases import Phase
 
 from .meetingdata import list_meetings
 from .workflowdata import list_runs
+
+if TYPE_CHECKING:
+    from clawtower.core import Store, StoredEvent
 
 TASK_COLUMNS = ("id, num, title, phase, attempts, spec_ok, phase_reason, created_at, updated_at,"
                 " last_seq")
@@ -132,7 +136,7 @@ class StoreFollower:
     def __init__(self, store: Store, model: ConsoleModel) -> None:
         self.store = store
         self.model = model
-        self.approvals = Approvals(store)
+        self.approvals = core.Approvals(store)
 
     async def load(self) -> Delta:
         """The first, full read."""

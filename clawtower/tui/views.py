@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from rich.cells import cell_len
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.content import Content
+from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.widgets._footer import FooterKey
 
-from clawtower.core import StoredEvent
 from clawtower.core.describe import event_summary, one_line
 
 from .columns import Column
@@ -22,6 +22,9 @@ from .model import PHASE_ORDER, PHASE_TONE, fmt_time
 from .protocol import ConsoleApp
 from .rowlist import Cell, RowList
 from .workflowdata import run_status
+
+if TYPE_CHECKING:
+    from clawtower.core import StoredEvent
 
 
 def phase_label(phase: str) -> str:
@@ -189,9 +192,29 @@ class KeyBar(Footer):
             yield more
         yield from rest
 
+    _recompose_queued = False
+
+    def bindings_changed(self, screen: Screen[Any]) -> None:
+        """Textual's footer recomposes once per bindings signal; at start-up three come at
+        once (four recomposes of every key before the first paint): one queued at a time."""
+        self._bindings_ready = True
+        if screen.app.app_focus and self.is_attached and screen is self.screen:
+            self._recompose_soon()
+
     def on_resize(self, event: events.Resize) -> None:
         if self._bindings_ready:
-            self.call_after_refresh(self.recompose)
+            self._recompose_soon()
+
+    def _recompose_soon(self) -> None:
+        if self._recompose_queued:
+            return
+        self._recompose_queued = True
+
+        async def run() -> None:
+            self._recompose_queued = False
+            await self.recompose()
+
+        self.call_after_refresh(run)
 
 
 class ModeBar(Static):

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+from typing import TYPE_CHECKING
 
 from textual.app import App
 
-from clawtower.core import Engine, JournalSink, Store
-from clawtower.core.agents.registry import AgentSet
-from clawtower.core.config import effects_journal
-from clawtower.core.workers import ComposedEngine, TasksWorker
+if TYPE_CHECKING:  # the engine loads once the store has (the console paints before it)
+    from clawtower.core import Engine, Store
+    from clawtower.core.agents.registry import AgentSet
+    from clawtower.core.workers import ComposedEngine
 
 #: what `build_engine` loads beyond the task engine (ACP and MCP clients, cron: ~1 s on a
 #: busy machine), imported in a thread: in the loop it would freeze the console that has
@@ -50,9 +51,11 @@ class EngineWorkers(App[int]):
         assert self.store is not None
         for module in _HEAVY:
             await asyncio.to_thread(importlib.import_module, module)
+        from clawtower.core import JournalSink
         from clawtower.core.agents.config import load_config
+        from clawtower.core.config import effects_journal
         from clawtower.core.errors import ClawError
-        from clawtower.core.workers import build_engine
+        from clawtower.core.workers import TasksWorker, build_engine
 
         # the flows on the console's agents file when it has one (the demo's): their nodes
         # then run on a session worker of their own, on that file's config

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clawtower.core import NotFound, Store
-from clawtower.core.agents.usage import usage_for_subject
-from clawtower.core.workflows.ajv import validate_response
-from clawtower.core.workflows.service import GATE_KINDS, Workflows
+from clawtower.core.workflows.kinds import GATE_KINDS
+
+if TYPE_CHECKING:  # the service loads on first use: the console paints before it (start-up)
+    from clawtower.core import Store
+    from clawtower.core.workflows.service import Workflows
 
 RUN_LIMIT = 500
 
@@ -46,6 +47,8 @@ _LIVE: weakref.WeakSet[Workflows] = weakref.WeakSet()
 def _service(store: Store, by: str) -> Workflows:
     """The service as the CLI builds it (LLM stages answer through the configured agents and
     record their usage on the run), quiet on the terminal."""
+    from clawtower.core.workflows.service import Workflows
+
     service = Workflows(store, actor=by, stderr=_quiet)
     _LIVE.add(service)
     return service
@@ -60,12 +63,18 @@ def hand_over_all() -> None:
 
 async def list_runs(store: Store, limit: int = RUN_LIMIT) -> list[dict[str, Any]]:
     """Newest first."""
+    from clawtower.core.workflows.service import Workflows
+
     return await Workflows(store).list(limit=limit)
 
 
 async def get_run(store: Store, run_id: str) -> dict[str, Any] | None:
     """A run with its steps, the gate it waits at and what its LLM stages spent (`usage`),
     or None if there is no such run."""
+    from clawtower.core import NotFound
+    from clawtower.core.agents.usage import usage_for_subject
+    from clawtower.core.workflows.service import Workflows
+
     try:
         run = await Workflows(store).get(run_id)
     except NotFound:
@@ -76,6 +85,8 @@ async def get_run(store: Store, run_id: str) -> dict[str, Any] | None:
 
 def input_problem(approval: dict[str, Any], response: Any) -> str | None:
     """Why an input gate would refuse `response` (the runner's own wording), or None."""
+    from clawtower.core.workflows.ajv import validate_response
+
     ctx = approval.get("context") or {}
     schema = ctx.get("responseSchema")
     if schema is None:

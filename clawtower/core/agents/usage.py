@@ -13,11 +13,12 @@ never rewrites history.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..events import AgentUsage, NewEvent
-from ..store.interface import Store
-from .provider import Usage
+if TYPE_CHECKING:  # the totals and their format load without the event models (start-up)
+    from ..events import NewEvent
+    from ..store.interface import Store
+    from .provider import Usage
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class UsageRecorder:
               estimated: bool = False) -> tuple[NewEvent, float]:
         """The `agent.usage` event of one call and its cost, for a caller that appends it
         together with other events (one commit)."""
+        from ..events import AgentUsage, NewEvent
+
         cost = self.cost(usage)
         return NewEvent(
             entity_id=self.subject, actor=self.agent, role=self.actor_role,

@@ -14,8 +14,9 @@ from typing import Any
 from ..events import NewEvent
 from ..store.interface import Store, WriteTx
 from ..tasks.permissions import Role
+from ..workflows.kinds import GATE_KINDS
 from ..workflows.load import WorkflowError, load_workflow
-from ..workflows.service import GATE_KINDS, Workflows
+from ..workflows.service import Workflows
 from .checks import duration_problem, duration_seconds
 from .events import ApprovalEscalated
 

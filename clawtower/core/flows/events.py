@@ -33,6 +33,23 @@ class FlowStarted(Payload):
     executor: str = ""  # builtin | acp:NAME: runs every executed node (default: its spec's)
 
 
+class FlowRerun(Payload):
+    """A flow started from node `node` of flow `origin` (issue 37, "going back"): created as
+    its own `flow.started` (folded in) would create it, with its whole task tree in
+    `tasks` (each a `flow_tasks` row of the new flow, ids relative to it): the replies not
+    downstream of the node reused as they were (mode `reused`), the node and its
+    dependents pending, every coordinator above them waiting for them again. Only what
+    runs again writes events after this one: O(rerun nodes), not O(flow)."""
+
+    TYPE = "flow.rerun"
+    ENTITY = "flow"
+    origin: str
+    node: str  # the origin's task id
+    instruction: str | None = None  # the node's edited instruction
+    started: FlowStarted
+    tasks: list[dict[str, Any]]
+
+
 class FlowTaskSent(Payload):
     """A TASK message: into the receiver's inbox, the sender's outbox. `context` is what
     the parent passes down (its own notes and the results of the subtask's dependencies)."""
@@ -124,5 +141,5 @@ class FlowFinished(Payload):
     by: str = ""
 
 
-__all__ = ["FlowDecomposed", "FlowFinished", "FlowMessageIgnored", "FlowReplied",
+__all__ = ["FlowDecomposed", "FlowFinished", "FlowMessageIgnored", "FlowReplied", "FlowRerun",
            "FlowSessionLinked", "FlowStarted", "FlowTaskSent", "FlowTaskTaken"]

@@ -31,6 +31,34 @@ def _flow(db: sqlite3.Connection, e: StoredEvent, sets: str = "",
 def _started(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, fev.FlowStarted)
+    _flow_row(db, e, p)
+    db.execute(
+        "INSERT INTO flow_tasks (task_id, flow_id, parent_id, local_id, depth, ord, agent,"
+        " instruction, context, depends_on, dependents, waiting, status, last_seq)"
+        " VALUES (?, ?, NULL, ?, 0, 0, ?, ?, ?, '[]', '[]', 0, 'pending', ?)",
+        (p.root_task, e.entity_id, p.root_task.split("/", 1)[1], p.agent, p.instruction,
+         _j(p.context), e.seq))
+
+
+_RERUN_COLS = ("task_id", "parent_id", "local_id", "depth", "ord", "agent", "instruction",
+               "context", "depends_on", "dependents", "waiting", "open_children", "children",
+               "status", "mode", "result", "tokens")
+
+
+@projects(fev.FlowRerun)
+def _rerun(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, fev.FlowRerun)
+    _flow_row(db, e, p.started)
+    db.executemany(
+        f"INSERT INTO flow_tasks (flow_id, last_seq, {', '.join(_RERUN_COLS)}) VALUES"
+        f" (?, ?, {', '.join('?' * len(_RERUN_COLS))})",
+        [(e.entity_id, e.seq, *(t.get(c) for c in _RERUN_COLS)) for t in p.tasks])
+    done = sum(1 for t in p.tasks if t["status"] == "done")
+    _flow(db, e, "nodes=?, done=?", (len(p.tasks), done))
+
+
+def _flow_row(db: sqlite3.Connection, e: StoredEvent, p: fev.FlowStarted) -> None:
     num = int(e.entity_id.split("-", 1)[1])
     db.execute(
         "INSERT INTO flows (id, num, agent, instruction, status, root_task, limits, split,"
@@ -38,12 +66,6 @@ def _started(db: sqlite3.Connection, e: StoredEvent) -> None:
         " VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
         (e.entity_id, num, p.agent, p.instruction, p.root_task, _j(p.limits), int(p.split),
          p.by, e.ts, e.ts, e.seq, p.executor))
-    db.execute(
-        "INSERT INTO flow_tasks (task_id, flow_id, parent_id, local_id, depth, ord, agent,"
-        " instruction, context, depends_on, dependents, waiting, status, last_seq)"
-        " VALUES (?, ?, NULL, ?, 0, 0, ?, ?, ?, '[]', '[]', 0, 'pending', ?)",
-        (p.root_task, e.entity_id, p.root_task.split("/", 1)[1], p.agent, p.instruction,
-         _j(p.context), e.seq))
 
 
 @projects(fev.FlowTaskSent)

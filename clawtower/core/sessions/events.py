@@ -66,6 +66,23 @@ class SessionCreated(Payload):
     job_reason: str = ""
 
 
+class SessionForked(Payload):
+    """A session made from another's transcript up to the end of its turn `at_turn` (issue 37,
+    "going back"): the new session (entity id) is created as its own `session.created` would
+    create it; the copied messages follow as `session.message` events of the new session,
+    each naming its original (`meta.fork`). `at_seq` is the origin's log position the copy was
+    read at. Copied tool calls and approvals are history: nothing of them runs again."""
+
+    TYPE = "session.forked"
+    ENTITY = "session"
+    origin: str
+    at_turn: int
+    at_seq: int
+    reason: str = ""
+    by: str = ""
+    session: SessionCreated
+
+
 class SessionAgentSwitched(Payload):
     TYPE = "session.agent_switched"
     ENTITY = "session"
@@ -227,9 +244,9 @@ class TurnJobFinished(Payload):
 
 __all__ = [
     "AgentSpecSet", "SessionAgentSwitched", "SessionAnnounced", "SessionBacklogged",
-    "SessionCreated", "SessionDelivered", "SessionFinished", "SessionInbound", "SessionMessage",
-    "SessionModelSet", "SessionRefused", "SessionStopRequested", "TurnJobFinished",
-    "TurnJobQueued", "TurnJobStarted", "TurnJobSteered",
+    "SessionCreated", "SessionDelivered", "SessionFinished", "SessionForked", "SessionInbound",
+    "SessionMessage", "SessionModelSet", "SessionRefused", "SessionStopRequested",
+    "TurnJobFinished", "TurnJobQueued", "TurnJobStarted", "TurnJobSteered",
 ]
 
 

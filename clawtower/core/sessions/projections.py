@@ -38,6 +38,17 @@ def _spec_set(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _created(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.SessionCreated)
+    _create(db, p, e)
+
+
+@projects(sev.SessionForked)
+def _forked(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, sev.SessionForked)
+    _create(db, p.session, e)  # the copied messages are `session.message` events after it
+
+
+def _create(db: sqlite3.Connection, p: sev.SessionCreated, e: StoredEvent) -> None:
     num = int(e.entity_id.split("-", 1)[1])
     # with a job folded in, the row is born as `_queue`'s touch would leave it (one
     # statement instead of an INSERT and two UPDATEs of the same row)

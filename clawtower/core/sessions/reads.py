@@ -116,7 +116,7 @@ class SessionReads:
         """One session with its transcript, backlog, pending messages, announces, jobs and
         children (one read snapshot)."""
         (rows, msgs, backlog, inbox, announces, jobs, children, specs, waits,
-         drafts) = await self.store.fetch_many([
+         drafts, forked) = await self.store.fetch_many([
             ("SELECT * FROM sessions WHERE id=?", (sid,)),
             ("SELECT * FROM session_messages WHERE session_id=? ORDER BY seq", (sid,)),
             ("SELECT * FROM session_backlog WHERE session_id=? ORDER BY seq", (sid,)),
@@ -129,11 +129,14 @@ class SessionReads:
              " status='pending' ORDER BY seq", (sid,)),
             ("SELECT e.seq, e.ts, e.payload FROM turns t JOIN events e ON e.entity='turn' AND"
              " e.entity_id=t.id AND e.type='turn.tool_drafted' WHERE t.subject=?"
-             " ORDER BY e.seq", (sid,))])
+             " ORDER BY e.seq", (sid,)),
+            ("SELECT seq, ts, actor, payload FROM events WHERE entity='session' AND"
+             " entity_id=? AND type='session.forked'", (sid,))])
         if not rows:
             raise NotFound(f"session {sid!r}: no such session")
         names = {r["agent_id"]: r["name"] for r in specs}
         out = _session_json(rows[0], names)
+        out["origin"] = _origin(forked[0]) if forked else None
         out["runs_on"] = _runs_on(out, {r["agent_id"]: r["config_json"] for r in specs})
         out["messages"] = [_message_json(m) for m in msgs]
         out["backlog"] = [_backlog_json(b) for b in backlog]
@@ -148,6 +151,16 @@ class SessionReads:
         out["drafts"] = [{"seq": d["seq"], "at": d["ts"], **json.loads(d["payload"])}
                          for d in drafts]
         return out
+
+    async def history(self, sid: str) -> dict[str, Any]:
+        """`sid`'s turns as its log has them (a fork's copied turns first, marked), and
+        where it was forked from: {session, origin, turns: [{n, at, status, message,
+        tool_calls, tokens, reply (first line), copied_from, ...}]} (history.py)."""
+        from .history import origin_json, read, turn_json
+
+        log = await read(self.store, sid)
+        return {"session": sid, "origin": origin_json(log),
+                "turns": [turn_json(t) for t in log.turns]}
 
     async def changed_since(self, seq: int) -> builtins.list[dict[str, Any]]:
         """Sessions whose row changed after event `seq` (a live view refreshes only these;
@@ -197,6 +210,13 @@ class SessionReads:
                 raise NotFound(f"session {root!r}: no such session")
             return [nodes[root]]
         return roots
+
+
+def _origin(r: dict[str, Any]) -> dict[str, Any]:
+    """Where a fork came from (its `session.forked` event): session, turn, by, why."""
+    p = json.loads(r["payload"])
+    return {"session": p["origin"], "turn": p["at_turn"], "at_seq": p["at_seq"],
+            "by": p.get("by") or r["actor"], "reason": p.get("reason", ""), "at": r["ts"]}
 
 
 def _backlog_json(r: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from ..events import NewEvent, Payload
 from ..store.interface import Store, WriteTx
 from . import events as sev
 from . import takeover
+from .fork import fork_in
 from .gate import withdraw
 from .reads import SessionReads, clip
 from .registry import (
@@ -457,6 +458,34 @@ class Sessions(SessionReads):
         taken at the next safe boundary of the running turn (steering), or, if that turn
         reaches none, it waits in the backlog for the next turn."""
         return await self.store.execute(lambda tx: _send(tx, sid, text, sender, self.limits))
+
+    async def fork(self, sid: str, at: int, *, message: str | None = None,
+                   agent: str | None = None, reason: str = "", by: str = "operator"
+                   ) -> dict[str, Any]:
+        """A new session whose transcript is `sid`'s up to the end of its turn `at`
+        (`fork.py`); with `message`, sent to it as `send` does (a job queued). Bad input
+        (unknown session or agent, a turn out of range or not ended, a flow's session, an
+        empty or oversized message) is refused with nothing written."""
+        if message is not None:
+            if not message.strip():
+                raise ValidationError(f"session {sid!r}: fork: --message is empty")
+            if len(message) > self.limits.max_message_chars:
+                raise ValidationError(
+                    f"session {sid!r}: fork: --message too long ({len(message)} characters;"
+                    f" at most {self.limits.max_message_chars})")
+
+        def command(tx: WriteTx) -> dict[str, Any]:
+            row = _session(tx, sid)
+            owner = owned_by(row)
+            if owner is not None and owner[0] == "flow":  # its node's reply feeds the flow
+                raise Conflict(f"session {sid!r} belongs to flow {owner[1]}; go back in a"
+                               f" flow with `clawtower flow rerun {owner[1]}/NODE`")
+            new, _ = fork_in(tx, row, at, agent=agent, reason=reason, by=by,
+                             new_session_id=_next_session_id)
+            sent = _send(tx, new, message, by, self.limits) if message is not None else None
+            return {"session": new, "origin": sid, "turn": at, "sent": sent}
+
+        return await self.store.execute(command)
 
     async def continue_task(self, sid: str, *, by: str = "operator") -> dict[str, Any]:
         """Continue the task of a turn stopped by max_tool_rounds (`/continue`)."""

@@ -21,7 +21,7 @@ from ..events import NewEvent
 from ..store.interface import WriteTx
 from .commands import check_permission, load_task, transition
 from .permissions import Action, Role
-from .phases import TERMINAL, UNBLOCK_OPTIONS, Phase
+from .phases import TERMINAL, UNBLOCK_CHOICES, UNBLOCK_MENU, Phase
 
 ORCHESTRATOR = "orchestrator"
 
@@ -30,21 +30,6 @@ class Command(StrEnum):
     UNBLOCK = "unblock"  # a circuit_open task: the operator picks one of its unblock options
     RETRY = "retry"  # a circuit_open task: a fresh attempt budget (unblock execution_ready)
     CANCEL = "cancel"  # any unfinished task: it ends failed; a pending approval is withdrawn
-
-
-# What `unblock CHOICE` accepts: the option's phase, or its plain word.
-UNBLOCK_CHOICES: dict[str, Phase] = {
-    "execution_ready": Phase.EXECUTION_READY, "retry": Phase.EXECUTION_READY,
-    "spec_draft": Phase.SPEC_DRAFT, "revise": Phase.SPEC_DRAFT,
-    "failed": Phase.FAILED, "abandon": Phase.FAILED,
-}
-
-# The unblock options as the console offers them: (choice word, phase, what it does).
-UNBLOCK_MENU: list[tuple[str, Phase, str]] = [
-    ("retry", Phase.EXECUTION_READY, UNBLOCK_OPTIONS[0].partition(": ")[2]),
-    ("revise", Phase.SPEC_DRAFT, UNBLOCK_OPTIONS[1].partition(": ")[2]),
-    ("abandon", Phase.FAILED, UNBLOCK_OPTIONS[2].partition(": ")[2]),
-]
 
 
 def parse_command(value: str, field: str = "command") -> Command:

@@ -62,6 +62,21 @@ UNBLOCK_OPTIONS = [
 ]
 
 
+# What `unblock CHOICE` accepts: the option's phase, or its plain word.
+UNBLOCK_CHOICES: dict[str, Phase] = {
+    "execution_ready": Phase.EXECUTION_READY, "retry": Phase.EXECUTION_READY,
+    "spec_draft": Phase.SPEC_DRAFT, "revise": Phase.SPEC_DRAFT,
+    "failed": Phase.FAILED, "abandon": Phase.FAILED,
+}
+
+# The unblock options as the console offers them: (choice word, phase, what it does).
+UNBLOCK_MENU: list[tuple[str, Phase, str]] = [
+    ("retry", Phase.EXECUTION_READY, UNBLOCK_OPTIONS[0].partition(": ")[2]),
+    ("revise", Phase.SPEC_DRAFT, UNBLOCK_OPTIONS[1].partition(": ")[2]),
+    ("abandon", Phase.FAILED, UNBLOCK_OPTIONS[2].partition(": ")[2]),
+]
+
+
 def parse_phase(value: str, field: str = "phase") -> Phase:
     from ..errors import ValidationError
 

@@ -157,8 +157,9 @@ class Adoption(Reads):
 
     async def _run_cwd(self, run_id: str) -> str | None:
         row = await self.store.fetchone(
-            "SELECT json_extract(payload, '$.cwd') AS cwd FROM events WHERE entity='workflow'"
-            " AND entity_id=? AND type='workflow.started' ORDER BY seq LIMIT 1", (run_id,))
+            "SELECT coalesce(json_extract(payload, '$.cwd'), json_extract(payload,"
+            " '$.started.cwd')) AS cwd FROM events WHERE entity='workflow' AND entity_id=? AND"
+            " type IN ('workflow.started', 'workflow.rerun') ORDER BY seq LIMIT 1", (run_id,))
         return str(row["cwd"]) if row and row["cwd"] else None
 
     async def _interrupt(self, run_id: str, plan: _Plan) -> dict[str, Any]:

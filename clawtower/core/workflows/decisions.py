@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from .. import leases
-from ..errors import AlreadyDecided, ClawError, NotFound, ValidationError
+from ..errors import AlreadyDecided, ClawError, Conflict, NotFound, ValidationError
 from ..events import NewEvent
 from ..liveness import holder_gone, process_tag
 from ..store.interface import Store, WriteTx
@@ -18,10 +18,11 @@ from ..tasks.permissions import Role
 from . import events as wev
 from .envelopes import _loads, error_envelope
 from .jsvalues import UNDEFINED, to_json
+from .kinds import GATE_KINDS
 from .load import WorkflowError
 from .recorder import lease_name
+from .tokens import decode_token, matches
 
-GATE_KINDS = {"approval": "workflow_approval", "input": "workflow_input"}
 NOT_FOUND = "Workflow resume state not found"
 
 
@@ -53,6 +54,52 @@ class Decisions:
         async def _resume(self, token: str | None, approval_id: str | None,
                           approve: bool | None, response: Any, cancel: bool,
                           approved_by: str | None, reason: str = "") -> dict[str, Any]: ...
+
+    async def _locate(self, token: str | None, approval_id: str | None,
+                      missing: str) -> dict[str, Any]:
+        """The paused run a token or approval id names (WorkflowError otherwise)."""
+        if approval_id:
+            a = await self.store.fetchone("SELECT * FROM approvals WHERE id=?", (approval_id,))
+            gone = GateDecided(f'Approval ID "{approval_id}" not found or expired', a)
+            gone.kind = "parse_error"
+            if a is None or a["kind"] not in GATE_KINDS.values() or a["status"] != "pending":
+                raise gone
+            run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?",
+                                            (a["subject"],))
+            if run is None or run["status"] != "paused" or run["approval_id"] != approval_id:
+                # decided between the two reads: the decision was committed with the run's
+                # new status, so reading the approval again finds it
+                gone = GateDecided(gone.message, await self.store.fetchone(
+                    "SELECT * FROM approvals WHERE id=?", (approval_id,)))
+                gone.kind = "parse_error"
+                raise gone
+            return run
+        if not token:
+            raise WorkflowError("resume requires token or approvalId", "parse_error")
+        ref = decode_token(token)
+        if ref is None:
+            raise WorkflowError(missing)
+        run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?", (ref.run_id,))
+        if run is None or run["status"] != "paused" or not matches(ref.secret,
+                                                                   run["token_hash"]):
+            raise WorkflowError(missing)
+        return run
+
+    async def cancel(self, run_id: str, *, by: str, reason: str = "") -> None:
+        """Cancel a paused run (its gate is withdrawn) or one left running by a dead process."""
+        def command(tx: WriteTx) -> None:
+            run = tx.one("SELECT * FROM workflow_runs WHERE id=?", (run_id,))
+            if run is None:
+                raise NotFound(f"workflow run {run_id!r}: no such run")
+            if run["status"] not in ("paused", "running"):
+                raise Conflict(f"workflow run {run_id!r}: already {run['status']}")
+            if run["status"] == "paused":
+                self._decide(tx, run, "withdrawn", by, reason)
+            tx.emit(NewEvent(entity_id=run_id, actor=by, role=Role.OPERATOR.value,
+                             payload=wev.WorkflowCancelled(reason=reason or "cancelled", by=by)))
+
+        await self.store.execute(command)
+
 
     def _claim(self, tx: WriteTx, run: dict[str, Any]) -> dict[str, Any]:
         """Inside the write: the run is still paused at the same gate (a token works once)."""

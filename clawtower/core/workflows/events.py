@@ -26,6 +26,33 @@ class WorkflowStarted(Payload):
     cwd: str = ""  # where its steps run: an adopter runs the rest there too
 
 
+class ReusedStep(Payload):
+    """A step of the origin run whose recorded output a rerun takes as its own (not run)."""
+
+    step_id: str
+    index: int
+    status: str  # done | skipped | failed (a failure its on_error let the run go on from)
+    result: dict[str, Any]
+    branches: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class WorkflowRerun(Payload):
+    """A run started from step `from_step` of run `origin` (issue 37, "going back"): created
+    as its own `workflow.started` (folded in) would create it, with the recorded outputs of
+    the origin's steps before `from_step` (read from its log up to `at_seq`) as its own,
+    marked reused. Its steps from `from_step` on run anew; their gates ask again."""
+
+    TYPE = "workflow.rerun"
+    ENTITY = "workflow"
+    origin: str
+    from_step: str
+    index: int
+    at_seq: int
+    by: str = ""
+    started: WorkflowStarted
+    reused: list[ReusedStep] = Field(default_factory=list)
+
+
 class WorkflowStepStarted(Payload):
     TYPE = "workflow.step_started"
     ENTITY = "workflow"

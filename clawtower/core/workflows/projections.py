@@ -25,6 +25,22 @@ def _jo(value: Any) -> str:
 def _wf_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, wev.WorkflowStarted)
+    _wf_create(db, e, p)
+
+
+@projects(wev.WorkflowRerun)
+def _wf_rerun(db: sqlite3.Connection, e: StoredEvent) -> None:
+    p = e.payload
+    assert isinstance(p, wev.WorkflowRerun)
+    _wf_create(db, e, p.started)
+    for r in p.reused:  # the origin's outputs, as this run's own (ended when it started)
+        _wf_step(db, e, r.step_id, r.index, "", r.status, result=r.result, ended=True)
+        for bid, b in r.branches.items():
+            _wf_step(db, e, bid, r.index, "branch", "done", result=b, parent=r.step_id,
+                     ended=True)
+
+
+def _wf_create(db: sqlite3.Connection, e: StoredEvent, p: wev.WorkflowStarted) -> None:
     num = int(e.entity_id.split("-", 1)[1])
     db.execute(
         "INSERT INTO workflow_runs (id, num, name, file, args, steps, digest, status, started_by,"

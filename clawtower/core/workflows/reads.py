@@ -67,8 +67,10 @@ class Reads:
             return
         marks = ",".join("?" * len(running))
         rows = await self.store.fetchall(
-            "SELECT entity_id, json_extract(payload, '$.owner') AS owner FROM events WHERE"
+            "SELECT entity_id, coalesce(json_extract(payload, '$.owner'),"
+            " json_extract(payload, '$.started.owner')) AS owner FROM events WHERE"
             f" entity='workflow' AND entity_id IN ({marks}) AND type IN ('workflow.started',"
+            " 'workflow.rerun',"
             " 'workflow.resumed', 'workflow.adopted', 'workflow.recovered') ORDER BY seq",
             tuple(r["id"] for r in running))
         owners = {row["entity_id"]: row["owner"] for row in rows}
@@ -77,9 +79,13 @@ class Reads:
 
     async def get(self, run_id: str) -> dict[str, Any]:
         """A run with every step (pending ones too) and the gate it waits at, if any."""
-        run, steps = await self.store.fetch_many([
+        run, steps, rerun = await self.store.fetch_many([
             ("SELECT r.*, 0 AS steps_done FROM workflow_runs r WHERE id=?", (run_id,)),
             ("SELECT * FROM workflow_steps WHERE run_id=? ORDER BY idx, seq", (run_id,)),
+            ("SELECT coalesce(nullif(json_extract(payload, '$.by'), ''), actor) AS actor,"
+             " json_extract(payload, '$.origin') AS origin, json_extract(payload,"
+             " '$.from_step') AS from_step, json_extract(payload, '$.reused') AS reused FROM events"
+             " WHERE entity='workflow' AND entity_id=? AND type='workflow.rerun'", (run_id,)),
         ])
         if not run:
             raise NotFound(f"workflow run {run_id!r}: no such run")
@@ -89,6 +95,8 @@ class Reads:
         # a step that never started: pending while the run may still reach it; once the run
         # ended cancelled or failed, it never will
         never = "cancelled" if out["status"] in ("cancelled", "failed") else "pending"
+        reused = {r["step_id"] for r in json.loads(rerun[0]["reused"] or "[]")} if rerun \
+            else set()
         listed: list[dict[str, Any]] = []
         for idx, sid in enumerate(out["step_ids"]):
             row = by_id.get(sid)
@@ -96,8 +104,11 @@ class Reads:
                                             never, "attempts": 0, "result": None,
                                             "error": None, "started_at": None, "ended_at": None}
             item["branches"] = [_step(s) for s in steps if s["parent"] == sid]
+            item["reused"] = sid in reused  # the origin's recorded output, not run again
             listed.append(item)
         out["steps"] = listed
+        out["rerun_of"] = {"run": rerun[0]["origin"], "from_step": rerun[0]["from_step"],
+                           "by": rerun[0]["actor"]} if rerun else None
         out["steps_done"] = sum(1 for s in listed if s["status"] in ("done", "skipped", "failed"))
         r0 = run[0]
         out["gate"] = None if r0["status"] != "paused" else {
@@ -109,8 +120,9 @@ class Reads:
     async def cost(self, run_id: str) -> dict[str, Any]:
         """A run's spend so far (tokens, US dollars, each billed line) and its cost_limit."""
         started = await self.store.fetchone(
-            "SELECT json_extract(payload, '$.cost_limit') AS cost_limit FROM events WHERE"
-            " entity='workflow' AND entity_id=? AND type='workflow.started' ORDER BY seq"
+            "SELECT coalesce(json_extract(payload, '$.cost_limit'), json_extract(payload,"
+            " '$.started.cost_limit')) AS cost_limit FROM events WHERE entity='workflow' AND"
+            " entity_id=? AND type IN ('workflow.started', 'workflow.rerun') ORDER BY seq"
             " LIMIT 1", (run_id,))
         from .cost import parse_limit, summarize
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from .. import events as ev
 from .. import leases
-from ..errors import ClawError, Conflict, NotFound, StorageFault, ValidationError
+from ..errors import ClawError, StorageFault, ValidationError
 from ..events import NewEvent
 from ..liveness import process_tag
 from ..store.faults import storage_fault
@@ -42,7 +42,7 @@ from . import events as wev
 from .adoption import Adoption
 from .conditions import check_workflow_conditions
 from .cost import CostLimitExceeded, CostTracker, parse_limit
-from .decisions import GATE_KINDS, NOT_FOUND, Decisions, GateDecided
+from .decisions import NOT_FOUND, Decisions
 from .envelopes import (
     _loads,
     _lost,
@@ -54,6 +54,7 @@ from .envelopes import (
     render,
 )
 from .jsvalues import UNDEFINED, js_prefix, to_json
+from .kinds import GATE_KINDS
 from .llm import CURRENT_RUN, config_llm
 from .load import WorkflowError, is_input_step, load_workflow, resolve_workflow_file
 from .pipeline import LlmCall, PipelineFailure, run_pipeline
@@ -64,6 +65,7 @@ from .recorder import (
     StoreRecorder,
     lease_name,
 )
+from .rerun import Reruns, rerun_note
 from .runner import (
     Context,
     Outcome,
@@ -72,7 +74,7 @@ from .runner import (
     resolve_args,
     write_stderr,
 )
-from .tokens import decode_token, matches, new_token
+from .tokens import new_token
 
 LEASE_TTL_S = 10.0
 
@@ -86,7 +88,7 @@ def _live(tx: WriteTx, run_id: str) -> bool:
     return row is not None and row["status"] not in ("cancelled", "ok", "failed")
 
 
-class Workflows(Decisions, Adoption):
+class Workflows(Decisions, Adoption, Reruns):
     """Run and resume Lobster workflows against a store.
 
     `env` and `cwd` are what steps inherit (default: this process's); `llm` answers
@@ -165,17 +167,19 @@ class Workflows(Decisions, Adoption):
         return await self.store.execute(command)
 
     def _start(self, tx: WriteTx, path: Path, workflow: dict[str, Any],
-               args: dict[str, Any]) -> str:
+               args: dict[str, Any],
+               wrap: Callable[[wev.WorkflowStarted], ev.Payload] | None = None) -> str:
+        """The run's start (`wrap` folds it into another event: a rerun's) and its lease."""
         row = tx.one("SELECT coalesce(max(num), 0) + 1 AS n FROM workflow_runs")
         run_id = f"W-{row['n'] if row else 1}"
         name = workflow.get("name")
+        started = wev.WorkflowStarted(
+            file=str(path), name=name if isinstance(name, str) else path.stem,
+            args=json.loads(to_json(args)), steps=[str(s["id"]) for s in workflow["steps"]],
+            digest=file_digest(path), cost_limit=_limit_dict(workflow), owner=process_tag(),
+            cwd=self.cwd)
         tx.emit(NewEvent(entity_id=run_id, actor=self.actor, role=Role.OPERATOR.value,
-                         payload=wev.WorkflowStarted(
-                             file=str(path), name=name if isinstance(name, str) else path.stem,
-                             args=json.loads(to_json(args)),
-                             steps=[str(s["id"]) for s in workflow["steps"]],
-                             digest=file_digest(path), cost_limit=_limit_dict(workflow),
-                             owner=process_tag(), cwd=self.cwd)))
+                         payload=started if wrap is None else wrap(started)))
         leases._acquire(tx, lease_name(run_id), self.owner, self.lease_ttl_s)
         return run_id
 
@@ -320,20 +324,23 @@ class Workflows(Decisions, Adoption):
                     tx.emit(event)
                 return ""
             requester = str(pause.identity.get("initiatedBy") or "workflow")
+            rerun = rerun_note(tx, run_id)  # a rerun's gate asks again, and says why
+            again = f" (rerun of {rerun['origin']} from {rerun['from_step']})" if rerun else ""
             if pause.kind == "approval":
                 context = {"run": run_id, "step": pause.step_id, "items": request.get("items"),
-                           "request": request}
+                           "request": request, **({"rerun_of": rerun} if rerun else {})}
                 preview = str(request.get("preview") or "")
                 prompt = str(request.get("prompt"))
             else:
                 context = {"run": run_id, "step": pause.step_id, "request": request,
                            "responseSchema": request.get("responseSchema"),
-                           "defaults": request.get("defaults"), "subject": request.get("subject")}
+                           "defaults": request.get("defaults"), "subject": request.get("subject"),
+                           **({"rerun_of": rerun} if rerun else {})}
                 preview = js_prefix(to_json(request.get("subject")), 2000)
                 prompt = str(request.get("prompt"))
             approval_id = c.request_approval(
                 tx, kind=GATE_KINDS[pause.kind], subject=run_id,
-                title=f"{run_id} {name}: {pause.step_id}", prompt=prompt,
+                title=f"{run_id} {name}: {pause.step_id}{again}", prompt=prompt,
                 context=json.loads(to_json(context)), preview=preview, actor=requester,
                 role=Role.APPROVER,
                 required_approver=pause.identity.get("requiredApprover"),
@@ -367,36 +374,6 @@ class Workflows(Decisions, Adoption):
                                                     "approvalId": approval_id})
 
     # --------------------------------------------------------------- resume
-
-    async def _locate(self, token: str | None, approval_id: str | None,
-                      missing: str) -> dict[str, Any]:
-        """The paused run a token or approval id names (WorkflowError otherwise)."""
-        if approval_id:
-            a = await self.store.fetchone("SELECT * FROM approvals WHERE id=?", (approval_id,))
-            gone = GateDecided(f'Approval ID "{approval_id}" not found or expired', a)
-            gone.kind = "parse_error"
-            if a is None or a["kind"] not in GATE_KINDS.values() or a["status"] != "pending":
-                raise gone
-            run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?",
-                                            (a["subject"],))
-            if run is None or run["status"] != "paused" or run["approval_id"] != approval_id:
-                # decided between the two reads: the decision was committed with the run's
-                # new status, so reading the approval again finds it
-                gone = GateDecided(gone.message, await self.store.fetchone(
-                    "SELECT * FROM approvals WHERE id=?", (approval_id,)))
-                gone.kind = "parse_error"
-                raise gone
-            return run
-        if not token:
-            raise WorkflowError("resume requires token or approvalId", "parse_error")
-        ref = decode_token(token)
-        if ref is None:
-            raise WorkflowError(missing)
-        run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?", (ref.run_id,))
-        if run is None or run["status"] != "paused" or not matches(ref.secret,
-                                                                   run["token_hash"]):
-            raise WorkflowError(missing)
-        return run
 
     async def resume(self, *, token: str | None = None, approval_id: str | None = None,
                      approve: bool | None = None, response: Any = UNDEFINED,
@@ -470,23 +447,6 @@ class Workflows(Decisions, Adoption):
         results[step_id] = previous
         last = step_id if gate == "input" else last_completed_step(workflow["steps"], results)
         return await self._drive(run_id, workflow, path, args, results, start, last)
-
-    # -------------------------------------------------------------- manage
-
-    async def cancel(self, run_id: str, *, by: str, reason: str = "") -> None:
-        """Cancel a paused run (its gate is withdrawn) or one left running by a dead process."""
-        def command(tx: WriteTx) -> None:
-            run = tx.one("SELECT * FROM workflow_runs WHERE id=?", (run_id,))
-            if run is None:
-                raise NotFound(f"workflow run {run_id!r}: no such run")
-            if run["status"] not in ("paused", "running"):
-                raise Conflict(f"workflow run {run_id!r}: already {run['status']}")
-            if run["status"] == "paused":
-                self._decide(tx, run, "withdrawn", by, reason)
-            tx.emit(NewEvent(entity_id=run_id, actor=by, role=Role.OPERATOR.value,
-                             payload=wev.WorkflowCancelled(reason=reason or "cancelled", by=by)))
-
-        await self.store.execute(command)
 
 
 def _limit_dict(workflow: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import HelpPanel, Input, Static, TextArea
+from textual.widgets import Input, Static, TextArea
 
 from clawtower.core import ClawError
 
@@ -191,8 +191,9 @@ class ConsoleScreen(Screen[None]):
             target.border_subtitle = ""
 
     def close_help(self) -> bool:
-        """esc closes the key panel first, when it is open (True if it was)."""
-        if not self.query(HelpPanel):
+        """esc closes the key panel first, when it is open (True if it was). Queried by name:
+        the help widget (it loads Markdown) is imported when first shown, not at start-up."""
+        if not self.query("HelpPanel"):
             return False
         self.app.action_hide_help_panel()
         return True
