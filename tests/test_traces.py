@@ -367,3 +367,58 @@ async def test_a_session_stopped_while_a_call_waits_closes_the_call(tmp_path: Pa
         assert tool.error is not None and tool.error.startswith("not run")
     finally:
         await store.close()
+
+
+async def test_a_flow_rerun_is_a_trace_of_its_own(store: Any) -> None:
+    from flow_helpers import GatedBrain
+    from test_flows_rerun import PLANS, drive, origin
+
+    from clawtower.core.flows.rerun import rerun_flow
+
+    fid = await origin(store)
+    new = await rerun_flow(store, f"{fid}/root/a/a1", "do a1 better", by="alice")
+    await drive(store, GatedBrain(PLANS), new)
+    first, again = await find_trace(store, fid), await find_trace(store, new)
+    assert first.trace_id != again.trace_id
+    check_tree(again)
+    assert not any(s.open for s in again.spans)
+    root = again.spans[0]
+    assert root.attributes["clawtower.flow.rerun_of"] == fid
+    assert root.attributes["clawtower.flow.reused"] > 0
+    nodes = {s.attributes["clawtower.flow.task"]: s for s in again.spans
+             if s.name.startswith("node ")}
+    # what ran again, under the coordinators that waited for it; nothing reused
+    assert sorted(t.split("/", 1)[1] for t in nodes) == [
+        "root", "root/a", "root/a/a1", "root/a/a2", "root/b"]
+    by = by_id(again)
+    assert by[nodes[f"{new}/root/a/a1"].parent_id or ""] is nodes[f"{new}/root/a"]
+    assert by[nodes[f"{new}/root/a"].parent_id or ""] is nodes[f"{new}/root"]
+    assert by[nodes[f"{new}/root/b"].parent_id or ""] is nodes[f"{new}/root"]
+
+
+async def test_a_forked_session_and_a_workflow_rerun_name_their_origin(tmp_path: Path) -> None:
+    from clawtower.core.sessions.service import Sessions
+    from clawtower.core.workflows.service import Workflows
+
+    db = tmp_path / "db.sqlite"
+    sid = await session_tree(db)
+    store = await open_store(db)
+    try:
+        fork = await Sessions(store).fork(sid, 1, reason="try again")
+        trace = await find_trace(store, fork["session"])
+        assert trace.kind == "session" and trace.root == fork["session"]
+        assert trace.spans[0].attributes["clawtower.session.forked_from"] == sid
+        (tmp_path / "wf.lobster").write_text(
+            "steps:\n  - id: a\n    run: echo a\n  - id: b\n    run: echo b\n")
+        wf = Workflows(store, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                       cwd=str(tmp_path), stderr=lambda s: None)
+        await wf.run(str(tmp_path / "wf.lobster"))
+        new, _ = await wf.rerun("W-1", "b")
+        trace = await find_trace(store, new)
+        check_tree(trace)
+        root = trace.spans[0]
+        assert root.attributes["clawtower.workflow.rerun_of"] == "W-1"
+        assert root.attributes["clawtower.workflow.reused"] == 1
+        assert [s.name for s in children(trace, root)] == ["step b"]
+    finally:
+        await store.close()

@@ -221,6 +221,15 @@ class _Builder:
         if p.job_id:
             self.session_jobs.setdefault(sid, set()).add(p.job_id)
 
+    def on_session_forked(self, e: StoredEvent, p: Any) -> None:
+        """A fork (issue 37) is a session of its own: a trace of its own, naming its origin
+        (the copied transcript is history: no spans)."""
+        self.on_session_created(e, p.session)
+        d = self.session_span.get(e.entity_id)
+        if d is not None:
+            d.attrs.update({"clawtower.session.forked_from": p.origin,
+                            "clawtower.session.fork_at_turn": p.at_turn})
+
     def on_session_finished(self, e: StoredEvent, p: Any) -> None:
         self.end_session(e, e.entity_id, p.status)
 
@@ -470,6 +479,33 @@ class _Builder:
                      "gen_ai.agent.name": p.agent, "clawtower.flow.root_task": p.root_task,
                      "input.value": self.text(p.instruction) if self.capture else None})
 
+    def on_flow_rerun(self, e: StoredEvent, p: Any) -> None:
+        """A flow rerun from a node (issue 37): a flow of its own, naming its origin. Its
+        reused replies are history (no spans); the coordinators above the node wait for it
+        again, so they are open nodes from here, with the node's TASK sent under them."""
+        fid = e.entity_id
+        self.on_flow_started(e, p.started)
+        flow = self.roots[fid]
+        flow.attrs.update({"clawtower.flow.rerun_of": p.origin, "clawtower.flow.rerun_node":
+                           p.node, "clawtower.flow.reused": sum(
+                               1 for t in p.tasks if t.get("mode") == "reused")})
+        for t in p.tasks:
+            tid, parent = str(t.get("task_id")), t.get("parent_id")
+            if parent:
+                self.flow_parent[(fid, tid)] = str(parent)
+                if t.get("status") != "done":
+                    self.flow_children.setdefault((fid, str(parent)), set()).add(tid)
+            if t.get("status") == "waiting":
+                up = self.spans.get(f"node:{fid}:{parent}") if parent else None
+                agent = str(t.get("agent") or "")
+                d = self.open(e, f"node:{fid}:{tid}", f"node {tid} {agent}", AGENT, up or flow,
+                              **_attrs({"gen_ai.operation.name": "invoke_agent",
+                                        "gen_ai.agent.name": agent, "clawtower.flow": fid,
+                                        "clawtower.flow.task": tid,
+                                        "clawtower.flow.decision": "decompose"}))
+                self.node_task[d.key] = (fid, tid)
+                self.flow_agent_nodes.setdefault((fid, agent), []).append(d)
+
     def on_flow_task_sent(self, e: StoredEvent, p: Any) -> None:
         fid = e.entity_id
         flow = self.roots.get(fid)
@@ -592,6 +628,14 @@ class _Builder:
             self.roots[run] = d
             parent.root().aliases.append(run)
         self.step_open[run] = {}
+
+    def on_workflow_rerun(self, e: StoredEvent, p: Any) -> None:
+        """A run from a step of another (issue 37): a run of its own, naming its origin; the
+        reused steps' outputs are history (no spans)."""
+        self.on_workflow_started(e, p.started)
+        self.roots[e.entity_id].attrs.update({
+            "clawtower.workflow.rerun_of": p.origin, "clawtower.workflow.from_step":
+            p.from_step, "clawtower.workflow.reused": len(p.reused)})
 
     def on_workflow_step_started(self, e: StoredEvent, p: Any) -> None:
         run = e.entity_id
