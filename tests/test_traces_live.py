@@ -38,6 +38,12 @@ async def test_each_span_once_across_restarts_and_new_work(tmp_path: Path) -> No
             positions = await store.fetchall(
                 "SELECT entity_id FROM events WHERE type='traces.exported'")
             assert len(positions) == 1
+            from clawtower.core.describe import event_summary
+
+            (mark,) = [e for e in await store.events_after(0, 10_000)
+                       if e.type == "traces.exported"]
+            assert event_summary(mark) == (f"sent 24 span(s) of 1 trace(s) to {url}"
+                                           f" (the log up to {mark.seq - 1})")
             # a restart: the position is read back from the store, nothing is sent again
             again = TracesWorker(store, cfg)
             assert await again.step() == 0 and len(got.spans) == 24

@@ -147,6 +147,9 @@ def _summary(e: StoredEvent, arrow: str) -> str:
                 f" {one_line(p['reason'], 200)}")
     if t == "memory.embedded":  # never the vector itself (kilobytes of base64)
         return f"memory {p['namespace']} {p['key']} embedded by {p['model']} ({p['dim']} dims)"
+    if t == "traces.exported":
+        return (f"sent {p['spans']} span(s) of {p['traces']} trace(s) to {p['endpoint']}"
+                f" (the log up to {p['seq']})")
     return one_line(p, 200)
 
 
