@@ -25,7 +25,7 @@ from clawtower.core.textsafe import safe, safe_line
 from ..columns import Column
 from ..commands import mode_help
 from ..modals import ConfirmScreen, EditTextScreen
-from ..model import Delta, fmt_datetime
+from ..model import Delta, fmt_datetime, fmt_time
 from ..render import Palette, kv_table
 from ..rowlist import Cell
 from ..views import ItemList
@@ -40,7 +40,7 @@ class TurnList(ItemList):
     """A session's turns, oldest first."""
 
     columns: ClassVar[Sequence[Column]] = (
-        Column("#", width=4, justify="right"), Column("When", width=19, hide_below=72),
+        Column("#", width=4, justify="right"), Column("When", width=8, hide_below=48),
         Column("Status", fit=9, min_width=6), Column("Tools", fit=16, hide_below=64),
         Column("Tokens", fit=7, justify="right", hide_below=56),
         Column("Message", ratio=1, min_width=12),
@@ -52,7 +52,7 @@ class TurnList(ItemList):
         status = str(data["status"])
         mark = "↩ " if data.get("copied_from") else ""
         return [
-            (str(data["n"]), "key"), (fmt_datetime(data["at"]), "dim"),
+            (str(data["n"]), "key"), (fmt_time(data["at"]), "dim"),
             (status, TURN_TONE.get(status, "idle")), (one_line(tools), "dim"),
             (f"{data['tokens']:,}", "dim"), one_line(mark + str(data["message"] or "-")),
         ]
