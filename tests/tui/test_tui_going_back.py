@@ -258,6 +258,7 @@ async def test_R_in_mode_5_reruns_a_run_from_a_step(tmp_path: Path) -> None:
                     and screen.detail is not None and screen.detail["status"] == "ok",
                     timeout=30)
         new = screen.selected
+        assert app.pending_rerun is None
         await until(pilot, lambda: any(n.message.startswith(
             f"{new}: rerun of {run['id']} from step build") for n in app._notifications))
     rerun = await _read(db, lambda s: Workflows(s).get(str(new)))
@@ -277,4 +278,5 @@ async def test_R_in_mode_5_refused_by_core_writes_nothing(tmp_path: Path) -> Non
         await _rerun_from(pilot, "2")  # build: fetch before it has no output
         await until(pilot, lambda: any("has no recorded output" in n.message
                                        for n in app._notifications))
+        assert app.pending_rerun is None  # no later run is taken for this one's
     assert len(await _read(db, lambda s: Workflows(s).list())) == 1

@@ -177,8 +177,7 @@ class WorkflowsScreen(ListDetailScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.rerun_of: str | None = None  # a run rerun from here: its new run is selected
-        self.wanted: str | None = None
+        self.wanted: str | None = None  # a run to select once it is listed (a rerun)
 
     def make_list(self) -> ItemList:
         return WorkflowList()
@@ -207,10 +206,11 @@ class WorkflowsScreen(ListDetailScreen):
             self.capp.open_approval(str(run["approval_id"]))
 
     def apply(self, delta: Delta) -> None:
+        origin = self.capp.pending_rerun
         for e in delta.events:  # the run this console's `R` started: selected once listed
-            if e.type == "workflow.rerun" and self.rerun_of is not None \
-                    and getattr(e.payload, "origin", None) == self.rerun_of:
-                self.wanted, self.rerun_of = e.entity_id, None
+            if origin is not None and e.type == "workflow.rerun" \
+                    and getattr(e.payload, "origin", None) == origin:
+                self.wanted, self.capp.pending_rerun = e.entity_id, None
         super().apply(delta)
 
     def before_select(self, lst: RowList) -> None:
@@ -228,7 +228,6 @@ class WorkflowsScreen(ListDetailScreen):
 
         def confirmed(step: str, ok: bool | None) -> None:
             if ok:
-                self.rerun_of = rid
                 self.capp.rerun_run(rid, step)
 
         def picked(step: str | None) -> None:
