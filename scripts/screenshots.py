@@ -95,6 +95,22 @@ def sessions(key: str) -> Step:
     return step
 
 
+def session_history(key: str) -> Step:
+    """Mode 4's history view (`h`) of session `key`, its last turn selected."""
+    async def step(pilot: Pilot[None], app: ClawtowerApp) -> None:
+        await sessions(key)(pilot, app)
+        await pilot.press("h")
+        for _ in range(300):
+            await pilot.pause(0.02)
+            if getattr(app.screen, "first_read", False) \
+                    and getattr(app.screen, "detail", None) is not None:
+                break
+        await pilot.press("end")
+        await _settle(pilot)
+
+    return step
+
+
 async def seed_session_store(db: str) -> None:
     from clawtower.core import open_store
     from clawtower.core.demo.sessions import seed_sessions
@@ -284,6 +300,7 @@ async def main(out: Path, size: tuple[int, int], only: list[str] | None = None) 
             ("3-meetings-light", meetings, "clawtower-light"),
             ("4-sessions", sessions("S-1"), None),
             ("4-sessions-steer", sessions("S-5"), None),
+            ("4-sessions-history", session_history("S-5"), None),
             ("5-workflows", workflows, None),
             ("7-flows", flows("F-1/q3-brief/q3-figures"), None),
             ("5-workflows-light", workflows, "clawtower-light"),

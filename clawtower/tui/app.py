@@ -180,6 +180,7 @@ class ClawtowerApp(DecisionActions, TaskActions, MeetingActions, EngineWorkers):
         self._views: list[View] = []
         self.loaded = asyncio.Event()
         self.pending_meeting: str | None = None  # mode 3 selects it once it is listed
+        self.pending_rerun: str | None = None  # mode 5 selects the new run once it starts
         self._meeting_tasks: set[asyncio.Task[Any]] = set()
         self.deltas = 0
         for theme in self.theme_load.themes:  # the first theme is already in use (`theme`)

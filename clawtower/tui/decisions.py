@@ -26,6 +26,7 @@ class DecisionActions(App[int]):
     model: ConsoleModel
     store: Store | None
     operator: str
+    pending_rerun: str | None
 
     # ------------------------------------------------------------------ approvals
 
@@ -240,6 +241,31 @@ class DecisionActions(App[int]):
             return
         self.notify(f"{run_id}: {decision} by {self.operator}; {envelope['status']}",
                     title="Workflow")
+
+    def rerun_run(self, run_id: str, step: str) -> None:
+        """A new run of `run_id` from `step` (mode 5's `R`, confirmed there), driven in this
+        console until it ends or pauses (mode 5 selects it when it starts: `pending_rerun`);
+        a refusal is core's one line."""
+        self.pending_rerun = run_id
+        self.run_worker(self._rerun_run(run_id, step), group="workflow-runs",
+                        exit_on_error=False)
+
+    async def _rerun_run(self, run_id: str, step: str) -> None:
+        if self.store is None:
+            return
+        try:
+            new, envelope = await workflowdata.rerun_run(self.store, run_id, step,
+                                                         by=self.operator)
+        except ClawError as exc:
+            self.pending_rerun = None
+            self.notify(str(exc), title="Not rerun", severity="error", timeout=10)
+            return
+        said = f"{new}: rerun of {run_id} from step {step}"
+        if not envelope.get("ok"):
+            self.notify(f"{said}; {envelope['error']['message']}", title=f"{new} failed",
+                        severity="error")
+            return
+        self.notify(f"{said}; {envelope['status']}", title="Workflow")
 
     async def _cancel_run(self, run_id: str) -> None:
         if self.store is None:

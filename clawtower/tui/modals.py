@@ -1,5 +1,6 @@
 """Small modal screens: y/n confirmation, a reason prompt, a JSON answer to an input gate,
-a memory correction, the `:` command line."""
+a memory correction, an edited message or instruction (going back), the `:` command
+line."""
 
 from __future__ import annotations
 
@@ -306,6 +307,43 @@ class MemoryEditScreen(ModalScreen[tuple[str, str] | None]):
     @on(Input.Submitted, "#memory-reason")
     def _submit(self, event: Input.Submitted) -> None:
         self.action_save()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class EditTextScreen(ModalScreen[str | None]):
+    """Edit a text before going back (a fork's new message, a rerun node's instruction):
+    prefilled, ctrl+s continues with what is typed (empty too: the caller says what empty
+    means in `hint`), esc cancels. Dismisses the text, or None."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "save", "Continue", id="edit-text.save"),
+        Binding("escape", "cancel", "Cancel", id="edit-text.cancel"),
+    ]
+
+    def __init__(self, title: str, body: str, text: str, *, hint: str) -> None:
+        super().__init__()
+        self.title_text = safe_line(title)  # titles and bodies quote untrusted text
+        self.body_text = safe(body)
+        self.text = text
+        self.hint = hint
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="memory-edit"):
+            yield Label(self.title_text, id="dialog-title", markup=False)
+            if self.body_text:
+                yield Static(self.body_text, id="dialog-body", markup=False)
+            yield TextArea(self.text, language=None, id="edit-text", soft_wrap=True,
+                           show_line_numbers=False)
+            yield Label(f"ctrl+s continues · esc cancels · {self.hint}", id="dialog-hint",
+                        markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one(TextArea).focus()
+
+    def action_save(self) -> None:
+        self.dismiss(self.query_one(TextArea).text)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -34,6 +34,7 @@ class ConsoleApp(Protocol):
     operator: str
     db_path: str
     pending_meeting: str | None  # mode 3 selects it once it is listed
+    pending_rerun: str | None  # a run rerun from mode 5: its new run is selected there
     # mode 4: {session id: {"turn": turn id, "text": streamed so far}} of this console's turns
     session_streams: dict[str, dict[str, str]]
     loaded: asyncio.Event  # set once the store's first load is in the model
@@ -67,6 +68,7 @@ class ConsoleApp(Protocol):
                        show: bool = True, by: str | None = None) -> None: ...
     def request_cancel_run(self, run_id: str) -> None: ...
     def request_recover_run(self, run_id: str, decision: str) -> None: ...
+    def rerun_run(self, run_id: str, step: str) -> None: ...
 
     # the console itself (Textual's own members, named here so commands stay typed)
     @property

@@ -88,7 +88,13 @@ def head_renderable(pal: Palette, s: dict[str, Any]) -> RenderableType:
                 style=pal.tone("idle"))
     usage = Text(f"{s['turns']} turn(s) · {s['tokens']:,} tokens · ${s['cost_usd']:.6f} ·"
                  f" {len(s.get('children') or [])} subagent(s)", style=pal.tone("idle"))
-    return Group(head, meta, usage)
+    o = s.get("origin")
+    if not o:
+        return Group(head, meta, usage)
+    why = f" ({o['reason']})" if o.get("reason") else ""
+    fork = Text(safe_line(f"forked from {o['session']} at turn {o['turn']} by {o['by']}{why}"),
+                style=pal.tone("waiting"))
+    return Group(head, meta, usage, fork)
 
 
 def recalled_line(pal: Palette, job: dict[str, Any]) -> RenderableType:

@@ -385,6 +385,10 @@ class WorkflowList(ItemList):
                 tooltip="Go on after the step a dead driver left interrupted, as if done"
                         " (asks to confirm)"),
         Binding("k", "screen.explain('recover_run')", show=False, system=True),
+        Binding("R", "screen.rerun_run", "Rerun from", id="workflow.rerun",
+                tooltip="A new run from a step of the selected run (pick the step, confirm);"
+                        " the steps before it keep their recorded outputs"),
+        Binding("R", "screen.explain('rerun_run')", show=False, system=True),
     ]
 
     columns: ClassVar[Sequence[Column]] = (

@@ -120,6 +120,13 @@ async def recover_run(store: Store, run_id: str, decision: str, *,
     return await _service(store, by).recover(run_id, decision, by=by)
 
 
+async def rerun_run(store: Store, run_id: str, step: str, *,
+                    by: str) -> tuple[str, dict[str, Any]]:
+    """A new run of `run_id` from `step` (core's `Workflows.rerun`), driven here until it
+    ends or pauses; answers the new run's id and Lobster's envelope."""
+    return await _service(store, by).rerun(run_id, step, by=by)
+
+
 async def cancel_run(store: Store, run_id: str, *, by: str, reason: str = "") -> None:
     """Cancel a paused run: its gate is withdrawn."""
     await _service(store, by).cancel(run_id, by=by, reason=reason)

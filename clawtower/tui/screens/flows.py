@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Hashable, Sequence
+from functools import partial
 from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
@@ -27,9 +28,10 @@ from clawtower.core.textsafe import safe
 
 from ..columns import Column
 from ..commands import mode_help
+from ..modals import ConfirmScreen, EditTextScreen
 from ..model import Delta, fmt_time
 from ..render import Palette, columns_table
-from ..rowlist import Cell
+from ..rowlist import Cell, RowList
 from ..views import ItemList
 from .base import ListDetailScreen, explained
 
@@ -59,6 +61,10 @@ class FlowTree(ItemList):
         Binding("x", "screen.cancel_flow", "Cancel", id="flow.cancel",
                 tooltip="Cancel the selected flow and its open tasks"),
         explained("x", "cancel_flow"),
+        Binding("R", "screen.rerun_node", "Rerun", id="flow.rerun",
+                tooltip="A new flow from the selected node: reuses every reply not"
+                        " downstream of it (asks to confirm; the instruction may be edited)"),
+        explained("R", "rerun_node"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -122,7 +128,9 @@ class FlowsScreen(ListDetailScreen):
         "**Flows**: each flow's task DAG as a live tree (status, agent, duration, tokens). "
         "Select a node to see its instruction, the context its coordinator passed down, its "
         "result, its agent's mailbox (`b`: inbox, outbox, archive) and its session "
-        "transcript; `x` cancels the flow. Start one with `clawtower flow run AGENT TASK`.",
+        "transcript; `x` cancels the flow; `R` reruns from the selected node (a new flow "
+        "reusing every reply not downstream of it; its instruction may be edited first). "
+        "Start one with `clawtower flow run AGENT TASK`.",
         ())
     MODE = "flows"
     PREFIX = "flo"
@@ -137,6 +145,7 @@ class FlowsScreen(ListDetailScreen):
         self.rows: list[dict[str, Any]] = []
         self.box = "inbox"
         self.first_read = False  # its rows come from its own read of the store
+        self.wanted: str | None = None  # a flow to select once it is listed (a rerun)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -224,8 +233,72 @@ class FlowsScreen(ListDetailScreen):
         except ClawError as exc:
             self.notify(str(exc), severity="error", timeout=10)
 
+    def before_select(self, lst: RowList) -> None:
+        if self.wanted is not None and self.wanted in lst:
+            lst.move_cursor_to_key(self.wanted)
+            self.wanted = None
+
+    def _node(self) -> tuple[str, str] | None:
+        """The selected node's id and instruction (a flow's row: its root node)."""
+        key = self.selected or ""
+        row = next((r for r in self.rows if r["id"] == key), None)
+        if row is None:
+            return None
+        if row["kind"] == "flow":
+            root = next((r for r in self.rows if r["id"] == row["root_task"]), None)
+            return str(row["root_task"]), str((root or row)["instruction"])
+        return key, str(row["instruction"])
+
+    def action_rerun_node(self) -> None:
+        """`R`: edit the node's instruction (or keep it), confirm, then core's flow rerun."""
+        picked = self._node()
+        if picked is None:
+            return
+        node, instruction = picked
+        flow_id = node.split("/", 1)[0]
+
+        def confirmed(edited: str | None, ok: bool | None) -> None:
+            if ok:
+                self._rerun(node, edited)
+
+        def got(text: str | None) -> None:
+            if text is None:
+                return
+            edited = text if text.strip() and text.strip() != instruction.strip() else None
+            said = f"with the edited instruction:\n\n{one_line(text, 300)}" if edited else \
+                "with its instruction as it was."
+            self.app.push_screen(ConfirmScreen(
+                f"Rerun {node}?",
+                f"A new flow reuses every reply of {flow_id} not downstream of {node}, and "
+                f"runs {node}, its dependents and the syntheses above it again, {said}\n\n"
+                f"{flow_id} is untouched. By {self.capp.operator}.", yes="Rerun",
+                no="Not now", destructive=False), partial(confirmed, edited))
+
+        self.app.push_screen(EditTextScreen(
+            f"Rerun {node}: its instruction", "Edit the node's instruction, or keep it.",
+            instruction, hint="unchanged or empty: as it was"), got)
+
+    @work(group="flow-rerun")
+    async def _rerun(self, node: str, instruction: str | None) -> None:
+        if self.capp.store is None:
+            return
+        from clawtower.core.flows.rerun import rerun_flow
+
+        try:
+            new = await rerun_flow(self.capp.store, node, instruction, by=self.capp.operator)
+        except ClawError as exc:
+            self.notify(str(exc), title="Not rerun", severity="error", timeout=10)
+            return
+        self.notify(f"{new}: rerun of {node}", title="Flows")
+        self.wanted = new
+        self.refresh_rows(reload_detail=True)
+
     def unavailable(self, action: str) -> str | None:
         """Why `x` cannot cancel now (said when it is pressed: a key never does nothing)."""
+        if action == "rerun_node":
+            return None if self._node() is not None else (
+                "no node selected: nothing to rerun" if self.rows else
+                "no flows yet: nothing to rerun")
         if action != "cancel_flow":
             return super().unavailable(action)
         fid = (self.selected or "").split("/", 1)[0]

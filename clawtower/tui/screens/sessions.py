@@ -30,7 +30,7 @@ from ..columns import Column
 from ..commands import mode_help
 from ..model import Delta
 from ..render import Palette
-from ..rowlist import Cell
+from ..rowlist import Cell, RowList
 from ..sessionrender import (
     STATUS_TONE,
     acp_renderable,
@@ -65,6 +65,8 @@ class SessionList(ItemList):
                 tooltip="Reject the tool call the selected session waits for (asks why)"),
         Binding("m", "screen.memory", "Memory", id="session.memory",
                 tooltip="The agent's memories and what each turn recalled (correct, forget)"),
+        Binding("h", "screen.history", "History", id="session.history",
+                tooltip="The session's turns; f forks it at one (edit and retry)"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -176,7 +178,9 @@ class SessionsScreen(ListDetailScreen):
         "announces and backlog. `i` types a message (Enter sends; a busy session is steered "
         "at its next safe boundary) or `/agent`, `/model`, `/agents`, `/models`, `/spawn`, "
         "`/stop` (tab completes); `n` spawns a subagent, `x` stops the session; `m` opens "
-        "its agent's memory (what each turn recalled; correct or forget a memory).",
+        "its agent's memory (what each turn recalled; correct or forget a memory); `h` opens "
+        "its history (its turns: message, tool calls, tokens, reply), where `f` forks it at "
+        "the selected turn with an edited message (the original is untouched).",
         ())
     MODE = "sessions"
     PREFIX = "ses"
@@ -194,6 +198,7 @@ class SessionsScreen(ListDetailScreen):
         self._seen = -1  # the newest session row drawn (its last_seq)
         self._drawn_stream: tuple[str, int] | None = None
         self.first_read = False  # its rows come from its own read of the store
+        self.wanted: str | None = None  # a session to select once it is listed (a fork)
 
     def on_mount(self) -> None:
         line = Input(placeholder="message or /command (enter sends; steers a busy session)"
@@ -338,6 +343,26 @@ class SessionsScreen(ListDetailScreen):
 
             self.app.push_screen(SessionMemoryScreen(self.selected))
 
+    def action_history(self) -> None:
+        row = self._by_id.get(self.selected or "")
+        if row is not None:
+            from .session_history import SessionHistoryScreen
+
+            self.app.push_screen(SessionHistoryScreen(row, on_forked=self.show_session))
+
+    def show_session(self, sid: str) -> None:
+        """Select `sid` (a fork just made): now if it is listed, else once it is."""
+        self.wanted = sid
+        if sid in self._by_id:
+            self._list()
+        else:
+            self.refresh_rows(reload_detail=True)
+
+    def before_select(self, lst: RowList) -> None:
+        if self.wanted is not None and self.wanted in lst:
+            lst.move_cursor_to_key(self.wanted)
+            self.wanted = None
+
     def action_stop_session(self) -> None:
         if self.selected is not None:
             self._run(f"/stop stopped from the console by {self.capp.operator}")
@@ -379,7 +404,7 @@ class SessionsScreen(ListDetailScreen):
         if action in ("stop_session", "spawn"):
             row = next((r for r in self.rows if r["id"] == self.selected), None)
             return row is not None and row.get("status") in OPEN
-        if action == "memory":
+        if action in ("memory", "history"):
             return self.selected is not None
         if action in ("approve_call", "reject_call"):
             return self._waiting_call() is not None  # shown only while a call waits

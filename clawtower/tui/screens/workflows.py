@@ -4,6 +4,7 @@ skipped, failed, waiting), its gate, its output or error."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,6 +18,7 @@ from clawtower.core.textsafe import safe
 from clawtower.core.workflows.cost import describe_cost
 
 from ..commands import mode_help
+from ..modals import ChoiceScreen, ConfirmScreen
 from ..model import Delta, fmt_datetime, fmt_time
 from ..render import Palette, columns_table, kv_table
 from ..rowlist import RowList
@@ -160,7 +162,9 @@ class WorkflowsScreen(ListDetailScreen):
     HELP = mode_help(
         "**Workflow runs**, the selected one's steps live. `a`/`r` decide a run's gate, "
         "`c` cancels a paused run, `t`/`k` retry or skip a step left interrupted by a dead "
-        "driver, `enter` opens its gate in Approvals.",
+        "driver, `R` reruns the run from a step (pick it, confirm: a new run reuses the "
+        "recorded outputs of the steps before it; its gates ask again), `enter` opens its "
+        "gate in Approvals.",
         ("workflow", "approve", "reject", "cancel"))
     HIDDEN_WHEN_UNAVAILABLE = frozenset({"filter", "recover_run"})  # rare: shown when it acts
 
@@ -170,6 +174,10 @@ class WorkflowsScreen(ListDetailScreen):
     SECTIONS: ClassVar[list[tuple[str, str]]] = [
         ("head", ""), ("gate", "Waiting for"), ("steps", "Steps"), ("outcome", "Output"),
     ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wanted: str | None = None  # a run to select once it is listed (a rerun)
 
     def make_list(self) -> ItemList:
         return WorkflowList()
@@ -197,11 +205,60 @@ class WorkflowsScreen(ListDetailScreen):
         if run is not None and run.get("approval_id"):
             self.capp.open_approval(str(run["approval_id"]))
 
+    def apply(self, delta: Delta) -> None:
+        origin = self.capp.pending_rerun
+        for e in delta.events:  # the run this console's `R` started: selected once listed
+            if origin is not None and e.type == "workflow.rerun" \
+                    and getattr(e.payload, "origin", None) == origin:
+                self.wanted, self.capp.pending_rerun = e.entity_id, None
+        super().apply(delta)
+
+    def before_select(self, lst: RowList) -> None:
+        if self.wanted is not None and self.wanted in lst:
+            lst.move_cursor_to_key(self.wanted)
+            self.wanted = None
+
+    def action_rerun_run(self) -> None:
+        """`R`: pick the step to rerun from, confirm, then core's rerun (in this console)."""
+        run = self.detail
+        if run is None or run["id"] != self.selected:
+            return
+        rid = str(run["id"])
+        steps = list(run.get("steps") or [])
+
+        def confirmed(step: str, ok: bool | None) -> None:
+            if ok:
+                self.capp.rerun_run(rid, step)
+
+        def picked(step: str | None) -> None:
+            if step is None:
+                return
+            before = [str(s["id"]) for s in steps[:[s["id"] for s in steps].index(step)]]
+            kept = (f"Steps {', '.join(before)} keep the outputs {rid} recorded;" if before
+                    else "Nothing is reused:")
+            self.app.push_screen(ConfirmScreen(
+                f"Rerun {rid} from step {step}?",
+                f"{run.get('name') or run.get('file')}\n\nA new run: {kept} step {step} and"
+                f" every step after it run again, here; their gates ask again. {rid} is"
+                f" untouched.\n\nBy {self.capp.operator}.", yes="Rerun", no="Not now",
+                destructive=False), partial(confirmed, step))
+
+        self.app.push_screen(ChoiceScreen(
+            f"Rerun {rid} from which step?", "The steps before it keep their recorded outputs.",
+            [(str(s["id"]), f"{s['id']} · {s['status']}") for s in steps]), picked)
+
     def _selected_run(self) -> dict[str, Any] | None:
         key = self.item_list.cursor_key
         return self.capp.model.workflow(str(key)) if key is not None else None
 
     def unavailable(self, action: str) -> str | None:
+        if action == "rerun_run":
+            run = self._selected_run()
+            if run is None:
+                return ("no run selected: nothing to rerun" if self.capp.model.workflows else
+                        "no workflow runs yet: nothing to rerun")
+            return None if self.detail is not None and self.detail["id"] == run["id"] else \
+                f"{run['id']}: its steps are still loading"
         if action not in ("cancel_run", "decide_gate", "recover_run"):
             return None
         verb = {"cancel_run": "cancel", "decide_gate": "decide",
