@@ -255,11 +255,21 @@ class Normaliser:
 # ----------------------------------------------------------------------------- running
 
 
-def _base_env() -> dict[str, str]:
+def _snapshot_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("LOBSTER_", "CLAWTOWER_", "PYTEST_", "COV_"))}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     return env
+
+
+# Taken once, at import, in the main thread: cases run in a thread pool while pytest sets and
+# deletes PYTEST_CURRENT_TEST in the main thread, and iterating os.environ in a thread then
+# fails now and then (KeyError: a key listed, then gone before it is read).
+_BASE_ENV = _snapshot_env()
+
+
+def _base_env() -> dict[str, str]:
+    return dict(_BASE_ENV)
 
 
 def _yes_no(v: Any) -> str:
