@@ -1,4 +1,5 @@
-"""Reading traces from a store: its event log through `events_after`, nothing else."""
+"""Reading traces from a store: its event log (rows of `events`, or `events_after`), nothing
+else."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from ..errors import NotFound
 from ..events import StoredEvent
 from ..store.interface import Store
 from .builder import Redact, derive
+from .rows import SELECT, LogEvent, row_event
 from .spans import Trace
 
 PAGE = 5000
@@ -30,11 +32,24 @@ async def read_events(store: Store, after: int = 0) -> list[StoredEvent]:
         seq = batch[-1].seq
 
 
+async def read_log(store: Store, after: int = 0) -> list[LogEvent]:
+    """The log after `after` as rows, each payload decoded only as far as it is read
+    (rows.py): what `load` derives from, several times faster than `read_events`."""
+    events: list[LogEvent] = []
+    seq = after
+    while True:
+        rows = await store.fetchall(SELECT, (seq, PAGE))
+        events.extend(map(row_event, rows))
+        if len(rows) < PAGE:
+            return events
+        seq = rows[-1]["seq"]
+
+
 async def load(store: Store, *, capture_content: bool = False,
                redact: Redact | None = None) -> list[Trace]:
     """Every trace in the store's log (derived from the whole log: a span's parents may be
     anywhere before it)."""
-    return derive(await read_events(store), salt=await store_salt(store),
+    return derive(await read_log(store), salt=await store_salt(store),
                   capture_content=capture_content, redact=redact)
 
 
