@@ -58,16 +58,32 @@ def readable_spans(traces: Iterable[Trace], *, service_name: str = "clawtower",
         from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
     except ImportError as exc:
         raise ValidationError(MISSING) from exc
-    resource = Resource.create({"service.name": service_name,
-                                "openinference.project.name": service_name})
+    created = Resource.create({"service.name": service_name,
+                               "openinference.project.name": service_name})
+
+    class OneResource(Resource):
+        """Every span's resource: the SDK's encoder groups spans by it, hashing it per span
+        (a JSON dump of its attributes each time); this one hashes once."""
+
+        _hash = hash(created)
+
+        def __hash__(self) -> int:
+            return self._hash
+
+    resource = OneResource(created.attributes, created.schema_url)
     scope = InstrumentationScope("clawtower", version or None,
                                  schema_url=f"https://opentelemetry.io/schemas/{SEMCONV}")
     flags = TraceFlags(TraceFlags.SAMPLED)
     out: list[ReadableSpan] = []
 
+    contexts: dict[tuple[str, str], SpanContext] = {}  # a parent's is shared, not remade
+
     def ctx(trace_id: str, span_id: str) -> SpanContext:
-        return SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=False,
-                           trace_flags=flags)
+        c = contexts.get((trace_id, span_id))
+        if c is None:
+            c = contexts[trace_id, span_id] = SpanContext(
+                int(trace_id, 16), int(span_id, 16), is_remote=False, trace_flags=flags)
+        return c
 
     def convert(t: Trace, s: Span) -> ReadableSpan:
         assert s.end is not None

@@ -12,46 +12,69 @@ model cannot read raises what `events_after` would (decode_logged's StoreError).
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated, Any
+from types import UnionType
+from typing import Annotated, Any, get_args
 
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
+from pydantic.fields import FieldInfo
 from pydantic_core import from_json
 
 from ..events import Payload, decode_logged, payload_class
 
-_PLAIN = (str, int, bool)
+_PLAIN = (str, int, bool, float)
+_NONE = type(None)
+
+
+class _Field:
+    """One field of a payload class: the value types kept as they are (a plain str, int,
+    bool or float, or None where the field allows it; anything else is validated), and its
+    validator, built on first need."""
+
+    __slots__ = ("_adapter", "info", "keep")
+
+    def __init__(self, info: FieldInfo) -> None:
+        self.info = info
+        ann: Any = info.annotation
+        args = get_args(ann) if isinstance(ann, UnionType) else ()
+        if info.metadata:
+            self.keep: tuple[type, ...] = ()
+        elif ann in _PLAIN:
+            self.keep = (ann,)
+        elif len(args) == 2 and _NONE in args and all(a in _PLAIN or a is _NONE for a in args):
+            self.keep = args
+        else:
+            self.keep = ()
+        self._adapter: TypeAdapter[Any] | None = None
+
+    def validate(self, value: Any) -> Any:
+        if self._adapter is None:
+            ann: Any = self.info.annotation
+            self._adapter = TypeAdapter(Annotated[ann, *self.info.metadata]
+                                        if self.info.metadata else ann)
+        return self._adapter.validate_python(value)
 
 
 @cache
-def _field(cls: type[Payload], name: str) -> tuple[type | None, TypeAdapter[Any]]:
-    """`cls`'s field `name`: its type when a value of exactly that type is kept as is (a
-    plain str, int or bool), and its validator."""
-    f = cls.model_fields[name]
-    ann: Any = f.annotation
-    plain = ann if ann in _PLAIN and not f.metadata else None
-    return plain, TypeAdapter(Annotated[ann, *f.metadata] if f.metadata else ann)
+def _fields(type_name: str) -> dict[str, _Field]:
+    return {name: _Field(info)
+            for name, info in payload_class(type_name).__pydantic_fields__.items()}
 
 
 class LazyPayload:
     """A payload's fields, each decoded on first read (then kept)."""
 
     def __init__(self, seq: int, type_name: str, raw: str) -> None:
-        self.__dict__["_seq"] = seq
-        self.__dict__["_type"] = type_name
-        self.__dict__["_raw"] = raw
-        self.__dict__["_data"] = None
+        d = self.__dict__
+        d["_seq"], d["_type"], d["_raw"], d["_data"] = seq, type_name, raw, None
 
     def _strict(self) -> Payload:
         return decode_logged(self._seq, self._type, self._raw)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        cls = payload_class(self._type)
-        field = cls.model_fields.get(name)
-        if field is None:
-            raise AttributeError(f"{cls.__name__} has no field {name!r}")
+        f = _fields(self._type).get(name) if name[0] != "_" else None
+        if f is None:
+            raise AttributeError(f"{self._type} has no field {name!r}")
         data = self._data
         if data is None:
             try:
@@ -60,13 +83,12 @@ class LazyPayload:
                 return getattr(self._strict(), name)
             self.__dict__["_data"] = data
         if name not in data:
-            value = field.get_default(call_default_factory=True)
+            value = f.info.get_default(call_default_factory=True)
         else:
             value = data[name]
-            plain, adapter = _field(cls, name)
-            if type(value) is not plain:
+            if type(value) not in f.keep:
                 try:
-                    value = adapter.validate_python(value)
+                    value = f.validate(value)
                 except PydanticValidationError:
                     return getattr(self._strict(), name)  # raises the log's own error
         self.__dict__[name] = value
