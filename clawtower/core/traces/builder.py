@@ -218,6 +218,7 @@ class _Builder:
             flow = self.roots.get(self.pre.session_flow[sid])
             if flow is not None:
                 self.roots[sid] = flow
+                flow.root().aliases.append(sid)  # `clawtower trace S-n` finds its flow
             if p.job_id:
                 self.session_jobs.setdefault(sid, set()).add(p.job_id)
             return
