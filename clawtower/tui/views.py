@@ -21,6 +21,7 @@ from .columns import Column
 from .model import PHASE_ORDER, PHASE_TONE, fmt_time
 from .protocol import ConsoleApp
 from .rowlist import Cell, RowList
+from .traceview import trace_binding
 from .workflowdata import run_status
 
 if TYPE_CHECKING:
@@ -385,6 +386,7 @@ class WorkflowList(ItemList):
                 tooltip="Go on after the step a dead driver left interrupted, as if done"
                         " (asks to confirm)"),
         Binding("k", "screen.explain('recover_run')", show=False, system=True),
+        *trace_binding("run"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (

@@ -3,6 +3,7 @@ else."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -62,12 +63,17 @@ def gc_paused() -> Iterator[None]:
 
 
 async def load(store: Store, *, capture_content: bool = False,
-               redact: Redact | None = None) -> list[Trace]:
+               redact: Redact | None = None, in_thread: bool = False) -> list[Trace]:
     """Every trace in the store's log (derived from the whole log: a span's parents may be
-    anywhere before it)."""
+    anywhere before it). `in_thread`: derive in a worker thread (the console: the event
+    loop keeps drawing while a large log is derived)."""
     events, salt = await read_log(store), await store_salt(store)
-    with gc_paused():
-        return derive(events, salt=salt, capture_content=capture_content, redact=redact)
+
+    def run() -> list[Trace]:
+        with gc_paused():
+            return derive(events, salt=salt, capture_content=capture_content, redact=redact)
+
+    return await asyncio.to_thread(run) if in_thread else run()
 
 
 def matcher(ident: str) -> Callable[[Trace], bool]:
@@ -82,10 +88,11 @@ def matcher(ident: str) -> Callable[[Trace], bool]:
 
 
 async def find_trace(store: Store, ident: str, *, capture_content: bool = False,
-                     redact: Redact | None = None) -> Trace:
+                     redact: Redact | None = None, in_thread: bool = False) -> Trace:
     """The trace `ident` names (NotFound naming it when none does)."""
     match = matcher(ident)
-    for t in await load(store, capture_content=capture_content, redact=redact):
+    for t in await load(store, capture_content=capture_content, redact=redact,
+                        in_thread=in_thread):
         if match(t):
             return t
     raise NotFound(f"trace {ident!r}: no such trace (give a session, flow, workflow run,"

@@ -30,6 +30,7 @@ from ..commands import mode_help
 from ..model import Delta, fmt_time
 from ..render import Palette, columns_table
 from ..rowlist import Cell
+from ..traceview import no_trace, open_trace, trace_binding
 from ..views import ItemList
 from .base import ListDetailScreen, explained
 
@@ -59,6 +60,7 @@ class FlowTree(ItemList):
         Binding("x", "screen.cancel_flow", "Cancel", id="flow.cancel",
                 tooltip="Cancel the selected flow and its open tasks"),
         explained("x", "cancel_flow"),
+        *trace_binding("flow"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -122,7 +124,9 @@ class FlowsScreen(ListDetailScreen):
         "**Flows**: each flow's task DAG as a live tree (status, agent, duration, tokens). "
         "Select a node to see its instruction, the context its coordinator passed down, its "
         "result, its agent's mailbox (`b`: inbox, outbox, archive) and its session "
-        "transcript; `x` cancels the flow. Start one with `clawtower flow run AGENT TASK`.",
+        "transcript; `x` cancels the flow, `w` shows its trace as a waterfall (every node, "
+        "turn and model call on one time axis). Start one with `clawtower flow run AGENT "
+        "TASK`.",
         ())
     MODE = "flows"
     PREFIX = "flo"
@@ -224,8 +228,16 @@ class FlowsScreen(ListDetailScreen):
         except ClawError as exc:
             self.notify(str(exc), severity="error", timeout=10)
 
+    def selected_flow(self) -> str | None:
+        return self.selected.split("/", 1)[0] if self.selected else None
+
+    def action_trace(self) -> None:
+        open_trace(self, self.selected_flow())
+
     def unavailable(self, action: str) -> str | None:
         """Why `x` cannot cancel now (said when it is pressed: a key never does nothing)."""
+        if action == "trace":
+            return no_trace("flow", self.selected_flow())
         if action != "cancel_flow":
             return super().unavailable(action)
         fid = (self.selected or "").split("/", 1)[0]

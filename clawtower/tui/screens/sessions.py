@@ -41,6 +41,7 @@ from ..sessionrender import (
     streaming_renderable,
     transcript_renderable,
 )
+from ..traceview import no_trace, open_trace, trace_binding
 from ..views import ItemList
 from .base import ListDetailScreen
 
@@ -65,6 +66,7 @@ class SessionList(ItemList):
                 tooltip="Reject the tool call the selected session waits for (asks why)"),
         Binding("m", "screen.memory", "Memory", id="session.memory",
                 tooltip="The agent's memories and what each turn recalled (correct, forget)"),
+        *trace_binding("session"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -176,7 +178,8 @@ class SessionsScreen(ListDetailScreen):
         "announces and backlog. `i` types a message (Enter sends; a busy session is steered "
         "at its next safe boundary) or `/agent`, `/model`, `/agents`, `/models`, `/spawn`, "
         "`/stop` (tab completes); `n` spawns a subagent, `x` stops the session; `m` opens "
-        "its agent's memory (what each turn recalled; correct or forget a memory).",
+        "its agent's memory (what each turn recalled; correct or forget a memory); `w` shows "
+        "its trace as a waterfall (its turns, model and tool calls, approval waits).",
         ())
     MODE = "sessions"
     PREFIX = "ses"
@@ -332,6 +335,14 @@ class SessionsScreen(ListDetailScreen):
         if aid is not None:
             self.capp.request_reject(aid)
 
+    def action_trace(self) -> None:
+        open_trace(self, self.selected)
+
+    def unavailable(self, action: str) -> str | None:
+        if action == "trace":
+            return no_trace("session", self.selected)
+        return super().unavailable(action)
+
     def action_memory(self) -> None:
         if self.selected is not None:
             from .memory import SessionMemoryScreen
@@ -381,6 +392,8 @@ class SessionsScreen(ListDetailScreen):
             return row is not None and row.get("status") in OPEN
         if action == "memory":
             return self.selected is not None
+        if action in ("trace", "explain"):
+            return super().check_action(action, parameters)  # `w` says why it cannot
         if action in ("approve_call", "reject_call"):
             return self._waiting_call() is not None  # shown only while a call waits
         return True

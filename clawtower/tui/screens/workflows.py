@@ -20,6 +20,7 @@ from ..commands import mode_help
 from ..model import Delta, fmt_datetime, fmt_time
 from ..render import Palette, columns_table, kv_table
 from ..rowlist import RowList
+from ..traceview import no_trace, open_trace
 from ..views import ItemList, WorkflowList
 from ..workflowdata import STEP_TONE, get_run, run_status
 from .base import ListDetailScreen
@@ -160,7 +161,8 @@ class WorkflowsScreen(ListDetailScreen):
     HELP = mode_help(
         "**Workflow runs**, the selected one's steps live. `a`/`r` decide a run's gate, "
         "`c` cancels a paused run, `t`/`k` retry or skip a step left interrupted by a dead "
-        "driver, `enter` opens its gate in Approvals.",
+        "driver, `enter` opens its gate in Approvals, `w` shows the run's trace as a waterfall "
+        "(its steps and gate waits).",
         ("workflow", "approve", "reject", "cancel"))
     HIDDEN_WHEN_UNAVAILABLE = frozenset({"filter", "recover_run"})  # rare: shown when it acts
 
@@ -201,7 +203,12 @@ class WorkflowsScreen(ListDetailScreen):
         key = self.item_list.cursor_key
         return self.capp.model.workflow(str(key)) if key is not None else None
 
+    def action_trace(self) -> None:
+        open_trace(self, self.selected)
+
     def unavailable(self, action: str) -> str | None:
+        if action == "trace":
+            return no_trace("run", self.selected)
         if action not in ("cancel_run", "decide_gate", "recover_run"):
             return None
         verb = {"cancel_run": "cancel", "decide_gate": "decide",
