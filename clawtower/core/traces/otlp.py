@@ -19,6 +19,7 @@ from .spans import SEMCONV, Span, Trace
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
+BATCH = 2048  # spans a request (~1-2 MB): 4x the SDK default, ~10% less time sending 37k
 MISSING = ("traces export needs the OpenTelemetry SDK and its OTLP exporter: pip install"
            " 'clawtower[otel]'")
 
@@ -122,12 +123,12 @@ def export(traces: Iterable[Trace], endpoint: str, *, headers: Mapping[str, str]
     level = log.level
     log.setLevel(logging.CRITICAL)
     try:
-        for i in range(0, len(spans), 512):
+        for i in range(0, len(spans), BATCH):
             deadline = time.monotonic() + timeout_s
             pause = 0.5
             # the exporter retries what it deems transient (unreachable, 429, 502-504);
             # any other refusal (a 500) is tried again here, with backoff, until the timeout
-            while exporter.export(spans[i:i + 512]) is not SpanExportResult.SUCCESS:
+            while exporter.export(spans[i:i + BATCH]) is not SpanExportResult.SUCCESS:
                 if time.monotonic() + pause > deadline:
                     raise ExportFailed(f"{url}: the collector did not take the spans (sent"
                                        f" {i} of {len(spans)})")
