@@ -29,15 +29,14 @@ from collections.abc import Callable
 
 from .. import leases
 from ..aio import wait_event
-from ..events import NewEvent
+from ..events import NewEvent, StoredEvent
 from ..store.faults import Backoff
 from ..store.interface import Store
 from .builder import Redact, derive
 from .config import TelemetryConfig
 from .events import TracesExported
 from .otlp import export, headers_from
-from .read import read_log, store_salt
-from .rows import LogEvent
+from .read import PAGE, store_salt
 from .spans import Trace
 
 log = logging.getLogger(__name__)
@@ -78,7 +77,7 @@ class TracesWorker:
         self.send = send or self._send
         self.redact = redact  # of captured content (traces/redact.py)
         self.position: int | None = None  # the log position everything before is sent for
-        self.events: list[LogEvent] = []  # the log read so far
+        self.events: list[StoredEvent] = []  # the log read so far
         self.failing = ""  # the last step's error while the collector refuses
         self.sent = 0
         self._stop = asyncio.Event()
@@ -100,9 +99,13 @@ class TracesWorker:
         """Send what closed since the position; returns how many spans were sent."""
         if self.position is None:
             self.position = await self.durable_position()
-        # rows, each payload decoded as far as the builder reads it, once (rows.py)
-        self.events.extend(await read_log(self.store, self.events[-1].seq if self.events
-                                          else 0))
+        seq = self.events[-1].seq if self.events else 0
+        while True:
+            batch = await self.store.events_after(seq, PAGE)
+            self.events.extend(batch)
+            if len(batch) < PAGE:
+                break
+            seq = batch[-1].seq
         upto = self.events[-1].seq if self.events else 0
         if upto <= self.position:
             return 0
