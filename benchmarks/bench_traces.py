@@ -22,7 +22,7 @@ from bench_flows import ours, random_dag
 from clawtower.core.store import open_store
 from clawtower.core.traces.builder import derive
 from clawtower.core.traces.otlp import export
-from clawtower.core.traces.read import read_events, store_salt
+from clawtower.core.traces.read import gc_paused, read_events, read_log, store_salt
 
 TARGET_S_PER_100K = 10.0
 
@@ -38,14 +38,20 @@ class _Sink(http.server.BaseHTTPRequestHandler):
         pass
 
 
-async def export_all(path: Path, url: str) -> dict[str, float]:
+async def export_all(path: Path, url: str, *, rows: bool = True) -> dict[str, float]:
+    """What `traces export` does; `rows=False`: the log read as StoredEvents instead (the
+    release before rows.py), for a before/after in one run."""
     store = await open_store(path)
     try:
         t0 = time.perf_counter()
-        events = await read_events(store)
+        events: list[Any] = await (read_log(store) if rows else read_events(store))
         salt = await store_salt(store)
         t1 = time.perf_counter()
-        traces = derive(events, salt=salt)
+        if rows:
+            with gc_paused():
+                traces = derive(events, salt=salt)
+        else:
+            traces = derive(events, salt=salt)
         t2 = time.perf_counter()
         sent = await asyncio.to_thread(export, traces, url)
         t3 = time.perf_counter()

@@ -102,7 +102,12 @@ async def test_session_tree_with_subagents_and_an_approval_wait(tmp_path: Path) 
         # derived twice (and read again): identical spans, ids and all
         again = await load(store)
         assert again == traces
-        assert derive(await read_events(store), salt=await store_salt(store)) == traces
+        # load reads rows (rows.py); StoredEvents give the same spans, value types and all
+        via_models = derive(await read_events(store), salt=await store_salt(store))
+        assert via_models == traces
+        assert [[(s, [(k, type(v)) for k, v in s.attributes.items()]) for s in t.spans]
+                for t in via_models] == [[(s, [(k, type(v)) for k, v in s.attributes.items()])
+                                         for s in t.spans] for t in traces]
         # found by any id in it, or its trace id
         for ident in (sid, "S-3", trace.trace_id, trace.trace_id[:12]):
             assert (await find_trace(store, ident)).trace_id == trace.trace_id

@@ -21,6 +21,7 @@ from .columns import Column
 from .model import PHASE_ORDER, PHASE_TONE, fmt_time
 from .protocol import ConsoleApp
 from .rowlist import Cell, RowList
+from .traceview import trace_binding
 from .workflowdata import run_status
 
 if TYPE_CHECKING:
@@ -389,6 +390,7 @@ class WorkflowList(ItemList):
                 tooltip="A new run from a step of the selected run (pick the step, confirm);"
                         " the steps before it keep their recorded outputs"),
         Binding("R", "screen.explain('rerun_run')", show=False, system=True),
+        *trace_binding("run"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (

@@ -313,7 +313,10 @@ async def test_quitting_with_a_run_in_flight_hands_it_over_at_its_next_step(
     db = str(tmp_path / "store.db")
     flow = tmp_path / "slow.lobster"
     out = tmp_path / "out.txt"
-    flow.write_text(f"steps:\n  - id: wait\n    run: sleep 1; echo waited >> {out}\n"
+    hold = tmp_path / "hold"  # the first step runs until the test lets it end (not a sleep:
+    hold.touch()              # beside another suite a 1 s step ended before it was seen)
+    flow.write_text(f"steps:\n  - id: wait\n    run: while [ -f {hold} ]; do sleep 0.02; done;"
+                    f" echo waited >> {out}\n"
                     f"  - id: next\n    run: echo next >> {out}\n")
     store = await open_store(db)
     await store.close()
@@ -322,13 +325,14 @@ async def test_quitting_with_a_run_in_flight_hands_it_over_at_its_next_step(
         await app.wait_loaded()
         app.start_workflow(str(flow))
         await until(pilot, lambda: bool(app.model.workflows)
-                    and app.model.workflows[0]["status"] == "running", timeout=10)
+                    and app.model.workflows[0]["status"] == "running", timeout=30)
         await pilot.press("q")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert "1 workflow run(s) are running in this console" in shown(
             app.screen.query_one("#dialog-body", Static))
         await pilot.press("y")
-        await until(pilot, lambda: not app.is_running, timeout=10)
+        hold.unlink()  # the step under way ends; the run stops before the next one
+        await until(pilot, lambda: not app.is_running, timeout=30)
     run = await run_state(db)
     assert run["status"] == "running" and run["error"] is None
     assert out.read_text().split() == ["waited"]

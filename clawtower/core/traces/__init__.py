@@ -3,7 +3,7 @@
 Read-only: nothing here writes to the store but the live exporter's position (live.py).
 `derive` (builder.py) walks stored events and returns one `Trace` per root unit of work (a
 task, a flow, a session tree, a workflow run, a meeting, a trigger invocation); `load` and
-`find_trace` (read.py) read the log through the store's `events_after`. Span and trace ids
+`find_trace` (read.py) read the log as rows (rows.py). Span and trace ids
 are hashes of event ids (seqs), so deriving twice gives identical spans. Pure data: the
 OpenTelemetry SDK is imported only by `otlp.py`, and only when exporting.
 

@@ -27,14 +27,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from ..events import StoredEvent
 from ..textsafe import safe
 from . import ids
 from .spans import AGENT, CHAIN, LLM, TOOL, Span, Trace
 
 Redact = Callable[[str, str], str]
+
+
+class Event(Protocol):
+    """What the builder reads of an event: a StoredEvent, or a row of the log (rows.py)."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def ts(self) -> float: ...
+    @property
+    def entity_id(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def actor(self) -> str: ...
+    @property
+    def payload(self) -> Any: ...
+
+
 MAX_CONTENT = 4000  # characters of one captured text
 TASK_TERMINAL = frozenset({"completed", "failed"})
 
@@ -56,7 +74,7 @@ class _Draft:
     aliases: list[str] = field(default_factory=list)
     children: list[_Draft] = field(default_factory=list)
 
-    def close(self, e: StoredEvent, **attrs: Any) -> None:
+    def close(self, e: Event, **attrs: Any) -> None:
         self.end = e.ts
         self.last_seq = e.seq
         self.attrs.update({k: v for k, v in attrs.items() if v is not None})
@@ -75,10 +93,10 @@ class _Prescan:
     session_flow: dict[str, str] = field(default_factory=dict)  # session -> flow
     session_node: dict[str, str] = field(default_factory=dict)  # a node's session -> task
     run_trigger: dict[str, tuple[str, int]] = field(default_factory=dict)  # run -> (inv, n)
-    by_seq: dict[int, StoredEvent] = field(default_factory=dict)
+    by_seq: dict[int, Event] = field(default_factory=dict)
 
 
-def _prescan(events: Sequence[StoredEvent]) -> _Prescan:
+def _prescan(events: Sequence[Event]) -> _Prescan:
     pre = _Prescan()
     for e in events:
         p: Any = e.payload
@@ -100,7 +118,7 @@ def _prescan(events: Sequence[StoredEvent]) -> _Prescan:
 
 
 class _Builder:
-    def __init__(self, events: Sequence[StoredEvent], *, salt: str,
+    def __init__(self, events: Sequence[Event], *, salt: str,
                  capture_content: bool, redact: Redact | None) -> None:
         self.events = events
         self.salt = salt
@@ -123,7 +141,7 @@ class _Builder:
         self.tool_span: dict[str, _Draft] = {}
         self.job_confirm: dict[str, _Draft] = {}  # job -> its tool call waiting to be decided
         self.job_tools: dict[str, list[_Draft]] = {}  # job -> its tool calls
-        self.approval_asked: dict[str, StoredEvent] = {}
+        self.approval_asked: dict[str, Event] = {}
         self.approval_span: dict[str, _Draft] = {}
         # flows
         self.flow_parent: dict[tuple[str, str], str] = {}  # (flow, subtask) -> parent task
@@ -148,7 +166,7 @@ class _Builder:
         value = safe(value)
         return value if len(value) <= MAX_CONTENT else value[:MAX_CONTENT - 1] + "…"
 
-    def open(self, e: StoredEvent, key: str, name: str, kind: str,
+    def open(self, e: Event, key: str, name: str, kind: str,
              parent: _Draft | None, *, start: float | None = None, **attrs: Any) -> _Draft:
         d = _Draft(key=key, parent=parent, name=name, kind=kind,
                    start=e.ts if start is None else start, end=None,
@@ -160,7 +178,7 @@ class _Builder:
             parent.children.append(d)
         return d
 
-    def root(self, e: StoredEvent, subject: str, kind: str, name: str, span_kind: str,
+    def root(self, e: Event, subject: str, kind: str, name: str, span_kind: str,
              **attrs: Any) -> _Draft:
         d = self.open(e, f"{kind}:{e.seq}", name, span_kind, None, **attrs)
         d.root_id, d.root_kind = subject, kind
@@ -170,7 +188,7 @@ class _Builder:
     def agent_name(self, agent_id: str) -> str:
         return self.pre.agent_names.get(agent_id, agent_id)
 
-    def mark(self, turn_id: str, e: StoredEvent) -> None:
+    def mark(self, turn_id: str, e: Event) -> None:
         if turn_id in self.turn_mark:
             self.turn_mark[turn_id] = e.ts
 
@@ -192,7 +210,7 @@ class _Builder:
             return turn
         return self.session_span.get(sid) or self.roots.get(sid)
 
-    def on_session_created(self, e: StoredEvent, p: Any) -> None:
+    def on_session_created(self, e: Event, p: Any) -> None:
         sid = e.entity_id
         agent = self.agent_name(p.agent_id)
         self.session_agent[sid] = agent
@@ -200,6 +218,7 @@ class _Builder:
             flow = self.roots.get(self.pre.session_flow[sid])
             if flow is not None:
                 self.roots[sid] = flow
+                flow.root().aliases.append(sid)  # `clawtower trace S-n` finds its flow
             if p.job_id:
                 self.session_jobs.setdefault(sid, set()).add(p.job_id)
             return
@@ -221,7 +240,7 @@ class _Builder:
         if p.job_id:
             self.session_jobs.setdefault(sid, set()).add(p.job_id)
 
-    def on_session_forked(self, e: StoredEvent, p: Any) -> None:
+    def on_session_forked(self, e: Event, p: Any) -> None:
         """A fork (issue 37) is a session of its own: a trace of its own, naming its origin
         (the copied transcript is history: no spans)."""
         self.on_session_created(e, p.session)
@@ -230,10 +249,10 @@ class _Builder:
             d.attrs.update({"clawtower.session.forked_from": p.origin,
                             "clawtower.session.fork_at_turn": p.at_turn})
 
-    def on_session_finished(self, e: StoredEvent, p: Any) -> None:
+    def on_session_finished(self, e: Event, p: Any) -> None:
         self.end_session(e, e.entity_id, p.status)
 
-    def end_session(self, e: StoredEvent, sid: str, status: str) -> None:
+    def end_session(self, e: Event, sid: str, status: str) -> None:
         d = self.session_span.get(sid)
         if d is not None:
             d.close(e, **{"clawtower.session.status": status})
@@ -241,16 +260,16 @@ class _Builder:
             if status not in ("ok", "done"):
                 d.error = status
 
-    def on_turnjob_queued(self, e: StoredEvent, p: Any) -> None:
+    def on_turnjob_queued(self, e: Event, p: Any) -> None:
         self.session_jobs.setdefault(p.session_id, set()).add(e.entity_id)
         d = self.session_span.get(p.session_id)
         if d is not None and not d.attrs.get("clawtower.session.finished"):
             d.end = None  # busy again: the session span is open until it is idle
 
-    def on_turnjob_resumed(self, e: StoredEvent, p: Any) -> None:
+    def on_turnjob_resumed(self, e: Event, p: Any) -> None:
         self.on_turnjob_queued(e, p)
 
-    def on_turnjob_started(self, e: StoredEvent, p: Any) -> None:
+    def on_turnjob_started(self, e: Event, p: Any) -> None:
         sid, job = p.session_id, e.entity_id
         self.session_jobs.setdefault(sid, set()).add(job)
         sd = self.session_span.get(sid)
@@ -262,11 +281,11 @@ class _Builder:
         if self.capture and p.message is not None:
             self.turn_span[p.turn_id].attrs["input.value"] = self.text(p.message.text)
 
-    def on_turn_started(self, e: StoredEvent, p: Any) -> None:
+    def on_turn_started(self, e: Event, p: Any) -> None:
         if e.entity_id not in self.turn_span:
             self.start_turn(e, e.entity_id, p.subject, p.agent, p.model, "", job="")
 
-    def start_turn(self, e: StoredEvent, turn_id: str, subject: str, agent: str, model: str,
+    def start_turn(self, e: Event, turn_id: str, subject: str, agent: str, model: str,
                    provider: str, *, job: str, attempt: int | None = None) -> None:
         if subject in self.pre.session_flow:
             fid = self.pre.session_flow[subject]
@@ -300,7 +319,7 @@ class _Builder:
         self.turn_model[turn_id] = (provider, model)
         self.session_turn[subject] = d
 
-    def on_agent_usage(self, e: StoredEvent, p: Any) -> None:
+    def on_agent_usage(self, e: Event, p: Any) -> None:
         nxt = self.pre.by_seq.get(e.seq + 1)
         if p.purpose == "turn" and nxt is not None and nxt.type == "turn.tool_called" \
                 and nxt.entity_id in self.turn_span:
@@ -330,7 +349,7 @@ class _Builder:
                 "clawtower.cost_usd": p.cost_usd,
                 "clawtower.usage.estimated": p.estimated or None}
 
-    def chat(self, e: StoredEvent, turn_id: str, usage: Any) -> None:
+    def chat(self, e: Event, turn_id: str, usage: Any) -> None:
         turn = self.turn_span[turn_id]
         provider = self.turn_model.get(turn_id, ("", ""))[0]
         d = self.open(e, f"chat:{e.seq}", f"chat {usage.model}", LLM, turn,
@@ -339,7 +358,7 @@ class _Builder:
         d.close(e)
         self.turn_mark[turn_id] = e.ts
 
-    def on_turn_tool_called(self, e: StoredEvent, p: Any) -> None:
+    def on_turn_tool_called(self, e: Event, p: Any) -> None:
         turn = self.turn_span.get(e.entity_id)
         if turn is None:
             return
@@ -363,7 +382,7 @@ class _Builder:
     def tool_key(self, turn_id: str, call_id: str) -> str:
         return f"tool:{self.turn_job.get(turn_id) or turn_id}:{call_id}"
 
-    def on_turn_tool_result(self, e: StoredEvent, p: Any) -> None:
+    def on_turn_tool_result(self, e: Event, p: Any) -> None:
         d = self.tool_span.get(self.tool_key(e.entity_id, p.call_id))
         self.mark(e.entity_id, e)
         if d is None or d.end is not None:
@@ -375,16 +394,16 @@ class _Builder:
         if self.capture:
             d.attrs["gen_ai.tool.call.result"] = self.text(p.content, p.name)
 
-    def on_turn_tool_drafted(self, e: StoredEvent, p: Any) -> None:
+    def on_turn_tool_drafted(self, e: Event, p: Any) -> None:
         d = self.tool_span.get(self.tool_key(e.entity_id, p.call_id))
         self.mark(e.entity_id, e)
         if d is not None:
             d.attrs["clawtower.tool.drafted"] = True
 
-    def on_turn_steered(self, e: StoredEvent, p: Any) -> None:
+    def on_turn_steered(self, e: Event, p: Any) -> None:
         self.mark(e.entity_id, e)
 
-    def on_turn_finished(self, e: StoredEvent, p: Any) -> None:
+    def on_turn_finished(self, e: Event, p: Any) -> None:
         turn_id = e.entity_id
         d = self.turn_span.get(turn_id)
         if d is None:
@@ -407,7 +426,7 @@ class _Builder:
         if self.session_turn.get(sid) is d:
             del self.session_turn[sid]
 
-    def end_job(self, e: StoredEvent, sid: str, job: str) -> None:
+    def end_job(self, e: Event, sid: str, job: str) -> None:
         jobs = self.session_jobs.get(sid, set())
         jobs.discard(job)
         for turn_id in self.job_turns.pop(job, []):  # a harness's turn: no turn events
@@ -420,7 +439,7 @@ class _Builder:
         if sd is not None and not jobs and not sd.attrs.get("clawtower.session.finished"):
             sd.close(e)  # idle: ends with its last job until another one starts
 
-    def on_turnjob_finished(self, e: StoredEvent, p: Any) -> None:
+    def on_turnjob_finished(self, e: Event, p: Any) -> None:
         for tool in self.job_tools.pop(e.entity_id, []):  # e.g. stopped while it waited
             if tool.end is None:
                 tool.close(e, **{"clawtower.cancelled": True})
@@ -429,7 +448,7 @@ class _Builder:
         if p.session_status is not None:
             self.end_session(e, p.session_id, p.session_status)
 
-    def on_turnjob_waiting(self, e: StoredEvent, p: Any) -> None:
+    def on_turnjob_waiting(self, e: Event, p: Any) -> None:
         tool = self.job_confirm.pop(e.entity_id, None)
         asked = self.approval_asked.get(p.approval_id)
         if tool is not None:
@@ -443,7 +462,7 @@ class _Builder:
         jobs.discard(e.entity_id)
         self.end_job(e, p.session_id, e.entity_id)
 
-    def on_approval_requested(self, e: StoredEvent, p: Any) -> None:
+    def on_approval_requested(self, e: Event, p: Any) -> None:
         self.approval_asked[e.entity_id] = e
         if p.kind == "tool_call" or p.subject in self.step_open:
             return  # a tool call's wait (turnjob.waiting) or a workflow gate (its own span)
@@ -454,10 +473,10 @@ class _Builder:
                 **{"clawtower.approval": e.entity_id, "clawtower.approval.kind": p.kind,
                    "clawtower.wait": True})
 
-    def on_approval_decided(self, e: StoredEvent, p: Any) -> None:
+    def on_approval_decided(self, e: Event, p: Any) -> None:
         self.decide(e, e.entity_id, p.decision, e.actor, p.reason)
 
-    def decide(self, e: StoredEvent, approval_id: str, decision: str, by: str,
+    def decide(self, e: Event, approval_id: str, decision: str, by: str,
                reason: str = "") -> None:
         d = self.approval_span.pop(approval_id, None)
         if d is None or d.end is not None:
@@ -472,14 +491,14 @@ class _Builder:
 
     # flows ------------------------------------------------------------------------
 
-    def on_flow_started(self, e: StoredEvent, p: Any) -> None:
+    def on_flow_started(self, e: Event, p: Any) -> None:
         fid = e.entity_id
         self.root(e, fid, "flow", f"invoke_workflow {fid}", CHAIN,
                   **{"gen_ai.operation.name": "invoke_workflow", "clawtower.flow": fid,
                      "gen_ai.agent.name": p.agent, "clawtower.flow.root_task": p.root_task,
                      "input.value": self.text(p.instruction) if self.capture else None})
 
-    def on_flow_rerun(self, e: StoredEvent, p: Any) -> None:
+    def on_flow_rerun(self, e: Event, p: Any) -> None:
         """A flow rerun from a node (issue 37): a flow of its own, naming its origin. Its
         reused replies are history (no spans); the coordinators above the node wait for it
         again, so they are open nodes from here, with the node's TASK sent under them."""
@@ -506,7 +525,7 @@ class _Builder:
                 self.node_task[d.key] = (fid, tid)
                 self.flow_agent_nodes.setdefault((fid, agent), []).append(d)
 
-    def on_flow_task_sent(self, e: StoredEvent, p: Any) -> None:
+    def on_flow_task_sent(self, e: Event, p: Any) -> None:
         fid = e.entity_id
         flow = self.roots.get(fid)
         if flow is None:
@@ -535,7 +554,7 @@ class _Builder:
                 return d
         return None
 
-    def on_flow_decomposed(self, e: StoredEvent, p: Any) -> None:
+    def on_flow_decomposed(self, e: Event, p: Any) -> None:
         fid = e.entity_id
         # a subtask's task id is its coordinator's task id / its id in the plan
         subs = [f"{p.task_id}/{s.get('id')}" for s in p.subtasks]
@@ -549,7 +568,7 @@ class _Builder:
                             "clawtower.flow.decompose_tokens": p.tokens})
             d.last_seq = e.seq
 
-    def on_flow_replied(self, e: StoredEvent, p: Any) -> None:
+    def on_flow_replied(self, e: Event, p: Any) -> None:
         fid = e.entity_id
         d = self.spans.get(f"node:{fid}:{p.task_id}")
         parent = self.flow_parent.get((fid, p.task_id))
@@ -569,11 +588,11 @@ class _Builder:
         if d in self.flow_open.get(sid, ()):
             self.flow_open[sid].remove(d)
 
-    def on_flow_finished(self, e: StoredEvent, p: Any) -> None:
+    def on_flow_finished(self, e: Event, p: Any) -> None:
         self.end_root(e, e.entity_id, p.status, failed=p.status != "done",
                       message=p.error or p.status)
 
-    def end_root(self, e: StoredEvent, subject: str, status: str, *, failed: bool = False,
+    def end_root(self, e: Event, subject: str, status: str, *, failed: bool = False,
                  message: str = "") -> None:
         d = self.roots.get(subject)
         if d is None:
@@ -611,7 +630,7 @@ class _Builder:
             return attempts[-1] if attempts else phase
         return self.roots.get(subject)
 
-    def on_workflow_started(self, e: StoredEvent, p: Any) -> None:
+    def on_workflow_started(self, e: Event, p: Any) -> None:
         run = e.entity_id
         link = self.pre.run_trigger.get(run)
         parent = self.trigger_attempt.get(link) if link is not None else None
@@ -629,7 +648,7 @@ class _Builder:
             parent.root().aliases.append(run)
         self.step_open[run] = {}
 
-    def on_workflow_rerun(self, e: StoredEvent, p: Any) -> None:
+    def on_workflow_rerun(self, e: Event, p: Any) -> None:
         """A run from a step of another (issue 37): a run of its own, naming its origin; the
         reused steps' outputs are history (no spans)."""
         self.on_workflow_started(e, p.started)
@@ -637,7 +656,7 @@ class _Builder:
             "clawtower.workflow.rerun_of": p.origin, "clawtower.workflow.from_step":
             p.from_step, "clawtower.workflow.reused": len(p.reused)})
 
-    def on_workflow_step_started(self, e: StoredEvent, p: Any) -> None:
+    def on_workflow_step_started(self, e: Event, p: Any) -> None:
         run = e.entity_id
         wf = self.roots.get(run)
         if wf is None:
@@ -648,13 +667,13 @@ class _Builder:
                "clawtower.workflow.step.kind": p.kind, "clawtower.workflow.step.index": p.index,
                "clawtower.workflow.step.attempt": p.attempt})
 
-    def end_step(self, e: StoredEvent, run: str, step_id: str, **attrs: Any) -> _Draft | None:
+    def end_step(self, e: Event, run: str, step_id: str, **attrs: Any) -> _Draft | None:
         d = self.step_open.get(run, {}).pop(step_id, None)
         if d is not None:
             d.close(e, **attrs)
         return d
 
-    def on_workflow_step_finished(self, e: StoredEvent, p: Any) -> None:
+    def on_workflow_step_finished(self, e: Event, p: Any) -> None:
         d = self.end_step(e, e.entity_id, p.step_id)
         if d is not None and p.cost:
             d.attrs["clawtower.cost_usd"] = sum(float(c.get("usd", c.get("cost_usd", 0)) or 0)
@@ -662,11 +681,11 @@ class _Builder:
         if p.next is not None:
             self.on_workflow_step_started(e, p.next)
 
-    def on_workflow_step_skipped(self, e: StoredEvent, p: Any) -> None:
+    def on_workflow_step_skipped(self, e: Event, p: Any) -> None:
         self.on_workflow_step_started(e, p)
         self.end_step(e, e.entity_id, p.step_id, **{"clawtower.workflow.step.skipped": True})
 
-    def on_workflow_step_failed(self, e: StoredEvent, p: Any) -> None:
+    def on_workflow_step_failed(self, e: Event, p: Any) -> None:
         d = self.end_step(e, e.entity_id, p.step_id,
                           **{"clawtower.workflow.step.policy": p.policy,
                              "clawtower.workflow.step.retrying": p.retrying})
@@ -674,7 +693,7 @@ class _Builder:
             d.error = p.error[:500]
             d.attrs["error.type"] = "step_failed"
 
-    def on_workflow_paused(self, e: StoredEvent, p: Any) -> None:
+    def on_workflow_paused(self, e: Event, p: Any) -> None:
         run = e.entity_id
         if p.started is not None:
             self.on_workflow_step_started(e, p.started)
@@ -689,23 +708,23 @@ class _Builder:
         self.gate_open[run] = g
         self.approval_span[p.approval_id] = g
 
-    def on_workflow_resumed(self, e: StoredEvent, p: Any) -> None:
+    def on_workflow_resumed(self, e: Event, p: Any) -> None:
         g = self.gate_open.pop(e.entity_id, None)
         if g is None:
             return
         aid = str(g.attrs.get("clawtower.approval", ""))
         self.decide(e, aid, p.decision, p.by or e.actor)
 
-    def on_workflow_finished(self, e: StoredEvent, p: Any) -> None:
+    def on_workflow_finished(self, e: Event, p: Any) -> None:
         self.end_run(e, "finished")
 
-    def on_workflow_cancelled(self, e: StoredEvent, p: Any) -> None:
+    def on_workflow_cancelled(self, e: Event, p: Any) -> None:
         self.end_run(e, "cancelled", failed=True, message=p.reason or "cancelled")
 
-    def on_workflow_failed(self, e: StoredEvent, p: Any) -> None:
+    def on_workflow_failed(self, e: Event, p: Any) -> None:
         self.end_run(e, "failed", failed=True, message=p.error[:500])
 
-    def end_run(self, e: StoredEvent, status: str, *, failed: bool = False,
+    def end_run(self, e: Event, status: str, *, failed: bool = False,
                 message: str = "") -> None:
         run = e.entity_id
         for step_id in list(self.step_open.get(run, {})):
@@ -713,18 +732,18 @@ class _Builder:
         self.step_open.pop(run, None)
         self.end_root(e, run, status, failed=failed, message=message)
 
-    def on_trigger_received(self, e: StoredEvent, p: Any) -> None:
+    def on_trigger_received(self, e: Event, p: Any) -> None:
         self.root(e, e.entity_id, "trigger", f"trigger {p.expert}/{p.trigger}", CHAIN,
                   **{"clawtower.trigger": e.entity_id, "clawtower.trigger.name": p.trigger,
                      "clawtower.expert": p.expert, "clawtower.trigger.source": p.source})
 
-    def on_trigger_skipped(self, e: StoredEvent, p: Any) -> None:
+    def on_trigger_skipped(self, e: Event, p: Any) -> None:
         d = self.root(e, e.entity_id, "trigger", f"trigger {p.expert}/{p.trigger}", CHAIN,
                       **{"clawtower.trigger": e.entity_id, "clawtower.expert": p.expert,
                          "clawtower.trigger.duplicate_of": p.duplicate_of})
         d.close(e)
 
-    def on_trigger_claimed(self, e: StoredEvent, p: Any) -> None:
+    def on_trigger_claimed(self, e: Event, p: Any) -> None:
         root = self.roots.get(e.entity_id)
         if root is not None:
             self.trigger_attempt[(e.entity_id, p.attempt)] = self.open(
@@ -732,13 +751,13 @@ class _Builder:
                 **{"clawtower.trigger": e.entity_id, "clawtower.attempt": p.attempt,
                    "clawtower.recovered": p.recovered or None})
 
-    def on_trigger_finished(self, e: StoredEvent, p: Any) -> None:
+    def on_trigger_finished(self, e: Event, p: Any) -> None:
         a = self.trigger_attempt.get((e.entity_id, p.attempt))
         if a is not None and a.end is None:
             a.close(e)
         self.end_root(e, e.entity_id, "done")
 
-    def on_trigger_failed(self, e: StoredEvent, p: Any) -> None:
+    def on_trigger_failed(self, e: Event, p: Any) -> None:
         a = self.trigger_attempt.get((e.entity_id, p.attempt))
         if a is not None and a.end is None:
             a.close(e)
@@ -749,21 +768,21 @@ class _Builder:
 
     # meetings ---------------------------------------------------------------------
 
-    def on_meeting_started(self, e: StoredEvent, p: Any) -> None:
+    def on_meeting_started(self, e: Event, p: Any) -> None:
         self.root(e, e.entity_id, "meeting", f"meeting {e.entity_id}", CHAIN,
                   **{"clawtower.meeting": e.entity_id,
                      "clawtower.meeting.participants": list(p.participants),
                      "clawtower.meeting.max_rounds": p.max_rounds,
                      "input.value": self.text(p.topic) if self.capture else None})
 
-    def on_meeting_round_started(self, e: StoredEvent, p: Any) -> None:
+    def on_meeting_round_started(self, e: Event, p: Any) -> None:
         m = self.roots.get(e.entity_id)
         if m is not None:
             self.open(e, f"round:{e.entity_id}:{p.round}", f"round {p.round}", CHAIN, m,
                       **{"clawtower.meeting": e.entity_id, "clawtower.meeting.round": p.round,
                          "clawtower.meeting.summary_in_tokens": p.summary_in_tokens})
 
-    def on_meeting_reply_recorded(self, e: StoredEvent, p: Any) -> None:
+    def on_meeting_reply_recorded(self, e: Event, p: Any) -> None:
         r = self.spans.get(f"round:{e.entity_id}:{p.round}")
         if r is None:
             return
@@ -785,7 +804,7 @@ class _Builder:
         if self.capture and p.raw:
             d.attrs["output.value"] = self.text(p.raw)
 
-    def on_meeting_round_ended(self, e: StoredEvent, p: Any) -> None:
+    def on_meeting_round_ended(self, e: Event, p: Any) -> None:
         r = self.spans.get(f"round:{e.entity_id}:{p.round}")
         if r is not None and r.end is None:
             r.close(e, **{"clawtower.meeting.consensus": p.consensus,
@@ -793,7 +812,7 @@ class _Builder:
                           "clawtower.meeting.disagree": p.disagree,
                           "clawtower.meeting.neutral": p.neutral})
 
-    def on_meeting_summary_recorded(self, e: StoredEvent, p: Any) -> None:
+    def on_meeting_summary_recorded(self, e: Event, p: Any) -> None:
         m = self.roots.get(e.entity_id)
         r = self.spans.get(f"round:{e.entity_id}:{p.round}")
         if m is None:
@@ -810,7 +829,7 @@ class _Builder:
         if self.capture:
             d.attrs["output.value"] = self.text(p.text)
 
-    def on_meeting_ended(self, e: StoredEvent, p: Any) -> None:
+    def on_meeting_ended(self, e: Event, p: Any) -> None:
         d = self.roots.get(e.entity_id)
         if d is not None:
             d.attrs.update({"clawtower.meeting.result": p.result,
@@ -821,7 +840,7 @@ class _Builder:
 
     # tasks ------------------------------------------------------------------------
 
-    def on_task_created(self, e: StoredEvent, p: Any) -> None:
+    def on_task_created(self, e: Event, p: Any) -> None:
         tid = e.entity_id
         d = self.root(e, tid, "task", f"task {tid}", CHAIN,
                       **{"clawtower.task": tid,
@@ -830,7 +849,7 @@ class _Builder:
                                          **_attrs({"clawtower.task": tid,
                                                    "clawtower.task.phase": "spec_draft"}))
 
-    def on_task_transitioned(self, e: StoredEvent, p: Any) -> None:
+    def on_task_transitioned(self, e: Event, p: Any) -> None:
         tid = e.entity_id
         root = self.roots.get(tid)
         if root is None:
@@ -848,7 +867,7 @@ class _Builder:
                                                   "clawtower.task.phase": p.to_phase,
                                                   "clawtower.task.attempt": p.attempt})
 
-    def on_attempt_started(self, e: StoredEvent, p: Any) -> None:
+    def on_attempt_started(self, e: Event, p: Any) -> None:
         tid = e.entity_id
         parent = self.task_phase.get(tid) or self.roots.get(tid)
         if parent is not None:
@@ -857,7 +876,7 @@ class _Builder:
                 **{"clawtower.task": tid, "clawtower.attempt": p.attempt,
                    "gen_ai.request.model": p.model, "clawtower.runtime": p.runtime})
 
-    def on_attempt_finished(self, e: StoredEvent, p: Any) -> None:
+    def on_attempt_finished(self, e: Event, p: Any) -> None:
         d = self.task_attempt.get((e.entity_id, p.attempt))
         if d is not None and d.end is None:
             d.close(e, **{"clawtower.attempt.status": p.status})
@@ -915,7 +934,7 @@ def _ordered(members: list[_Draft]) -> list[_Draft]:
     return out
 
 
-def derive(events: Iterable[StoredEvent], *, salt: str = "",
+def derive(events: Iterable[Event], *, salt: str = "",
            capture_content: bool = False, redact: Redact | None = None) -> list[Trace]:
     """Every trace the events hold, oldest first. Pure: the same events give the same
     traces, ids and all. `salt`: the store's identity (read.store_salt)."""

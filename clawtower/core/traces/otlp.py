@@ -19,6 +19,7 @@ from .spans import SEMCONV, Span, Trace
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
+BATCH = 2048  # spans a request (~1-2 MB): 4x the SDK default, ~10% less time sending 37k
 MISSING = ("traces export needs the OpenTelemetry SDK and its OTLP exporter: pip install"
            " 'clawtower[otel]'")
 
@@ -58,16 +59,32 @@ def readable_spans(traces: Iterable[Trace], *, service_name: str = "clawtower",
         from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
     except ImportError as exc:
         raise ValidationError(MISSING) from exc
-    resource = Resource.create({"service.name": service_name,
-                                "openinference.project.name": service_name})
+    created = Resource.create({"service.name": service_name,
+                               "openinference.project.name": service_name})
+
+    class OneResource(Resource):
+        """Every span's resource: the SDK's encoder groups spans by it, hashing it per span
+        (a JSON dump of its attributes each time); this one hashes once."""
+
+        _hash = hash(created)
+
+        def __hash__(self) -> int:
+            return self._hash
+
+    resource = OneResource(created.attributes, created.schema_url)
     scope = InstrumentationScope("clawtower", version or None,
                                  schema_url=f"https://opentelemetry.io/schemas/{SEMCONV}")
     flags = TraceFlags(TraceFlags.SAMPLED)
     out: list[ReadableSpan] = []
 
+    contexts: dict[tuple[str, str], SpanContext] = {}  # a parent's is shared, not remade
+
     def ctx(trace_id: str, span_id: str) -> SpanContext:
-        return SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=False,
-                           trace_flags=flags)
+        c = contexts.get((trace_id, span_id))
+        if c is None:
+            c = contexts[trace_id, span_id] = SpanContext(
+                int(trace_id, 16), int(span_id, 16), is_remote=False, trace_flags=flags)
+        return c
 
     def convert(t: Trace, s: Span) -> ReadableSpan:
         assert s.end is not None
@@ -106,12 +123,12 @@ def export(traces: Iterable[Trace], endpoint: str, *, headers: Mapping[str, str]
     level = log.level
     log.setLevel(logging.CRITICAL)
     try:
-        for i in range(0, len(spans), 512):
+        for i in range(0, len(spans), BATCH):
             deadline = time.monotonic() + timeout_s
             pause = 0.5
             # the exporter retries what it deems transient (unreachable, 429, 502-504);
             # any other refusal (a 500) is tried again here, with backoff, until the timeout
-            while exporter.export(spans[i:i + 512]) is not SpanExportResult.SUCCESS:
+            while exporter.export(spans[i:i + BATCH]) is not SpanExportResult.SUCCESS:
                 if time.monotonic() + pause > deadline:
                     raise ExportFailed(f"{url}: the collector did not take the spans (sent"
                                        f" {i} of {len(spans)})")

@@ -32,6 +32,7 @@ from ..modals import ConfirmScreen, EditTextScreen
 from ..model import Delta, fmt_time
 from ..render import Palette, columns_table
 from ..rowlist import Cell, RowList
+from ..traceview import no_trace, open_trace, trace_binding
 from ..views import ItemList
 from .base import ListDetailScreen, explained
 
@@ -65,6 +66,7 @@ class FlowTree(ItemList):
                 tooltip="A new flow from the selected node: reuses every reply not"
                         " downstream of it (asks to confirm; the instruction may be edited)"),
         explained("R", "rerun_node"),
+        *trace_binding("flow"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -129,8 +131,9 @@ class FlowsScreen(ListDetailScreen):
         "Select a node to see its instruction, the context its coordinator passed down, its "
         "result, its agent's mailbox (`b`: inbox, outbox, archive) and its session "
         "transcript; `x` cancels the flow; `R` reruns from the selected node (a new flow "
-        "reusing every reply not downstream of it; its instruction may be edited first). "
-        "Start one with `clawtower flow run AGENT TASK`.",
+        "reusing every reply not downstream of it; its instruction may be edited first); "
+        "`w` shows its trace as a waterfall (every node, turn and model call on one time "
+        "axis). Start one with `clawtower flow run AGENT TASK`.",
         ())
     MODE = "flows"
     PREFIX = "flo"
@@ -293,12 +296,20 @@ class FlowsScreen(ListDetailScreen):
         self.wanted = new
         self.refresh_rows(reload_detail=True)
 
+    def selected_flow(self) -> str | None:
+        return self.selected.split("/", 1)[0] if self.selected else None
+
+    def action_trace(self) -> None:
+        open_trace(self, self.selected_flow())
+
     def unavailable(self, action: str) -> str | None:
         """Why `x` cannot cancel now (said when it is pressed: a key never does nothing)."""
         if action == "rerun_node":
             return None if self._node() is not None else (
                 "no node selected: nothing to rerun" if self.rows else
                 "no flows yet: nothing to rerun")
+        if action == "trace":
+            return no_trace("flow", self.selected_flow())
         if action != "cancel_flow":
             return super().unavailable(action)
         fid = (self.selected or "").split("/", 1)[0]

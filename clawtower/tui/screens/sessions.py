@@ -41,6 +41,7 @@ from ..sessionrender import (
     streaming_renderable,
     transcript_renderable,
 )
+from ..traceview import no_trace, open_trace, trace_binding
 from ..views import ItemList
 from .base import ListDetailScreen
 
@@ -67,6 +68,7 @@ class SessionList(ItemList):
                 tooltip="The agent's memories and what each turn recalled (correct, forget)"),
         Binding("h", "screen.history", "History", id="session.history",
                 tooltip="The session's turns; f forks it at one (edit and retry)"),
+        *trace_binding("session"),
     ]
 
     columns: ClassVar[Sequence[Column]] = (
@@ -180,7 +182,8 @@ class SessionsScreen(ListDetailScreen):
         "`/stop` (tab completes); `n` spawns a subagent, `x` stops the session; `m` opens "
         "its agent's memory (what each turn recalled; correct or forget a memory); `h` opens "
         "its history (its turns: message, tool calls, tokens, reply), where `f` forks it at "
-        "the selected turn with an edited message (the original is untouched).",
+        "the selected turn with an edited message (the original is untouched); `w` shows its "
+        "trace as a waterfall (its turns, model and tool calls, approval waits).",
         ())
     MODE = "sessions"
     PREFIX = "ses"
@@ -337,6 +340,14 @@ class SessionsScreen(ListDetailScreen):
         if aid is not None:
             self.capp.request_reject(aid)
 
+    def action_trace(self) -> None:
+        open_trace(self, self.selected)
+
+    def unavailable(self, action: str) -> str | None:
+        if action == "trace":
+            return no_trace("session", self.selected)
+        return super().unavailable(action)
+
     def action_memory(self) -> None:
         if self.selected is not None:
             from .memory import SessionMemoryScreen
@@ -406,6 +417,8 @@ class SessionsScreen(ListDetailScreen):
             return row is not None and row.get("status") in OPEN
         if action in ("memory", "history"):
             return self.selected is not None
+        if action in ("trace", "explain"):
+            return super().check_action(action, parameters)  # `w` says why it cannot
         if action in ("approve_call", "reject_call"):
             return self._waiting_call() is not None  # shown only while a call waits
         return True

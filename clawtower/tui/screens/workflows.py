@@ -22,6 +22,7 @@ from ..modals import ChoiceScreen, ConfirmScreen
 from ..model import Delta, fmt_datetime, fmt_time
 from ..render import Palette, columns_table, kv_table
 from ..rowlist import RowList
+from ..traceview import no_trace, open_trace
 from ..views import ItemList, WorkflowList
 from ..workflowdata import STEP_TONE, get_run, run_status
 from .base import ListDetailScreen
@@ -164,7 +165,8 @@ class WorkflowsScreen(ListDetailScreen):
         "`c` cancels a paused run, `t`/`k` retry or skip a step left interrupted by a dead "
         "driver, `R` reruns the run from a step (pick it, confirm: a new run reuses the "
         "recorded outputs of the steps before it; its gates ask again), `enter` opens its "
-        "gate in Approvals.",
+        "gate in Approvals, `w` shows the run's trace as a waterfall (its steps and gate "
+        "waits).",
         ("workflow", "approve", "reject", "cancel"))
     HIDDEN_WHEN_UNAVAILABLE = frozenset({"filter", "recover_run"})  # rare: shown when it acts
 
@@ -251,6 +253,9 @@ class WorkflowsScreen(ListDetailScreen):
         key = self.item_list.cursor_key
         return self.capp.model.workflow(str(key)) if key is not None else None
 
+    def action_trace(self) -> None:
+        open_trace(self, self.selected)
+
     def unavailable(self, action: str) -> str | None:
         if action == "rerun_run":
             run = self._selected_run()
@@ -259,6 +264,8 @@ class WorkflowsScreen(ListDetailScreen):
                         "no workflow runs yet: nothing to rerun")
             return None if self.detail is not None and self.detail["id"] == run["id"] else \
                 f"{run['id']}: its steps are still loading"
+        if action == "trace":
+            return no_trace("run", self.selected)
         if action not in ("cancel_run", "decide_gate", "recover_run"):
             return None
         verb = {"cancel_run": "cancel", "decide_gate": "decide",
