@@ -200,7 +200,19 @@ def test_an_approval_stays_approved_when_its_driver_dies(tmp_path: Path) -> None
     assert next(s for s in run["steps"] if s["id"] == "c")["status"] == "skipped"
 
 
-BACKGROUND = "touch in-bg; (sleep 1.5; echo late >> out.txt) & wait"
+# The step's background child waits for `go` (not for a time: beside another suite the
+# adopter's own start took longer than a 1.5 s sleep) and leaves its pid in bg.pid.
+BACKGROUND = ("(while [ ! -f go ]; do sleep 0.02; done; echo late >> out.txt) &"
+              " echo $! > bg.pid; touch in-bg; wait")
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie nobody reaped is not: this container's pid 1 may not reap)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 @pytest.mark.parametrize("how", ["shell", "sub-workflow", "pipeline exec"])
@@ -219,9 +231,12 @@ def test_the_adopter_ends_what_the_step_left_in_its_process_group(tmp_path: Path
                                           if e["step_id"] == "bg"]),
           what="the step's process group recorded under the top-level step")
     d.kill_when(driver, "bg")
+    child = int((tmp_path / "bg.pid").read_text())
+    assert _alive(child)  # the driver is gone; the step's group lives on
     code, env, err = d.cli("workflow", "recover", "W-1")
     assert env["status"] == "needs_operator", (env, err)
-    time.sleep(2.0)  # the background child would have written by now
+    _wait(lambda: not _alive(child), what="the adopter to end the step's background child")
+    (tmp_path / "go").touch()
     assert d.lines() == []
     code, env, _ = d.cli("workflow", "recover", "W-1", "--cancel")
     assert code == 0 and env["status"] == "cancelled"
