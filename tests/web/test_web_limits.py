@@ -40,18 +40,23 @@ async def sign_in(web: Web, http: aiohttp.ClientSession) -> str:
     return token
 
 
-async def screen_until(ws: aiohttp.ClientWebSocketResponse, text: str,
+async def screen_until(ws: aiohttp.ClientWebSocketResponse, *texts: str,
                        timeout: float = 90) -> str:
-    """Read until `text` shows, in the raw stream or with its escape sequences removed (a
-    loaded machine's repaints may put a style change inside a line)."""
+    """Read until every one of `texts` has shown, in the raw stream or with its escape
+    sequences removed (a loaded machine's repaints may put a style change inside a line)."""
     seen = ""
+
+    def missing() -> bool:
+        plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen)
+        return any(t not in seen and t not in plain for t in texts)
+
     async with asyncio.timeout(timeout):
-        while text not in seen and text not in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen):
+        while missing():
             msg = await ws.receive()
             if msg.type == aiohttp.WSMsgType.BINARY:
                 seen += msg.data.decode("utf-8", "replace")
             elif msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
-                raise AssertionError(f"closed before {text!r}")
+                raise AssertionError(f"closed before {texts!r}")
     return seen
 
 
@@ -228,7 +233,9 @@ async def decide(http: aiohttp.ClientSession, web: Web, approval: str,
     async with http.ws_connect(web.base + WS, headers=headers) as ws:
         await screen_until(ws, "1 Tasks")
         await ws.send_json(["stdin", "2"])
-        await screen_until(ws, "Pending approvals")
+        # `a` once the approval's row is drawn, as an operator would: the frame (and the
+        # list's title) paints before the store has loaded, and `a` then finds no row
+        await screen_until(ws, "Pending approvals · 1", approval)
         await ws.send_json(["stdin", "a"])
         await screen_until(ws, f"Approve {approval}?")
         await ws.send_json(["stdin", "y"])
