@@ -4,6 +4,7 @@ engine re-running a node after a crash takes the job already queued for it."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,13 @@ from mcp_peers import FAKE, calls_received
 from clawtower.core.agents.config import config_from_data
 from clawtower.core.approvals import Approvals
 from clawtower.core.errors import Conflict, ValidationError
+from clawtower.core.events import NewEvent
 from clawtower.core.flows.brains import PlanBrain
 from clawtower.core.flows.engine import FlowEngine
-from clawtower.core.flows.service import Flows, WorkItem
+from clawtower.core.flows.service import Flows, WorkItem, take
 from clawtower.core.flows.turns import TurnBrain, node_job_id, queue_node_turn
-from clawtower.core.sessions.service import Sessions
+from clawtower.core.sessions.events import SessionCreated
+from clawtower.core.sessions.service import Sessions, _next_session_id, spec_by_ref
 from clawtower.core.sessions.specs import AgentSpecConfig
 from clawtower.core.store import open_store
 from clawtower.core.tools.registry import ToolRegistry
@@ -231,5 +234,158 @@ async def test_a_node_calls_an_mcp_tool_once(tmp_path: Path) -> None:
         assert flow["status"] == "done", flow
         assert flow["result"] == "fake.echo answered: from a node", flow["result"]
         assert calls_received(tmp_path) == ["echo"]
+    finally:
+        await store.close()
+
+
+# --------------------------------------------------------------------------- issue 36
+
+
+async def node_sessions(store: Any, fid: str) -> dict[str, dict[str, Any]]:
+    """The flow's node sessions (not its agents' flow sessions, `flow.session_linked`)."""
+    rows = await store.fetchall("SELECT * FROM sessions WHERE created_by=? AND"
+                                " json_extract(task, '$.flow_task') IS NOT NULL",
+                                (f"flow:{fid}",))
+    return {r["id"]: r for r in rows}
+
+
+async def finished_nodes(store: Any, fid: str) -> set[str]:
+    """The node sessions a `session.finished` ended."""
+    ended = {e["entity_id"] for e in await event_types(store, "session.finished")}
+    return ended & set(await node_sessions(store, fid))
+
+
+async def test_a_node_writes_no_task_taken_and_no_session_finished(tmp_path: Path) -> None:
+    """Issue 36: a node's session ends in its job's finish (`session_status`), and the
+    `session.created` that queues its turn takes its task: neither `session.finished` nor
+    `flow.task_taken` is written for it, and the projections replay as they were."""
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        plan = [{"id": f"n{i}", "agent": "worker", "instruction": CALL, "depends_on": []}
+                for i in range(3)]
+        fid = await Flows(store).start("lead", "count words")
+        flow = await engine(store, {"root": plan}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "done", flow
+        assert await event_types(store, "flow.task_taken") == []
+        nodes = await node_sessions(store, fid)
+        assert len(nodes) == 3
+        assert await finished_nodes(store, fid) == set()
+        for s in nodes.values():
+            assert (s["status"], s["result"]) == ("finished", "ok"), s
+        finished = {e["payload"]["session_id"]: e["payload"]
+                    for e in await event_types(store, "turnjob.finished")}
+        assert {finished[sid]["session_status"] for sid in nodes} == {"ok"}
+        # taken when its turn was queued: the session's creation is the task's start
+        created = {e["entity_id"]: e for e in await event_types(store, "session.created")}
+        for t in (await Flows(store).get(fid))["tasks"]:
+            if t["parent_id"]:
+                [sid] = [s for s, r in nodes.items() if r["title"].endswith(f" {t['local_id']}")]
+                assert t["started_at"] == created[sid]["ts"], t
+        assert await event_types(store, "session.announced") == []  # nobody to tell
+        assert await store.verify_projections() == []
+    finally:
+        await store.close()
+
+
+async def test_a_failed_node_session_ends_with_an_error(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await Sessions(store).set_spec("broken", AgentSpecConfig.model_validate(
+            {"defaults": {"provider": "nowhere"}}))
+        fid = await Flows(store).start("broken", "anything")
+        flow = await engine(store, {}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "failed", flow
+        [s] = (await node_sessions(store, fid)).values()
+        assert (s["status"], s["result"]) == ("finished", "error"), s
+        assert await finished_nodes(store, fid) == set()
+        assert await event_types(store, "flow.task_taken") == []
+        assert await store.verify_projections() == []
+    finally:
+        await store.close()
+
+
+async def test_a_node_waiting_for_an_approval_shows_as_running(tmp_path: Path) -> None:
+    """The node's task is running while its turn waits (no `flow.task_taken`: its session's
+    creation took it), and its session ends with the job once the call is approved."""
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await Sessions(store).set_spec("clerk", AgentSpecConfig.model_validate(
+            {"policy": {"tools": ["clock.now"], "approval": {"default": "confirm"}}}))
+        fid = await Flows(store).start("clerk", "#call clock.now {}")
+        run = asyncio.create_task(engine(store, {}).run_flow(fid, timeout_s=60))
+        try:
+            for _ in range(600):
+                pending = await Approvals(store).pending()
+                if pending or run.done():
+                    break
+                await asyncio.sleep(0.05)
+            [a] = pending
+            [task] = (await Flows(store).get(fid))["tasks"]
+            assert task["status"] == "running" and task["started_at"] is not None, task
+            [s] = (await node_sessions(store, fid)).values()
+            assert s["status"] == "waiting", s
+            assert await event_types(store, "flow.task_taken") == []
+            await Approvals(store).approve(a["id"], by="bob")
+            flow = await asyncio.wait_for(run, 60)
+        finally:
+            if not run.done():
+                run.cancel()
+        assert flow["status"] == "done" and flow["result"].startswith("clock.now answered:")
+        [s] = (await node_sessions(store, fid)).values()
+        assert (s["status"], s["result"]) == ("finished", "ok"), s
+        assert await finished_nodes(store, fid) == set()
+        assert await event_types(store, "flow.task_taken") == []
+        assert await store.verify_projections() == []
+    finally:
+        await store.close()
+
+
+async def test_a_node_session_logged_before_issue_36_replays_as_before(tmp_path: Path) -> None:
+    """A node session created without `task.taken` (logs written before issue 36) does not
+    take its task: its `flow.task_taken`, when there is one, does, as it always did."""
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        fid = await Flows(store).start("worker", "one node")
+        item = WorkItem(flow_id=fid, task_id=f"{fid}/root", kind="task", agent="worker",
+                        instruction="x", msg_id=(await Flows(store).get(fid))["tasks"][0][
+                            "task_msg"])
+        by = f"flow:{fid}"
+
+        def old_node(tx: Any) -> None:  # its session as logged before: no `taken`
+            tx.emit(NewEvent(entity_id=_next_session_id(tx), actor=by, role="agent",
+                             payload=SessionCreated(
+                                 title=f"{fid} worker root", created_by=by, channel="agent",
+                                 agent_id=spec_by_ref(tx, "worker").agent_id,
+                                 task={"label": "root", "prompt": "x",
+                                       "flow_task": item.task_id})))
+
+        await store.execute(old_node)
+        [task] = (await Flows(store).get(fid))["tasks"]
+        assert task["status"] == "dispatched" and task["started_at"] is None, task
+        await store.execute(lambda tx: take(tx, item))
+        [taken] = await event_types(store, "flow.task_taken")
+        [task] = (await Flows(store).get(fid))["tasks"]
+        assert (task["status"], task["started_at"], task["last_seq"]) == (
+            "running", taken["ts"], taken["seq"]), task
+        assert await store.verify_projections() == []
+    finally:
+        await store.close()
+
+
+async def test_a_node_session_with_children_is_ended_by_its_flow(tmp_path: Path) -> None:
+    """A node whose turn spawned a subagent does not end in its job's finish (an announce
+    could still wake it): the flow ends it after the job, with a `session.finished`."""
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        await setup(store)
+        fid = await Flows(store).start("lead", "#spawn 1 worker")
+        flow = await engine(store, {}).run_flow(fid, timeout_s=60)
+        assert flow["status"] == "done", flow
+        [s] = (await node_sessions(store, fid)).values()
+        assert (s["status"], s["result"]) == ("finished", "ok"), s
+        assert await finished_nodes(store, fid) == {s["id"]}
+        assert await store.verify_projections() == []
     finally:
         await store.close()

@@ -64,7 +64,9 @@ class FlowEngine:
         self.concurrency = concurrency
         self.lease_ttl_s = lease_ttl_s
         # a turn still running after this shows as running (a `flow.task_taken` event);
-        # a faster one goes from dispatched to done in its outcome's commit
+        # a faster one goes from dispatched to done in its outcome's commit. A brain whose
+        # `work` records its own progress (`records_progress`: a TurnBrain's node session
+        # takes the task) gets none once its work starts
         self.progress_after_s = progress_after_s
         self.only = flows
         self.scan_every_s = scan_every_s
@@ -284,6 +286,8 @@ class FlowEngine:
                     subs = decision.subtasks
                     return await self.store.execute(
                         lambda tx: decompose(tx, tid, subs, decision.tokens))
+                if getattr(self.brain, "records_progress", False):
+                    timer.cancel()  # its work says when the task is taken (a TurnBrain)
                 ans = await self.brain.work(item)
             finally:
                 timer.cancel()

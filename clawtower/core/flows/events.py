@@ -69,7 +69,9 @@ class FlowTaskTaken(Payload):
     """The receiving agent started on a TASK (progress only: the TASK stays in the inbox
     until its outcome is committed, so a crash before that re-runs the work). Written only
     when the turn is still running after the engine's progress delay (50 ms): a faster
-    turn goes from dispatched to done in its outcome's commit, one event fewer."""
+    turn goes from dispatched to done in its outcome's commit, one event fewer. A node run
+    as a session turn (core/flows/turns.py) has none since issue 36: the `session.created`
+    of its session (`task.taken`) takes the task; older logs keep this event and replay."""
 
     TYPE = "flow.task_taken"
     ENTITY = "flow"

@@ -14,6 +14,7 @@ import sqlite3
 from typing import Any
 
 from ..events import StoredEvent
+from ..sessions import events as sev
 from ..store.projections import canonical_json as _j
 from ..store.projections import projects
 from . import events as fev
@@ -109,8 +110,24 @@ def _say(db: sqlite3.Connection, e: StoredEvent, sid: str | None, msg_id: str, r
 def _task_taken(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, fev.FlowTaskTaken)
+    _take(db, e, p.task_id)
+
+
+@projects(sev.SessionCreated)
+def _node_session(db: sqlite3.Connection, e: StoredEvent) -> None:
+    """A flow node's own session (core/flows/turns.py), created with its turn queued, takes
+    the node's task as `flow.task_taken` would (issue 36: the same fact, one event fewer).
+    Only a session saying so (`task.taken`): one logged before is followed by its
+    `flow.task_taken` (or by none, the turn being faster), and replays as it did."""
+    p = e.payload
+    assert isinstance(p, sev.SessionCreated)
+    if p.task.get("taken") is True and isinstance(tid := p.task.get("flow_task"), str):
+        _take(db, e, tid)
+
+
+def _take(db: sqlite3.Connection, e: StoredEvent, task_id: str) -> None:
     db.execute("UPDATE flow_tasks SET status='running', started_at=?, last_seq=?"
-               " WHERE task_id=? AND status='dispatched'", (e.ts, e.seq, p.task_id))
+               " WHERE task_id=? AND status='dispatched'", (e.ts, e.seq, task_id))
 
 
 def _archive(db: sqlite3.Connection, msg_id: str, e: StoredEvent) -> None:

@@ -146,7 +146,8 @@ def start(tx: WriteTx, agent: str, instruction: str, *, context: dict[str, Any] 
 
 def take(tx: WriteTx, item: WorkItem) -> None:
     """The agent is still on its TASK after the engine's progress delay: the task shows as
-    running (progress only; a faster turn goes from dispatched to done directly)."""
+    running (progress only; a faster turn goes from dispatched to done directly). Not once
+    a TurnBrain works on it: its node session's `session.created` takes it (issue 36)."""
     tx.emit(_ev(item.flow_id, item.agent, fev.FlowTaskTaken(task_id=item.task_id,
                                                             msg_id=item.msg_id)))
 

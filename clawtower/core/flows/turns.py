@@ -15,13 +15,20 @@ died is taken over by the session machinery, as any TurnJob).
 The engine waits for the job on the store's change channel: one watcher per brain reads,
 after each commit, which of the awaited jobs ended (one query for all of them), and hands
 each its row; no polling loop of its own.
+
+What an executed node writes (issue 36: 6 events, was 8): the flow's TASK
+(`flow.task_sent`); `session.created`, folding the TASK message and the job, and taking
+the task (it shows as running from there: no `flow.task_taken`); `turnjob.started`;
+`turn.finished`; `turnjob.finished`, folding the reply and the session's end
+(`session_status`: ok when the job is done, error otherwise; no `session.finished`); the
+REPLY (`flow.replied`). A node session that did not end with its job (one with sessions of
+its own, a job ended otherwise than by its turn) is ended by `_close_session` after it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -30,7 +37,13 @@ from ..agents.config import SIMULATOR
 from ..errors import ClawError
 from ..events import NewEvent
 from ..sessions import events as sev
-from ..sessions.service import INTERNAL_CHANNEL, _next_session_id, new_id, spec_by_ref
+from ..sessions.service import (
+    INTERNAL_CHANNEL,
+    _next_session_id,
+    flow_node_job_id,
+    new_id,
+    spec_by_ref,
+)
 from ..sessions.specs import AgentSpec
 from ..store.interface import Store, WriteTx
 from .brains import AgentFailed, Answer, Brain, Decision
@@ -41,13 +54,16 @@ if TYPE_CHECKING:
     from ..sessions.runner import SessionRunner
 
 ENDED = ("done", "failed", "cancelled")
-JOB_COLUMNS = "id, status, reply_msg_id, error, stop_reason, prompt_tokens, completion_tokens"
+JOB_COLUMNS = ("id, status, reply_msg_id, error, stop_reason, prompt_tokens, completion_tokens,"
+               " (SELECT s.status FROM sessions s WHERE s.id=turn_jobs.session_id)"
+               " AS session_status")
+OPEN_SESSION = ("idle", "queued", "running", "waiting")
 
 
 def node_job_id(task_id: str) -> str:
     """The TurnJob of an executed node (derived from the task id: found again after a
     crash)."""
-    return "J-flow-" + hashlib.sha256(task_id.encode()).hexdigest()[:16]
+    return flow_node_job_id(task_id)
 
 
 def owner_of(flow_id: str) -> str:
@@ -69,7 +85,10 @@ def queue_node_turn(tx: WriteTx, item: WorkItem, job_id: str) -> str:
         title=f"{item.flow_id} {spec.name} {item.local_id}", agent_id=spec.agent_id,
         provider_override=provider, model_override=model,
         deliver=False, channel=INTERNAL_CHANNEL, trace_id=item.flow_id,
-        task={"label": item.local_id, "prompt": item.instruction, "flow_task": item.task_id},
+        # `taken`: this event also takes the flow task (it shows as running from here; no
+        # `flow.task_taken`, issue 36); a node session logged before says nothing of it
+        task={"label": item.local_id, "prompt": item.instruction, "flow_task": item.task_id,
+              "taken": True},
         created_by=by,  # with its first message and the job that takes it (issue 24.2)
         inbound=sev.SessionInbound(msg_id=new_id("m"), text=node_text(item), sender=by),
         job_id=job_id, job_reason="flow")))
@@ -99,9 +118,11 @@ def node_text(item: WorkItem) -> str:
 
 
 def _close_session(tx: WriteTx, sid: str, by: str, ok: bool) -> None:
-    """The node's session ends with its turn (it takes no more work)."""
+    """The node's session ends with its turn (it takes no more work): for a session the
+    job's finish did not end already (a job that ended otherwise than by its turn's finish,
+    e.g. cancelled at its claim, or a node session with sessions of its own)."""
     row = tx.one("SELECT status FROM sessions WHERE id=?", (sid,))
-    if row is not None and row["status"] in ("idle", "queued", "running", "waiting"):
+    if row is not None and row["status"] in OPEN_SESSION:
         tx.emit(NewEvent(entity_id=sid, actor=by, role="agent",
                          payload=sev.SessionFinished(status="ok" if ok else "error")))
 
@@ -111,6 +132,11 @@ class TurnBrain:
 
     `runner`: a session worker already running on this store (`serve`, the console), or
     None to run one here while the engine runs (limited to the sessions of its nodes)."""
+
+    # `work` records the node's progress itself: the `session.created` that queues its turn
+    # marks the task running (core/flows/projections.py), so the engine writes no
+    # `flow.task_taken` once `work` is called (issue 36)
+    records_progress = True
 
     def __init__(self, store: Store, decider: Brain, *, config: ClawtowerConfig | None = None,
                  runner: SessionRunner | None = None, lease_ttl_s: float = 15.0,
@@ -190,8 +216,9 @@ class TurnBrain:
         self.sessions.add(sid)
         job = await self._ended(jid)
         ok = job["status"] == "done"
-        by = owner_of(item.flow_id)
-        self.store.submit(lambda tx: _close_session(tx, sid, by, ok))  # rides the next commit
+        if job["session_status"] in OPEN_SESSION:  # else it ended with the job (issue 36)
+            by = owner_of(item.flow_id)
+            self.store.submit(lambda tx: _close_session(tx, sid, by, ok))  # the next commit
         tokens = int(job["prompt_tokens"] or 0) + int(job["completion_tokens"] or 0)
         if not ok:
             raise AgentFailed(f"{sid}: turn {job['status']}: "

@@ -37,6 +37,7 @@ from .reads import clip
 from .service import (
     INTERNAL_CHANNEL,
     announce,
+    flow_node_of,
     new_id,
     queue_job,
     spec_by_ref,
@@ -349,8 +350,8 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
         takeover.close_unrun_turn(tx, sid, claim.job_id, claim.turn_id, owner, error)
     # the columns used, here and by the announce (its fields never change: read once)
     session = tx.one("SELECT id, status, stop_requested, deliver, channel, parent_id, run_id,"
-                     " agent_id, task, created_at, trace_id, hop FROM sessions WHERE id=?",
-                     (sid,))
+                     " agent_id, task, created_at, trace_id, hop, created_by FROM sessions"
+                     " WHERE id=?", (sid,))
     assert session is not None
     stopped = session["status"] in ("stopped", "finished") or bool(session["stop_requested"])
     stop_reason = result.stop_reason if result is not None else "error"
@@ -374,7 +375,10 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
     reply_id = reply.msg_id if reply is not None else None
     outcome = "ok" if stop_reason == "completed" else "timeout" \
         if stop_reason == "max_wall_clock" else "error"
-    ends = _leaf_ends(tx, session, sid, status, stopped)
+    node = flow_node_of(session, claim.job_id) is not None  # a flow node's own job
+    ends = _leaf_ends(tx, session, sid, status, stopped, node)
+    if node:  # the node's session ends with its turn: ok when the job is done (issue 36)
+        outcome = "ok" if status == "done" else "error"
     usage = result.usage if result is not None else None
     tx.emit(NewEvent(entity_id=claim.job_id, actor=owner, role="system",
                      payload=sev.TurnJobFinished(
@@ -386,8 +390,9 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
                          error=clip(error or (result.error if result else ""), 2000),
                          recalled=recalled_refs(claim.memories) if claim.rerecalled
                          else None, reply=reply, session_status=outcome if ends else None)))
-    if ends:  # a child with nothing left to do ended with its job: announce it
-        _announce_end(tx, session, owner, status, text, error, result, outcome)
+    if ends:  # a child with nothing left to do ended with its job: announce it (a flow
+        if not node:  # node has no parent: its reply goes to its flow, not an announce)
+            _announce_end(tx, session, owner, status, text, error, result, outcome)
     elif not stopped:
         for m in tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
                         " ORDER BY seq", (sid,)):
@@ -415,13 +420,19 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
     return status
 
 
-def _leaf_ends(tx: WriteTx, session: dict[str, Any], sid: str, status: str, stopped: bool
-               ) -> bool:
+def _leaf_ends(tx: WriteTx, session: dict[str, Any], sid: str, status: str, stopped: bool,
+               node: bool = False) -> bool:
     """Whether this job's finish also ends its session, known before the finish is written
     so that one event says both: a child (done or failed, not stopped, nothing to deliver)
     with no message pending, no backlog waiting and no children of its own (so no announce
-    can wake it). Anything else takes the general path below, which decides after."""
-    if stopped or not session["parent_id"] or status not in ("done", "failed"):
+    can wake it). Anything else takes the general path below, which decides after.
+
+    `node`: the job is a flow node's turn (core/flows/turns.py), whose session takes no
+    more work once it ends (done, failed or cancelled), on the same conditions; it has no
+    parent, so nobody is announced to. A node session that does not end so is ended by
+    the flow after the job (`turns._close_session`, as before issue 36)."""
+    if stopped or not (session["parent_id"] or node) or status not in (
+            ("done", "failed", "cancelled") if node else ("done", "failed")):
         return False
     if session["deliver"] and session["channel"] != INTERNAL_CHANNEL:
         return False

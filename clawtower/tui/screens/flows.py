@@ -170,7 +170,9 @@ class FlowsScreen(ListDetailScreen):
         return self.rows
 
     def changes(self, delta: Delta) -> tuple[bool, set[str]]:
-        hit = any(e.type.startswith(("flow.", "agentspec.")) for e in delta.events)
+        # a node's session, created by its flow, takes the node's task (issue 36)
+        hit = any(e.type.startswith(("flow.", "agentspec.")) or (
+            e.type == "session.created" and e.actor.startswith("flow:")) for e in delta.events)
         return hit, {"*"} if hit else set()
 
     def list_extra(self, items: list[dict[str, Any]]) -> str:
