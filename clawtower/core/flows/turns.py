@@ -37,13 +37,8 @@ from ..agents.config import SIMULATOR
 from ..errors import ClawError
 from ..events import NewEvent
 from ..sessions import events as sev
-from ..sessions.service import (
-    INTERNAL_CHANNEL,
-    _next_session_id,
-    flow_node_job_id,
-    new_id,
-    spec_by_ref,
-)
+from ..sessions.flownodes import flow_node_job_id
+from ..sessions.service import INTERNAL_CHANNEL, _next_session_id, new_id, spec_by_ref
 from ..sessions.specs import AgentSpec
 from ..store.interface import Store, WriteTx
 from .brains import AgentFailed, Answer, Brain, Decision

@@ -33,11 +33,11 @@ from ..memory.service import recalled_refs
 from ..store.interface import WriteTx
 from . import events as sev
 from . import gate, takeover
+from .flownodes import flow_node_of
 from .reads import clip
 from .service import (
     INTERNAL_CHANNEL,
     announce,
-    flow_node_of,
     new_id,
     queue_job,
     spec_by_ref,

@@ -7,7 +7,6 @@ else.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -118,22 +117,6 @@ def _foreign(tx: WriteTx, session: dict[str, Any], action: str, by: str) -> bool
     refuse(tx, sid, action, f"the session belongs to {kind} {ref}", by,
            Conflict(f"{sid} belongs to {kind} {ref}; use clawtower {kind} ..."))
     return True
-
-
-def flow_node_job_id(task_id: str) -> str:
-    """The TurnJob of an executed flow node (core/flows/turns.py): derived from its flow
-    task's id, so an engine re-running the node after a crash finds the same job."""
-    return "J-flow-" + hashlib.sha256(task_id.encode()).hexdigest()[:16]
-
-
-def flow_node_of(session: dict[str, Any], job_id: str) -> str | None:
-    """The flow task whose node `session` runs, when `job_id` is that node's own job (a
-    session a flow created for one node: `created_by flow:F-n`, its task naming the flow
-    task); None for any other session or job (e.g. a fork of a node's session)."""
-    if not str(session["created_by"]).startswith("flow:"):
-        return None
-    tid = json.loads(session["task"] or "{}").get("flow_task")
-    return tid if isinstance(tid, str) and job_id == flow_node_job_id(tid) else None
 
 
 def queue_job(tx: WriteTx, sid: str, reason: str, by: str) -> str:
