@@ -331,6 +331,7 @@ class SQLiteStore(BatchWriter, LogReads):
         if self._loop_reader is not None:  # on this thread, within its budget (loopread.py)
             quick = self._loop_reader.fetchall(sql, params)
             if quick is not None:
+                await asyncio.sleep(0)  # an await still lets the loop's other tasks run
                 return quick
         # execute_fetchall runs the statement to completion in ONE call on the reader's
         # thread: interleaved execute/fetch calls from concurrent coroutines would keep a
@@ -350,6 +351,7 @@ class SQLiteStore(BatchWriter, LogReads):
         if self._loop_reader is not None:
             quick = self._loop_reader.fetch_many(queries)
             if quick is not None:
+                await asyncio.sleep(0)
                 return quick
 
         def run() -> list[list[dict[str, Any]]]:
