@@ -69,7 +69,7 @@ async def test_errors_are_the_reader_threads_own(db_path: Path) -> None:
         store._loop_reader.budget_s = 60.0
         with pytest.raises(sqlite3.OperationalError, match="no such table"):
             await store.fetchall("SELECT * FROM nosuch")
-        with pytest.raises(sqlite3.OperationalError, match="readonly|read-only|query_only"):
+        with pytest.raises(sqlite3.OperationalError, match=r"readonly|read-only|query_only"):
             await store.fetchall("DELETE FROM events")  # readers never write
         assert (await store.fetchone("SELECT count(*) AS c FROM events")) == {"c": 0}
         assert store._loop_reader is not None and store._loop_reader.moved == 2
