@@ -220,7 +220,10 @@ class ComposedEngine:
             return False
         seq = await self.store.last_seq()
         for w in self.workers:
-            if self.running(w.name) and not await w.idle():
+            task = self._tasks.get(w.name)
+            if task is None:  # not started yet (run() starts them in order): not idle
+                return False
+            if not task.done() and not await w.idle():
                 return False
         return await self.store.last_seq() == seq
 

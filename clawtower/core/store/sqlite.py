@@ -35,6 +35,7 @@ from .checkpoint import (
 )
 from .faults import CANNOT_OPEN, READ_ONLY, DiskFullDrill, cause_of
 from .ledger import migration_checksum, migration_name
+from .loopread import LoopReader, open_loop_reader
 from .notify import WakeChannel
 from .reads import LogReads
 from .schema import (
@@ -178,6 +179,7 @@ class SQLiteStore(BatchWriter, LogReads):
         self.clock = clock
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
+        self._loop_reader: LoopReader | None = None  # reads without a thread hop
         self._init_writer_state()
         self._polled_at = float("-inf")  # loop time of the last look for other processes' writes
         self._wake = WakeChannel(path) if path != ":memory:" else None
@@ -215,6 +217,8 @@ class SQLiteStore(BatchWriter, LogReads):
             self._reader.row_factory = _dict_factory  # type: ignore[assignment]
             await self._reader.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             await self._reader.execute("PRAGMA query_only=1")
+            if self.path != ":memory:":
+                self._loop_reader = open_loop_reader(_ro_uri(self.path))
         except sqlite3.OperationalError as exc:
             await self._close_connections()
             raise _open_error(self.path, exc) from None
@@ -254,6 +258,9 @@ class SQLiteStore(BatchWriter, LogReads):
             self._wal.close()
 
     async def _close_connections(self) -> None:
+        if self._loop_reader is not None:
+            self._loop_reader.close()
+            self._loop_reader = None
         for conn in (self._checkpointer, self._reader, self._writer):
             if conn is not None:
                 with contextlib.suppress(Exception):
@@ -321,6 +328,11 @@ class SQLiteStore(BatchWriter, LogReads):
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         if self._reader is None:
             raise StoreClosed("the store is closed")
+        if self._loop_reader is not None:  # on this thread, within its budget (loopread.py)
+            quick = self._loop_reader.fetchall(sql, params)
+            if quick is not None:
+                await asyncio.sleep(0)  # an await still lets the loop's other tasks run
+                return quick
         # execute_fetchall runs the statement to completion in ONE call on the reader's
         # thread: interleaved execute/fetch calls from concurrent coroutines would keep a
         # statement open and pin an old snapshot for everyone sharing the connection.
@@ -336,6 +348,11 @@ class SQLiteStore(BatchWriter, LogReads):
         reader = self._reader
         if reader is None:
             raise StoreClosed("the store is closed")
+        if self._loop_reader is not None:
+            quick = self._loop_reader.fetch_many(queries)
+            if quick is not None:
+                await asyncio.sleep(0)
+                return quick
 
         def run() -> list[list[dict[str, Any]]]:
             conn: sqlite3.Connection = reader._conn
