@@ -133,3 +133,37 @@ async def test_mcp_argument_errors_never_reach_the_server(store: Any, tmp_path: 
         assert calls_received(tmp_path) == []
         r = await box.call("fake.fail", "{}")  # the tool's own error: a result, not a fault
         assert (r.is_error, r.error_kind, r.content) == (True, "failed", "it failed")
+
+
+def test_a_schema_is_checked_once_and_keyed_by_its_content(monkeypatch) -> None:
+    """Issue 36: checking a tool's schema against its meta-schema cost ~1.5 ms per call; it
+    is done once per schema now, and a schema changed in place is checked again."""
+    import jsonschema
+
+    from clawtower.core.tools import registry
+
+    checks = 0
+    real = jsonschema.Draft202012Validator.check_schema
+
+    def counted(schema):  # type: ignore[no-untyped-def]
+        nonlocal checks
+        checks += 1
+        return real(schema)
+
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", staticmethod(counted))
+    monkeypatch.setattr(registry, "_VALIDATORS", {})
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}},
+              "required": ["n"]}
+    for _ in range(5):
+        assert registry.schema_errors("t.x", schema, {"n": 3}) is None
+    bad = registry.schema_errors("t.x", schema, {"n": 12})
+    assert bad is not None and "n: 12 is greater than the maximum of 9" in bad.content
+    assert checks == 1
+    schema["properties"]["n"]["maximum"] = 20  # the same dict, changed: a new check
+    assert registry.schema_errors("t.x", schema, {"n": 12}) is None
+    assert checks == 2
+    broken = {"type": "object", "properties": {"n": {"type": 7}}}
+    for _ in range(2):
+        out = registry.schema_errors("t.x", broken, {"n": 1})
+        assert out is not None and "input schema is invalid" in out.content
+    assert checks == 3  # the broken one is checked once too

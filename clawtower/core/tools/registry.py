@@ -141,17 +141,38 @@ def parse_arguments(name: str, arguments: str | dict[str, Any] | None
     return value
 
 
+_VALIDATORS: dict[str, Any] = {}  # a schema (canonical JSON) -> its validator, or why not
+_VALIDATORS_MAX = 512
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """The schema's validator, built and checked against its meta-schema once per schema (a
+    check of the schema itself costs ~1 ms: it ran at every tool call, issue 36); a str
+    when the schema is invalid."""
+    key = json.dumps(schema, sort_keys=True, default=str)
+    got = _VALIDATORS.get(key)
+    if got is None:
+        import jsonschema
+
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+            got = cls(schema)
+        except jsonschema.SchemaError as exc:
+            got = str(exc.message)
+        if len(_VALIDATORS) >= _VALIDATORS_MAX:
+            _VALIDATORS.clear()
+        _VALIDATORS[key] = got
+    return got
+
+
 def schema_errors(name: str, schema: dict[str, Any], args: dict[str, Any]) -> ToolResult | None:
     if not schema:
         return None
-    import jsonschema
-
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-        errors = sorted(cls(schema).iter_errors(args), key=lambda e: list(e.absolute_path))
-    except jsonschema.SchemaError as exc:
-        return _error("failed", f"{name}: the tool's input schema is invalid ({exc.message})")
+    validator = _validator(schema)
+    if isinstance(validator, str):
+        return _error("failed", f"{name}: the tool's input schema is invalid ({validator})")
+    errors = sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))
     if not errors:
         return None
     parts = []
