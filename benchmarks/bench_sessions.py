@@ -17,7 +17,8 @@ moves less with other people's load than wall does.
 Steer latency: a session in a long tool loop (zero-latency model and tool); `send` a message;
 time until the turn's steering hook has injected it at the next safe boundary (its
 `turnjob.steered` committed). The turn answers it, the backlog resumes the loop, the next
-cycle sends again. p50/p90 over `--cycles`. Target: p50 <= 10 ms in-process.
+cycle sends again. p50/p90 over `--cycles`. Target: p50 <= 3 ms in-process (issue 36;
+seed 004 asked 10 ms). `bench_turn_loop.py` reports the same p50 beside its rounds.
 
     .venv/bin/python benchmarks/bench_sessions.py [--quick] [--n N] [--sync FULL|NORMAL]
     .venv-bench/bin/python benchmarks/bench_sessions.py         # with the LangGraph column
@@ -45,7 +46,7 @@ from clawtower.core.sessions.specs import AgentSpecConfig
 from clawtower.core.store import open_store
 
 TARGET_RATIO = 0.5
-TARGET_STEER_P50_MS = 10.0
+TARGET_STEER_P50_MS = 3.0  # issue 36 (seed 004 asked 10 ms)
 
 
 # --------------------------------------------------------------------------- ours

@@ -12,7 +12,10 @@ so R + 1 model calls and R tool calls. Three ways, interleaved turn by turn in o
               real SQLite store (synchronous NORMAL) and projected
 
 Reported: median µs per tool round ((turn time) / R), the extra µs per round over bare, and
-the paired ratio to bare.
+the paired ratio to bare. Then the steer latency of `bench_sessions.py` (a session's tool
+loop under its worker, `send` -> injected at the next boundary, synchronous FULL; target
+p50 <= 3 ms, issue 36): a change to the turn runs this benchmark, and the steer is where a
+round's extra awaited step shows (`--cycles`, 0 to skip).
 
     .venv/bin/python benchmarks/bench_turn_loop.py [--quick] [--reps N] [--rounds R]
 """
@@ -125,12 +128,27 @@ async def main_async(args: Any, work: Path) -> dict[str, Any]:
     cm.print_table(f"{rounds} tool rounds per turn, simulator at speed 0, {reps} paired turns",
                    ["way", "turn ms", "µs per round", "extra µs/round vs bare",
                     "÷ bare (range)"], rows)
+    cycles = 0 if args.cycles == 0 else args.cycles or (30 if args.quick else 200)
+    if cycles:
+        from bench_sessions import TARGET_STEER_P50_MS, steer_latency
+
+        lat = await steer_latency(work / "steer.db", cycles, "FULL")
+        p50 = cm.percentile(lat, 50)
+        out["steer_ms"] = {"p50": p50, "p90": cm.percentile(lat, 90), "cycles": cycles}
+        cm.print_table(f"Steer latency: send -> injected at the next boundary ({cycles} cycles,"
+                       " FULL), ms", ["p50", "p90", "max", "target"],
+                       [[cm.fmt_num(p50), cm.fmt_num(cm.percentile(lat, 90)),
+                         cm.fmt_num(max(lat)),
+                         f"p50 <= {TARGET_STEER_P50_MS}: "
+                         f"{'met' if p50 <= TARGET_STEER_P50_MS else 'NOT met'}"]])
     return out
 
 
 def main() -> None:
     p = cm.parser(__doc__.splitlines()[0], reps=30)
     p.add_argument("--rounds", type=int, default=None, help="tool rounds per turn (20)")
+    p.add_argument("--cycles", type=int, default=None,
+                   help="steer cycles (200; 30 with --quick; 0: no steer)")
     args = p.parse_args()
     info = cm.machine_info()
     with cm.work_dir(args) as work:
