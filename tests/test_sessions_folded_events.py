@@ -123,8 +123,9 @@ async def test_the_folded_log_projects_the_same_rows_in_fewer_events(store: Any,
     assert len(old) - len(new) == 3 * 7 + 2 * 3 + 1
 
 
-async def test_a_child_runs_in_five_events(store: Any) -> None:
-    """What the new code writes for one child, by type (the parent's share aside)."""
+async def test_a_child_runs_in_four_events(store: Any) -> None:
+    """What the new code writes for one child, by type (the parent's share aside): its
+    turn's end rides in its job's (issue 36), no `turn.finished` of its own."""
     s = Sessions(store)
     await spec(s, "lead", policy={"tools": ["spawn_subagent", "spawn_subagents"],
                                   "subagents": ["worker"]})
@@ -142,7 +143,7 @@ async def test_a_child_runs_in_five_events(store: Any) -> None:
     announce = await store.fetchall("SELECT 1 FROM events WHERE type='session.announced'"
                                     " AND entity_id=?", (sid,))
     assert sorted(types) == sorted([
-        "session.created", "turnjob.started", "turn.finished", "turnjob.finished"]) \
+        "session.created", "turnjob.started", "turnjob.finished"]) \
         and len(announce) == 1
     turn = await store.fetchone("SELECT status, subject, agent FROM turns WHERE id=?",
                                 (job["turn_id"],))
