@@ -70,6 +70,9 @@ async def test_session_tree_with_subagents_and_an_approval_wait(tmp_path: Path) 
             assert child.attributes["clawtower.session.parent"] == sid
             (turn,) = children(trace, child)
             assert turn.name == "invoke_agent worker"
+            # its end folded into its job's (issue 36): the span closes there, with it
+            assert turn.attributes["clawtower.stop_reason"] == "completed"
+            assert turn.attributes["clawtower.model_calls"] == 1
             (call,) = children(trace, turn)
             assert call.name == "chat sim-standard" and call.kind == "LLM"
             assert call.attributes["gen_ai.operation.name"] == "chat"

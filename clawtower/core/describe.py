@@ -115,6 +115,8 @@ def _summary(e: StoredEvent, arrow: str) -> str:
         return _workflow_summary(t, p)
     if t.startswith("turn."):
         return _turn_summary(t, p)
+    if t == "turnjob.finished" and p.get("turn"):  # its turn's end, folded in (issue 36)
+        return f"job {p['status']}; " + _turn_summary("turn.finished", p["turn"])
     if t.startswith("trigger."):
         return _trigger_summary(t, p)
     if t == "tool.definition_seen":

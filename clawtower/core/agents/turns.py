@@ -42,7 +42,8 @@ Events (when a store is given): `turn.started`, `turn.tool_called`, `turn.tool_r
 `turn.steered`, `turn.finished` on the turn's id, and one `agent.usage` per model call on the
 subject (task, meeting, session or workflow run id), with its cost when a price is known;
 the final call's usage rides in `turn.finished` (`usage`, `usage_subject`: issue 24.2, one
-event where two said one fact).
+event where two said one fact). A session job's turn writes through `TurnRecords`
+(core/sessions/records.py), which folds its start and end into the job's events.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Every model call made through the turn loop or llm-task appends one `agent.usage` event whose
 entity id is the SUBJECT the call was made for (a task, meeting, session or workflow run id);
 a turn's final call rides in its `turn.finished` instead (`usage`, `usage_subject`), summed
-the same way.
+the same way (a session job's turn: that `turn.finished` is folded into its
+`turnjob.finished`, `turn`, issue 36).
 The `usage` projection sums them per (subject, agent, model); the queries below total that
 table by subject or by agent. Cost is in US dollars, computed when the call is made from the
 agent's `Price` (0 when no price is known), and stored in the event, so a later price change

@@ -16,13 +16,14 @@ The engine waits for the job on the store's change channel: one watcher per brai
 after each commit, which of the awaited jobs ended (one query for all of them), and hands
 each its row; no polling loop of its own.
 
-What an executed node writes (issue 36: 6 events, was 8): the flow's TASK
+What an executed node writes (issue 36: 5 events, was 8): the flow's TASK
 (`flow.task_sent`); `session.created`, folding the TASK message and the job, and taking
-the task (it shows as running from there: no `flow.task_taken`); `turnjob.started`;
-`turn.finished`; `turnjob.finished`, folding the reply and the session's end
-(`session_status`: ok when the job is done, error otherwise; no `session.finished`); the
-REPLY (`flow.replied`). A node session that did not end with its job (one with sessions of
-its own, a job ended otherwise than by its turn) is ended by `_close_session` after it.
+the task (it shows as running from there: no `flow.task_taken`); `turnjob.started`,
+folding the turn's start; `turnjob.finished`, folding the turn's end (`turn`: no
+`turn.finished`), the reply and the session's end (`session_status`: ok when the job is
+done, error otherwise; no `session.finished`); the REPLY (`flow.replied`). A node session
+that did not end with its job (one with sessions of its own, a job ended otherwise than by
+its turn) is ended by `_close_session` after it.
 """
 
 from __future__ import annotations

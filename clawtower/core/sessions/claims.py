@@ -340,13 +340,16 @@ def _steer(tx: WriteTx, claim: Claim, owner: str, state: TurnState) -> list[str]
 
 
 
-def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, error: str
-            ) -> str:
-    """Record the end of the job; "lost" when another worker owns it now (nothing written)."""
+def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, error: str,
+            end: NewEvent | None = None) -> str:
+    """Record the end of the job, folding `end` (its turn's `turn.finished`, issue 36) in;
+    "lost" when another worker owns it now (nothing written)."""
     if not _ours(tx, claim, owner):
         return "lost"
     sid = claim.session_id
-    if result is None:  # no turn result: close the turn its claim started, if still open
+    turn = end.payload if end is not None and isinstance(end.payload, ev.TurnFinished) \
+        else None
+    if result is None and turn is None:  # no turn: close the one its claim started
         takeover.close_unrun_turn(tx, sid, claim.job_id, claim.turn_id, owner, error)
     # the columns used, here and by the announce (its fields never change: read once)
     session = tx.one("SELECT id, status, stop_requested, deliver, channel, parent_id, run_id,"
@@ -389,7 +392,8 @@ def _finish(tx: WriteTx, claim: Claim, owner: str, result: TurnResult | None, er
                          cost_usd=result.cost_usd if result is not None else 0.0,
                          error=clip(error or (result.error if result else ""), 2000),
                          recalled=recalled_refs(claim.memories) if claim.rerecalled
-                         else None, reply=reply, session_status=outcome if ends else None)))
+                         else None, reply=reply, session_status=outcome if ends else None,
+                         turn=turn)))
     if ends:  # a child with nothing left to do ended with its job: announce it (a flow
         if not node:  # node has no parent: its reply goes to its flow, not an announce)
             _announce_end(tx, session, owner, status, text, error, result, outcome)
@@ -454,16 +458,19 @@ def _announce_end(tx: WriteTx, child: dict[str, Any], owner: str, status: str, t
     wake_parent(tx, child["parent_id"], owner)
 
 
-def _pause(tx: WriteTx, claim: Claim, owner: str, result: TurnResult, redacted: str
-           ) -> str:
-    """The turn stopped at a confirm-tier call: the approval and the waiting job, in one
-    commit ("lost" when the job is no longer ours; "stopped" when its session was)."""
+def _pause(tx: WriteTx, claim: Claim, owner: str, result: TurnResult, redacted: str,
+           end: NewEvent | None = None) -> str:
+    """The turn stopped at a confirm-tier call: its end (`end`, held by the worker), the
+    approval and the waiting job, in one commit ("lost" when the job is no longer ours;
+    "stopped" when its session was: nothing written, the finish folds `end`)."""
     if not _ours(tx, claim, owner):
         return "lost"
     session = tx.one("SELECT stop_requested, status FROM sessions WHERE id=?",
                      (claim.session_id,))
     if session is None or session["stop_requested"]:
         return "stopped"
+    if end is not None:  # the turn's end, `awaiting_approval`: its own event, as before
+        tx.emit(end)
     last = next((m for m in reversed(result.messages) if m.role == "assistant"), None)
     gate.pause(tx, session_id=claim.session_id, job_id=claim.job_id, turn_id=claim.turn_id,
                agent=claim.spec.name, requester=claim.requester, messages=result.messages,

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..events import Payload, TurnStarted
+from ..events import Payload, TurnFinished, TurnStarted
 
 # ---------------------------------------------------------------------------- agent specs
 
@@ -240,6 +240,10 @@ class TurnJobFinished(Payload):
     # written before carry them as separate events, and both forms replay:
     reply: SessionMessage | None = None  # the reply (`session.message` of the session)
     session_status: str | None = None  # the session ended with the job (`session.finished`)
+    # the end of the turn the job's start began (`turn.finished` of the job's `turn_id`,
+    # issue 36), with its folded final-call usage; None for a turn that ended on its own
+    # (a harness's, one closed by a take-over, one paused for approval) and in older logs
+    turn: TurnFinished | None = None
 
 
 __all__ = [

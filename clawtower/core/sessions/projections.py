@@ -11,7 +11,7 @@ import sqlite3
 from typing import Any
 
 from ..events import StoredEvent
-from ..store.projections import add_turn, projects
+from ..store.projections import add_turn, finish_turn, projects
 from ..store.projections import canonical_json as _j
 from . import events as sev
 
@@ -253,9 +253,11 @@ def _job_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
             *(() if p.session_status is None else _ended(p.session_status))))
     row = db.execute("UPDATE turn_jobs SET status=?, stop_reason=?, error=?, reply_msg_id=?,"
                      " prompt_tokens=?, completion_tokens=?, cost_usd=?, ended_at=?, last_seq=?"
-                     " WHERE id=? RETURNING took",
+                     " WHERE id=? RETURNING took, turn_id",
                      (p.status, p.stop_reason, p.error, p.reply_msg_id, p.prompt_tokens,
                       p.completion_tokens, p.cost_usd, e.ts, e.seq, e.entity_id)).fetchall()
+    if row and p.turn is not None:  # the turn its start began ends with it (issue 36)
+        finish_turn(db, row[0][1], p.turn, e)
     if row and p.recalled is not None:  # hybrid recall replaced the claim's
         took = json.loads(row[0][0] or "{}")
         took["recalled"] = p.recalled

@@ -15,10 +15,10 @@ A job's life, each step one store command:
 2. the turn runs; at every safe boundary (after a tool round) the steering hook looks for
    pending messages: if there are any, it saves a resume token for the interrupted task in
    the backlog and injects them (`turnjob.steered`);
-3. finish: the reply, `turnjob.finished`, messages that found no boundary go to the
-   backlog, a non-empty backlog queues the next job, a finished child announces to its
-   parent (once per run_id), a parent whose children are all done is woken, external
-   delivery if wanted and the channel is not internal. A worker that lost the job
+3. finish: `turnjob.finished`, folding the turn's end and the reply; messages that found
+   no boundary go to the backlog, a non-empty backlog queues the next job, a finished
+   child announces to its parent (once per run_id), a parent whose children are all done
+   is woken, external delivery if wanted and the channel is not internal. A worker that lost the job
    meanwhile (its lease expired and another worker took the job over) writes nothing: the
    job's new owner answers, never both.
 """
@@ -338,6 +338,7 @@ class SessionRunner:
                 result = await self._model_turn(claim, records, box)
         except asyncio.CancelledError:
             if claim.lost:
+                records.write_end(claim.turn_id)
                 raise
             error = "cancelled"
         except Exception as exc:
@@ -349,17 +350,22 @@ class SessionRunner:
             error = str(exc) if isinstance(exc, ClawError) else f"{type(exc).__name__}: {exc}"
             if not isinstance(exc, ClawError):  # a bug below us: the job fails, we go on
                 self.errors.append(f"{claim.job_id}: {error}")
-        if claim.lost:
-            return  # another worker owns the job now; it answers
+        if claim.lost:  # another worker owns the job now; it answers
+            records.write_end(claim.turn_id)
+            return
+        end = records.end  # the turn's end, held: folded into the job's (issue 36)
         if result is not None and result.stop_reason == "awaiting_approval":
-            if await self._pause(claim, result, box):
+            if await self._pause(claim, result, box, records):
                 self.finished += 1
                 return
             result = result.model_copy(update={"stop_reason": "cancelled"})  # stopped
         try:
-            await self.store.execute(lambda tx: _finish(tx, claim, self.owner, result, error))
+            if await self.store.execute(lambda tx: _finish(
+                    tx, claim, self.owner, result, error, end)) != "lost":
+                records.end = None
         except ClawError as exc:
             self.errors.append(f"{claim.job_id}: finish: {exc}")
+        records.write_end(claim.turn_id)  # not folded: on its own if the turn is open
         self.errors.extend(f"{claim.job_id}: turn record: {f}" for f in records.failures())
         self.finished += 1
 
@@ -378,17 +384,24 @@ class SessionRunner:
             turn_id=claim.turn_id, agent=claim.spec.name, history=claim.history,
             focus=claim.focus, cancel=claim.cancel, on_text=on_text)
 
-    async def _pause(self, claim: Claim, result: TurnResult, box: SessionToolBox | None
-                     ) -> bool:
-        """Record the wait for a confirm-tier call; False when the session was stopped."""
+    async def _pause(self, claim: Claim, result: TurnResult, box: SessionToolBox | None,
+                     records: TurnRecords) -> bool:
+        """Record the wait for a confirm-tier call, with the turn's end (held by `records`);
+        False when the session was stopped (the finish folds the end then)."""
         call = result.pending[0]
         redacted = box.redact(call.name, call.arguments) if box is not None else call.arguments
+        end = records.end
         try:
             out = await self.store.execute(
-                lambda tx: _pause(tx, claim, self.owner, result, redacted))
+                lambda tx: _pause(tx, claim, self.owner, result, redacted, end))
         except ClawError as exc:
             self.errors.append(f"{claim.job_id}: pause: {exc}")
+            records.write_end(claim.turn_id)
             return True
+        if out == "waiting":
+            records.end = None
+        elif out == "lost":
+            records.write_end(claim.turn_id)
         return out != "stopped"
 
     async def fenced_append(self, claim: Claim, events: list[NewEvent]) -> bool:

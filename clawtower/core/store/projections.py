@@ -404,6 +404,12 @@ def _turn_tool_result(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _turn_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, ev.TurnFinished)
+    finish_turn(db, e.entity_id, p, e)
+
+
+def finish_turn(db: sqlite3.Connection, turn_id: str, p: ev.TurnFinished, e: StoredEvent
+                ) -> None:
+    """A turn ends: from `turn.finished`, or folded into a session job's end (issue 36)."""
     db.execute(
         "UPDATE turns SET status=?, stop_reason=?, rounds=?, model_calls=?, tool_calls=?,"
         " prompt_tokens=?, completion_tokens=?, cost_usd=?, text=?, error=?, ended_at=?,"
@@ -414,16 +420,16 @@ def _turn_finished(db: sqlite3.Connection, e: StoredEvent) -> None:
          "paused" if p.stop_reason == "awaiting_approval" else
          "interrupted" if p.stop_reason == "interrupted" else "stopped",
          p.stop_reason, p.rounds, p.model_calls, p.tool_calls, p.prompt_tokens,
-         p.completion_tokens, p.cost_usd, p.text, p.error, e.ts, e.seq, e.entity_id),
+         p.completion_tokens, p.cost_usd, p.text, p.error, e.ts, e.seq, turn_id),
     )
     if p.usage is not None:  # the final call's usage, folded in
         _add_usage(db, p.usage_subject, p.usage)
     if p.stop_reason == "awaiting_approval":  # the calls it stopped at wait for an operator
         db.execute("UPDATE turn_tools SET status='waiting' WHERE turn_id=? AND"
-                   " status='running'", (e.entity_id,))
+                   " status='running'", (turn_id,))
     elif p.stop_reason == "interrupted":  # its worker died: a take-over closed it
         db.execute("UPDATE turn_tools SET status='interrupted' WHERE turn_id=? AND"
-                   " status='running'", (e.entity_id,))
+                   " status='running'", (turn_id,))
 
 
 # ------------------------------------------------------------------ tool pins (v4)

@@ -3,9 +3,10 @@
 What becomes a span (the events it comes from):
 - a session (`session.created` .. `session.finished`, or the job that ended it; a top-level
   session that is idle ends with its last job), its agent turns (`invoke_agent {agent}`:
-  `turnjob.started`/`turn.started` .. `turn.finished`), each model call (`chat {model}`: from
-  the turn's previous event to the `agent.usage` committed with the round's tool calls, or
-  the usage folded into `turn.finished`), each tool call (`execute_tool {tool}`: its first
+  `turnjob.started`/`turn.started` .. `turn.finished`, or the `turnjob.finished` that
+  carries it), each model call (`chat {model}`: from the turn's previous event to the
+  `agent.usage` committed with the round's tool calls, or the usage folded into the turn's
+  end), each tool call (`execute_tool {tool}`: its first
   `turn.tool_called` .. its `turn.tool_result`, across a resumed turn of the same job) and a
   confirm-tier call's approval wait (`approval.requested` .. `approval.decided`, naming who
   decided). A child session is a child of the parent's turn that was running when it was

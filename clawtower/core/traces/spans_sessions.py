@@ -212,7 +212,11 @@ class _SessionSpans(_Base):
         self.mark(e.entity_id, e)
 
     def on_turn_finished(self, e: Event, p: Any) -> None:
-        turn_id = e.entity_id
+        self.end_turn(e, e.entity_id, p)
+
+    def end_turn(self, e: Event, turn_id: str, p: Any) -> None:
+        """A turn's span ends: at `turn.finished`, or (issue 36) at its job's end carrying
+        it (`turnjob.finished`'s `turn`: the turn its job started last)."""
         d = self.turn_span.get(turn_id)
         if d is None:
             return
@@ -248,6 +252,9 @@ class _SessionSpans(_Base):
             sd.close(e)  # idle: ends with its last job until another one starts
 
     def on_turnjob_finished(self, e: Event, p: Any) -> None:
+        turns = self.job_turns.get(e.entity_id)
+        if p.turn is not None and turns:  # the turn's end, folded in (issue 36)
+            self.end_turn(e, turns[-1], p.turn)
         for tool in self.job_tools.pop(e.entity_id, []):  # e.g. stopped while it waited
             if tool.end is None:
                 tool.close(e, **{"clawtower.cancelled": True})
