@@ -10,9 +10,9 @@ runs them). Counted: announces, duplicates per run_id (must be N and 0).
 Peer, interleaved rep by rep in the same process (only if `langgraph` and
 `langgraph-checkpoint-sqlite` import, e.g. from .venv-bench; benchmarks/requirements-peers.txt):
 a graph fan -> N x `Send("work", ...)` -> join, SqliteSaver on a WAL connection with the same
-synchronous mode, `invoke(..., durability="sync")`. Target: ours <= 0.5x LangGraph's wall
-time. CPU time (the process's, every thread) is reported beside it: on a shared machine it
-moves less with other people's load than wall does.
+synchronous mode, `invoke(..., durability="sync")`. Target: ours <= 0.8x LangGraph's wall
+time (issue 36; seed 004 asked 0.5x). CPU time (the process's, every thread) is reported
+beside it: on a shared machine it moves less with other people's load than wall does.
 
 Steer latency: a session in a long tool loop (zero-latency model and tool); `send` a message;
 time until the turn's steering hook has injected it at the next safe boundary (its
@@ -45,7 +45,7 @@ from clawtower.core.sessions.skills import SkillSet
 from clawtower.core.sessions.specs import AgentSpecConfig
 from clawtower.core.store import open_store
 
-TARGET_RATIO = 0.5
+TARGET_RATIO = 0.8  # issue 36 (seed 004 asked 0.5)
 TARGET_STEER_P50_MS = 3.0  # issue 36 (seed 004 asked 10 ms)
 
 
@@ -66,6 +66,7 @@ async def ours_fanout(path: Path, n: int, sync: str, concurrency: int) -> dict[s
         runner = SessionRunner(store, config_from_data({"speed": 0}, "bench"),
                                skills=SkillSet(), limits=limits, max_concurrent=concurrency,
                                tools=False)
+        before = await store.last_seq()
         t0, c0 = time.perf_counter(), time.process_time()
         await s.send(sid, f"#spawn {n} worker a trivial part")
         ok = await runner.run_until_idle(3600)
@@ -74,7 +75,7 @@ async def ours_fanout(path: Path, n: int, sync: str, concurrency: int) -> dict[s
         runs = Counter(json.loads(r["payload"])["meta"]["source"]["run_id"] for r in rows)
         last = await store.fetchone("SELECT text FROM session_messages WHERE session_id=?"
                                     " ORDER BY seq DESC LIMIT 1", (sid,))
-        events = await store.last_seq()
+        events = await store.last_seq() - before
         assert ok and last is not None and last["text"].startswith(f"Synthesis of {n} ")
         return {"wall_s": wall, "cpu_s": cpu, "announces": float(sum(runs.values())),
                 "duplicates": float(sum(c - 1 for c in runs.values())),
@@ -230,7 +231,8 @@ def main() -> None:
         rows = [["clawtower sessions", cm.fmt_num(cm.median(ow)), cm.spread(ow),
                  cm.fmt_num(cm.median(oc)),
                  f"{cm.median([r['announces'] for r in ours]):.0f}",
-                 f"{max(r['duplicates'] for r in ours):.0f}"]]
+                 f"{max(r['duplicates'] for r in ours):.0f}",
+                 f"{cm.median([r['events'] for r in ours]) / n:.2f}"]]
         results["ours"] = ours
         if theirs:
             tw = [r["wall_s"] for r in theirs]
@@ -238,17 +240,17 @@ def main() -> None:
             ratios = [a / b for a, b in zip(ow, tw, strict=True)]
             cpu_ratios = [a / b for a, b in zip(oc, tc, strict=True)]
             rows.append(["LangGraph Send + SqliteSaver", cm.fmt_num(cm.median(tw)),
-                         cm.spread(tw), cm.fmt_num(cm.median(tc)), f"{n}", "-"])
+                         cm.spread(tw), cm.fmt_num(cm.median(tc)), f"{n}", "-", "-"])
             results["langgraph"] = theirs
             results["ratio_median"] = cm.median(ratios)
             results["cpu_ratio_median"] = cm.median(cpu_ratios)
             rows.append(["ratio ours/LangGraph (paired)", cm.fmt_num(cm.median(ratios)),
                          cm.spread(ratios), cm.fmt_num(cm.median(cpu_ratios)), "",
-                         f"target <= {TARGET_RATIO}"])
+                         f"target <= {TARGET_RATIO}", ""])
         cm.print_table(f"Fan-out: {n} subagents, announces joined ({args.sync}, {reps} reps,"
                        f" {conc} in flight), seconds (CPU: the process's, both threads)",
                        ["workload", "median wall", "range", "median CPU", "announces",
-                        "duplicates"], rows)
+                        "duplicates", "events/child"], rows)
         lat = asyncio.run(steer_latency(d / "steer.db", cycles, args.sync))
         results["steer_ms"] = lat
         cm.print_table(f"Steer latency: send -> injected at the next boundary ({cycles} cycles,"
