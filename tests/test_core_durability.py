@@ -1,7 +1,9 @@
 """Requirements 5 and 6: several processes on one store file, and kill -9 during appends.
 
-Default sizes keep CI fast (4 processes x 3 s; 10 kill trials); `-m slow` runs the sizes of
-the figures we report (8 processes x 10 s; 50 kill trials).
+Default sizes keep CI fast (4 processes x 150 operations each; 10 kill trials); `-m slow`
+runs the sizes of the figures we report (8 processes x 10 s; 50 kill trials). The default
+tests wait on conditions (every writer ran its operations; the victim acknowledged an
+append), never on a rate: events per second are a figure (BENCHMARKS.md), not an assertion.
 """
 
 from __future__ import annotations
@@ -43,15 +45,17 @@ def integrity(path: Path) -> str:
 # ------------------------------------------------------------------ many processes
 
 
-def run_writers(db: Path, procs: int, seconds: float) -> list[dict]:
+def run_writers(db: Path, procs: int, seconds: float, ops: int | None = None) -> list[dict]:
+    """Each writer runs for `seconds`, or with `ops` until it has run that many operations."""
     start_at = time.time() + 1.5  # every worker opens the (new) file at the same moment
+    more = ["--ops", str(ops)] if ops is not None else []
     children = [subprocess.Popen([sys.executable, WORKER, str(db), f"w{i}", str(seconds),
-                                  str(start_at)], stdout=subprocess.PIPE,
+                                  str(start_at), *more], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, env=child_env())
                 for i in range(procs)]
     out = []
     for ch in children:
-        stdout, stderr = ch.communicate(timeout=seconds + 120)
+        stdout, stderr = ch.communicate(timeout=seconds + 300)
         assert ch.returncode == 0, stderr[-3000:]
         out.append(json.loads(stdout.strip().splitlines()[-1]))
     return out
@@ -84,13 +88,20 @@ async def check_writers(db: Path, stats: list[dict]) -> dict:
 
 
 async def test_four_processes_append_at_once(tmp_path):
+    """Four writers, each running 150 operations (about 330 events) at once on one file: no
+    busy error, no sequence gap, no lost or duplicate acknowledgement, no lost read-then-
+    write update. A count, not a duration: a loaded machine makes it slower, never fail."""
     db = tmp_path / "shared.db"
-    seconds = 3.0
-    stats = await asyncio.to_thread(run_writers, db, 4, seconds)
+    ops = 150
+    t0 = time.monotonic()
+    stats = await asyncio.to_thread(run_writers, db, 4, 0.0, ops)
+    elapsed = time.monotonic() - t0
+    assert [s["ops"] for s in stats] == [ops] * 4
     fig = await check_writers(db, stats)
-    fig["events_per_s"] = round(fig["events"] / seconds)
-    assert fig["events"] > 1000
-    _report("store 4 processes x 3 s", fig)
+    assert fig["events"] == sum(s["acked_events"] + s["counts"] + s["task_cmds"]
+                                for s in stats) > 4 * ops
+    fig["events_per_s"] = round(fig["events"] / elapsed)  # a figure (start-up included)
+    _report(f"store 4 processes x {ops} operations", fig)
 
 
 @pytest.mark.slow
@@ -112,6 +123,7 @@ def kill_trial(db: Path, rng: random.Random) -> dict:
                              text=True, env=child_env(), bufsize=1)
     lines: list[str] = []
     ready = threading.Event()
+    acked_one = threading.Event()
 
     def read() -> None:
         assert child.stdout is not None
@@ -120,12 +132,16 @@ def kill_trial(db: Path, rng: random.Random) -> dict:
                 ready.set()
             else:
                 lines.append(line)
+                acked_one.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        assert ready.wait(30), child.stderr.read() if child.stderr else ""
+        assert ready.wait(60), child.stderr.read() if child.stderr else ""
         time.sleep(rng.uniform(0.02, 0.6))
+        # a loaded machine may not have run one append by then: the kill waits for the first
+        # acknowledgement (a trial with nothing acknowledged proves nothing about losing one)
+        assert acked_one.wait(60), child.stderr.read() if child.stderr else ""
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(30)
@@ -162,7 +178,7 @@ async def run_kill_trials(tmp_path: Path, trials: int, seed: int) -> dict:
 async def test_kill_9_during_appends_loses_no_acknowledged_event(tmp_path):
     t0 = time.monotonic()
     fig = await run_kill_trials(tmp_path, trials=10, seed=7)
-    assert fig["acknowledged_events"] > 0
+    assert fig["acknowledged_events"] >= 10  # each trial killed after one acknowledgement
     elapsed = time.monotonic() - t0
     _report("kill -9 during appends", {**fig, "seconds": round(elapsed, 1)})
 

@@ -1,9 +1,10 @@
 """A child process that hammers a store (used by the multi-process and kill -9 tests).
 
-    python store_worker.py PATH NAME SECONDS START_AT [--print-acks]
+    python store_worker.py PATH NAME SECONDS START_AT [--print-acks] [--ops N]
 
 Waits until the wall clock reaches START_AT (so every worker opens the file at once), then
-for SECONDS appends events and runs read-then-write commands as fast as it can:
+for SECONDS (with --ops: until it has run N operations, however long that takes) appends
+events and runs read-then-write commands as fast as it can:
 - `append` of 1-4 notes (its acknowledged seqs are recorded),
 - `count`: reads how many counter events exist and appends the next number (a lost update
   across processes would show up as a repeated number),
@@ -48,6 +49,7 @@ async def main() -> None:
     path, name, seconds, start_at = sys.argv[1], sys.argv[2], float(sys.argv[3]), \
         float(sys.argv[4])
     print_acks = "--print-acks" in sys.argv
+    ops = int(sys.argv[sys.argv.index("--ops") + 1]) if "--ops" in sys.argv else None
     rng = random.Random(name)
     while time.time() < start_at:
         await asyncio.sleep(0.001)
@@ -60,7 +62,7 @@ async def main() -> None:
     deadline = time.monotonic() + seconds
     i = 0
     try:
-        while time.monotonic() < deadline:
+        while (i < ops) if ops is not None else (time.monotonic() < deadline):
             i += 1
             kind = rng.random()
             try:
@@ -94,6 +96,7 @@ async def main() -> None:
                     stats["other_errors"].append(str(exc))
     finally:
         await store.close()
+    stats["ops"] = i
     stats["acked_events"] = len(acked)
     stats["acked_min"] = min(acked, default=0)
     if not print_acks:
