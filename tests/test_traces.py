@@ -68,6 +68,9 @@ async def test_session_tree_with_subagents_and_an_approval_wait(tmp_path: Path) 
             + [f"session S-{i} (worker)" for i in (2, 3, 4)])
         for child in (s for s in under if s.name.startswith("session")):
             assert child.attributes["clawtower.session.parent"] == sid
+            assert child.attributes["clawtower.session.status"] == "ok"
+            # the walk's own bookkeeping is not exported as an attribute
+            assert "clawtower.session.finished" not in child.attributes
             (turn,) = children(trace, child)
             assert turn.name == "invoke_agent worker"
             # its end folded into its job's (issue 36): the span closes there, with it

@@ -107,6 +107,7 @@ class _Base:
         # sessions and turns
         self.session_span: dict[str, _Draft] = {}
         self.session_jobs: dict[str, set[str]] = {}  # session -> jobs queued or running
+        self.sessions_ended: set[str] = set()  # their span stays closed (not an attribute)
         self.session_turn: dict[str, _Draft] = {}  # session -> its running turn
         self.session_agent: dict[str, str] = {}
         self.turn_span: dict[str, _Draft] = {}

@@ -64,14 +64,14 @@ class _SessionSpans(_Base):
         d = self.session_span.get(sid)
         if d is not None:
             d.close(e, **{"clawtower.session.status": status})
-            d.attrs["clawtower.session.finished"] = True
+            self.sessions_ended.add(sid)
             if status not in ("ok", "done"):
                 d.error = status
 
     def on_turnjob_queued(self, e: Event, p: Any) -> None:
         self.session_jobs.setdefault(p.session_id, set()).add(e.entity_id)
         d = self.session_span.get(p.session_id)
-        if d is not None and not d.attrs.get("clawtower.session.finished"):
+        if d is not None and p.session_id not in self.sessions_ended:
             d.end = None  # busy again: the session span is open until it is idle
 
     def on_turnjob_resumed(self, e: Event, p: Any) -> None:
@@ -81,7 +81,7 @@ class _SessionSpans(_Base):
         sid, job = p.session_id, e.entity_id
         self.session_jobs.setdefault(sid, set()).add(job)
         sd = self.session_span.get(sid)
-        if sd is not None and not sd.attrs.get("clawtower.session.finished"):
+        if sd is not None and sid not in self.sessions_ended:
             sd.end = None
         agent = p.turn.agent if p.turn is not None else self.agent_name(p.agent_id)
         self.start_turn(e, p.turn_id, sid, agent, p.model, p.provider, job=job,
@@ -248,7 +248,7 @@ class _SessionSpans(_Base):
                 if self.session_turn.get(sid) is d:
                     del self.session_turn[sid]
         sd = self.session_span.get(sid)
-        if sd is not None and not jobs and not sd.attrs.get("clawtower.session.finished"):
+        if sd is not None and not jobs and sid not in self.sessions_ended:
             sd.close(e)  # idle: ends with its last job until another one starts
 
     def on_turnjob_finished(self, e: Event, p: Any) -> None:
