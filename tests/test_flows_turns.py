@@ -111,6 +111,12 @@ async def test_a_failed_turn_fails_its_node(tmp_path: Path) -> None:
         assert "turn failed" in flow["error"] and "nowhere" in flow["error"], flow["error"]
         [job] = await store.fetchall("SELECT status FROM turn_jobs")
         assert job["status"] == "failed"
+        # its session ends with an error in the job's finish (issue 36), nothing else
+        [s] = (await node_sessions(store, fid)).values()
+        assert (s["status"], s["result"]) == ("finished", "error"), s
+        assert await finished_nodes(store, fid) == set()
+        assert await event_types(store, "flow.task_taken") == []
+        assert await store.verify_projections() == []
     finally:
         await store.close()
 
@@ -255,18 +261,24 @@ async def finished_nodes(store: Any, fid: str) -> set[str]:
     return ended & set(await node_sessions(store, fid))
 
 
+async def three_nodes(store: Any) -> str:
+    """A flow of three independent nodes, each a text.count turn, run to its end."""
+    await setup(store)
+    plan = [{"id": f"n{i}", "agent": "worker", "instruction": CALL, "depends_on": []}
+            for i in range(3)]
+    fid = await Flows(store).start("lead", "count words")
+    flow = await engine(store, {"root": plan}).run_flow(fid, timeout_s=60)
+    assert flow["status"] == "done", flow
+    return fid
+
+
 async def test_a_node_writes_no_task_taken_and_no_session_finished(tmp_path: Path) -> None:
     """Issue 36: a node's session ends in its job's finish (`session_status`), and the
     `session.created` that queues its turn takes its task: neither `session.finished` nor
     `flow.task_taken` is written for it, and the projections replay as they were."""
     store = await open_store(tmp_path / "db.sqlite")
     try:
-        await setup(store)
-        plan = [{"id": f"n{i}", "agent": "worker", "instruction": CALL, "depends_on": []}
-                for i in range(3)]
-        fid = await Flows(store).start("lead", "count words")
-        flow = await engine(store, {"root": plan}).run_flow(fid, timeout_s=60)
-        assert flow["status"] == "done", flow
+        fid = await three_nodes(store)
         assert await event_types(store, "flow.task_taken") == []
         nodes = await node_sessions(store, fid)
         assert len(nodes) == 3
@@ -283,23 +295,6 @@ async def test_a_node_writes_no_task_taken_and_no_session_finished(tmp_path: Pat
                 [sid] = [s for s, r in nodes.items() if r["title"].endswith(f" {t['local_id']}")]
                 assert t["started_at"] == created[sid]["ts"], t
         assert await event_types(store, "session.announced") == []  # nobody to tell
-        assert await store.verify_projections() == []
-    finally:
-        await store.close()
-
-
-async def test_a_failed_node_session_ends_with_an_error(tmp_path: Path) -> None:
-    store = await open_store(tmp_path / "db.sqlite")
-    try:
-        await Sessions(store).set_spec("broken", AgentSpecConfig.model_validate(
-            {"defaults": {"provider": "nowhere"}}))
-        fid = await Flows(store).start("broken", "anything")
-        flow = await engine(store, {}).run_flow(fid, timeout_s=60)
-        assert flow["status"] == "failed", flow
-        [s] = (await node_sessions(store, fid)).values()
-        assert (s["status"], s["result"]) == ("finished", "error"), s
-        assert await finished_nodes(store, fid) == set()
-        assert await event_types(store, "flow.task_taken") == []
         assert await store.verify_projections() == []
     finally:
         await store.close()

@@ -183,18 +183,11 @@ async def test_content_only_when_asked_and_sanitised(tmp_path: Path) -> None:
 
 
 async def test_a_flow_nodes_and_their_turns(tmp_path: Path) -> None:
-    from test_flows_turns import CALL, engine, setup
-
-    from clawtower.core.flows.service import Flows
+    from test_flows_turns import three_nodes
 
     store = await open_store(tmp_path / "db.sqlite")
     try:
-        await setup(store)
-        plan = [{"id": f"n{i}", "agent": "worker", "instruction": CALL, "depends_on": []}
-                for i in range(3)]
-        fid = await Flows(store).start("lead", "count words")
-        flow = await engine(store, {"root": plan}).run_flow(fid, timeout_s=60)
-        assert flow["status"] == "done", flow
+        fid = await three_nodes(store)
         trace = await find_trace(store, fid)
         assert trace.kind == "flow" and trace.root == fid
         check_tree(trace)
