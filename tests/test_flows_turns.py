@@ -47,12 +47,7 @@ def engine(store: Any, plans: dict[str, list[dict[str, Any]]]) -> FlowEngine:
 async def test_a_node_calls_a_tool_once_in_its_own_session(tmp_path: Path) -> None:
     store = await open_store(tmp_path / "db.sqlite")
     try:
-        await setup(store)
-        plan = [{"id": f"n{i}", "agent": "worker", "instruction": CALL, "depends_on": []}
-                for i in range(3)]
-        fid = await Flows(store).start("lead", "count words")
-        flow = await engine(store, {"root": plan}).run_flow(fid, timeout_s=60)
-        assert flow["status"] == "done", flow
+        fid = await three_nodes(store)
         got = await Flows(store).get(fid)
         nodes = [t for t in got["tasks"] if t["parent_id"]]
         assert len(nodes) == 3
@@ -112,11 +107,7 @@ async def test_a_failed_turn_fails_its_node(tmp_path: Path) -> None:
         [job] = await store.fetchall("SELECT status FROM turn_jobs")
         assert job["status"] == "failed"
         # its session ends with an error in the job's finish (issue 36), nothing else
-        [s] = (await node_sessions(store, fid)).values()
-        assert (s["status"], s["result"]) == ("finished", "error"), s
-        assert await finished_nodes(store, fid) == set()
-        assert await event_types(store, "flow.task_taken") == []
-        assert await store.verify_projections() == []
+        await one_node_ended(store, fid, "error")
     finally:
         await store.close()
 
@@ -261,6 +252,16 @@ async def finished_nodes(store: Any, fid: str) -> set[str]:
     return ended & set(await node_sessions(store, fid))
 
 
+async def one_node_ended(store: Any, fid: str, result: str) -> None:
+    """The flow's one node session ended with `result` in its job's finish (issue 36): no
+    `session.finished`, no `flow.task_taken`, and the projections replay."""
+    [s] = (await node_sessions(store, fid)).values()
+    assert (s["status"], s["result"]) == ("finished", result), s
+    assert await finished_nodes(store, fid) == set()
+    assert await event_types(store, "flow.task_taken") == []
+    assert await store.verify_projections() == []
+
+
 async def three_nodes(store: Any) -> str:
     """A flow of three independent nodes, each a text.count turn, run to its end."""
     await setup(store)
@@ -327,11 +328,7 @@ async def test_a_node_waiting_for_an_approval_shows_as_running(tmp_path: Path) -
             if not run.done():
                 run.cancel()
         assert flow["status"] == "done" and flow["result"].startswith("clock.now answered:")
-        [s] = (await node_sessions(store, fid)).values()
-        assert (s["status"], s["result"]) == ("finished", "ok"), s
-        assert await finished_nodes(store, fid) == set()
-        assert await event_types(store, "flow.task_taken") == []
-        assert await store.verify_projections() == []
+        await one_node_ended(store, fid, "ok")
     finally:
         await store.close()
 
