@@ -66,8 +66,8 @@ def test_anchor_alone_is_refused(tmp_path):
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 500, 50_000])
 def test_deep_nesting_yaml(tmp_path, depth):
-    refused(tmp_path, f"deep{depth}.yaml", "[" * depth + "]" * depth, "nest" if
-            depth < 900 else "")
+    refused(tmp_path, f"deep{depth}.yaml", "[" * depth + "]" * depth,
+            f"nested deeper than {MAX_DEPTH} levels")
 
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 50_000])
@@ -107,6 +107,22 @@ def test_too_many_nodes_are_refused_before_any_is_composed(monkeypatch):
     monkeypatch.setattr(safe_yaml._BoundedLoader, "compose_node", compose_node)
     with pytest.raises(ValidationError, match=f"inline: line 2: more than {MAX_NODES} nodes"):
         loads("\n[" + ",".join(["1"] * (MAX_NODES + 1)) + "]", "inline")
+
+
+def test_deep_nesting_is_refused_before_any_node_is_composed(monkeypatch):
+    # 50,000 open brackets used to recurse in the composer until Python's limit: 6.2 s
+    # beside a second suite (issue 39); libyaml's events show the depth first
+    def compose_node(*_: object) -> None:
+        raise AssertionError("the composer ran")
+
+    monkeypatch.setattr(safe_yaml._BoundedLoader, "compose_node", compose_node)
+    for depth in (MAX_DEPTH + 1, 50_000):
+        with pytest.raises(ValidationError,
+                           match=f"inline: line 2: nested deeper than {MAX_DEPTH} levels"):
+            loads("\n" + "[" * depth + "]" * depth, "inline")
+        block = "".join("  " * i + "b:\n" for i in range(min(depth, 900)))
+        with pytest.raises(ValidationError, match=r"block: line \d+: nested deeper than"):
+            loads(block, "block")
 
 
 def test_without_libyaml_the_composer_still_stops_at_the_limit(monkeypatch):

@@ -79,29 +79,48 @@ _NODE_EVENTS = (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEven
                 yaml.AliasEvent)
 
 
-def _count_nodes(text: str) -> None:
-    """Refuse a document of more than MAX_NODES nodes from libyaml's event stream, before
-    the pure-Python composer builds any of them: composing 100,000 nodes in Python takes
-    seconds (20 s on a busy machine), libyaml's parser a fraction of that. Anything else it
-    finds (a syntax error) is left to the bounded loader, which reports it with its line;
-    without libyaml the composer's own count (compose_node) is the bound."""
+def _prescan(text: str) -> None:
+    """Refuse a document of more than MAX_NODES nodes, or nested deeper than MAX_DEPTH,
+    from libyaml's event stream, before the pure-Python composer builds any node: composing
+    100,000 nodes in Python takes seconds (20 s on a busy machine), and 50,000 open brackets
+    recursed until Python's own limit (6 s on a busy machine), where libyaml's parser takes a
+    fraction of that. Only what check_tree would refuse is refused here: a collection opened
+    MAX_DEPTH deep is already too deep. Anything else it finds (a syntax error) is left to
+    the bounded loader, which reports it with its line; without libyaml the composer's own
+    count (compose_node) and check_tree are the bounds."""
     cparser = getattr(yaml, "CBaseLoader", None)  # libyaml's parser (its events only)
     if cparser is None:
         return
-    nodes = 0
+    nodes = depth = 0
     parser = cparser(text)
     try:
         while (event := parser.get_event()) is not None:
-            if isinstance(event, _NODE_EVENTS):
+            if isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            elif isinstance(event, _NODE_EVENTS):
                 nodes += 1
                 if nodes > MAX_NODES:
-                    mark = event.start_mark
-                    where = f"line {mark.line + 1}: " if mark is not None else ""
-                    raise ValidationError(f"{where}more than {MAX_NODES} nodes")
+                    raise ValidationError(f"{_where(event)}more than {MAX_NODES} nodes")
+                if isinstance(event, yaml.CollectionStartEvent):
+                    depth += 1
+                    if depth > MAX_DEPTH:
+                        raise ValidationError(f"{_where(event)}nested deeper than"
+                                              f" {MAX_DEPTH} levels")
+    except yaml.MarkedYAMLError as exc:
+        if exc.problem == "exceeded maximum nesting depth":  # libyaml's own bound (1,000)
+            mark = exc.problem_mark
+            where = f"line {mark.line + 1}: " if mark is not None else ""
+            raise ValidationError(f"{where}nested deeper than {MAX_DEPTH} levels") from None
+        return
     except yaml.YAMLError:
         return
     finally:
         parser.dispose()
+
+
+def _where(event: Any) -> str:
+    mark = event.start_mark
+    return f"line {mark.line + 1}: " if mark is not None else ""
 
 
 def loads(text: str, source: str, loader: type[_BoundedLoader] | None = None) -> Any:
@@ -112,7 +131,7 @@ def loads(text: str, source: str, loader: type[_BoundedLoader] | None = None) ->
     if "\x00" in text:
         raise ValidationError(f"{source}: contains a NUL character")
     try:
-        _count_nodes(text)
+        _prescan(text)
     except ValidationError as exc:
         raise ValidationError(f"{source}: {exc}") from None
     try:
