@@ -6,7 +6,8 @@ Seeds a temporary store deterministically (examples/demo specs and agents, speed
 stepping fake clock, seeded approval ids), opens the console headless without an engine,
 adds seeded meetings for mode 3, workflow runs for mode 5 and the example expert (its
 webhook fired once) for modes 6 and 8, and saves one picture per
-mode plus a drill-down, a confirmation, an input gate's JSON editor and the light theme.
+mode plus a drill-down, a confirmation, an input gate's JSON editor, two traces' waterfalls
+and the light theme.
 PNGs need `rsvg-convert` (Debian: librsvg2-bin) and Fira Code (fonts-firacode).
 """
 
@@ -156,6 +157,20 @@ def flows(key: str) -> Step:
             await pilot.pause(0.02)
             detail = getattr(app.screen, "detail", None)
             if detail is not None and any(m["kind"] == "REPLY" for m in detail["mail"]):
+                break
+        await _settle(pilot)
+
+    return step
+
+
+def trace(select: Step) -> Step:
+    """The waterfall `w` opens over the list `select` leaves selected, once it is drawn."""
+    async def step(pilot: Pilot[None], app: ClawtowerApp) -> None:
+        await select(pilot, app)
+        await pilot.press("w")
+        for _ in range(500):
+            await pilot.pause(0.02)
+            if getattr(app.screen, "loaded", False):
                 break
         await _settle(pilot)
 
@@ -314,6 +329,8 @@ async def main(out: Path, size: tuple[int, int], only: list[str] | None = None) 
             ("8-triggers", mode("8"), None, (120, 40)),
             ("4-sessions-80x24", sessions("S-1"), None, small),
             ("7-flows-80x24", flows("F-1/q3-brief/q3-figures"), None, small),
+            ("4-sessions-trace", trace(sessions("S-1")), None),
+            ("7-flows-trace", trace(flows("F-1/q3-brief/q3-figures")), None),
         ]
         paths = []
         for name, step, theme, *rest in shots:

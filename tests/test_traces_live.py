@@ -6,6 +6,7 @@ clawtower.yaml has `telemetry.otlp_endpoint`."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -14,11 +15,13 @@ from session_helpers import run_idle, sim_config
 from trace_helpers import collector, session_tree
 
 from clawtower.core.errors import ValidationError
+from clawtower.core.events import NewEvent
 from clawtower.core.sessions.service import Sessions
 from clawtower.core.store import open_store
 from clawtower.core.traces import load
 from clawtower.core.traces.config import TelemetryConfig
-from clawtower.core.traces.live import TracesWorker
+from clawtower.core.traces.events import TracesExported
+from clawtower.core.traces.live import SHARE, TracesWorker
 from clawtower.core.workers import build_engine
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
@@ -115,6 +118,63 @@ async def test_the_engine_exports_live_when_configured(tmp_path: Path) -> None:
         plain = build_engine(store, None, workers=["sessions", "traces"], config=sim_config())
         assert [w.name for w in plain.workers] == ["sessions"]
     finally:
+        await store.close()
+
+
+async def test_while_the_log_grows_the_exporter_takes_at_most_its_share(tmp_path: Path) -> None:
+    """A step that cost C waits C * (1 / SHARE - 1) while the log keeps growing (deriving
+    holds the GIL the agents need), and goes once the log has been quiet for interval_s."""
+    db = tmp_path / "db.sqlite"
+    await session_tree(db)
+    store = await open_store(db)
+    loop = asyncio.get_running_loop()
+
+    def send(traces: list[object]) -> int:
+        time.sleep(0.3)  # a slow collector: the step's cost
+        return len(traces)
+
+    w = TracesWorker(store, TelemetryConfig(otlp_endpoint="http://127.0.0.1:9",
+                                            interval_s=0.5), send=send)
+    stepped: list[tuple[float, float]] = []  # (began, ended)
+    step = w.step
+
+    async def timed() -> int:
+        began = loop.time()
+        n = await step()
+        stepped.append((began, loop.time()))
+        return n
+
+    w.step = timed  # type: ignore[method-assign]
+    growing = True
+
+    async def grow() -> None:  # agents at work: the log changes every few ms
+        while growing:
+            await store.append([NewEvent(entity_id="other", actor="t", role="system",
+                                         payload=TracesExported(endpoint="x", seq=0, spans=0,
+                                                                traces=0))])
+            await asyncio.sleep(0.01)
+
+    stop = asyncio.Event()
+    writer = asyncio.create_task(grow())
+    task = asyncio.create_task(w.run(stop))
+    try:
+        while not stepped:
+            await asyncio.sleep(0.01)
+        (began, ended), = stepped
+        pace = (ended - began) * (1 / SHARE - 1)
+        assert pace >= 5.7
+        await asyncio.sleep(1.5)
+        assert len(stepped) == 1  # the log kept changing: no step before the pace
+        growing = False
+        await writer
+        while len(stepped) < 2:
+            await asyncio.sleep(0.01)
+        assert stepped[1][0] < ended + pace  # quiet: it went before the pace
+        assert await w.idle()
+    finally:
+        growing = False
+        stop.set()
+        await task
         await store.close()
 
 

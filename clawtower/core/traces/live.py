@@ -8,7 +8,10 @@ each span to the OTLP/HTTP collector of `telemetry:` once its end is logged.
 - A collector that is down or refuses: the step is tried again with backoff; the log keeps
   what was not sent, so nothing is lost and no queue grows in memory.
 - It never blocks an agent: deriving and sending run in a thread, at most once per
-  `interval_s`, and it writes only its position.
+  `interval_s`, and it writes only its position. While the log keeps growing, a step waits
+  until the last one's cost is at most SHARE of the time since (the thread holds the GIL
+  the agents' loop needs, and deriving is linear in the log); once the log has been quiet
+  for `interval_s` (the agents wait on something) it goes at once.
 - A span whose end is not logged yet is held back and sent when it ends; a top-level
   session's span ends with its last job while it is idle and is sent again (same id, later
   end) when it works again.
@@ -29,19 +32,22 @@ from collections.abc import Callable
 
 from .. import leases
 from ..aio import wait_event
-from ..events import NewEvent, StoredEvent
+from ..events import NewEvent
 from ..store.faults import Backoff
 from ..store.interface import Store
 from .builder import Redact, derive
 from .config import TelemetryConfig
 from .events import TracesExported
 from .otlp import export, headers_from
-from .read import PAGE, store_salt
+from .read import read_log, store_salt
+from .rows import LogEvent
 from .spans import Trace
 
 log = logging.getLogger(__name__)
 
 Send = Callable[[list[Trace]], int]
+
+SHARE = 0.05  # of the time, at most, the exporter takes while the log keeps growing
 
 
 def exporter_id(endpoint: str) -> str:
@@ -77,7 +83,7 @@ class TracesWorker:
         self.send = send or self._send
         self.redact = redact  # of captured content (traces/redact.py)
         self.position: int | None = None  # the log position everything before is sent for
-        self.events: list[StoredEvent] = []  # the log read so far
+        self.events: list[LogEvent] = []  # the log read so far (payloads parsed lazily)
         self.failing = ""  # the last step's error while the collector refuses
         self.sent = 0
         self._stop = asyncio.Event()
@@ -99,13 +105,8 @@ class TracesWorker:
         """Send what closed since the position; returns how many spans were sent."""
         if self.position is None:
             self.position = await self.durable_position()
-        seq = self.events[-1].seq if self.events else 0
-        while True:
-            batch = await self.store.events_after(seq, PAGE)
-            self.events.extend(batch)
-            if len(batch) < PAGE:
-                break
-            seq = batch[-1].seq
+        self.events.extend(await read_log(self.store, self.events[-1].seq if self.events
+                                          else 0))
         upto = self.events[-1].seq if self.events else 0
         if upto <= self.position:
             return 0
@@ -131,7 +132,8 @@ class TracesWorker:
         backoff = Backoff(first=0.5, cap=30.0)
         try:
             loop = asyncio.get_running_loop()
-            renew_at = 0.0
+            renew_at = step_at = 0.0
+            quiet = False  # the log did not change for interval_s
             while not self._stop.is_set():
                 try:
                     if loop.time() >= renew_at:
@@ -141,13 +143,15 @@ class TracesWorker:
                             await wait_event(self._stop, self.lease_ttl_s / 2)
                             continue
                         renew_at = loop.time() + self.lease_ttl_s / 3
-                    await self.step()
-                    self.failing = ""
-                    backoff = Backoff(first=0.5, cap=30.0)
-                    seq = await self.store.last_seq()
-                    await self.store.wait_for_change(
-                        seq, max(0.0, min(self.lease_ttl_s / 3, renew_at - loop.time())))
-                    await wait_event(self._stop, self.config.interval_s)
+                    if quiet or loop.time() >= step_at:
+                        began = loop.time()
+                        await self.step()
+                        cost = loop.time() - began
+                        step_at = loop.time() + max(self.config.interval_s,
+                                                    cost * (1 / SHARE - 1))
+                        self.failing = ""
+                        backoff = Backoff(first=0.5, cap=30.0)
+                    quiet = await self._wait(loop, renew_at, step_at)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # the collector, most likely: the log keeps it
@@ -158,6 +162,35 @@ class TracesWorker:
             relay.cancel()
             with contextlib.suppress(Exception):
                 await leases.release(self.store, self.lease, self.owner)
+
+    async def _wait(self, loop: asyncio.AbstractEventLoop, renew_at: float,
+                    step_at: float) -> bool:
+        """Wait for the next step (or the lease's renewal): for something new in the log,
+        then for `step_at`. True when the log has been quiet for interval_s before it."""
+        seq = await self.store.last_seq()
+        if self.position is not None and self.position >= seq:  # all sent: wait for more
+            if not await self._until_change(seq, renew_at - loop.time()):
+                return False
+            seq = await self.store.last_seq()
+        while not self._stop.is_set() and loop.time() < min(step_at, renew_at):
+            span = min(self.config.interval_s, step_at - loop.time(), renew_at - loop.time())
+            await wait_event(self._stop, span)  # once a span, not at every commit
+            now = await self.store.last_seq()
+            if now == seq and span >= self.config.interval_s:
+                return True  # quiet: the agents wait on something, send now
+            seq = now
+        return False
+
+    async def _until_change(self, seq: int, timeout: float) -> bool:
+        """Whether the log passed `seq` within `timeout` (stopping ends the wait)."""
+        change = asyncio.create_task(self.store.wait_for_change(seq, max(0.0, timeout)))
+        stopped = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait({change, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (change, stopped):
+                t.cancel()
+        return change.done() and not change.cancelled() and change.result() > seq
 
     def stop(self) -> None:
         self._stop.set()
