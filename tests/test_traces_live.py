@@ -122,15 +122,18 @@ async def test_the_engine_exports_live_when_configured(tmp_path: Path) -> None:
 
 
 async def test_while_the_log_grows_the_exporter_takes_at_most_its_share(tmp_path: Path) -> None:
-    """A step that cost C waits C * (1 / SHARE - 1) while the log keeps growing (deriving
-    holds the GIL the agents need), and goes once the log has been quiet for interval_s."""
+    """A step that took C seconds of CPU waits C * (1 / SHARE - 1) while the log keeps
+    growing (deriving holds the GIL the agents need), and goes once the log has been quiet
+    for interval_s."""
     db = tmp_path / "db.sqlite"
     await session_tree(db)
     store = await open_store(db)
     loop = asyncio.get_running_loop()
 
     def send(traces: list[object]) -> int:
-        time.sleep(0.3)  # a slow collector: the step's cost
+        until = time.thread_time() + 0.3  # the encoding's CPU time: the step's cost
+        while time.thread_time() < until:
+            pass
         return len(traces)
 
     w = TracesWorker(store, TelemetryConfig(otlp_endpoint="http://127.0.0.1:9",
@@ -160,8 +163,8 @@ async def test_while_the_log_grows_the_exporter_takes_at_most_its_share(tmp_path
     try:
         while not stepped:
             await asyncio.sleep(0.01)
-        (began, ended), = stepped
-        pace = (ended - began) * (1 / SHARE - 1)
+        (_, ended), = stepped
+        pace = w.cost * (1 / SHARE - 1)
         assert pace >= 5.7
         await asyncio.sleep(1.5)
         assert len(stepped) == 1  # the log kept changing: no step before the pace
@@ -175,6 +178,34 @@ async def test_while_the_log_grows_the_exporter_takes_at_most_its_share(tmp_path
         growing = False
         stop.set()
         await task
+        await store.close()
+
+
+async def test_a_slow_collector_is_a_wait_not_a_cost(tmp_path: Path) -> None:
+    """The pace counts the steps' CPU time: a collector that takes a second to answer does
+    not hold the next step back 19 seconds, and every span arrives once."""
+    db = tmp_path / "db.sqlite"
+    sid = await session_tree(db)
+    store = await open_store(db)
+    try:
+        with collector(delay_s=1.0) as (got, url):
+            w = TracesWorker(store, TelemetryConfig(otlp_endpoint=url, interval_s=0.05,
+                                                    timeout_s=30))
+            stop = asyncio.Event()
+            task = asyncio.create_task(w.run(stop))
+            try:
+                while len(got.spans) < 24:
+                    await asyncio.sleep(0.01)
+                assert w.cost < 0.5  # the second it waited on the collector is not in it
+                await Sessions(store).send(sid, "hello again", sender="alice")
+                await run_idle(store, sid)
+                while len(got.spans) < 27:  # the pace after the first step: CPU time * 19
+                    await asyncio.sleep(0.01)
+            finally:
+                stop.set()
+                await task
+            assert len(got.spans) == 27 and got.posts == 2
+    finally:
         await store.close()
 
 

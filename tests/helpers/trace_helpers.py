@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,9 +48,11 @@ async def session_tree(path: Path, *, decide: bool = True, message: str = "") ->
 
 class Collector:
     """An OTLP/HTTP receiver on loopback: decodes each POSTed ExportTraceServiceRequest
-    (protobuf) into span dicts. `fail` requests are answered 500 first."""
+    (protobuf) into span dicts. `fail` requests are answered 500 first; each answer waits
+    `delay_s` (a slow collector)."""
 
-    def __init__(self, fail: int = 0) -> None:
+    def __init__(self, fail: int = 0, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
         self.spans: list[dict[str, Any]] = []
         self.resources: list[dict[str, Any]] = []
         self.posts = 0
@@ -61,6 +64,7 @@ class Collector:
             ExportTraceServiceRequest,
         )
 
+        time.sleep(self.delay_s)
         self.posts += 1
         self.paths.append(path)
         if self.fail > 0:
@@ -89,8 +93,8 @@ def _any(v: Any) -> Any:
 
 
 @contextmanager
-def collector(fail: int = 0) -> Iterator[tuple[Collector, str]]:
-    got = Collector(fail)
+def collector(fail: int = 0, delay_s: float = 0.0) -> Iterator[tuple[Collector, str]]:
+    got = Collector(fail, delay_s)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:

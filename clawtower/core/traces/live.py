@@ -9,9 +9,9 @@ each span to the OTLP/HTTP collector of `telemetry:` once its end is logged.
   what was not sent, so nothing is lost and no queue grows in memory.
 - It never blocks an agent: deriving and sending run in a thread, at most once per
   `interval_s`, and it writes only its position. While the log keeps growing, a step waits
-  until the last one's cost is at most SHARE of the time since (the thread holds the GIL
-  the agents' loop needs, and deriving is linear in the log); once the log has been quiet
-  for `interval_s` (the agents wait on something) it goes at once.
+  until the last one's CPU time is at most SHARE of the time since (its threads hold the
+  GIL the agents' loop needs, and deriving is linear in the log); once the log has been
+  quiet for `interval_s` (the agents wait on something) it goes at once.
 - A span whose end is not logged yet is held back and sent when it ends; a top-level
   session's span ends with its last job while it is idle and is sent again (same id, later
   end) when it works again.
@@ -27,8 +27,10 @@ import json
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
+from typing import TypeVar
 
 from .. import leases
 from ..aio import wait_event
@@ -47,6 +49,7 @@ log = logging.getLogger(__name__)
 
 Send = Callable[[list[Trace]], int]
 
+T = TypeVar("T")
 SHARE = 0.05  # of the time, at most, the exporter takes while the log keeps growing
 
 
@@ -86,6 +89,7 @@ class TracesWorker:
         self.events: list[LogEvent] = []  # the log read so far (payloads parsed lazily)
         self.failing = ""  # the last step's error while the collector refuses
         self.sent = 0
+        self.cost = 0.0  # CPU seconds the steps' threads took (the pace is set from it)
         self._stop = asyncio.Event()
 
     def _send(self, traces: list[Trace]) -> int:
@@ -101,6 +105,15 @@ class TracesWorker:
             " ORDER BY seq DESC LIMIT 1", ("telemetry", self.entity, TracesExported.TYPE))
         return int(json.loads(row["payload"])["seq"]) if row else 0
 
+    def _timed(self, work: Callable[[], T]) -> T:
+        """`work` in this thread, its CPU time added to `cost` (a collector's slow answer is
+        a wait, not a cost to the agents)."""
+        began = time.thread_time()
+        try:
+            return work()
+        finally:
+            self.cost += time.thread_time() - began
+
     async def step(self) -> int:
         """Send what closed since the position; returns how many spans were sent."""
         if self.position is None:
@@ -112,12 +125,12 @@ class TracesWorker:
             return 0
         salt = await store_salt(self.store)
         after = self.position
-        traces = await asyncio.to_thread(
-            lambda: due(derive(self.events, salt=salt, redact=self.redact,
-                               capture_content=self.config.capture_content), after, upto))
+        traces = await asyncio.to_thread(self._timed, lambda: due(derive(
+            self.events, salt=salt, redact=self.redact,
+            capture_content=self.config.capture_content), after, upto))
         n = sum(len(t.spans) for t in traces)
         if n:
-            await asyncio.to_thread(self.send, traces)
+            await asyncio.to_thread(self._timed, lambda: self.send(traces))
             await self.store.append([NewEvent(
                 entity_id=self.entity, actor=self.owner, role="system",
                 payload=TracesExported(endpoint=self.endpoint, seq=upto, spans=n,
@@ -144,11 +157,10 @@ class TracesWorker:
                             continue
                         renew_at = loop.time() + self.lease_ttl_s / 3
                     if quiet or loop.time() >= step_at:
-                        began = loop.time()
+                        began = self.cost
                         await self.step()
-                        cost = loop.time() - began
                         step_at = loop.time() + max(self.config.interval_s,
-                                                    cost * (1 / SHARE - 1))
+                                                    (self.cost - began) * (1 / SHARE - 1))
                         self.failing = ""
                         backoff = Backoff(first=0.5, cap=30.0)
                     quiet = await self._wait(loop, renew_at, step_at)
