@@ -10,6 +10,7 @@ SAVEPOINT/RELEASE and BEGIN/COMMIT count as statements. Repetitions: the median 
 timed runs; the first run of the process (imports, model builds) is dropped.
 
     .venv/bin/python benchmarks/bench_flows_writer.py [--n 1000] [--width 100] [--reps 3]
+                                                      [--turns]
 """
 
 from __future__ import annotations
@@ -85,12 +86,14 @@ class Meter:
         return run
 
 
-def measure(n: int, width: int, conc: int, trace: bool) -> tuple[Meter, dict[str, float]]:
+def measure(n: int, width: int, conc: int, trace: bool,
+            turns: bool = False) -> tuple[Meter, dict[str, float]]:
     meter = Meter(trace)
     sqlite_store.run_commands = meter.run_commands  # type: ignore[assignment]
     try:
         with tempfile.TemporaryDirectory() as d:
-            res = asyncio.run(ours(Path(d) / "flow.db", random_dag(n, width), "FULL", conc))
+            res = asyncio.run(ours(Path(d) / "flow.db", random_dag(n, width), "FULL", conc,
+                                   turns=turns))
     finally:
         sqlite_store.run_commands = ORIGINAL
     return meter, res
@@ -102,11 +105,14 @@ def main() -> None:
     p.add_argument("--width", type=int, default=100)
     p.add_argument("--concurrency", type=int, default=None)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--turns", action="store_true",
+                   help="every node a real session turn (bench_flows.py --turns)")
     args = p.parse_args()
     n, conc = args.n, args.concurrency or args.width
-    measure(n, args.width, conc, trace=False)  # warm-up: imports, model builds
-    timed = [measure(n, args.width, conc, trace=False) for _ in range(args.reps)]
-    counted, _ = measure(n, args.width, conc, trace=True)
+    measure(n, args.width, conc, trace=False, turns=args.turns)  # warm-up: imports, models
+    timed = [measure(n, args.width, conc, trace=False, turns=args.turns)
+             for _ in range(args.reps)]
+    counted, _ = measure(n, args.width, conc, trace=True, turns=args.turns)
     per_node = [m.ns / n / 1e3 for m, _ in timed]
     walls = [r["wall_s"] for _, r in timed]
     best = timed[per_node.index(statistics.median(per_node))][0] if args.reps % 2 else \
@@ -121,8 +127,8 @@ def main() -> None:
     for name, calls in best.calls.most_common():
         print(f"{name[:28]:28s} {calls:6d} {best.cpu[name] / calls / 1e3:9.1f}"
               f" {best.cpu[name] / n / 1e3:8.1f} {counted.stmts[name] / n:10.2f}")
-    print("statements per node, by command and SQL (top 20):")
-    for (cmd, sql), c in counted.by_sql.most_common(20):
+    print("statements per node, by command and SQL (top 30):")
+    for (cmd, sql), c in counted.by_sql.most_common(30):
         print(f"  {c / n:5.2f}  {cmd[:16]:16s} {sql}")
 
 
