@@ -11,12 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from phoenix_peer import phoenix_server, spans_of
+from phoenix_peer import free_port, phoenix_server, spans_of
+from session_helpers import run_idle
 from trace_helpers import session_tree
 
 from clawtower.core.approvals import Approvals
+from clawtower.core.sessions.service import Sessions
 from clawtower.core.store import open_store
 from clawtower.core.traces import load
+from clawtower.core.traces.config import TelemetryConfig
+from clawtower.core.traces.live import TracesWorker
 from clawtower.core.traces.otlp import export
 
 pytestmark = [pytest.mark.phoenix, pytest.mark.xdist_group("phoenix")]
@@ -112,3 +116,39 @@ async def test_phoenix_reads_back_what_was_exported(tmp_path: Path) -> None:
     assert names.count("execute_tool text.count") == 3
     (wait,) = [p for p in got if p["name"] == "approval clock.now"]
     assert _attr(wait, "clawtower.approval.decided_by") == "bob"
+
+
+async def test_phoenix_down_then_up_the_live_exporter_loses_nothing(tmp_path: Path) -> None:
+    """The engine's live exporter against a real Phoenix that stops: the step fails and its
+    position stays; new work meanwhile; Phoenix restarted on its port and data: the next
+    step sends what was left, and Phoenix holds every span once. Phoenix keeps the first
+    copy of a span id (its insert does nothing on conflict), so the top-level session's
+    span, sent again when its end moved, keeps its first end there."""
+    db = tmp_path / "db.sqlite"
+    sid = await session_tree(db)
+    port, work, project = free_port(), tmp_path / "phoenix", "clawtower-live"
+    store = await open_store(db)
+    try:
+        def worker(url: str, timeout_s: float) -> TracesWorker:
+            return TracesWorker(store, TelemetryConfig(
+                otlp_endpoint=url, service_name=project, timeout_s=timeout_s))
+
+        with phoenix_server(work, port) as base:
+            assert await worker(base, 60).step() == 24
+            assert len(await asyncio.to_thread(spans_of, base, project, 24)) == 24
+        await Sessions(store).send(sid, "hello again", sender="alice")
+        await run_idle(store, sid)
+        down = worker(base, 1)
+        with pytest.raises(Exception, match="did not take the spans"):
+            await down.step()
+        assert down.position is not None and down.position < await store.last_seq()
+        with phoenix_server(work, port) as again:
+            assert again == base
+            assert await worker(base, 60).step() == 3  # two new spans, the session's again
+            got = await asyncio.to_thread(spans_of, base, project, 26)
+        ids = [p["context"]["span_id"] for p in got]
+        assert len(ids) == len(set(ids)) == 26
+        (trace,) = await load(store)
+        assert set(ids) == {s.span_id for s in trace.spans}
+    finally:
+        await store.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from llama_peer import _free_port as free_port
 from procs import die_with_parent, stop_group
 
 PEERS = Path(os.environ.get("CLAWTOWER_PEERS", Path.home() / ".cache" / "clawtower-peers"))
@@ -24,21 +24,16 @@ PHOENIX = PEERS / "phoenix" / "bin" / "phoenix"
 START_S = 120  # ~20 s on a quiet 2-core machine; more beside a running suite
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
-def phoenix_server(workdir: Path) -> Iterator[str]:
-    """Yield the server's base URL; skip the caller when the peer is missing."""
+def phoenix_server(workdir: Path, port: int | None = None) -> Iterator[str]:
+    """Yield the server's base URL; skip the caller when the peer is missing. `port`: the
+    same as a server before it (with the same `workdir`: the same data) to restart it."""
     if not PHOENIX.exists():
         reason = f"peer missing: no Phoenix at {PHOENIX} (run scripts/install-peers.sh phoenix)"
         print(f"\nSKIP: {reason}")
         pytest.skip(reason)
-    port = _free_port()
-    grpc = _free_port()
+    port = port or free_port()
+    grpc = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     log = open(workdir / "phoenix.log", "wb")  # noqa: SIM115 (closed in the finally below)
     env = {**os.environ, "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc),
