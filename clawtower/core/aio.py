@@ -7,6 +7,11 @@ at the same moment (the cancelled task then runs on forever); `asyncio.timeout` 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 async def wait_event(event: asyncio.Event, timeout: float) -> bool:
@@ -19,3 +24,23 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
     except TimeoutError:
         return event.is_set()
     return True
+
+
+async def unless_set(event: asyncio.Event, work: Awaitable[T]) -> T | None:
+    """`work`'s result, or None when `event` is set first (`work` is then cancelled and
+    awaited): a wait a stop request must end at once."""
+    job = asyncio.ensure_future(work)
+    if event.is_set():
+        job.cancel()
+    stopper = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({job, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for f in (job, stopper):
+            if not f.done():
+                f.cancel()
+                with contextlib.suppress(BaseException):
+                    await f
+    if job.done() and not job.cancelled():
+        return job.result()
+    return None

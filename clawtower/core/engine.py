@@ -19,7 +19,7 @@ from typing import Any
 
 from . import leases
 from .agents.registry import AgentSet
-from .aio import wait_event
+from .aio import unless_set, wait_event
 from .clock import Clock, SystemClock
 from .effects import EffectSink
 from .errors import Conflict, ValidationError
@@ -97,16 +97,11 @@ class Engine:
                         renew_at = loop.time() + self.lease_ttl_s / 3
                 await self._adopt_runs()
                 await self._adopt_meetings()
-                waiter = asyncio.ensure_future(self.store.wait_for_change(
+                now = await unless_set(self._stop, self.store.wait_for_change(
                     seq, max(0.0, min(self.lease_ttl_s / 3, renew_at - loop.time()))))
-                stopper = asyncio.ensure_future(self._stop.wait())
-                await asyncio.wait([waiter, stopper], return_when=asyncio.FIRST_COMPLETED)
-                stopper.cancel()
-                if waiter.done():
-                    seq = waiter.result()
+                if now is not None:
+                    seq = now
                     await wait_event(self._stop, SWEEP_MIN_S)
-                else:
-                    waiter.cancel()
         finally:
             self.holding = False
             drive_stop.set()

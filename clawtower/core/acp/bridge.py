@@ -32,6 +32,7 @@ from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
 from .. import liveness
+from ..aio import unless_set
 from ..errors import ValidationError
 from ..events import NewEvent
 from ..store.interface import Store, WriteTx
@@ -174,15 +175,7 @@ class AcpTurn:
             if row is not None and row["cancel_requested"]:
                 self.cancel("cancelled by the operator")
                 return
-            waiter = asyncio.ensure_future(self.store.wait_for_change(seq, 5.0))
-            local = asyncio.ensure_future(self._cancel.wait())
-            try:
-                await asyncio.wait({waiter, local}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for f in (waiter, local):
-                    f.cancel()
-                    with contextlib.suppress(BaseException):
-                        await f
+            await unless_set(self._cancel, self.store.wait_for_change(seq, 5.0))
 
     async def run(self) -> RunOutcome:
         h = self.harness

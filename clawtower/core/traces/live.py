@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from .. import leases
-from ..aio import wait_event
+from ..aio import unless_set, wait_event
 from ..events import NewEvent
 from ..store.faults import Backoff
 from ..store.interface import Store
@@ -195,14 +195,8 @@ class TracesWorker:
 
     async def _until_change(self, seq: int, timeout: float) -> bool:
         """Whether the log passed `seq` within `timeout` (stopping ends the wait)."""
-        change = asyncio.create_task(self.store.wait_for_change(seq, max(0.0, timeout)))
-        stopped = asyncio.create_task(self._stop.wait())
-        try:
-            await asyncio.wait({change, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in (change, stopped):
-                t.cancel()
-        return change.done() and not change.cancelled() and change.result() > seq
+        now = await unless_set(self._stop, self.store.wait_for_change(seq, max(0.0, timeout)))
+        return now is not None and now > seq
 
     def stop(self) -> None:
         self._stop.set()
