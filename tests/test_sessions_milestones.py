@@ -8,6 +8,7 @@ subagents as child sessions with announces; M5 idempotency, hop limits, no self-
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -258,6 +259,30 @@ async def test_m4_parent_spawns_children_in_parallel_and_synthesises(tmp_path: P
         from session_helpers import sim_config
 
         r, rec = runner(store, sim_config(cfg_extra))
+        # parallel: each worker's model call waits until all four are in one (serial
+        # children would never get there); a condition, not a race against 150 ms
+        inside, most, all_in = 0, 0, asyncio.Event()
+        stream = rec.stream
+
+        async def gated(request: Any) -> Any:
+            nonlocal inside, most
+            worker = request.metadata.get("agent") == "worker"
+            if worker:
+                inside += 1
+                most = max(most, inside)
+                if most == 4:
+                    all_in.set()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(20):
+                        await all_in.wait()
+            try:
+                async for event in stream(request):
+                    yield event
+            finally:
+                if worker:
+                    inside -= 1
+
+        rec.stream = gated  # type: ignore[method-assign]
         sid = await sessions.create(agent="lead", deliver=True, channel="cli")
         await sessions.send(sid, "#spawn 4 worker check one shard each")
         assert await r.run_until_idle(60)
@@ -270,6 +295,7 @@ async def test_m4_parent_spawns_children_in_parallel_and_synthesises(tmp_path: P
         jobs = await store.fetchall("SELECT started_at, ended_at FROM turn_jobs WHERE"
                                     " session_id IN (?, ?, ?, ?)",
                                     tuple(k["id"] for k in kids))
+        assert most == 4, most  # all four children's turns were in a model call at once
         assert max(j["started_at"] for j in jobs) < min(j["ended_at"] for j in jobs)
         # children never deliver; the parent (deliver=true, channel cli) does
         deliveries = await store.fetchall("SELECT session_id FROM session_deliveries")
