@@ -9,9 +9,10 @@ each span to the OTLP/HTTP collector of `telemetry:` once its end is logged.
   what was not sent, so nothing is lost and no queue grows in memory.
 - It never blocks an agent: deriving and sending run in a thread, at most once per
   `interval_s`, and it writes only its position. While the log keeps growing, a step waits
-  until the last one's CPU time is at most SHARE of the time since (its threads hold the
-  GIL the agents' loop needs, and deriving is linear in the log); once the log has been
-  quiet for `interval_s` (the agents wait on something) it goes at once.
+  until its expected CPU time (the last step's per event, times the log's length: deriving
+  is linear in it) is at most SHARE of the time since the last one (its threads hold the
+  GIL the agents' loop needs); once the log has been quiet for `interval_s` (the agents
+  wait on something) it goes at once.
 - A span whose end is not logged yet is held back and sent when it ends; a top-level
   session's span ends with its last job while it is idle and is sent again (same id, later
   end) when it works again.
@@ -90,6 +91,8 @@ class TracesWorker:
         self.failing = ""  # the last step's error while the collector refuses
         self.sent = 0
         self.cost = 0.0  # CPU seconds the steps' threads took (the pace is set from it)
+        self.per_event = 0.0  # the last step's CPU seconds per event of the log
+        self.ended_at = float("-inf")  # the loop's time when the last step ended
         self._stop = asyncio.Event()
 
     def _send(self, traces: list[Trace]) -> int:
@@ -145,7 +148,7 @@ class TracesWorker:
         backoff = Backoff(first=0.5, cap=30.0)
         try:
             loop = asyncio.get_running_loop()
-            renew_at = step_at = 0.0
+            renew_at = 0.0
             quiet = False  # the log did not change for interval_s
             while not self._stop.is_set():
                 try:
@@ -156,14 +159,14 @@ class TracesWorker:
                             await wait_event(self._stop, self.lease_ttl_s / 2)
                             continue
                         renew_at = loop.time() + self.lease_ttl_s / 3
-                    if quiet or loop.time() >= step_at:
+                    if quiet or loop.time() >= self._step_at(await self.store.last_seq()):
                         began = self.cost
                         await self.step()
-                        step_at = loop.time() + max(self.config.interval_s,
-                                                    (self.cost - began) * (1 / SHARE - 1))
+                        self.per_event = (self.cost - began) / max(1, len(self.events))
+                        self.ended_at = loop.time()
                         self.failing = ""
                         backoff = Backoff(first=0.5, cap=30.0)
-                    quiet = await self._wait(loop, renew_at, step_at)
+                    quiet = await self._wait(loop, renew_at)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # the collector, most likely: the log keeps it
@@ -175,17 +178,24 @@ class TracesWorker:
             with contextlib.suppress(Exception):
                 await leases.release(self.store, self.lease, self.owner)
 
-    async def _wait(self, loop: asyncio.AbstractEventLoop, renew_at: float,
-                    step_at: float) -> bool:
+    def _step_at(self, seq: int) -> float:
+        """When the next step may go while the log keeps growing: interval_s after the last
+        one, and late enough that its cost (the last step's CPU time per event, times the
+        log's length now: deriving is linear in it) is at most SHARE of the time since."""
+        return self.ended_at + max(self.config.interval_s,
+                                   self.per_event * seq * (1 / SHARE - 1))
+
+    async def _wait(self, loop: asyncio.AbstractEventLoop, renew_at: float) -> bool:
         """Wait for the next step (or the lease's renewal): for something new in the log,
-        then for `step_at`. True when the log has been quiet for interval_s before it."""
+        then for `_step_at`. True when the log has been quiet for interval_s before it."""
         seq = await self.store.last_seq()
         if self.position is not None and self.position >= seq:  # all sent: wait for more
             if not await self._until_change(seq, renew_at - loop.time()):
                 return False
             seq = await self.store.last_seq()
-        while not self._stop.is_set() and loop.time() < min(step_at, renew_at):
-            span = min(self.config.interval_s, step_at - loop.time(), renew_at - loop.time())
+        while not self._stop.is_set() and loop.time() < min(self._step_at(seq), renew_at):
+            span = min(self.config.interval_s, self._step_at(seq) - loop.time(),
+                       renew_at - loop.time())
             await wait_event(self._stop, span)  # once a span, not at every commit
             now = await self.store.last_seq()
             if now == seq and span >= self.config.interval_s:
