@@ -2,8 +2,9 @@
 spawning N subagents) and bench_flows.py's flow (a random DAG of N subtasks, each executed
 as a session turn), each run with the engine's trace exporter (core/traces/live.py, a worker
 in the same process and event loop, as `clawtower serve` runs it) sending to a receiver on
-loopback, and without it, alternating. Reported: the median wall time of each, and on/off.
-Target: within 5%.
+loopback, and without it, alternating. Reported: the median wall and CPU time (every
+thread's) of each, on/off, and the median of each "on" run over the "off" run just before it
+(on this shared machine wall times drift by ±15% from run to run). Target: within 5%.
 
     .venv/bin/python benchmarks/bench_traces_live.py [--quick] [--reps N] [--n 1000]
 """
@@ -61,6 +62,7 @@ def main() -> None:
     sent: list[int] = []
     live = with_exporter(url, sent)
     walls: dict[tuple[str, bool], list[float]] = {}
+    cpus: dict[tuple[str, bool], list[float]] = {}
     with cm.work_dir(args) as folder:
         db = Path(folder) / "live.db"
         dag = bench_flows.random_dag(n, 100)
@@ -70,17 +72,25 @@ def main() -> None:
                 bench_flows.open_store = live if on else open_store  # type: ignore[attr-defined]
                 r = asyncio.run(bench_sessions.ours_fanout(db, n, "NORMAL", n))
                 walls.setdefault(("fan-out", on), []).append(r["wall_s"])
+                cpus.setdefault(("fan-out", on), []).append(r["cpu_s"])
                 r = asyncio.run(bench_flows.ours(db, dag, "NORMAL", 100, turns=True))
                 walls.setdefault(("flow", on), []).append(r["wall_s"])
+                cpus.setdefault(("flow", on), []).append(r["cpu_s"])
                 print(f"export {'on ' if on else 'off'}  fan-out {walls['fan-out', on][-1]:.2f} s"
                       f"  flow {walls['flow', on][-1]:.2f} s"
                       + (f"  (spans sent {sent[-2:]})" if on else ""), flush=True)
     server.shutdown()
     for what in ("fan-out", "flow"):
         off, on = cm.median(walls[what, False]), cm.median(walls[what, True])
-        print(f"{what:>8} n={n}: off {off:.2f} s  on {on:.2f} s  on/off {on / off:.3f}"
-              f" (target <= {1 + TARGET:.2f}; runs off {walls[what, False]}, on"
-              f" {walls[what, True]})")
+        # each "on" run beside the "off" run just before it: the machine's drift cancels
+        paired = cm.median([b / a for a, b in zip(walls[what, False], walls[what, True],
+                                                  strict=True)])
+        cpu_off, cpu_on = cm.median(cpus[what, False]), cm.median(cpus[what, True])
+        print(f"{what:>8} n={n}: wall off {off:.2f} s  on {on:.2f} s  on/off {on / off:.3f},"
+              f" paired {paired:.3f}; CPU off {cpu_off:.2f} s  on {cpu_on:.2f} s  on/off"
+              f" {cpu_on / cpu_off:.3f} (target <= {1 + TARGET:.2f}; wall runs off"
+              f" {[round(x, 2) for x in walls[what, False]]}, on"
+              f" {[round(x, 2) for x in walls[what, True]]})")
 
 
 if __name__ == "__main__":
