@@ -121,10 +121,13 @@ async def test_the_engine_exports_live_when_configured(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_while_the_log_grows_the_exporter_takes_at_most_its_share(tmp_path: Path) -> None:
+@pytest.mark.parametrize("collector_up", [True, False])
+async def test_while_the_log_grows_the_exporter_takes_at_most_its_share(
+        tmp_path: Path, collector_up: bool) -> None:
     """A step that took C seconds of CPU waits C * (1 / SHARE - 1) while the log keeps
     growing (deriving holds the GIL the agents need), and goes once the log has been quiet
-    for interval_s."""
+    for interval_s; a step whose collector is down spent its CPU too (retrying it at the
+    backoff's pace alone would derive the whole log every few seconds)."""
     db = tmp_path / "db.sqlite"
     await session_tree(db)
     store = await open_store(db)
@@ -134,18 +137,23 @@ async def test_while_the_log_grows_the_exporter_takes_at_most_its_share(tmp_path
         until = time.thread_time() + 0.3  # the encoding's CPU time: the step's cost
         while time.thread_time() < until:
             pass
+        if not collector_up:
+            raise ConnectionError("the collector did not take the spans")
         return len(traces)
 
     w = TracesWorker(store, TelemetryConfig(otlp_endpoint="http://127.0.0.1:9",
                                             interval_s=0.5), send=send)
     stepped: list[tuple[float, float]] = []  # (began, ended)
+    starts: list[float] = []
     step = w.step
 
     async def timed() -> int:
         began = loop.time()
-        n = await step()
-        stepped.append((began, loop.time()))
-        return n
+        starts.append(began)
+        try:
+            return await step()
+        finally:
+            stepped.append((began, loop.time()))
 
     w.step = timed  # type: ignore[method-assign]
     growing = True
@@ -167,13 +175,13 @@ async def test_while_the_log_grows_the_exporter_takes_at_most_its_share(tmp_path
         pace = w.cost * (1 / SHARE - 1)
         assert pace >= 5.7
         await asyncio.sleep(1.5)
-        assert len(stepped) == 1  # the log kept changing: no step before the pace
+        assert len(starts) == 1  # the log kept changing: no step before the pace
         growing = False
         await writer
         while len(stepped) < 2:
             await asyncio.sleep(0.01)
         assert stepped[1][0] < ended + pace  # quiet: it went before the pace
-        assert await w.idle()
+        assert await w.idle()  # all sent, or the collector refuses: the log keeps it
     finally:
         growing = False
         stop.set()

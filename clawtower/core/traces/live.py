@@ -161,9 +161,11 @@ class TracesWorker:
                         renew_at = loop.time() + self.lease_ttl_s / 3
                     if quiet or loop.time() >= self._step_at(await self.store.last_seq()):
                         began = self.cost
-                        await self.step()
-                        self.per_event = (self.cost - began) / max(1, len(self.events))
-                        self.ended_at = loop.time()
+                        try:
+                            await self.step()
+                        finally:  # a step that failed (a collector down) spent it too
+                            self.per_event = (self.cost - began) / max(1, len(self.events))
+                            self.ended_at = loop.time()
                         self.failing = ""
                         backoff = Backoff(first=0.5, cap=30.0)
                     quiet = await self._wait(loop, renew_at)
@@ -171,6 +173,7 @@ class TracesWorker:
                     raise
                 except Exception as exc:  # the collector, most likely: the log keeps it
                     self.failing = str(exc)
+                    quiet = False  # the next try keeps to the budget as any step
                     log.warning("traces: %s; trying again", exc)
                     await wait_event(self._stop, backoff.next())
         finally:
