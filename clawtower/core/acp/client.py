@@ -42,6 +42,7 @@ from acp.schema import (
 )
 
 from .. import files
+from ..aio import unless_set
 from ..events import ApprovalDecided, ApprovalRequested, NewEvent
 from ..store.interface import Store, WriteTx
 from ..workflows.shell import death_guard
@@ -255,16 +256,7 @@ class BridgeClient(Client):
                     answer_cancelled, approval_id=approval_id, source=source, actor=self.actor))
                 continue  # read what stands (an answer may have come first)
             wait = min(deadline - loop.time(), 1.0)
-            waiter = asyncio.ensure_future(self.store.wait_for_change(seq, max(wait, 0.0)))
-            cancel = asyncio.ensure_future(self.cancelled.wait())
-            try:
-                await asyncio.wait({waiter, cancel}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for f in (waiter, cancel):
-                    if not f.done():
-                        f.cancel()
-                        with contextlib.suppress(asyncio.CancelledError, Exception):
-                            await f
+            await unless_set(self.cancelled, self.store.wait_for_change(seq, max(wait, 0.0)))
 
     # ------------------------------------------------------------------ files
 
