@@ -100,17 +100,17 @@ def _prescan(text: str) -> None:
             elif isinstance(event, _NODE_EVENTS):
                 nodes += 1
                 if nodes > MAX_NODES:
-                    raise ValidationError(f"{_where(event)}more than {MAX_NODES} nodes")
+                    raise ValidationError(f"{_line(event.start_mark)}more than {MAX_NODES}"
+                                          " nodes")
                 if isinstance(event, yaml.CollectionStartEvent):
                     depth += 1
                     if depth > MAX_DEPTH:
-                        raise ValidationError(f"{_where(event)}nested deeper than"
-                                              f" {MAX_DEPTH} levels")
+                        raise ValidationError(f"{_line(event.start_mark)}nested deeper"
+                                              f" than {MAX_DEPTH} levels")
     except yaml.MarkedYAMLError as exc:
         if exc.problem == "exceeded maximum nesting depth":  # libyaml's own bound (1,000)
-            mark = exc.problem_mark
-            where = f"line {mark.line + 1}: " if mark is not None else ""
-            raise ValidationError(f"{where}nested deeper than {MAX_DEPTH} levels") from None
+            raise ValidationError(f"{_line(exc.problem_mark)}nested deeper than {MAX_DEPTH}"
+                                  " levels") from None
         return
     except yaml.YAMLError:
         return
@@ -118,8 +118,7 @@ def _prescan(text: str) -> None:
         parser.dispose()
 
 
-def _where(event: Any) -> str:
-    mark = event.start_mark
+def _line(mark: Any) -> str:
     return f"line {mark.line + 1}: " if mark is not None else ""
 
 

@@ -88,6 +88,7 @@ class TracesWorker:
         self.redact = redact  # of captured content (traces/redact.py)
         self.position: int | None = None  # the log position everything before is sent for
         self.events: list[LogEvent] = []  # the log read so far (payloads parsed lazily)
+        self.salt: str | None = None
         self.failing = ""  # the last step's error while the collector refuses
         self.sent = 0
         self.cost = 0.0  # CPU seconds the steps' threads took (the pace is set from it)
@@ -126,8 +127,9 @@ class TracesWorker:
         upto = self.events[-1].seq if self.events else 0
         if upto <= self.position:
             return 0
-        salt = await store_salt(self.store)
-        after = self.position
+        if self.salt is None:  # the store's identity: its first event, which never changes
+            self.salt = await store_salt(self.store)
+        salt, after = self.salt, self.position
         traces = await asyncio.to_thread(self._timed, lambda: due(derive(
             self.events, salt=salt, redact=self.redact,
             capture_content=self.config.capture_content), after, upto))
