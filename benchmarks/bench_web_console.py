@@ -56,7 +56,9 @@ from _common import (
 )
 from bench_console_startup import ANSI, in_terminal
 
-CHROMIUM = os.environ.get("CLAWTOWER_CHROMIUM", "/usr/bin/chromium")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers"))
+from chromium import ARGS, CHROMIUM  # Debian's Chromium, started as the tests start it
+
 TASKS, APPROVALS = "Why it is here", "Pending approvals"
 
 # In the page: every websocket message's arrival, and the animation frames after it
@@ -125,8 +127,7 @@ async def browser_side(base: str, link: str, server: subprocess.Popen[str], reps
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM,
-                                           args=["--no-sandbox", "--disable-gpu"])
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
         await ctx.add_init_script(INSTRUMENT)
         page = await ctx.new_page()

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
+from chromium import ARGS, CHROMIUM  # noqa: E402
 from phoenix_peer import phoenix_server, spans_of  # noqa: E402
 
 from clawtower.core.demo.flows import seed_flows  # noqa: E402
@@ -33,7 +34,6 @@ from clawtower.core.traces import load  # noqa: E402
 from clawtower.core.traces.otlp import export  # noqa: E402
 from clawtower.core.traces.spans import Trace  # noqa: E402
 
-CHROMIUM = os.environ.get("CLAWTOWER_CHROMIUM", "/usr/bin/chromium")
 PROJECT = "clawtower-demo"
 
 
@@ -51,9 +51,7 @@ async def shoot(url: str, out: Path) -> None:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = await browser.new_page(viewport={"width": 1600, "height": 1000})
             await page.goto(url, wait_until="networkidle", timeout=60_000)

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from chromium import ARGS, CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAWTOWER = Path(sys.executable).with_name("clawtower")
-CHROMIUM = os.environ.get("CLAWTOWER_CHROMIUM", "/usr/bin/chromium")
 OPERATOR = "alice"
 T = TypeVar("T")
 
@@ -208,7 +208,7 @@ class Chromium:
 
         self._pw = await async_playwright().start()
         self.browser = await self._pw.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            executable_path=CHROMIUM, args=ARGS)
 
     async def close(self) -> None:
         if self.browser is not None:
