@@ -48,6 +48,7 @@ same answer, whatever process asks: replies depend on (seed, task, purpose, roun
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import random
@@ -72,8 +73,10 @@ TOOL_PURPOSES = ("turn", "session")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
+@functools.lru_cache(maxsize=1024)
 def count_tokens(text: str) -> int:
-    """A word-piece-ish count (words and punctuation). The simulator's usage figures."""
+    """A word-piece-ish count (words and punctuation). The simulator's usage figures.
+    Remembered per text: every turn of an agent counts the same system prompt again."""
     return len(_TOKEN.findall(text))
 
 
@@ -211,6 +214,8 @@ class Simulator:
         return any(self.script.scripts.get(label, {}).get(purpose) for label in labels)
 
     def delay_s(self, step: Step, *key: Any) -> float:
+        if self.script.speed == 0:  # no delay at any draw: the draw (a sha256) is skipped
+            return 0.0
         if step.delay_ms is not None:
             ms = float(step.delay_ms)
         else:

@@ -8,6 +8,7 @@ back with the inverse; the registry, allow-lists, events and pins keep the real 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable
@@ -26,7 +27,13 @@ def _base(name: str) -> str:
 def wire_names(names: Iterable[str]) -> dict[str, str]:
     """real name -> a provider-safe name, unique within `names` and the same for the same
     set. Names that are already safe are kept as they are."""
-    real = sorted(set(names))
+    return dict(_wire_names(tuple(sorted(set(names)))))
+
+
+@functools.lru_cache(maxsize=256)
+def _wire_names(real: tuple[str, ...]) -> dict[str, str]:
+    """The mapping of one sorted set of names, computed once: every turn of an agent maps
+    the same set (the caller gets a copy)."""
     out: dict[str, str] = {}
     taken: set[str] = set()
     for n in real:  # safe names first keep themselves
