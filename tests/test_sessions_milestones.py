@@ -227,6 +227,47 @@ async def test_m3_steer_at_the_boundary_then_the_backlog_resumes_the_task(
     assert s["pending"] == [] and await store.verify_projections() == []
 
 
+async def test_m3_the_rounds_last_result_and_the_steer_are_one_commit(
+        store: Any, sessions: Sessions) -> None:
+    """Issue 36 (steer p50): the message is taken by the command that appends the round's
+    last result, with its `turnjob.steered` and `turn.steered`; the turn awaits no second
+    commit at the boundary."""
+    await spec(sessions, "worker", policy={"tools": ["text.count"]})
+    gated = GatedRegistry(store, gate_at=2)
+    r, _ = runner(store, registry=gated)
+    commands: list[list[str]] = []  # the event types each store command wrote
+    real_execute = store.execute
+
+    class Recorded:
+        def __init__(self, tx: Any, types: list[str]) -> None:
+            self._tx, self._types = tx, types
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._tx, name)
+
+        def emit(self, event: NewEvent) -> Any:
+            self._types.append(event.payload.TYPE)
+            return self._tx.emit(event)
+
+    async def execute(command: Any) -> Any:
+        types: list[str] = []
+        commands.append(types)
+        return await real_execute(lambda tx: command(Recorded(tx, types)))
+
+    store.execute = execute
+    sid = await sessions.create(agent="worker")
+    await sessions.send(sid, "#work 3 build the report")
+    async with running(r, sid):
+        await asyncio.wait_for(gated.reached.wait(), 20)  # inside tool round 2
+        await sessions.send(sid, "what is the status?")
+        gated.release.set()
+    steering = [c for c in commands if "turnjob.steered" in c]
+    assert steering == [["turn.tool_result", "session.backlogged", "session.message",
+                         "turnjob.steered", "turn.steered"]]
+    assert len(await event_types(store, "turn.steered")) == 1
+    assert await store.verify_projections() == []
+
+
 async def test_m3_without_a_safe_boundary_the_message_waits_in_the_backlog(
         store: Any, sessions: Sessions) -> None:
     r, rec = runner(store)

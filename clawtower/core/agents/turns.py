@@ -36,7 +36,9 @@ then on as usual. Arguments over `MAX_ARGUMENT_CHARS` are refused before any tie
 
 Steering: after every tool round (the safe boundary: all results appended, no call in
 flight) `steer(state)` is awaited; the messages it returns are appended before the next
-model call and recorded as `turn.steered`.
+model call and recorded as `turn.steered`. A durable caller gives `steer_at` instead: the
+round's last result, the steer and its `turn.steered` are then one commit (a session job:
+issue 36, one awaited commit fewer per round and a message taken at the result's commit).
 
 Events (when a store is given): `turn.started`, `turn.tool_called`, `turn.tool_result`,
 `turn.steered`, `turn.finished` on the turn's id, and one `agent.usage` per model call on the
@@ -64,6 +66,7 @@ from ..tools.types import ToolBox, ToolResult
 from .provider import ChatMessage, ChatRequest, Provider, ProviderError, ToolCall, ToolSpec, Usage
 from .simulator import count_tokens
 from .turntypes import (  # re-exported: callers import them from the loop
+    BoundaryHook,
     CancelHandle,
     SteeringHook,
     StopReason,
@@ -134,6 +137,7 @@ async def run_turn(
     store: Store | None = None,
     price: Price | None = None,
     steer: SteeringHook | None = None,
+    steer_at: BoundaryHook | None = None,
     on_text: TextCallback | None = None,
     cancel: CancelHandle | None = None,
     temperature: float | None = None,
@@ -286,9 +290,11 @@ async def run_turn(
                              for c, (t, _) in zip(calls, decisions, strict=True)), *refusals)
 
     async def tool_round(calls: list[ToolCall], decisions: list[Decision],
-                         decided: TurnResume | None) -> None:
+                         decided: TurnResume | None) -> list[NewEvent]:
         """Run one round's calls in order, each as its decision says; a confirm-tier call
-        stops the turn there (`awaiting_approval`) with it and the calls after it pending."""
+        stops the turn there (`awaiting_approval`) with it and the calls after it pending.
+        Every result is appended but the last, which is returned for `boundary`."""
+        last: list[NewEvent] = []
         for i, call in enumerate(calls):
             if cancel is not None and cancel.cancelled:
                 raise _Stop("cancelled")
@@ -318,21 +324,38 @@ async def run_turn(
             run.tools.append(ToolRecord(round=run.rounds, call=call, result=result))
             run.messages.append(ChatMessage(role="tool", tool_call_id=call.id,
                                             content=result.content))
-            await emit(ev.TurnToolResult(round=run.rounds, call_id=call.id, name=call.name,
-                                         content=_clip(result.content),
-                                         is_error=result.is_error,
-                                         error_kind=result.error_kind))
+            record = turn_event(ev.TurnToolResult(round=run.rounds, call_id=call.id,
+                                                  name=call.name,
+                                                  content=_clip(result.content),
+                                                  is_error=result.is_error,
+                                                  error_kind=result.error_kind))
+            if i < len(calls) - 1:
+                await emit(record)
+            else:  # the round's last record: committed at the boundary (see `boundary`)
+                last.append(record)
+        return last
 
-    async def boundary() -> None:
-        """The safe boundary after a round: every result appended, no call in flight."""
+    def steered(injected: list[ChatMessage]) -> NewEvent:
+        return turn_event(ev.TurnSteered(round=run.rounds,
+                                         messages=[_clip(m.content) for m in injected]))
+
+    async def boundary(last: list[NewEvent]) -> None:
+        """The safe boundary after a round: every result appended, no call in flight. With
+        `steer_at`, the round's last result and the steer are one commit."""
         if cancel is not None and cancel.cancelled:
+            await emit(*last)
             raise _Stop("cancelled")
+        if steer_at is not None:
+            injected = await steer_at(last, state(), steered)
+            if injected:
+                run.messages.extend(injected)
+            return
+        await emit(*last)
         if steer is not None:
             injected = await steer(state())
             if injected:
                 run.messages.extend(injected)
-                await emit(ev.TurnSteered(round=run.rounds,
-                                          messages=[_clip(m.content) for m in injected]))
+                await emit(steered(injected))
 
     async def body() -> StopReason:
         nonlocal wire, real_names
@@ -347,8 +370,7 @@ async def run_turn(
             decisions: list[Decision] = [("confirm", None),
                                          *[await decide(c) for c in pending[1:]]]
             await record_calls(pending, decisions)
-            await tool_round(pending, decisions, resume)
-            await boundary()
+            await boundary(await tool_round(pending, decisions, resume))
         while True:
             if cancel is not None and cancel.cancelled:
                 raise _Stop("cancelled")
@@ -374,8 +396,7 @@ async def run_turn(
             # the call's usage and every tool call it asked for with its tier, in one commit
             decisions = [await decide(c) for c in calls]
             await record_calls(calls, decisions, usage_event)
-            await tool_round(calls, decisions, None)
-            await boundary()
+            await boundary(await tool_round(calls, decisions, None))
 
     if not start_recorded:
         await emit(ev.TurnStarted(subject=subject, agent=agent, model=model,

@@ -8,12 +8,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
 from ..tools.types import ToolResult
 from .provider import ChatMessage, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from ..events import NewEvent
 
 StopReason = Literal["completed", "max_tool_rounds", "max_tokens", "max_wall_clock",
                      "cancelled", "error", "awaiting_approval"]
@@ -103,6 +106,12 @@ class TurnState:
 
 
 SteeringHook = Callable[[TurnState], Awaitable[list[ChatMessage]]]
+# At a safe boundary, one commit (issue 36: the steer p50): append the round's last records
+# (the first argument), take what was sent meanwhile and record its `turn.steered` (built
+# by the third argument from the injected messages) in that same commit; returns the
+# messages to inject (none: the records are appended all the same).
+BoundaryHook = Callable[[list["NewEvent"], TurnState, Callable[[list[ChatMessage]], "NewEvent"]],
+                        Awaitable[list[ChatMessage]]]
 TextCallback = Callable[[str], None]
 
 

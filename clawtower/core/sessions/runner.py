@@ -85,6 +85,9 @@ class _Cadence:
     renewed: float
 
 
+_PENDING = "SELECT 1 FROM session_inbox WHERE session_id=? AND status='pending' LIMIT 1"
+
+
 class SessionRunner:
     """Runs the store's TurnJobs (any process may run one; leases keep them apart)."""
 
@@ -423,21 +426,31 @@ class SessionRunner:
         price = Price(d.price.prompt, d.price.completion) if d.price is not None else None
         sid = claim.session_id
 
-        async def steer(state: TurnState) -> list[ChatMessage]:
-            if claim.cancel.cancelled:
-                return []
-            row = await self.store.fetchone(
-                "SELECT 1 FROM session_inbox WHERE session_id=? AND status='pending'"
-                " LIMIT 1", (sid,))
-            if row is None:
-                return []
-            texts = await self.store.execute(
-                lambda tx: _steer(tx, claim, self.owner, state))
+        async def steer_at(last: list[NewEvent], state: TurnState,
+                           steered: Callable[[list[ChatMessage]], NewEvent]
+                           ) -> list[ChatMessage]:
+            """The round's last result and the steer, one commit (issue 36): a message
+            sent during the round is taken by the commit that ends it, its `turn.steered`
+            beside it; the turn does not wait for a second commit, nor read first."""
+            cancelled = claim.cancel.cancelled
+
+            def command(tx: WriteTx) -> tuple[list[str], list[ChatMessage]]:
+                for e in last:
+                    tx.emit(e)
+                if cancelled or tx.one(_PENDING, (sid,)) is None:
+                    return [], []
+                texts = _steer(tx, claim, self.owner, state)
+                msgs = [ChatMessage(role="user", content=f"{STEER_NOTE}\n\n{t}")
+                        for t in texts]
+                if msgs:
+                    tx.emit(steered(msgs))
+                return texts, msgs
+
+            texts, msgs = await self.store.execute(command)
             if texts:
                 claim.focus = texts[-1]
                 claim.focus_round = state.rounds
-            return [ChatMessage(role="user", content=f"{STEER_NOTE}\n\n{t}")
-                    for t in texts]
+            return msgs
 
         def on_text(text: str) -> None:
             if self.on_text is not None:
@@ -452,7 +465,7 @@ class SessionRunner:
             else self._messages(claim),
             tools=box, gate=TierGate(spec.config.policy.approval), resume=resume,
             budget=_budget(spec), start_recorded=True,  # the claim recorded the turn's start
-            subject=sid, agent=spec.name, store=records, price=price, steer=steer,
+            subject=sid, agent=spec.name, store=records, price=price, steer_at=steer_at,
             on_text=on_text, cancel=claim.cancel, temperature=d.temperature,
             max_tokens_per_call=d.max_output_tokens,
             first_tool_choice=d.first_tool_choice,
