@@ -121,6 +121,24 @@ def _refused(name: str, why: str) -> ToolResult:
                       error_kind="policy")
 
 
+_RENAMED: dict[tuple[int, str], tuple[ToolSpec, ToolSpec]] = {}
+
+
+def _renamed(spec: ToolSpec, name: str) -> ToolSpec:
+    """`spec` under its provider-safe `name`, copied once per (spec, name): a registry hands
+    every turn the same spec objects (the memo keeps each original alive, so its id stays
+    its own; bounded, cleared when full)."""
+    key = (id(spec), name)
+    hit = _RENAMED.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    if len(_RENAMED) >= 1024:
+        _RENAMED.clear()
+    copy = spec.model_copy(update={"name": name})
+    _RENAMED[key] = (spec, copy)
+    return copy
+
+
 def _clip(text: str, limit: int = CLIP) -> str:
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more]"
 
@@ -362,8 +380,7 @@ async def run_turn(
         specs = await tools.specs() if tools is not None else []
         wire = wire_names(s.name for s in specs)
         real_names = unwire(wire)
-        specs = [s if wire[s.name] == s.name else s.model_copy(update={"name": wire[s.name]})
-                 for s in specs]
+        specs = [s if wire[s.name] == s.name else _renamed(s, wire[s.name]) for s in specs]
         if resume is not None and resume.pending:  # finish the paused round first
             # the decided call keeps the decision it waited on; the others are decided again
             pending = list(resume.pending)

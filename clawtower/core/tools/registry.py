@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -76,6 +77,12 @@ class ToolInfo:
         return self.status == "pinned"
 
     def spec(self) -> ToolSpec:
+        return self._spec
+
+    @functools.cached_property
+    def _spec(self) -> ToolSpec:
+        """Built once per info (the built-ins' infos live as long as their registry): the
+        model is handed the same definition at every turn. Callers copy, never change it."""
         return ToolSpec(name=self.name, description=self.description,
                         parameters=self.input_schema or {"type": "object"})
 
@@ -92,6 +99,13 @@ class ToolListing:
 
 
 def matches(name: str, patterns: Sequence[str]) -> bool:
+    return _matches(name, tuple(patterns))
+
+
+@functools.lru_cache(maxsize=4096)
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    """Remembered per (name, patterns): every turn of an agent checks the same tools
+    against the same allow-list (fnmatch per pattern was ~4% of a flow node's turn)."""
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
