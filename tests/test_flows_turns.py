@@ -273,6 +273,59 @@ async def three_nodes(store: Any) -> str:
     return fid
 
 
+async def test_a_nodes_job_is_claimed_in_the_command_that_queues_it(tmp_path: Path) -> None:
+    """Issue 36: the node's session, its job and the job's claim (`turnjob.started`) are one
+    command: the job is never queued for another worker to take, and the claim is not a
+    command of its own. With no free slot in the worker, the job is queued and claimed by
+    the worker's claim loop as before (here: one slot for three nodes at once)."""
+    for slots in (8, 1):
+        store = await open_store(tmp_path / f"db-{slots}.sqlite")
+        try:
+            commands: list[list[str]] = []
+            real_execute = store.execute
+
+            class Recorded:
+                def __init__(self, tx: Any, types: list[str]) -> None:
+                    self._tx, self._types = tx, types
+
+                def __getattr__(self, name: str) -> Any:
+                    return getattr(self._tx, name)
+
+                def emit(self, event: NewEvent) -> Any:
+                    self._types.append(event.payload.TYPE)
+                    return self._tx.emit(event)
+
+            async def execute(command: Any) -> Any:
+                types: list[str] = []
+                commands.append(types)
+                return await real_execute(lambda tx: command(Recorded(tx, types)))
+
+            store.execute = execute  # type: ignore[method-assign]
+            await setup(store)
+            plan = [{"id": f"n{i}", "agent": "worker", "instruction": CALL, "depends_on": []}
+                    for i in range(3)]
+            fid = await Flows(store).start("lead", "count words")
+            brain = TurnBrain(store, PlanBrain({"root": plan}), lease_ttl_s=2,
+                              config=config_from_data({"speed": 0}, "t"),
+                              max_concurrent=slots)
+            flow = await FlowEngine(store, brain).run_flow(fid, timeout_s=60)
+            assert flow["status"] == "done", flow
+            queued = [c for c in commands if c == ["session.created"]]  # a node's, alone
+            claimed = [c for c in commands if "session.created" in c and "turnjob.started"
+                       in c]
+            if slots == 8:
+                assert len(claimed) == 3 and queued == [], commands
+                for c in claimed:  # the session, then (the worker's lease) its claim
+                    assert c[0] == "session.created" and c[-1] == "turnjob.started", c
+            else:  # one slot: the first node claimed at once, the others by the claim loop
+                assert len(claimed) == 1 and len(queued) == 2, commands
+            jobs = await store.fetchall("SELECT status, attempt FROM turn_jobs")
+            assert [(j["status"], j["attempt"]) for j in jobs] == [("done", 1)] * 3
+            assert await store.verify_projections() == []
+        finally:
+            await store.close()
+
+
 async def test_a_node_writes_no_task_taken_and_no_session_finished(tmp_path: Path) -> None:
     """Issue 36: a node's session ends in its job's finish (`session_status`), and the
     `session.created` that queues its turn takes its task: neither `session.finished` nor

@@ -47,6 +47,7 @@ from .service import WorkItem
 
 if TYPE_CHECKING:
     from ..agents.config import ClawtowerConfig
+    from ..sessions.claims import Claim
     from ..sessions.runner import SessionRunner
 
 ENDED = ("done", "failed", "cancelled")
@@ -69,26 +70,44 @@ def owner_of(flow_id: str) -> str:
 def queue_node_turn(tx: WriteTx, item: WorkItem, job_id: str) -> str:
     """The node's session, its TASK message and its TurnJob, in one commit; the session
     of the job already queued for this node when there is one. Returns the session id."""
+    return _queue_node(tx, item, job_id, None)[0]
+
+
+def queue_and_claim(tx: WriteTx, item: WorkItem, job_id: str, runner: SessionRunner
+                    ) -> tuple[str, Claim | None]:
+    """`queue_node_turn`, and the job claimed by `runner` in the same commit when this
+    command created it (issue 36: no claim command of its own, nothing read back; the
+    runner `reserve`d a slot for it and `adopt`s what this returns)."""
+    return _queue_node(tx, item, job_id, runner)
+
+
+def _queue_node(tx: WriteTx, item: WorkItem, job_id: str, runner: SessionRunner | None
+                ) -> tuple[str, Claim | None]:
     row = tx.one("SELECT session_id FROM turn_jobs WHERE id=?", (job_id,))
     if row is not None:
-        return str(row["session_id"])
+        return str(row["session_id"]), None
     spec = spec_by_ref(tx, item.agent)
     sid = _next_session_id(tx)
     by = owner_of(item.flow_id)
     flow = tx.one("SELECT executor FROM flows WHERE id=?", (item.flow_id,))
     provider, model = overrides(flow["executor"] if flow else "", spec)
+    # `taken`: this event also takes the flow task (it shows as running from here; no
+    # `flow.task_taken`, issue 36); a node session logged before says nothing of it
+    task = {"label": item.local_id, "prompt": item.instruction, "flow_task": item.task_id,
+            "taken": True}
+    inbound = sev.SessionInbound(msg_id=new_id("m"), text=node_text(item), sender=by)
     tx.emit(NewEvent(entity_id=sid, actor=by, role="agent", payload=sev.SessionCreated(
         title=f"{item.flow_id} {spec.name} {item.local_id}", agent_id=spec.agent_id,
         provider_override=provider, model_override=model,
-        deliver=False, channel=INTERNAL_CHANNEL, trace_id=item.flow_id,
-        # `taken`: this event also takes the flow task (it shows as running from here; no
-        # `flow.task_taken`, issue 36); a node session logged before says nothing of it
-        task={"label": item.local_id, "prompt": item.instruction, "flow_task": item.task_id,
-              "taken": True},
+        deliver=False, channel=INTERNAL_CHANNEL, trace_id=item.flow_id, task=task,
         created_by=by,  # with its first message and the job that takes it (issue 24.2)
-        inbound=sev.SessionInbound(msg_id=new_id("m"), text=node_text(item), sender=by),
-        job_id=job_id, job_reason="flow")))
-    return sid
+        inbound=inbound, job_id=job_id, job_reason="flow")))
+    if runner is None:
+        return sid, None
+    session = {"id": sid, "status": "queued", "agent_id": spec.agent_id,
+               "provider_override": provider, "model_override": model,
+               "task": json.dumps(task)}
+    return sid, runner.claim_fresh_in(tx, job_id, session, inbound.model_dump(), "flow")
 
 
 def overrides(executor: str, spec: AgentSpec) -> tuple[str | None, str | None]:
@@ -146,6 +165,7 @@ class TurnBrain:
         self.max_concurrent = max_concurrent
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}  # job id -> its end
         self._watcher: asyncio.Task[None] | None = None
+        self._own: SessionRunner | None = None  # the worker `serving` runs when none was given
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -161,6 +181,7 @@ class TurnBrain:
             worker = SessionRunner(self.store, self.config, sessions=self.sessions,
                                    lease_ttl_s=self.lease_ttl_s,
                                    max_concurrent=self.max_concurrent)
+            self._own = worker
             own = asyncio.create_task(worker.run(stop), name="flow session worker")
         self._watcher = asyncio.create_task(self._watch(), name="flow turn watcher")
         try:
@@ -174,6 +195,7 @@ class TurnBrain:
             if own is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await own
+            self._own = None
 
     async def _watch(self) -> None:
         """After every commit, ONE read of the awaited jobs that have ended (not a read per
@@ -208,7 +230,16 @@ class TurnBrain:
 
     async def work(self, item: WorkItem) -> Answer:
         jid = node_job_id(item.task_id)
-        sid = await self.store.execute(lambda tx: queue_node_turn(tx, item, jid))
+        runner = self.runner or self._own
+        if runner is not None and runner.reserve():  # its claim in the queueing commit
+            claim: Claim | None = None
+            try:
+                sid, claim = await self.store.execute(
+                    lambda tx: queue_and_claim(tx, item, jid, runner))
+            finally:
+                runner.adopt(claim)
+        else:
+            sid = await self.store.execute(lambda tx: queue_node_turn(tx, item, jid))
         self.sessions.add(sid)
         job = await self._ended(jid)
         ok = job["status"] == "done"
@@ -243,4 +274,4 @@ class TurnBrain:
                 del self._waiting[jid]
 
 
-__all__ = ["TurnBrain", "node_job_id", "owner_of", "queue_node_turn"]
+__all__ = ["TurnBrain", "node_job_id", "owner_of", "queue_and_claim", "queue_node_turn"]

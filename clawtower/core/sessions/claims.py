@@ -100,6 +100,17 @@ class Claim:
     rerecalled: bool = False  # hybrid recall replaced the claim's BM25 memories
 
 
+@dataclass(frozen=True)
+class Fresh:
+    """A session created in this same command with its one message and the job that takes
+    it (a flow node's, core/flows/turns.py): what the claim would read back (the session's
+    row, its inbox, an empty backlog, no announces, no transcript) is known, so the claim
+    in that command reads none of it (issue 36)."""
+
+    session: dict[str, Any]  # id, status, agent_id, provider_override, model_override, task
+    inbound: dict[str, Any]  # the inbox row's msg_id, text, sender
+
+
 # --------------------------------------------------------------------------- commands
 
 
@@ -113,13 +124,15 @@ def _render(m: dict[str, Any]) -> ChatMessage:
 
 
 def _history(tx: WriteTx, sid: str, n: int, last: sev.SessionMessage | None = None,
-             announced_before: int | None = None) -> list[dict[str, Any]]:
+             announced_before: int | None = None, empty: bool = False
+             ) -> list[dict[str, Any]]:
     """The transcript's last `n` messages, oldest first; `last` is one not written yet (it
     rides in the start event); with `announced_before`, announce lines logged from that seq
-    on are left out (a take-over's re-run: they came after the turn it re-runs began)."""
+    on are left out (a take-over's re-run: they came after the turn it re-runs began).
+    `empty`: the session has no stored message yet (a `Fresh` one): nothing is read."""
     if n <= 0:
         return []
-    stored = n if last is None else n - 1
+    stored = 0 if empty else n if last is None else n - 1
     rows = tx.all("SELECT * FROM session_messages WHERE session_id=? AND (role<>'announce'"
                   " OR seq < ?) ORDER BY seq DESC LIMIT ?",
                   (sid, 1 << 62 if announced_before is None else announced_before, stored)
@@ -138,11 +151,12 @@ def _budget(spec: AgentSpec) -> TurnBudget:
                       max_wall_s=b.max_wall_s)
 
 
-def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str]
-           ) -> Claim | None:
+def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str],
+           fresh: Fresh | None = None) -> Claim | None:
     sid = job["session_id"]
-    session = tx.one("SELECT status, agent_id, provider_override, model_override, task"
-                     " FROM sessions WHERE id=?", (sid,))  # the columns used (a wide row)
+    session = fresh.session if fresh is not None else tx.one(
+        "SELECT status, agent_id, provider_override, model_override, task"
+        " FROM sessions WHERE id=?", (sid,))  # the columns used (a wide row)
     if session is None or session["status"] in ("stopped", "finished"):
         tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
                          payload=sev.TurnJobFinished(session_id=sid, status="cancelled",
@@ -178,8 +192,9 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     if resume is not None:  # messages sent meanwhile are taken at the next safe boundary
         pass
     elif attempt == 1:
-        waiting = tx.all("SELECT * FROM session_backlog WHERE session_id=? AND"
-                         " status='waiting' ORDER BY seq", (sid,))
+        waiting = [] if fresh is not None else tx.all(
+            "SELECT * FROM session_backlog WHERE session_id=? AND status='waiting' ORDER BY"
+            " seq", (sid,))
         if waiting:
             backlog_msg = new_id("m")
             text = "[Backlog]\n" + "\n".join(f"- {b['text']}" for b in waiting)
@@ -190,8 +205,9 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
                                  meta={"kind": "backlog", "items": drained,
                                        "job": job["id"]})))
     requester = ""
-    pending = tx.all("SELECT * FROM session_inbox WHERE session_id=? AND status='pending'"
-                     " ORDER BY seq", (sid,)) if resume is None else []
+    pending = [] if resume is not None else [fresh.inbound] if fresh is not None else tx.all(
+        "SELECT * FROM session_inbox WHERE session_id=? AND status='pending' ORDER BY seq",
+        (sid,))
     folded = None  # the one message with no backlog before it: it rides in the start event
     for m in pending:
         took.append(m["msg_id"])
@@ -207,7 +223,7 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
             tx.emit(NewEvent(entity_id=sid, actor=m["sender"] or "operator", role="operator",
                              payload=msg))
     announces = []
-    if spec.config.context_policy.announces:
+    if spec.config.context_policy.announces and fresh is None:
         announces = [dict(r) for r in tx.all(
             "SELECT * FROM session_announces WHERE parent_id=? AND consumed_by IS NULL"
             " ORDER BY seq", (sid,))]
@@ -217,7 +233,7 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
             announces = [a for a in announces if a["msg_id"] in offered]
     turn_id = new_id("turn")
     history = _history(tx, sid, spec.config.context_policy.history_messages, folded,
-                       rerun_start)
+                       rerun_start, empty=fresh is not None)
     mine = [h for h in history if h["role"] == "user" and h["meta"].get("job") == job["id"]]
     steered = [h for h in mine if h["meta"].get("steered")]
     focus_msgs = steered[-1:] if steered else mine
@@ -289,6 +305,25 @@ def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
         if claim is not None:
             out.append(claim)
     return out
+
+
+_LEASED = "worker-lease"  # a memo key entity no event has: this batch took our lease
+
+
+def claim_fresh(tx: WriteTx, job_id: str, fresh: Fresh, reason: str, owner: str, ttl: float,
+                defaults: dict[str, str]) -> Claim | None:
+    """Claim, in the command that created its session and queued it, a `Fresh` session's
+    job: it never shows as queued to another worker, and the claim is not a command of its
+    own (issue 36: a flow node's turn). This worker's lease is taken or renewed once per
+    batch of commands; None when it cannot be had (the job stays queued for whoever can)."""
+    def lease() -> bool:
+        return leases.acquire_in(tx, worker_lease(owner), owner, ttl)
+
+    if not tx.cached(_LEASED, owner, lease):
+        return None
+    job = {"id": job_id, "session_id": fresh.session["id"], "attempt": 0, "reason": reason,
+           "took": None}
+    return _start(tx, job, owner, defaults, fresh)
 
 
 _OURS = ("SELECT j.status, j.owner, j.attempt, l.owner AS lease_owner, l.released,"

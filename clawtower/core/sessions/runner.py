@@ -30,6 +30,7 @@ import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .. import leases
 from ..acp.session import ACP_PROVIDER, harness_name, run_acp_turn
@@ -53,6 +54,7 @@ from . import gate
 from .claims import (  # the store commands; re-exported for tests and benchmarks
     STEER_NOTE,
     Claim,
+    Fresh,
     TextSink,
     _budget,
     _claim,
@@ -62,6 +64,7 @@ from .claims import (  # the store commands; re-exported for tests and benchmark
     _render,
     _renew,
     _steer,
+    claim_fresh,
     default_owner,
     worker_lease,
 )
@@ -110,6 +113,7 @@ class SessionRunner:
         self.on_text = on_text
         self.only = sessions  # restrict to these sessions (None: all)
         self.running: dict[str, tuple[Claim, asyncio.Task[None]]] = {}  # job id -> ...
+        self._reserved = 0  # slots held for claims in flight (`reserve`)
         self.errors: list[str] = []
         self.finished = 0
         self._stop = asyncio.Event()
@@ -152,17 +156,42 @@ class SessionRunner:
     # ------------------------------------------------------------- claiming
 
     async def claim(self, *, expired: bool = False) -> list[Claim]:
-        free = self.max_concurrent - len(self.running)
+        free = self.max_concurrent - len(self.running) - self._reserved
         if free <= 0:
             return []
         mine = set(self.running)
         claims = await self.store.execute(lambda tx: _claim(
             tx, self.owner, self.lease_ttl_s, free, mine, self._defaults, self.only, expired))
         for c in claims:
-            task = asyncio.create_task(self._run(c), name=f"turnjob {c.job_id}")
-            self.running[c.job_id] = (c, task)
-            task.add_done_callback(self._done_callback(c.job_id))
+            self._launch(c)
         return claims
+
+    def _launch(self, c: Claim) -> None:
+        task = asyncio.create_task(self._run(c), name=f"turnjob {c.job_id}")
+        self.running[c.job_id] = (c, task)
+        task.add_done_callback(self._done_callback(c.job_id))
+
+    # A job claimed in the command that queues it (a flow node's, core/flows/turns.py):
+    # `reserve` a slot on the loop, `claim_fresh_in` inside the command (writer thread:
+    # reads only what never changes), `adopt` the claim once the command has returned
+    # (or None: the slot is given back). A claim committed but never adopted (its caller
+    # was cancelled) is this worker's job with no task: the expired sweep takes it over.
+
+    def reserve(self) -> bool:
+        if len(self.running) + self._reserved >= self.max_concurrent:
+            return False
+        self._reserved += 1
+        return True
+
+    def claim_fresh_in(self, tx: WriteTx, job_id: str, session: dict[str, Any],
+                       inbound: dict[str, Any], reason: str) -> Claim | None:
+        return claim_fresh(tx, job_id, Fresh(session, inbound), reason, self.owner,
+                           self.lease_ttl_s, self._defaults)
+
+    def adopt(self, claim: Claim | None) -> None:
+        self._reserved -= 1
+        if claim is not None:
+            self._launch(claim)
 
     def _done_callback(self, job_id: str) -> Callable[[asyncio.Task[None]], None]:
         def done(_task: asyncio.Task[None]) -> None:
@@ -182,7 +211,7 @@ class SessionRunner:
             cadence.expired = now
             await self._sweep_approvals()
             await self._recover_acp()  # a driver that died while this worker runs, too
-        if len(self.running) < self.max_concurrent and (
+        if len(self.running) + self._reserved < self.max_concurrent and (
                 expired or await self._claimable()):
             await self.claim(expired=expired)
         if now - cadence.renewed >= self.lease_ttl_s / 3:
