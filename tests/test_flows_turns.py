@@ -25,7 +25,7 @@ from clawtower.core.sessions.service import Sessions, _next_session_id, spec_by_
 from clawtower.core.sessions.specs import AgentSpecConfig
 from clawtower.core.store import open_store
 from clawtower.core.tools.registry import ToolRegistry
-from tests.helpers.session_helpers import event_types
+from tests.helpers.session_helpers import event_types, record_commands
 
 CALL = '#call text.count {"text": "alpha beta gamma"}'
 
@@ -281,26 +281,7 @@ async def test_a_nodes_job_is_claimed_in_the_command_that_queues_it(tmp_path: Pa
     for slots in (8, 1):
         store = await open_store(tmp_path / f"db-{slots}.sqlite")
         try:
-            commands: list[list[str]] = []
-            real_execute = store.execute
-
-            class Recorded:
-                def __init__(self, tx: Any, types: list[str]) -> None:
-                    self._tx, self._types = tx, types
-
-                def __getattr__(self, name: str) -> Any:
-                    return getattr(self._tx, name)
-
-                def emit(self, event: NewEvent) -> Any:
-                    self._types.append(event.payload.TYPE)
-                    return self._tx.emit(event)
-
-            async def execute(command: Any) -> Any:
-                types: list[str] = []
-                commands.append(types)
-                return await real_execute(lambda tx: command(Recorded(tx, types)))
-
-            store.execute = execute  # type: ignore[method-assign]
+            commands = record_commands(store)
             await setup(store)
             plan = [{"id": f"n{i}", "agent": "worker", "instruction": CALL, "depends_on": []}
                     for i in range(3)]

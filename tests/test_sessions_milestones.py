@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_helpers import GatedRegistry, event_types, runner, running, spec, texts
+from session_helpers import (
+    GatedRegistry,
+    event_types,
+    record_commands,
+    runner,
+    running,
+    spec,
+    texts,
+)
 
 from clawtower.core.errors import Conflict, NotFound, PermissionDenied, StoreError, ValidationError
 from clawtower.core.events import NewEvent
@@ -235,26 +243,7 @@ async def test_m3_the_rounds_last_result_and_the_steer_are_one_commit(
     await spec(sessions, "worker", policy={"tools": ["text.count"]})
     gated = GatedRegistry(store, gate_at=2)
     r, _ = runner(store, registry=gated)
-    commands: list[list[str]] = []  # the event types each store command wrote
-    real_execute = store.execute
-
-    class Recorded:
-        def __init__(self, tx: Any, types: list[str]) -> None:
-            self._tx, self._types = tx, types
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._tx, name)
-
-        def emit(self, event: NewEvent) -> Any:
-            self._types.append(event.payload.TYPE)
-            return self._tx.emit(event)
-
-    async def execute(command: Any) -> Any:
-        types: list[str] = []
-        commands.append(types)
-        return await real_execute(lambda tx: command(Recorded(tx, types)))
-
-    store.execute = execute
+    commands = record_commands(store)
     sid = await sessions.create(agent="worker")
     await sessions.send(sid, "#work 3 build the report")
     async with running(r, sid):
@@ -288,6 +277,37 @@ async def test_m3_without_a_safe_boundary_the_message_waits_in_the_backlog(
 
 
 # --------------------------------------------------------------------------- milestone 4
+
+
+async def test_m4_children_are_claimed_in_the_command_that_spawns_them(tmp_path: Path) -> None:
+    """Issue 36: a worker spawning from a turn claims each new child's job in the spawning
+    commit while it has free slots (no claim command per child, nothing read back); the
+    children beyond its slots are queued and claimed by its claim loop as before."""
+    for slots, claimed_at_once in ((8, 3), (3, 2)):  # the parent's own turn holds a slot
+        store = await open_store(tmp_path / f"db-{slots}.sqlite")
+        try:
+            sessions = Sessions(store)
+            await spec(sessions, "lead", policy={"tools": ["spawn_subagents"],
+                                                 "subagents": ["worker"]})
+            await spec(sessions, "worker", policy={"tools": []})
+            commands = record_commands(store)
+            r, _ = runner(store, max_concurrent=slots)
+            sid = await sessions.create(agent="lead")
+            await sessions.send(sid, "#spawn 3 worker a part")
+            assert await r.run_until_idle(60)
+            spawning = [c for c in commands if c.count("session.created") == 3]
+            assert len(spawning) == 1, commands
+            assert spawning[0].count("turnjob.started") == claimed_at_once, spawning
+            jobs = await store.fetchall("SELECT j.status, j.attempt FROM turn_jobs j JOIN"
+                                        " sessions s ON s.id=j.session_id WHERE"
+                                        " s.parent_id=?", (sid,))
+            assert [(j["status"], j["attempt"]) for j in jobs] == [("done", 1)] * 3
+            last = (await sessions.get(sid))["messages"][-1]
+            assert last["role"] == "assistant" and last["text"].startswith("Synthesis of 3")
+            assert await store.verify_projections() == []
+        finally:
+            await store.close()
+
 
 
 async def test_m4_parent_spawns_children_in_parallel_and_synthesises(tmp_path: Path) -> None:

@@ -149,3 +149,30 @@ def texts(session: dict[str, Any]) -> list[tuple[str, str]]:
 async def event_types(store: Any, type_: str) -> list[Any]:
     rows = await store.fetchall("SELECT * FROM events WHERE type=? ORDER BY seq", (type_,))
     return [{**r, "payload": json.loads(r["payload"])} for r in rows]
+
+
+def record_commands(store: Any) -> list[list[str]]:
+    """From now on, the event types each store command writes, one list per command in
+    the order they were queued (`store.execute` wrapped): what a test asserts to say that
+    facts were written in one commit."""
+    commands: list[list[str]] = []
+    real_execute = store.execute
+
+    class Recorded:
+        def __init__(self, tx: Any, types: list[str]) -> None:
+            self._tx, self._types = tx, types
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._tx, name)
+
+        def emit(self, event: Any) -> Any:
+            self._types.append(event.payload.TYPE)
+            return self._tx.emit(event)
+
+    async def execute(command: Any) -> Any:
+        types: list[str] = []
+        commands.append(types)
+        return await real_execute(lambda tx: command(Recorded(tx, types)))
+
+    store.execute = execute
+    return commands

@@ -8,6 +8,7 @@ else.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,12 @@ from .specs import (
     known_models,
     may_spawn,
 )
+
+# What claims a child's job in the command that spawns it (core/sessions/runner.py's
+# `claim_fresh_in`, passed in: (tx, job id, the session's row, its inbox row, the job's
+# reason) -> a claim, or None when no slot or lease is left)
+ClaimFresh = Callable[[WriteTx, str, dict[str, Any], dict[str, Any], str], Any]
+
 
 if TYPE_CHECKING:
     from ..agents.config import ClawtowerConfig
@@ -225,10 +232,12 @@ class _Refused(Exception):
 
 def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None, label: str,
                by: str, limits: SessionLimits, caller: str, key: str | None,
-               children: int, keyed: dict[str, dict[str, Any]] | None = None
+               children: int, keyed: dict[str, dict[str, Any]] | None = None,
+               claim: ClaimFresh | None = None, claims: list[Any] | None = None
                ) -> dict[str, Any]:
     """One child of `parent` (checked); raises _Refused (nothing emitted) when refused.
-    `keyed`: the parent's children by spawn key, when the caller read them already."""
+    `keyed`: the parent's children by spawn key, when the caller read them already.
+    `claim`: a new child's job is claimed in this command (into `claims`, issue 36)."""
     parent_id = parent["id"]
     if not task.strip():
         raise _Refused("empty task", ValidationError(
@@ -268,13 +277,20 @@ def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None
     sid = _next_session_id(tx)
     run_id = new_id("run")
     job = new_id("J")  # the child, its task and the job that takes it: one event
+    inbound = sev.SessionInbound(msg_id=new_id("m"), text=task, sender=parent_id)
     tx.emit(_ev(sid, by, sev.SessionCreated(
         title=label or task.strip().splitlines()[0][:60], agent_id=spec.agent_id,
         deliver=False, channel=INTERNAL_CHANNEL, parent_id=parent_id, hop=hop,
         trace_id=parent["trace_id"], run_id=run_id, spawn_key=key,
         task={"label": label, "prompt": task}, created_by=by,
-        inbound=sev.SessionInbound(msg_id=new_id("m"), text=task, sender=parent_id),
-        job_id=job, job_reason="spawn")))
+        inbound=inbound, job_id=job, job_reason="spawn")))
+    if claim is not None and claims is not None:
+        got = claim(tx, job, {"id": sid, "status": "queued", "agent_id": spec.agent_id,
+                              "provider_override": None, "model_override": None,
+                              "task": json.dumps({"label": label, "prompt": task})},
+                    inbound.model_dump(), "spawn")
+        if got is not None:
+            claims.append(got)
     return {"status": "accepted", "session": sid, "run_id": run_id, "job": job,
             "agent": spec.name, "agent_id": spec.agent_id, "hop": hop}
 
@@ -303,9 +319,11 @@ def _spawn(tx: WriteTx, parent_id: str, task: str, agent: str | None, label: str
 
 
 def _spawn_many(tx: WriteTx, parent_id: str, items: list[dict[str, Any]], by: str,
-                limits: SessionLimits, caller: str, key: str | None) -> list[dict[str, Any]]:
+                limits: SessionLimits, caller: str, key: str | None,
+                claim: ClaimFresh | None = None, claims: list[Any] | None = None
+                ) -> list[dict[str, Any]]:
     """Several children in ONE commit; each item is accepted or refused on its own (every
-    refusal recorded), as that many single spawns would be."""
+    refusal recorded), as that many single spawns would be. `claim`: see `_spawn_one`."""
     if _foreign(tx, _session(tx, parent_id), "session.spawn", by):
         return []
     parent = _open_for(tx, parent_id, "session.spawn", by)
@@ -322,7 +340,7 @@ def _spawn_many(tx: WriteTx, parent_id: str, items: list[dict[str, Any]], by: st
         try:
             res = _spawn_one(tx, parent, str(item.get("task") or ""), item.get("agent") or None,
                              str(item.get("label") or ""), by, limits, caller,
-                             f"{key}:{i}" if key else None, children, keyed)
+                             f"{key}:{i}" if key else None, children, keyed, claim, claims)
         except _Refused as r:
             tx.emit(NewEvent(entity_id=parent_id, actor=by or "operator", role="operator",
                              payload=ev.PermissionRefused(action="session.spawn",
@@ -510,6 +528,26 @@ class Sessions(SessionReads):
         accepted (as `spawn` returns) or {status: refused, reason} (recorded)."""
         return await self.store.execute(
             lambda tx: _spawn_many(tx, parent_id, items, by, self.limits, caller, key))
+
+    async def spawn_many_claimed(self, parent_id: str, items: list[dict[str, Any]],
+                                 claim: ClaimFresh, limit: int, *, by: str = "operator",
+                                 caller: str = "operator", key: str | None = None
+                                 ) -> tuple[list[dict[str, Any]], list[Any]]:
+        """`spawn_many`, the jobs of up to `limit` new children claimed by `claim` in the
+        same commit (a worker spawning from a turn, with that many free slots: issue 36);
+        returns the results and the claims."""
+        def command(tx: WriteTx) -> tuple[list[dict[str, Any]], list[Any]]:
+            claims: list[Any] = []  # this run's: a command run again starts empty
+
+            def budgeted(tx: WriteTx, job: str, session: dict[str, Any],
+                         inbound: dict[str, Any], reason: str) -> Any:
+                return claim(tx, job, session, inbound, reason) if len(claims) < limit \
+                    else None
+
+            return _spawn_many(tx, parent_id, items, by, self.limits, caller, key, budgeted,
+                               claims), claims
+
+        return await self.store.execute(command)
 
     async def set_agent(self, sid: str, ref: str, *, by: str = "operator") -> AgentSpec:
         def command(tx: WriteTx) -> AgentSpec:

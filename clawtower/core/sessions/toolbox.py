@@ -25,7 +25,7 @@ from . import gate
 if TYPE_CHECKING:
     from ..agents.config import ClawtowerConfig
     from ..memory.embeddings import Embedder
-    from ..store.interface import Store
+    from ..store.interface import Store, WriteTx
     from ..tools.registry import ToolRegistry
     from .claims import Claim
     from .service import Sessions
@@ -73,6 +73,11 @@ class TurnHost(Protocol):
     def sessions(self) -> Sessions: ...
     def registry_for(self, spec: AgentSpec) -> ToolRegistry | None: ...
     async def fenced_append(self, claim: Claim, events: list[NewEvent]) -> bool: ...
+    # children claimed in the command that spawns them (see SessionRunner.reserve)
+    def reserve(self) -> bool: ...
+    def claim_fresh_in(self, tx: WriteTx, job_id: str, session: dict[str, Any],
+                       inbound: dict[str, Any], reason: str) -> Claim | None: ...
+    def adopt(self, claim: Claim | None) -> None: ...
 
 
 class SessionToolBox:
@@ -151,6 +156,29 @@ class SessionToolBox:
         self.spawns[same] += 1
         return f"{self.claim.job_id}:{same}:{self.spawns[same]}"
 
+    async def _spawn_many(self, sid: str, tasks: list[dict[str, Any]], key: str
+                          ) -> list[dict[str, Any]]:
+        """The children, each one's job claimed by this worker in the spawning commit while
+        it has free slots (issue 36: no claim command per child); the others are queued
+        and claimed by whichever worker has room, as before."""
+        runner = self.runner
+        slots = 0
+        while slots < len(tasks) and runner.reserve():
+            slots += 1
+        if not slots:
+            return await runner.sessions.spawn_many(sid, tasks, by=sid, caller="tool",
+                                                    key=key)
+        claims: list[Claim] = []
+        try:
+            many, claims = await runner.sessions.spawn_many_claimed(
+                sid, tasks, runner.claim_fresh_in, slots, by=sid, caller="tool", key=key)
+        finally:
+            for c in claims:
+                runner.adopt(c)
+            for _ in range(slots - len(claims)):
+                runner.adopt(None)
+        return many
+
     async def call(self, name: str, arguments: str) -> ToolResult:
         if name in memory_tools.NAMES and allowed(name, self.allow):
             c = self.claim
@@ -185,8 +213,7 @@ class SessionToolBox:
                 return ToolResult(content=f"{name}: arguments must be {{\"tasks\": [{{\"task\":"
                                   " ...}, ...]}", is_error=True, error_kind="arguments")
             try:
-                many = await self.runner.sessions.spawn_many(
-                    sid, tasks, by=sid, caller="tool", key=self._key(args))
+                many = await self._spawn_many(sid, tasks, self._key(args))
             except ClawError as exc:
                 return ToolResult(content=f"{name}: {exc}", is_error=True, error_kind="failed")
             return ToolResult(content=json.dumps(many, sort_keys=True), structured=many)
