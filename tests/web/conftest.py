@@ -139,6 +139,26 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return headless_demo(tmp_path_factory.mktemp("web-demo") / "home")
 
 
+def launched(web: Web, what: str) -> Web:
+    """Wait until `web`'s console has said how to sign in (or has exited), then read its
+    address and its one-time link: a console that made a token prints "sign in as NAME
+    ...:" and the link on the next line, so the wait is for that link line (the line
+    before it alone, read a moment early on a busy machine, left the link unread)."""
+    def up() -> bool:
+        lines = web.lines()
+        return web.proc.poll() is not None or any("?token=" in x for x in lines) or any(
+            x.startswith("sign in") and not x.rstrip().endswith(":") for x in lines)
+    wait_for(up, 30, what)
+    m = re.search(r"web console on (http://\S+?)/ ", "\n".join(web.out))
+    assert m and web.proc.poll() is None, (web.out, web.proc.stderr.read()
+                                           if web.proc.stderr and web.proc.poll() is not None
+                                           else "")
+    web.base = m.group(1)
+    links = [x for x in web.out if "?token=" in x]
+    web.link = links[0].strip() if links else None
+    return web
+
+
 @pytest.fixture
 def start_web(demo_home: Path, tmp_path: Path) -> Iterator[Callable[..., Web]]:
     """`start_web(*args)`: the web console on a fresh copy of the demo's home, a token for
@@ -155,18 +175,7 @@ def start_web(demo_home: Path, tmp_path: Path) -> Iterator[Callable[..., Web]]:
         web = Web(proc, home, "", None)
         started.append(web)
         threading.Thread(target=web.read, daemon=True).start()
-
-        def up() -> bool:
-            return any(line.startswith("sign in") for line in web.lines()) or \
-                proc.poll() is not None
-        wait_for(up, 30, "the web console to start")
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        m = re.search(r"web console on (http://\S+?)/ ", "\n".join(web.out))
-        assert m, web.out
-        web.base = m.group(1)
-        links = [x for x in web.out if "?token=" in x]
-        web.link = links[0] if links else None
-        return web
+        return launched(web, "the web console to start")
 
     yield start
     for web in started:

@@ -6,7 +6,6 @@ store holds only the cookie's SHA-256."""
 from __future__ import annotations
 
 import hashlib
-import re
 import signal
 import subprocess
 import threading
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from conftest import CLAWTOWER, OPERATOR, Web, _env, query, wait_for
+from conftest import CLAWTOWER, OPERATOR, Web, _env, launched, query, wait_for
 
 pytestmark = pytest.mark.xdist_group("web-console")
 
@@ -37,14 +36,7 @@ def launch(home: Path, *args: str) -> Web:
                             stderr=subprocess.PIPE, text=True, cwd=str(home.parent))
     again = Web(proc, home, "", None)
     threading.Thread(target=again.read, daemon=True).start()
-    wait_for(lambda: any(x.startswith("sign in") for x in again.lines())
-             or proc.poll() is not None, 30, "the web console to start again")
-    m = re.search(r"web console on (http://\S+?)/ ", "\n".join(again.out))
-    assert m and proc.poll() is None, again.out
-    again.base = m.group(1)
-    links = [x for x in again.out if "?token=" in x]
-    again.link = links[0].strip() if links else None
-    return again
+    return launched(again, "the web console to start again")
 
 
 def stop(web: Web) -> None:
