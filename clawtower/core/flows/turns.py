@@ -53,7 +53,9 @@ if TYPE_CHECKING:
 ENDED = ("done", "failed", "cancelled")
 JOB_COLUMNS = ("id, status, reply_msg_id, error, stop_reason, prompt_tokens, completion_tokens,"
                " (SELECT s.status FROM sessions s WHERE s.id=turn_jobs.session_id)"
-               " AS session_status")
+               " AS session_status, (SELECT m.text FROM session_messages m WHERE"
+               " m.session_id=turn_jobs.session_id AND m.msg_id=turn_jobs.reply_msg_id)"
+               " AS reply")
 OPEN_SESSION = ("idle", "queued", "running", "waiting")
 
 
@@ -231,8 +233,8 @@ class TurnBrain:
     async def work(self, item: WorkItem) -> Answer:
         jid = node_job_id(item.task_id)
         runner = self.runner or self._own
+        claim: Claim | None = None
         if runner is not None and runner.reserve():  # its claim in the queueing commit
-            claim: Claim | None = None
             try:
                 sid, claim = await self.store.execute(
                     lambda tx: queue_and_claim(tx, item, jid, runner))
@@ -241,7 +243,7 @@ class TurnBrain:
         else:
             sid = await self.store.execute(lambda tx: queue_node_turn(tx, item, jid))
         self.sessions.add(sid)
-        job = await self._ended(jid)
+        job = await self._ended(jid, started_here=claim is not None)
         ok = job["status"] == "done"
         if job["session_status"] in OPEN_SESSION:  # else it ended with the job (issue 36)
             by = owner_of(item.flow_id)
@@ -250,20 +252,22 @@ class TurnBrain:
         if not ok:
             raise AgentFailed(f"{sid}: turn {job['status']}: "
                               f"{job['error'] or job['stop_reason'] or 'no reply'}")
-        row = await self.store.fetchone(
-            "SELECT text FROM session_messages WHERE session_id=? AND msg_id=?",
-            (sid, job["reply_msg_id"]))
-        return Answer(text=(row["text"] if row else "").strip(), tokens=tokens)
+        return Answer(text=(job["reply"] or "").strip(), tokens=tokens)
 
-    async def _ended(self, jid: str) -> dict[str, Any]:
-        """The job's row once it has ended (the watcher reads it after a commit; a job that
-        ended before we started waiting is read here)."""
+    async def _ended(self, jid: str, started_here: bool = False) -> dict[str, Any]:
+        """The job's row, with its reply, once it has ended (the watcher reads it after a
+        commit; a job that ended before we started waiting is read here). `started_here`:
+        our worker claimed it in the queueing commit and its turn has not run yet (its task
+        runs after this await), so it cannot have ended before the waiter is registered
+        and nothing is read."""
         if self._watcher is None:
             raise ClawError("flow turns: the brain is not serving (run it in an engine)")
         fut = self._waiting.get(jid)
         if fut is None:  # registered before the read: no end can fall between the two
             fut = self._waiting[jid] = asyncio.get_running_loop().create_future()
         try:
+            if started_here:
+                return await fut
             row = await self.store.fetchone(
                 f"SELECT {JOB_COLUMNS} FROM turn_jobs WHERE id=?", (jid,))
             if row is not None and row["status"] in ENDED:
