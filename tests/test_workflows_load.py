@@ -222,3 +222,21 @@ def test_a_file_that_is_not_utf8_is_refused_every_time(tmp_path: Path) -> None:
     for _ in range(2):
         with pytest.raises(WorkflowError, match="not UTF-8 text"):
             load_workflow_shared(p)
+
+
+def test_conditions_of_a_shared_parse_are_checked_until_they_pass(tmp_path: Path) -> None:
+    """The condition check of a shared parse is remembered only once it passed, per start."""
+    from clawtower.core.workflows.conditions import check_workflow_conditions
+    from clawtower.core.workflows.load import load_workflow_shared
+
+    bad = write(tmp_path, "steps:\n  - id: a\n    run: echo\n  - id: b\n    run: echo\n"
+                "    when: $nope.approved\n", "bad.lobster")
+    shared, _ = load_workflow_shared(bad)
+    for _ in range(2):  # a failure is not remembered
+        with pytest.raises(WorkflowError, match="nope"):
+            check_workflow_conditions(shared, 0)
+    good = write(tmp_path, "steps:\n  - id: a\n    run: echo\n  - id: b\n    run: echo\n"
+                 "    when: $a.approved\n", "good.lobster")
+    shared, _ = load_workflow_shared(good)
+    for start in (0, 0, 1):
+        check_workflow_conditions(shared, start)

@@ -33,14 +33,12 @@ class Reads:
         return _results_of(await self.store.fetchall(_RESULTS_SQL, (run_id,)))
 
     async def _paused_run(self, run_id: str) -> tuple[dict[str, Any] | None,
-                                                       dict[str, dict[str, Any]],
-                                                       list[CostLine]]:
-        """A run's row, its step results and its spend, from one snapshot in one read: what
-        a resume needs (issue 36: one read, not three, on the gate's round trip)."""
-        run, results, spend = await self.store.fetch_many([
-            ("SELECT * FROM workflow_runs WHERE id=?", (run_id,)),
-            (_RESULTS_SQL, (run_id,)), (_SPEND_SQL, (run_id,))])
-        return (run[0] if run else None), _results_of(results), _spend_lines(spend)
+                                                       dict[str, dict[str, Any]]]:
+        """A run's row and its step results, from one snapshot in one read: what a resume
+        needs (issue 36: one read, not two, on the gate's round trip)."""
+        run, results = await self.store.fetch_many([
+            ("SELECT * FROM workflow_runs WHERE id=?", (run_id,)), (_RESULTS_SQL, (run_id,))])
+        return (run[0] if run else None), _results_of(results)
 
     async def list(self, limit: int = 500) -> list[dict[str, Any]]:
         """Runs, newest first. A `running` one says whether its process is still there

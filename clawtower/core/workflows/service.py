@@ -41,7 +41,7 @@ from ..tasks.permissions import Role
 from . import events as wev
 from .adoption import Adoption
 from .conditions import check_workflow_conditions
-from .cost import CostLimitExceeded, CostLine, CostTracker, parse_limit
+from .cost import CostLimitExceeded, CostTracker, parse_limit
 from .decisions import NOT_FOUND, Decisions
 from .envelopes import (
     _loads,
@@ -214,16 +214,13 @@ class Workflows(Decisions, Adoption, Reruns):
 
     async def _drive(self, run_id: str, workflow: dict[str, Any], path: Path,
                      args: dict[str, Any], results: dict[str, dict[str, Any]], start: int,
-                     last: str | None, cwd: str | None = None,
-                     spend: list[CostLine] | None = None) -> dict[str, Any]:
-        """Drive the run from step `start`; `spend`: what it spent before, when the caller
-        read it already (else read here)."""
+                     last: str | None, cwd: str | None = None) -> dict[str, Any]:
         token = CURRENT_RUN.set(run_id)  # LLM stages record their usage on the run
         lost = asyncio.Event()
         renewer = asyncio.create_task(self._renew(run_id, lost, asyncio.current_task()))
         try:
             return await self._drive_run(run_id, workflow, path, args, results, start, last,
-                                         cwd, spend)
+                                         cwd)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if lost.is_set() and task is not None and task.uncancel() == 0:
@@ -254,12 +251,14 @@ class Workflows(Decisions, Adoption, Reruns):
 
     async def _drive_run(self, run_id: str, workflow: dict[str, Any], path: Path,
                          args: dict[str, Any], results: dict[str, dict[str, Any]], start: int,
-                         last: str | None, cwd: str | None,
-                         spend: list[CostLine] | None = None) -> dict[str, Any]:
+                         last: str | None, cwd: str | None) -> dict[str, Any]:
         ctx = self._context(run_id, path, cwd)
         tracker = CostTracker(ctx.env, ctx.stderr, parse_limit(workflow.get("cost_limit")))
-        if start > 0:  # a gate pauses a run, it does not reset its spend
-            tracker.restore(spend if spend is not None else await self._spend(run_id))
+        if start > 0 and tracker.limit is not None:
+            # a gate pauses a run, it does not reset its spend; what was spent counts only
+            # against a cost_limit (the tracker's lines serve its check alone), so a run
+            # without one skips the read of its step events (issue 36)
+            tracker.restore(await self._spend(run_id))
         runner = Runner(workflow, path, args, ctx, tracker)
         recorder = ctx.recorder
         assert isinstance(recorder, StoreRecorder)
@@ -398,7 +397,7 @@ class Workflows(Decisions, Adoption, Reruns):
     async def _resume(self, token: str | None, approval_id: str | None, approve: bool | None,
                       response: Any, cancel: bool, approved_by: str | None,
                       reason: str = "") -> dict[str, Any]:
-        run, results, spend = await self._locate(
+        run, results = await self._locate(
             token, approval_id, "Resume state not found" if cancel else NOT_FOUND)
         run_id, gate, step_id = run["id"], run["gate"], run["waiting_step"]
         if gate == "approval":
@@ -451,8 +450,7 @@ class Workflows(Decisions, Adoption, Reruns):
         await self._consume(run, decision, approved_by, previous, reason)
         results[step_id] = previous
         last = step_id if gate == "input" else last_completed_step(workflow["steps"], results)
-        return await self._drive(run_id, workflow, path, args, results, start, last,
-                                 spend=spend)
+        return await self._drive(run_id, workflow, path, args, results, start, last)
 
 
 def _limit_dict(workflow: Mapping[str, Any]) -> dict[str, Any] | None:
