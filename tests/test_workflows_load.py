@@ -240,3 +240,22 @@ def test_conditions_of_a_shared_parse_are_checked_until_they_pass(tmp_path: Path
     shared, _ = load_workflow_shared(good)
     for start in (0, 0, 1):
         check_workflow_conditions(shared, start)
+
+
+def test_values_a_run_takes_from_a_shared_parse_are_its_own(tmp_path: Path) -> None:
+    """Argument defaults and literal stdin values reach steps as plain values of their own:
+    a stage that changes its input never meets the read-only shared parse."""
+    from clawtower.core.workflows.load import load_workflow_shared
+    from clawtower.core.workflows.refs import resolve_input_value
+    from clawtower.core.workflows.runner import resolve_args
+
+    p = write(tmp_path, "args:\n  xs:\n    default: [1, {a: 2}]\nsteps:\n  - id: a\n"
+              "    pipeline: exec cat\n    stdin: {k: [1]}\n")
+    shared, _ = load_workflow_shared(p)
+    args = resolve_args(shared.get("args"), None)
+    assert type(args["xs"]) is list and type(args["xs"][1]) is dict
+    args["xs"].append(3)
+    data = resolve_input_value(shared["steps"][0]["stdin"], args, {})
+    assert type(data) is dict and type(data["k"]) is list
+    data["k"].append(2)
+    assert load_workflow_shared(p)[0]["steps"][0]["stdin"] == {"k": [1]}

@@ -53,7 +53,7 @@ from .envelopes import (
     ok_envelope,
     render,
 )
-from .jsvalues import UNDEFINED, js_prefix, to_json
+from .jsvalues import UNDEFINED, copy_plain, js_prefix, to_json
 from .kinds import GATE_KINDS
 from .llm import CURRENT_RUN, config_llm
 from .load import WorkflowError, is_input_step, load_workflow_shared, resolve_workflow_file
@@ -372,6 +372,7 @@ class Workflows(Decisions, Adoption, Reruns):
         approval_id = await self.store.execute(command)
         if not approval_id:
             return ok_envelope("cancelled", [])
+        request = copy_plain(request)  # the caller's own (it may hold the parse's values)
         if pause.kind == "approval":
             return ok_envelope("needs_approval", [], {**request, "resumeToken": token,
                                                       "approvalId": approval_id})
