@@ -180,3 +180,82 @@ def test_bad_response_schema_is_worded_like_ajv(tmp_path: Path, schema: str,
     with pytest.raises(WorkflowError) as err:
         load_workflow(write(tmp_path, text))
     assert err.value.message == f"Workflow step ask input.responseSchema is invalid: {message}"
+
+
+def test_shared_parse_is_read_only_and_follows_the_file(tmp_path: Path) -> None:
+    """A run's start and a resume share the cached parse (no copy, issue 36): it cannot be
+    changed, and a file changed on disk (even to text of the same length) is parsed again."""
+    import copy
+    import hashlib
+
+    from clawtower.core.workflows.load import load_workflow_shared
+
+    p = write(tmp_path, "steps:\n  - id: a\n    run: echo old\n")
+    shared, digest = load_workflow_shared(p)
+    assert digest == hashlib.sha256(p.read_bytes()).hexdigest()
+    again, _ = load_workflow_shared(p)
+    assert again is shared  # the same parse, not a copy
+    with pytest.raises(TypeError):
+        shared["steps"][0]["run"] = "echo changed"
+    with pytest.raises(TypeError):
+        shared["steps"].append({"id": "b"})
+    with pytest.raises(TypeError):
+        shared.pop("steps")
+    assert isinstance(shared, dict) and isinstance(shared["steps"], list)
+    mine = load_workflow(p)  # a copy of one's own, plain and changeable
+    mine["steps"][0]["run"] = "echo mine"
+    assert type(mine) is dict and type(mine["steps"]) is list
+    plain = copy.deepcopy(shared)
+    plain["steps"].append({"id": "b"})
+    assert load_workflow_shared(p)[0]["steps"][0]["run"] == "echo old"
+
+    write(tmp_path, "steps:\n  - id: a\n    run: echo new\n")  # same length
+    changed, digest2 = load_workflow_shared(p)
+    assert changed["steps"][0]["run"] == "echo new" and digest2 != digest
+
+
+def test_a_file_that_is_not_utf8_is_refused_every_time(tmp_path: Path) -> None:
+    from clawtower.core.workflows.load import load_workflow_shared
+
+    p = tmp_path / "bad.lobster"
+    p.write_bytes(b"steps:\n  - id: a\n    run: echo \xff\n")
+    for _ in range(2):
+        with pytest.raises(WorkflowError, match="not UTF-8 text"):
+            load_workflow_shared(p)
+
+
+def test_conditions_of_a_shared_parse_are_checked_until_they_pass(tmp_path: Path) -> None:
+    """The condition check of a shared parse is remembered only once it passed, per start."""
+    from clawtower.core.workflows.conditions import check_workflow_conditions
+    from clawtower.core.workflows.load import load_workflow_shared
+
+    bad = write(tmp_path, "steps:\n  - id: a\n    run: echo\n  - id: b\n    run: echo\n"
+                "    when: $nope.approved\n", "bad.lobster")
+    shared, _ = load_workflow_shared(bad)
+    for _ in range(2):  # a failure is not remembered
+        with pytest.raises(WorkflowError, match="nope"):
+            check_workflow_conditions(shared, 0)
+    good = write(tmp_path, "steps:\n  - id: a\n    run: echo\n  - id: b\n    run: echo\n"
+                 "    when: $a.approved\n", "good.lobster")
+    shared, _ = load_workflow_shared(good)
+    for start in (0, 0, 1):
+        check_workflow_conditions(shared, start)
+
+
+def test_values_a_run_takes_from_a_shared_parse_are_its_own(tmp_path: Path) -> None:
+    """Argument defaults and literal stdin values reach steps as plain values of their own:
+    a stage that changes its input never meets the read-only shared parse."""
+    from clawtower.core.workflows.load import load_workflow_shared
+    from clawtower.core.workflows.refs import resolve_input_value
+    from clawtower.core.workflows.runner import resolve_args
+
+    p = write(tmp_path, "args:\n  xs:\n    default: [1, {a: 2}]\nsteps:\n  - id: a\n"
+              "    pipeline: exec cat\n    stdin: {k: [1]}\n")
+    shared, _ = load_workflow_shared(p)
+    args = resolve_args(shared.get("args"), None)
+    assert type(args["xs"]) is list and type(args["xs"][1]) is dict
+    args["xs"].append(3)
+    data = resolve_input_value(shared["steps"][0]["stdin"], args, {})
+    assert type(data) is dict and type(data["k"]) is list
+    data["k"].append(2)
+    assert load_workflow_shared(p)[0]["steps"][0]["stdin"] == {"k": [1]}

@@ -30,8 +30,17 @@ def _start_ticks(pid: int) -> str:
 
 def process_tag(pid: int | None = None) -> str:
     """This process (or `pid`) as `host:pid:start`."""
-    pid = os.getpid() if pid is None else pid
+    own = os.getpid()
+    pid = own if pid is None else pid
+    if pid == own:  # this process's start never changes (a fork has another pid)
+        global _OWN
+        if _OWN is None or _OWN[0] != own:
+            _OWN = (own, _start_ticks(own))
+        return f"{socket.gethostname()}:{own}:{_OWN[1]}"
     return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+
+
+_OWN: tuple[int, str] | None = None  # (pid, start ticks) of this process, read once
 
 
 def _group_members(pgid: int) -> list[int]:

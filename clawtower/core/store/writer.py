@@ -169,6 +169,18 @@ class Job:
     command: Command[Any]
     future: asyncio.Future[Any]
     hold: bool | None = None  # on a storage fault: wait for the storage (None: the store's rule)
+    #: the caller of `execute`, answered in the same step as `future`; cancelling it (the
+    #: caller was cancelled) never touches `future`, so the command still commits whole
+    waiter: asyncio.Future[Any] | None = None
+
+    def answer(self, ok: bool, value: Any) -> None:
+        for fut in (self.future, self.waiter):
+            if fut is None or fut.done():
+                continue
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
 
 
 @dataclass
@@ -280,9 +292,15 @@ class BatchWriter(ABC):
         """Run `command` in a write transaction (batched with others); return its result.
         `hold=False`: on a storage fault fail at once, even while an engine holds the store
         (a webhook must answer, not wait for the disk)."""
-        # Shielded: a cancelled caller never cancels a command mid-transaction; the command
-        # either commits whole or not at all.
-        return await asyncio.shield(self.submit(command, hold=hold))
+        # As if shielded: a cancelled caller never cancels a command mid-transaction; the
+        # command either commits whole or not at all. The caller waits on a future of its
+        # own that the writer answers directly (asyncio.shield answered it one loop
+        # iteration later, through a callback: issue 36).
+        job = self._enqueue(command, hold)
+        waiter: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        waiter.add_done_callback(_consume_outcome)
+        job.waiter = waiter
+        return await waiter
 
     def set_hold(self, hold: bool) -> None:
         """Hold faulted writes until they land (True), or fail them with the fault (False:
@@ -298,14 +316,18 @@ class BatchWriter(ABC):
 
         For progress records nothing waits on (a step started): they ride in the same
         batch as the next write, and are durable once any later `execute` has returned."""
+        return self._enqueue(command, hold).future
+
+    def _enqueue(self, command: Command[Any], hold: bool | None) -> Job:
         if self._closed:
             raise StoreClosed("the store is closed")
-        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         # If nobody awaits the outcome, retrieve it so a failed command does not log
         # "Future exception was never retrieved".
         fut.add_done_callback(_consume_outcome)
-        self._queue.put_nowait(Job(command, fut, hold))  # unbounded: never blocks
-        return fut
+        job = Job(command, fut, hold)
+        self._queue.put_nowait(job)  # unbounded: never blocks
+        return job
 
     async def append(self, events: Sequence[NewEvent]) -> list[int]:
         """Append pre-validated events atomically. Returns their sequence numbers."""
@@ -340,12 +362,7 @@ class BatchWriter(ABC):
             self.batches += 1
             self.commands += len(jobs)
             for j, (ok, value) in zip(jobs, result.outcomes, strict=True):
-                if j.future.done():
-                    continue
-                if ok:
-                    j.future.set_result(value)
-                else:
-                    j.future.set_exception(value)
+                j.answer(ok, value)
             if result.last_seq > self._last_seq:
                 self._last_seq = result.last_seq
                 self._notify_change()
@@ -421,8 +438,7 @@ class BatchWriter(ABC):
     @staticmethod
     def _fail(jobs: list[Job], err: Exception) -> None:
         for j in jobs:
-            if not j.future.done():
-                j.future.set_exception(err)
+            j.answer(False, err)
 
     def _faulted(self, cause: str, exc: BaseException) -> None:
         if self.fault is None or self.fault.cause != cause:

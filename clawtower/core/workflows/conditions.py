@@ -22,7 +22,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
-from .jsvalues import UNDEFINED, truthy
+from .jsvalues import UNDEFINED, FrozenDict, truthy
 from .load import Step, Workflow, WorkflowError, loop_vars
 from .refs import RefError, Results, parse_step_ref, value_by_path
 
@@ -327,7 +327,29 @@ def check_workflow_conditions(workflow: Workflow, start: int = 0) -> None:
     stdin or for_each), from step `start` on, before anything runs (WorkflowError): a
     mistyped id must not cost the side effects of the steps before it, nor leave a failed
     run behind. Checked in the order the runner meets them, so the message is the one a
-    run would have ended with."""
+    run would have ended with. A shared read-only parse (load_workflow_shared) that passed
+    from `start` is not checked again: the check depends on the workflow alone."""
+    if type(workflow) is not FrozenDict:
+        _check_workflow(workflow, start)
+        return
+    seen = _PASSED.get(id(workflow))
+    if seen is not None and seen[0] is workflow and start in seen[1]:
+        return
+    _check_workflow(workflow, start)
+    if seen is None or seen[0] is not workflow:
+        if len(_PASSED) >= _PASSED_MAX:
+            _PASSED.clear()
+        seen = _PASSED[id(workflow)] = (workflow, set())
+    seen[1].add(start)
+
+
+# the read-only parses whose conditions passed, by id (the entry keeps its parse alive, so
+# the id is not reused while it is here) with the starts they passed from
+_PASSED: dict[int, tuple[Workflow, set[int]]] = {}
+_PASSED_MAX = 256
+
+
+def _check_workflow(workflow: Workflow, start: int) -> None:
     known: set[str] = set()
     try:
         for idx, step in enumerate(workflow["steps"]):

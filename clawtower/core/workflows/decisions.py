@@ -50,22 +50,26 @@ class Decisions:
     lease_ttl_s: float
     actor: str
 
+    if TYPE_CHECKING:  # the service's: Lobster's resume, and the reads it inherits
+        async def _paused_run(self, run_id: str) -> tuple[dict[str, Any] | None,
+                                                           dict[str, dict[str, Any]]]: ...
+
     if TYPE_CHECKING:  # the service's: Lobster's resume
         async def _resume(self, token: str | None, approval_id: str | None,
                           approve: bool | None, response: Any, cancel: bool,
                           approved_by: str | None, reason: str = "") -> dict[str, Any]: ...
 
-    async def _locate(self, token: str | None, approval_id: str | None,
-                      missing: str) -> dict[str, Any]:
-        """The paused run a token or approval id names (WorkflowError otherwise)."""
+    async def _locate(self, token: str | None, approval_id: str | None, missing: str
+                      ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """The paused run a token or approval id names (WorkflowError otherwise), with its
+        step results, read with it from one snapshot."""
         if approval_id:
             a = await self.store.fetchone("SELECT * FROM approvals WHERE id=?", (approval_id,))
             gone = GateDecided(f'Approval ID "{approval_id}" not found or expired', a)
             gone.kind = "parse_error"
             if a is None or a["kind"] not in GATE_KINDS.values() or a["status"] != "pending":
                 raise gone
-            run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?",
-                                            (a["subject"],))
+            run, results = await self._paused_run(a["subject"])
             if run is None or run["status"] != "paused" or run["approval_id"] != approval_id:
                 # decided between the two reads: the decision was committed with the run's
                 # new status, so reading the approval again finds it
@@ -73,17 +77,17 @@ class Decisions:
                     "SELECT * FROM approvals WHERE id=?", (approval_id,)))
                 gone.kind = "parse_error"
                 raise gone
-            return run
+            return run, results
         if not token:
             raise WorkflowError("resume requires token or approvalId", "parse_error")
         ref = decode_token(token)
         if ref is None:
             raise WorkflowError(missing)
-        run = await self.store.fetchone("SELECT * FROM workflow_runs WHERE id=?", (ref.run_id,))
+        run, results = await self._paused_run(ref.run_id)
         if run is None or run["status"] != "paused" or not matches(ref.secret,
                                                                    run["token_hash"]):
             raise WorkflowError(missing)
-        return run
+        return run, results
 
     async def cancel(self, run_id: str, *, by: str, reason: str = "") -> None:
         """Cancel a paused run (its gate is withdrawn) or one left running by a dead process."""

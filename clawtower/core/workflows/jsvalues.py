@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from json.encoder import encode_basestring as _encode_string
 from typing import Any
 
 
@@ -89,7 +90,9 @@ def js_keys(obj: dict[str, Any]) -> list[str]:
 
 def _string(text: str) -> str:
     """A JSON string as JSON.stringify writes it (a lone surrogate escaped, not raw)."""
-    out = json.dumps(text, ensure_ascii=False)
+    out = _encode_string(text)  # what json.dumps(text, ensure_ascii=False) returns
+    if out.isascii():
+        return out
     if any("\ud800" <= ch <= "\udfff" for ch in out):
         out = "".join(f"\\u{ord(ch):04x}" if "\ud800" <= ch <= "\udfff" else ch
                       for ch in out)
@@ -240,17 +243,68 @@ def truthy(value: Any) -> bool:
 
 
 def copy_plain(value: Any) -> Any:
-    """A deep copy of parsed YAML/JSON: dicts and lists copied, scalars (immutable) shared,
-    anything else through `copy.deepcopy`. ~5x cheaper than `copy.deepcopy` of the whole
-    workflow, as each workflow resume copies its cached parse (issue 24)."""
+    """A deep copy of parsed YAML/JSON: dicts and lists copied (read-only ones too, into
+    plain ones), scalars (immutable) shared, anything else through `copy.deepcopy`. ~5x
+    cheaper than `copy.deepcopy` of the whole workflow (issue 24)."""
     kind = type(value)
-    if kind is dict:
+    if kind is dict or kind is FrozenDict:
         return {k: copy_plain(v) for k, v in value.items()}
-    if kind is list:
+    if kind is list or kind is FrozenList:
         return [copy_plain(v) for v in value]
     if kind in _SCALARS:
         return value
     return copy.deepcopy(value)
+
+
+def _read_only(*_args: Any, **_kwargs: Any) -> Any:
+    raise TypeError("a cached workflow is read-only: copy it (copy_plain) to change it")
+
+
+class FrozenDict(dict):  # type: ignore[type-arg]
+    """A dict no one can change: the parse of a workflow file shared by every run of it
+    (issue 36: a resume no longer copies the whole workflow). Still a dict to every check
+    (`isinstance`, JSON); a write raises TypeError instead of changing the shared parse."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __copy__(self) -> dict[Any, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return copy_plain(self)
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+class FrozenList(list):  # type: ignore[type-arg]
+    """A list no one can change (see FrozenDict)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+    append = extend = insert = pop = remove = clear = sort = reverse = _read_only
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return copy_plain(self)
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+
+def freeze(value: Any) -> Any:
+    """`value` (parsed YAML/JSON) with every dict and list made read-only. RecursionError
+    for a structure that contains itself (a YAML alias), as `copy_plain` raises it."""
+    kind = type(value)
+    if kind is dict:
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if kind is list:
+        return FrozenList([freeze(v) for v in value])
+    return value
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})

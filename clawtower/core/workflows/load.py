@@ -22,10 +22,11 @@ from ..limits import (
     MAX_RETRY_DELAY_MS,
     MAX_SUBWORKFLOW_DEPTH,
     printable,
+    read_file,
     read_text,
 )
 from . import yaml12
-from .jsvalues import copy_plain, parse_json, truthy
+from .jsvalues import copy_plain, freeze, parse_json, truthy
 
 EXTENSIONS = (".lobster", ".yaml", ".yml", ".json")
 MAX_TIMEOUT_MS = 2_147_483_647
@@ -77,6 +78,25 @@ def _read_text(p: Path) -> str:
         raise WorkflowError(str(exc)) from None
 
 
+def _read_bytes(p: Path) -> bytes:
+    """The file's bytes (`_read_text` without the decoding); errors name the file."""
+    try:
+        return read_file(p)
+    except ValidationError as exc:
+        if not p.exists():
+            raise WorkflowError(f"ENOENT: no such file or directory, open '{p}'") from None
+        raise WorkflowError(str(exc)) from None
+
+
+def _decode(p: Path, raw: bytes) -> str:
+    """`raw` as UTF-8, refused as `read_text` refuses it."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkflowError(f"{printable(str(p))}: not UTF-8 text (byte {exc.start})"
+                            ) from None
+
+
 def read_workflow_file(path: str | Path) -> Any:
     p = Path(path)
     return _parse_text(p, _read_text(p))
@@ -94,21 +114,57 @@ def _parse_text(p: Path, text: str) -> Any:
         raise WorkflowError(str(exc)) from None
 
 
-# Validated workflows by (path, sha256 of the text). The file is still read on every load
-# (a resume sees the file as it is now, as Lobster's does); only an unchanged text skips the
-# parse, which dominates a gate's round trip (pure-Python YAML: ~10 ms for 20 steps).
-_PARSED: OrderedDict[tuple[str, str], Workflow] = OrderedDict()
+# Validated workflows by (path, sha256 of the file's bytes). The file is still read and
+# hashed on every load (a resume sees the file as it is now, as Lobster's does); only an
+# unchanged file skips the parse, which dominates a gate's round trip (pure-Python YAML:
+# ~10 ms for 20 steps). Each entry is the parse made read-only (`freeze`; None for a YAML
+# alias that contains itself) and whether a step names a sub-workflow (checked per load).
+_PARSED: OrderedDict[tuple[str, str], _Parsed] = OrderedDict()
 _PARSED_MAX = 64
+
+
+class _Parsed:
+    __slots__ = ("frozen", "plain", "subworkflows")
+
+    def __init__(self, plain: Workflow) -> None:
+        self.plain = plain
+        try:
+            self.frozen: Workflow | None = freeze(plain)
+        except RecursionError:  # a YAML alias that contains itself: copied per load
+            self.frozen = None
+        self.subworkflows = any("workflow" in step for step in plain["steps"])
+
+    def copy(self) -> Workflow:
+        try:  # callers may not share (or mutate) the cached one
+            return copy_plain(self.plain)  # type: ignore[no-any-return]
+        except RecursionError:  # a YAML alias that contains itself: deepcopy keeps the cycle
+            return copy.deepcopy(self.plain)
 
 
 def load_workflow(path: str | Path) -> Workflow:
     """Parse and validate; raise WorkflowError with Lobster's message on the first problem.
     Sub-workflows named by a literal path are loaded too, so a cycle (or one of them that
-    does not load) is refused before the run starts, not after its first steps ran."""
+    does not load) is refused before the run starts, not after its first steps ran.
+    Returns a copy the caller may change."""
     p = Path(path)
-    workflow = _load_one(p)
-    _check_subworkflows(p, workflow, (_canonical(p),))
-    return workflow
+    parsed, _digest = _load_one(p)
+    _check_subworkflows_of(p, parsed)
+    return parsed.copy()
+
+
+def load_workflow_shared(path: str | Path) -> tuple[Workflow, str]:
+    """`load_workflow` without the copy: the cached parse itself, read-only (a change
+    raises TypeError), and the sha256 of the file's bytes as they were read (the run's
+    `digest`: no second read of the file). For a run's start and a resume (issue 36)."""
+    p = Path(path)
+    parsed, digest = _load_one(p)
+    _check_subworkflows_of(p, parsed)
+    return (parsed.frozen if parsed.frozen is not None else parsed.copy()), digest
+
+
+def _check_subworkflows_of(p: Path, parsed: _Parsed) -> None:
+    if parsed.subworkflows:  # only then the file's canonical path is needed
+        _check_subworkflows(p, parsed.plain, (_canonical(p),))
 
 
 def _canonical(p: Path) -> str:
@@ -137,31 +193,29 @@ def _check_subworkflows(p: Path, workflow: Workflow, chain: tuple[str, ...]) -> 
             raise WorkflowError(f"Workflow step {step['id']}: sub-workflows nested deeper than"
                                 f" {MAX_SUBWORKFLOW_DEPTH} (MAX_SUBWORKFLOW_DEPTH)")
         try:
-            child = _load_one(full)
+            child, _digest = _load_one(full)
         except WorkflowError as exc:
             raise WorkflowError(f"Workflow step {step['id']} sub-workflow {full}:"
                                 f" {exc.message}") from None
-        _check_subworkflows(full, child, (*chain, canonical))
+        _check_subworkflows(full, child.plain, (*chain, canonical))
 
 
-def _load_one(p: Path) -> Workflow:
-    text = _read_text(p)
-    key = (str(p), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+def _load_one(p: Path) -> tuple[_Parsed, str]:
+    """The file's validated parse (cached) and the sha256 of its bytes. The bytes are
+    hashed as read; only a file not seen with that hash is decoded and parsed (a file that
+    is not UTF-8 is never cached, so it is refused with its message on every load)."""
+    raw = _read_bytes(p)
+    digest = hashlib.sha256(raw).hexdigest()
+    key = (str(p), digest)
     hit = _PARSED.get(key)
     if hit is None:
-        hit = validate_workflow(_parse_text(p, text))
+        hit = _Parsed(validate_workflow(_parse_text(p, _decode(p, raw))))
         _PARSED[key] = hit
         while len(_PARSED) > _PARSED_MAX:
             _PARSED.popitem(last=False)
     else:
         _PARSED.move_to_end(key)
-    try:  # callers may not share (or mutate) the cached one
-        copied: Workflow = copy_plain(hit)
-    except RecursionError:  # a YAML alias that contains itself: deepcopy keeps the cycle
-        copied = copy.deepcopy(hit)
-    return copied
-
-
+    return hit, digest
 
 
 def is_approval_step(approval: Any) -> bool:

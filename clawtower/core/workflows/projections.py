@@ -132,14 +132,21 @@ def _wf_step_failed(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _wf_paused(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, wev.WorkflowPaused)
-    if p.started is not None:  # what one gate wrote as four events, folded in (issue 24.2)
+    kind = p.gate if p.gate == "input" else None
+    if p.started is not None and p.started.step_id == p.step_id:
+        # the gate's own start, folded in (issue 24.2): its row written once, as its start
+        # then its wait would leave it (the start's kind and attempt unless the wait names
+        # them; the run's row is touched below)
+        _wf_step(db, e, p.step_id, p.started.index, kind if kind is not None
+                 else p.started.kind, "waiting", attempts=p.started.attempt, result=p.result)
+    elif p.started is not None:  # what one gate wrote as four events, folded in
         _wf_started_step(db, e, p.started)
     if p.released is not None:
         _folded(db, e, f"workflow:{e.entity_id}", p.released, p.released.owner, "system")
     if p.asked is not None:
         _folded(db, e, p.approval_id, p.asked, p.asked_by, p.asked_role)
-    _wf_step(db, e, p.step_id, p.index, p.gate if p.gate == "input" else None, "waiting",
-             result=p.result)
+    if p.started is None or p.started.step_id != p.step_id:
+        _wf_step(db, e, p.step_id, p.index, kind, "waiting", result=p.result)
     _wf_touch(db, e, "status='paused', waiting_step=?, gate=?, resume_at=?, approval_id=?,"
               " token_hash=?, request=?, identity=?, input_schema=?, subject=?, ",
               (p.step_id, p.gate, p.resume_at, p.approval_id, p.token_hash, _jo(p.request),

@@ -27,26 +27,18 @@ class Reads:
     async def _spend(self, run_id: str) -> list[CostLine]:
         """What a run has spent: the lines its step events carry (billed output items, and
         the calls of clawtower's LLM stages at their agents' price)."""
-        from .cost import line_from
-
-        # only the cost field: step payloads also carry the (possibly large) results
-        rows = await self.store.fetchall(
-            "SELECT json_extract(payload, '$.cost') AS cost FROM events WHERE"
-            " entity='workflow' AND entity_id=? AND type IN ('workflow.paused',"
-            " 'workflow.step_finished', 'workflow.step_failed')"
-            " AND json_array_length(payload, '$.cost') > 0"
-            " ORDER BY seq", (run_id,))
-        lines: list[CostLine] = []
-        for row in rows:
-            raw = json.loads(row["cost"])
-            lines.extend(line_from(x) for x in raw if isinstance(x, dict))
-        return lines
+        return _spend_lines(await self.store.fetchall(_SPEND_SQL, (run_id,)))
 
     async def _results(self, run_id: str) -> dict[str, dict[str, Any]]:
-        rows = await self.store.fetchall(
-            "SELECT step_id, result FROM workflow_steps WHERE run_id=? AND result IS NOT NULL"
-            " ORDER BY seq", (run_id,))
-        return {r["step_id"]: json.loads(r["result"]) for r in rows}
+        return _results_of(await self.store.fetchall(_RESULTS_SQL, (run_id,)))
+
+    async def _paused_run(self, run_id: str) -> tuple[dict[str, Any] | None,
+                                                       dict[str, dict[str, Any]]]:
+        """A run's row and its step results, from one snapshot in one read: what a resume
+        needs (issue 36: one read, not two, on the gate's round trip)."""
+        run, results = await self.store.fetch_many([
+            ("SELECT * FROM workflow_runs WHERE id=?", (run_id,)), (_RESULTS_SQL, (run_id,))])
+        return (run[0] if run else None), _results_of(results)
 
     async def list(self, limit: int = 500) -> list[dict[str, Any]]:
         """Runs, newest first. A `running` one says whether its process is still there
@@ -129,6 +121,32 @@ class Reads:
         raw = json.loads(started["cost_limit"]) if started and started["cost_limit"] else None
         limit = parse_limit(raw) if isinstance(raw, dict) else None
         return summarize(await self._spend(run_id), limit)
+
+
+# only the cost field: step payloads also carry the (possibly large) results
+_SPEND_SQL = ("SELECT json_extract(payload, '$.cost') AS cost FROM events WHERE"
+              " entity='workflow' AND entity_id=? AND type IN ('workflow.paused',"
+              " 'workflow.step_finished', 'workflow.step_failed')"
+              " AND json_array_length(payload, '$.cost') > 0"
+              " ORDER BY seq")
+_RESULTS_SQL = ("SELECT step_id, result FROM workflow_steps WHERE run_id=? AND result IS NOT"
+                " NULL ORDER BY seq")
+
+
+def _spend_lines(rows: Sequence[dict[str, Any]]) -> list[CostLine]:
+    lines: list[CostLine] = []
+    if not rows:
+        return lines
+    from .cost import line_from
+
+    for row in rows:
+        raw = json.loads(row["cost"])
+        lines.extend(line_from(x) for x in raw if isinstance(x, dict))
+    return lines
+
+
+def _results_of(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["step_id"]: json.loads(r["result"]) for r in rows}
 
 
 def _run(r: dict[str, Any]) -> dict[str, Any]:

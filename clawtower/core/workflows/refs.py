@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .jsvalues import UNDEFINED, js_number, js_string, parse_stdout_json, to_json
+from .jsvalues import UNDEFINED, copy_plain, js_number, js_string, parse_stdout_json, to_json
 
 ARG_RE = re.compile(r"\$\{([A-Za-z0-9_-]+)\}")
 REF_RE = re.compile(r"\$([A-Za-z0-9_-]+)\.([A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)")
@@ -102,7 +102,7 @@ def resolve_input_value(stdin: Any, args: Mapping[str, Any], results: Results) -
         if ref:
             return step_ref_value(ref[0], ref[1], results, True)
         return resolve_template(stdin, args, results)
-    return stdin
+    return copy_plain(stdin)  # a literal of the workflow: a value of its own, not the parse's
 
 
 def encode_shell_input(value: Any) -> str | None:

@@ -25,7 +25,14 @@ from .conditions import (
 )
 from .cost import CURRENT_COST, CostLimitExceeded, CostTracker, parse_limit
 from .gates import approval_request, identity_of_request, input_request
-from .jsvalues import UNDEFINED, js_typeof, parse_stdout_json, serialize_for_stdout, to_json
+from .jsvalues import (
+    UNDEFINED,
+    copy_plain,
+    js_typeof,
+    parse_stdout_json,
+    serialize_for_stdout,
+    to_json,
+)
 from .load import (
     Step,
     Workflow,
@@ -145,8 +152,8 @@ def resolve_args(arg_defs: Any, provided: Mapping[str, Any] | None) -> dict[str,
     out: dict[str, Any] = {}
     if isinstance(arg_defs, dict):
         for key, d in arg_defs.items():
-            if isinstance(d, dict) and "default" in d:
-                out[str(key)] = d["default"]
+            if isinstance(d, dict) and "default" in d:  # a value of its own, never the
+                out[str(key)] = copy_plain(d["default"])  # shared parse's (load.py)
     for key, value in (provided or {}).items():
         out[str(key)] = value
     return out

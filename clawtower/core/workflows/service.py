@@ -53,10 +53,10 @@ from .envelopes import (
     ok_envelope,
     render,
 )
-from .jsvalues import UNDEFINED, js_prefix, to_json
+from .jsvalues import UNDEFINED, copy_plain, js_prefix, to_json
 from .kinds import GATE_KINDS
 from .llm import CURRENT_RUN, config_llm
-from .load import WorkflowError, is_input_step, load_workflow, resolve_workflow_file
+from .load import WorkflowError, is_input_step, load_workflow_shared, resolve_workflow_file
 from .pipeline import LlmCall, PipelineFailure, run_pipeline
 from .recorder import (
     HandedOver,
@@ -126,7 +126,7 @@ class Workflows(Decisions, Adoption, Reruns):
         except WorkflowError as exc:
             return error_envelope(exc.kind, exc.message)
         try:
-            workflow = load_workflow(path)
+            workflow, digest = load_workflow_shared(path)
             resolved = resolve_args(workflow.get("args"), args)
             if dry_run:
                 self.stderr(_dry(workflow, resolved, {}, 0))
@@ -136,7 +136,7 @@ class Workflows(Decisions, Adoption, Reruns):
             return error_envelope("runtime_error", exc.message)
 
         def start(tx: WriteTx) -> str:
-            run_id = self._start(tx, path, workflow, resolved)
+            run_id = self._start(tx, path, workflow, resolved, digest=digest)
             if on_start is not None:
                 on_start(tx, run_id)
             return run_id
@@ -153,14 +153,14 @@ class Workflows(Decisions, Adoption, Reruns):
         store (any process or machine sharing it) adopts it and drives it. Returns its id."""
         try:
             path = resolve_workflow_file(file, self.cwd)
-            workflow = load_workflow(path)
+            workflow, digest = load_workflow_shared(path)
             resolved = resolve_args(workflow.get("args"), args)
             check_workflow_conditions(workflow)
         except WorkflowError as exc:
             raise ValidationError(f"{file}: {exc.message}") from None
 
         def command(tx: WriteTx) -> str:
-            run_id = self._start(tx, path, workflow, resolved)
+            run_id = self._start(tx, path, workflow, resolved, digest=digest)
             leases._release(tx, lease_name(run_id), self.owner)
             return run_id
 
@@ -168,16 +168,18 @@ class Workflows(Decisions, Adoption, Reruns):
 
     def _start(self, tx: WriteTx, path: Path, workflow: dict[str, Any],
                args: dict[str, Any],
-               wrap: Callable[[wev.WorkflowStarted], ev.Payload] | None = None) -> str:
-        """The run's start (`wrap` folds it into another event: a rerun's) and its lease."""
+               wrap: Callable[[wev.WorkflowStarted], ev.Payload] | None = None,
+               digest: str | None = None) -> str:
+        """The run's start (`wrap` folds it into another event: a rerun's) and its lease.
+        `digest`: the sha256 of the file as `workflow` was loaded from it (else read now)."""
         row = tx.one("SELECT coalesce(max(num), 0) + 1 AS n FROM workflow_runs")
         run_id = f"W-{row['n'] if row else 1}"
         name = workflow.get("name")
         started = wev.WorkflowStarted(
             file=str(path), name=name if isinstance(name, str) else path.stem,
             args=json.loads(to_json(args)), steps=[str(s["id"]) for s in workflow["steps"]],
-            digest=file_digest(path), cost_limit=_limit_dict(workflow), owner=process_tag(),
-            cwd=self.cwd)
+            digest=file_digest(path) if digest is None else digest,
+            cost_limit=_limit_dict(workflow), owner=process_tag(), cwd=self.cwd)
         tx.emit(NewEvent(entity_id=run_id, actor=self.actor, role=Role.OPERATOR.value,
                          payload=started if wrap is None else wrap(started)))
         leases._acquire(tx, lease_name(run_id), self.owner, self.lease_ttl_s)
@@ -252,7 +254,10 @@ class Workflows(Decisions, Adoption, Reruns):
                          last: str | None, cwd: str | None) -> dict[str, Any]:
         ctx = self._context(run_id, path, cwd)
         tracker = CostTracker(ctx.env, ctx.stderr, parse_limit(workflow.get("cost_limit")))
-        if start > 0:  # a gate pauses a run, it does not reset its spend
+        if start > 0 and tracker.limit is not None:
+            # a gate pauses a run, it does not reset its spend; what was spent counts only
+            # against a cost_limit (the tracker's lines serve its check alone), so a run
+            # without one skips the read of its step events (issue 36)
             tracker.restore(await self._spend(run_id))
         runner = Runner(workflow, path, args, ctx, tracker)
         recorder = ctx.recorder
@@ -367,6 +372,7 @@ class Workflows(Decisions, Adoption, Reruns):
         approval_id = await self.store.execute(command)
         if not approval_id:
             return ok_envelope("cancelled", [])
+        request = copy_plain(request)  # the caller's own (it may hold the parse's values)
         if pause.kind == "approval":
             return ok_envelope("needs_approval", [], {**request, "resumeToken": token,
                                                       "approvalId": approval_id})
@@ -392,8 +398,8 @@ class Workflows(Decisions, Adoption, Reruns):
     async def _resume(self, token: str | None, approval_id: str | None, approve: bool | None,
                       response: Any, cancel: bool, approved_by: str | None,
                       reason: str = "") -> dict[str, Any]:
-        run = await self._locate(token, approval_id,
-                                 "Resume state not found" if cancel else NOT_FOUND)
+        run, results = await self._locate(
+            token, approval_id, "Resume state not found" if cancel else NOT_FOUND)
         run_id, gate, step_id = run["id"], run["gate"], run["waiting_step"]
         if gate == "approval":
             if response is not UNDEFINED or (not cancel and approve is None):
@@ -407,12 +413,11 @@ class Workflows(Decisions, Adoption, Reruns):
             await self._consume_cancel(run, approved_by, "withdrawn", reason)
             return ok_envelope("cancelled", [])
         path = Path(run["file"])
-        workflow = load_workflow(path)
-        if run["digest"] and file_digest(path) != run["digest"]:
+        workflow, digest = load_workflow_shared(path)
+        if run["digest"] and digest != run["digest"]:
             self.stderr(f"clawtower: warning: {path} changed since run {run_id} started;"
                         " resuming with the file as it is now (as Lobster does)\n")
         args = resolve_args(workflow.get("args"), _loads(run["args"], {}))
-        results = await self._results(run_id)
         previous = dict(results.get(step_id) or {"id": step_id})
         if gate == "approval":
             why = _identity_problem(step_id, _loads(run["identity"], {}), approved_by)

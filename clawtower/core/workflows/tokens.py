@@ -12,6 +12,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from .load import WorkflowError
 
 PREFIX = "workflow_resume_"
+_URLSAFE = re.compile(r"[A-Za-z0-9_-]*")
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,9 @@ def decode_token(token: str) -> TokenRef | None:
     """The run a token names, or None when it is well formed but not one of ours.
 
     WorkflowError("Invalid token" and friends, parse_error) for what Lobster refuses."""
-    text = "".join(ch for ch in str(token) if ch.isalnum() or ch in "-_")
+    text = str(token)
+    if not _URLSAFE.fullmatch(text):  # a token as we write it passes as it is
+        text = "".join(ch for ch in text if ch.isalnum() or ch in "-_")
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         payload: Any = json.loads(raw.decode("utf-8"))
