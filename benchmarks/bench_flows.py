@@ -21,7 +21,7 @@ time (issue 24; seed 003 asked 0.5x).
 
 With `--turns`, every size also runs with each executed node a TurnJob in a session of
 its agent (`TurnBrain` over `PlanBrain`, the session worker in the same process, the
-simulator at speed 0): the node's session, TASK message and job in one commit, the claim,
+simulator at speed 0): the node's session, TASK message, job and its claim in one commit,
 the turn's records, the reply and the job's end, then the REPLY. Target: <= 1x LangGraph.
 
     .venv/bin/python benchmarks/bench_flows.py [--quick] [--sizes 1000,10000,100000] [--turns]

@@ -1,8 +1,9 @@
 """Sessions (seed 004): subagent fan-out beside LangGraph `Send`, and steer latency.
 
 Fan-out (baselines.md workload 3). Ours: a parent session on the zero-latency simulator
-spawns N subagents in one tool round (`spawn_subagents`, one commit), every child runs one
-turn (claim under its session lease, turn events, usage, reply, finish) and announces once
+spawns N subagents in one tool round (`spawn_subagents`, one commit that also claims each
+child's job for the worker while it has free slots), every child runs one turn (turn
+events, usage, reply, finish) and announces once
 to the parent; the join wakes the parent, whose turn takes all N announces as ephemeral
 context and answers. Timed from `send` to that answer committed (`run_until_idle`), with
 `--concurrency` turns in flight (default N: every branch at once, as a LangGraph superstep
