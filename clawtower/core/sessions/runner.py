@@ -114,6 +114,7 @@ class SessionRunner:
         self.only = sessions  # restrict to these sessions (None: all)
         self.running: dict[str, tuple[Claim, asyncio.Task[None]]] = {}  # job id -> ...
         self._reserved = 0  # slots held for claims in flight (`reserve`)
+        self._closing = False
         self.errors: list[str] = []
         self.finished = 0
         self._stop = asyncio.Event()
@@ -178,7 +179,7 @@ class SessionRunner:
     # was cancelled) is this worker's job with no task: the expired sweep takes it over.
 
     def reserve(self) -> bool:
-        if len(self.running) + self._reserved >= self.max_concurrent:
+        if self._closing or len(self.running) + self._reserved >= self.max_concurrent:
             return False
         self._reserved += 1
         return True
@@ -190,7 +191,7 @@ class SessionRunner:
 
     def adopt(self, claim: Claim | None) -> None:
         self._reserved -= 1
-        if claim is not None:
+        if claim is not None and not self._closing:  # closing: taken over, as its others
             self._launch(claim)
 
     def _done_callback(self, job_id: str) -> Callable[[asyncio.Task[None]], None]:
@@ -287,6 +288,7 @@ class SessionRunner:
         return row is None
 
     async def aclose(self) -> None:
+        self._closing = True  # no claim in a queueing commit from here on
         tasks = [t for _, t in list(self.running.values())]
         for c, _ in list(self.running.values()):
             c.lost = True
