@@ -91,8 +91,7 @@ def _queue_node(tx: WriteTx, item: WorkItem, job_id: str, runner: SessionRunner 
     spec = spec_by_ref(tx, item.agent)
     sid = _next_session_id(tx)
     by = owner_of(item.flow_id)
-    flow = tx.one("SELECT executor FROM flows WHERE id=?", (item.flow_id,))
-    provider, model = overrides(flow["executor"] if flow else "", spec)
+    provider, model = overrides(_executor(tx, item.flow_id), spec)
     # `taken`: this event also takes the flow task (it shows as running from here; no
     # `flow.task_taken`, issue 36); a node session logged before says nothing of it
     task = {"label": item.local_id, "prompt": item.instruction, "flow_task": item.task_id,
@@ -110,6 +109,19 @@ def _queue_node(tx: WriteTx, item: WorkItem, job_id: str, runner: SessionRunner 
                "provider_override": provider, "model_override": model,
                "task": json.dumps(task)}
     return sid, runner.claim_fresh_in(tx, job_id, session, inbound.model_dump(), "flow")
+
+
+_EXECUTORS = "flow-executor"  # a memo key entity no event has: a flow's executor is fixed
+
+
+def _executor(tx: WriteTx, flow_id: str) -> str:
+    """The flow's executor, read once per batch of commands: it is set when the flow starts
+    and never changes (a rerun is a new flow), and every node of the batch asks for it."""
+    def load() -> str:
+        row = tx.one("SELECT executor FROM flows WHERE id=?", (flow_id,))
+        return str(row["executor"] or "") if row else ""
+
+    return tx.cached(_EXECUTORS, flow_id, load)
 
 
 def overrides(executor: str, spec: AgentSpec) -> tuple[str | None, str | None]:
