@@ -23,7 +23,6 @@ from ..limits import (
     MAX_SUBWORKFLOW_DEPTH,
     printable,
     read_file,
-    read_text,
 )
 from . import yaml12
 from .jsvalues import copy_plain, freeze, parse_json, truthy
@@ -68,18 +67,9 @@ def _normpath(path: str) -> str:
     return os.path.normpath(path)
 
 
-def _read_text(p: Path) -> str:
-    """The file's text, read incrementally up to MAX_FILE_BYTES; errors name the file."""
-    try:
-        return read_text(p)
-    except ValidationError as exc:
-        if not p.exists():
-            raise WorkflowError(f"ENOENT: no such file or directory, open '{p}'") from None
-        raise WorkflowError(str(exc)) from None
-
-
 def _read_bytes(p: Path) -> bytes:
-    """The file's bytes (`_read_text` without the decoding); errors name the file."""
+    """The file's bytes, read incrementally up to MAX_FILE_BYTES (`_decode` makes them
+    text: one read serves the parse and the hash); errors name the file."""
     try:
         return read_file(p)
     except ValidationError as exc:
@@ -99,7 +89,7 @@ def _decode(p: Path, raw: bytes) -> str:
 
 def read_workflow_file(path: str | Path) -> Any:
     p = Path(path)
-    return _parse_text(p, _read_text(p))
+    return _parse_text(p, _decode(p, _read_bytes(p)))
 
 
 def _parse_text(p: Path, text: str) -> Any:
