@@ -18,8 +18,9 @@ from ..errors import Conflict, NotFound, ValidationError
 from ..events import NewEvent, Payload
 from ..executors import EXECUTOR_PATTERN
 from ..sessions import events as sev
+from ..sessions.checks import INTERNAL_CHANNEL, _next_session_id
 from ..sessions.registry import _spec_of, spec_by_ref, spec_for
-from ..sessions.service import INTERNAL_CHANNEL, _next_session_id, _stop
+from ..sessions.service import _stop
 from ..sessions.specs import AgentSpec
 from ..store.interface import Store, WriteTx
 from . import events as fev

@@ -8,16 +8,26 @@ else.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import events as ev
-from ..errors import Conflict, NotFound, PermissionDenied, ValidationError
-from ..events import NewEvent, Payload
+from ..errors import Conflict, NotFound, ValidationError
+from ..events import NewEvent
 from ..store.interface import Store, WriteTx
 from . import events as sev
 from . import takeover
+from .checks import (  # re-exported: the sessions' commands elsewhere import them from here
+    ACTIVE,
+    INTERNAL_CHANNEL,
+    OWNER_KINDS,
+    SessionLimits,
+    _ev,
+    _foreign,
+    _next_session_id,
+    _open_for,
+    _session,
+    owned_by,
+    refuse,
+)
 from .fork import fork_in
 from .gate import withdraw
 from .reads import SessionReads, clip
@@ -29,6 +39,7 @@ from .registry import (
     spec_for,
     spec_name,
 )
+from .spawn import ClaimFresh, _spawn, _spawn_many
 from .specs import (
     AgentSpec,
     AgentSpecConfig,
@@ -36,95 +47,13 @@ from .specs import (
     check_name,
     from_agent_config,
     known_models,
-    may_spawn,
 )
-
-# What claims a child's job in the command that spawns it (core/sessions/runner.py's
-# `claim_fresh_in`, passed in: (tx, job id, the session's row, its inbox row, the job's
-# reason) -> a claim, or None when no slot or lease is left)
-ClaimFresh = Callable[[WriteTx, str, dict[str, Any], dict[str, Any], str], Any]
-
 
 if TYPE_CHECKING:
     from ..agents.config import ClawtowerConfig
 
-INTERNAL_CHANNEL = "agent"  # child sessions: internal execution, never delivered outside
-ACTIVE = ("idle", "queued", "running", "waiting")  # waiting: a tool call awaits approval
 #: the transcript message of an announce, exactly as the seed has it
 ANNOUNCE_TEXT = "[@agent:{name}#{agent_id}] finish"
-
-
-@dataclass(frozen=True)
-class SessionLimits:
-    """Loop prevention and input bounds (OpenClaw's maxSpawnDepth, maxChildrenPerAgent)."""
-
-    max_hop: int = 1  # a child is hop 1; its own spawns (hop 2) are refused by default
-    max_children: int = 100  # children one session may have in total
-    max_message_chars: int = 32_000
-
-
-def _ev(entity_id: str, by: str, payload: Payload, role: str = "operator",
-        idem_key: str | None = None) -> NewEvent:
-    return NewEvent(entity_id=entity_id, actor=by or "operator", role=role, payload=payload,
-                    idem_key=idem_key)
-
-
-def refuse(tx: WriteTx, target: str, action: str, reason: str, by: str,
-           error: Exception | None = None) -> None:
-    """Record a refusal (the one refusals list: `permission.refused`) and fail with it."""
-    tx.emit(NewEvent(entity_id=target, actor=by or "operator", role="operator",
-                     payload=ev.PermissionRefused(action=action, target=target, reason=reason)))
-    tx.defer_error(error or PermissionDenied(f"{target}: {reason}"))
-
-
-# --------------------------------------------------------------------------- sessions
-
-
-def _session(tx: WriteTx, sid: str) -> dict[str, Any]:
-    row = tx.one("SELECT * FROM sessions WHERE id=?", (sid,))
-    if row is None:
-        raise NotFound(f"session {sid!r}: no such session")
-    return row
-
-
-def _next_session_id(tx: WriteTx) -> str:
-    row = tx.one("SELECT coalesce(max(num), 0) + 1 AS n FROM sessions")
-    return f"S-{int(row['n']) if row else 1}"
-
-
-def _open_for(tx: WriteTx, sid: str, action: str, by: str) -> dict[str, Any] | None:
-    """The session if it can take `action`; None after recording a refusal."""
-    row = _session(tx, sid)
-    if row["status"] not in ACTIVE:
-        refuse(tx, sid, action, f"the session is {row['status']}", by,
-               Conflict(f"session {sid!r}: {row['status']}; it takes no more messages"))
-        return None
-    return row
-
-
-#: what may own a session (its `created_by` is `<kind>:<id>`): only the owner sends to it
-OWNER_KINDS = ("flow", "meeting", "expert-run", "acp-task")
-
-
-def owned_by(session: dict[str, Any]) -> tuple[str, str] | None:
-    """(kind, id) of the protocol run that created the session and drives it, or None for
-    a session that takes messages from anybody (the CLI's, the console's, a chat's)."""
-    kind, sep, ref = str(session.get("created_by") or "").partition(":")
-    return (kind, ref) if sep and kind in OWNER_KINDS and ref else None
-
-
-def _foreign(tx: WriteTx, session: dict[str, Any], action: str, by: str) -> bool:
-    """True (after recording a refusal) when `by` is neither the session's owner nor the
-    session itself (its own turn may use its tools, spawns included)."""
-    owner = owned_by(session)
-    sid = session["id"]
-    if owner is None or by in (f"{owner[0]}:{owner[1]}", sid):
-        return False
-    kind, ref = owner
-    refuse(tx, sid, action, f"the session belongs to {kind} {ref}", by,
-           Conflict(f"{sid} belongs to {kind} {ref}; use clawtower {kind} ..."))
-    return True
-
 
 def queue_job(tx: WriteTx, sid: str, reason: str, by: str) -> str:
     jid = new_id("J")
@@ -221,139 +150,6 @@ def _stop(tx: WriteTx, sid: str, by: str, reason: str) -> list[str]:
             announce(tx, r, "stopped", reason or f"stopped by {by}", by, artifacts=[])
         todo.extend(tx.all("SELECT * FROM sessions WHERE parent_id=?", (r["id"],)))
     return stopped
-
-
-class _Refused(Exception):
-    def __init__(self, reason: str, error: Exception) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.error = error
-
-
-def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None, label: str,
-               by: str, limits: SessionLimits, caller: str, key: str | None,
-               children: int, keyed: dict[str, dict[str, Any]] | None = None,
-               claim: ClaimFresh | None = None, claims: list[Any] | None = None
-               ) -> dict[str, Any]:
-    """One child of `parent` (checked); raises _Refused (nothing emitted) when refused.
-    `keyed`: the parent's children by spawn key, when the caller read them already.
-    `claim`: a new child's job is claimed in this command (into `claims`, issue 36)."""
-    parent_id = parent["id"]
-    if not task.strip():
-        raise _Refused("empty task", ValidationError(
-            f"session {parent_id!r}: spawn: the task is empty"))
-    if key is not None:  # the same spawn again (a turn re-run after a crash): the same child
-        row = keyed.get(key) if keyed is not None else tx.one(
-            "SELECT * FROM sessions WHERE parent_id=? AND spawn_key=?", (parent_id, key))
-        if row is not None:
-            return {"status": "accepted", "session": row["id"], "run_id": row["run_id"],
-                    "job": None, "agent": spec_name(tx, row["agent_id"]),
-                    "agent_id": row["agent_id"], "hop": row["hop"], "existing": True}
-    hop = int(parent["hop"]) + 1
-    if hop > limits.max_hop:
-        raise _Refused(f"hop limit: a child of {parent_id} would be hop {hop}, over the limit"
-                       f" of {limits.max_hop}", PermissionDenied(
-                           f"session {parent_id!r}: spawn refused: hop {hop} is over the"
-                           f" limit of {limits.max_hop}"))
-    if len(task) > limits.max_message_chars:
-        raise _Refused(f"task of {len(task)} characters is over the limit of"
-                       f" {limits.max_message_chars}", ValidationError(
-                           f"session {parent_id!r}: spawn: task too long ({len(task)}"
-                           f" characters; at most {limits.max_message_chars})"))
-    if children >= limits.max_children:
-        raise _Refused(f"child limit: {parent_id} already has {children} children (at most"
-                       f" {limits.max_children})", PermissionDenied(
-                           f"session {parent_id!r}: spawn refused: at most"
-                           f" {limits.max_children} children"))
-    own = spec_by_ref(tx, parent["agent_id"])
-    spec = spec_by_ref(tx, agent) if agent else own
-    allow = own.config.policy.subagents
-    if caller == "tool" and not may_spawn(allow, own.name, spec.name):
-        reason = (f"self-spawn: agent {own.name} may not spawn itself (list it, or '*', in"
-                  " policy.subagents to allow it)" if allow is None else
-                  f"agent {own.name} may not spawn {spec.name} (policy.subagents:"
-                  f" {', '.join(allow) or 'none'})")
-        raise _Refused(reason, PermissionDenied(f"{parent_id}: {reason}"))
-    sid = _next_session_id(tx)
-    run_id = new_id("run")
-    job = new_id("J")  # the child, its task and the job that takes it: one event
-    inbound = sev.SessionInbound(msg_id=new_id("m"), text=task, sender=parent_id)
-    tx.emit(_ev(sid, by, sev.SessionCreated(
-        title=label or task.strip().splitlines()[0][:60], agent_id=spec.agent_id,
-        deliver=False, channel=INTERNAL_CHANNEL, parent_id=parent_id, hop=hop,
-        trace_id=parent["trace_id"], run_id=run_id, spawn_key=key,
-        task={"label": label, "prompt": task}, created_by=by,
-        inbound=inbound, job_id=job, job_reason="spawn")))
-    if claim is not None and claims is not None:
-        got = claim(tx, job, {"id": sid, "status": "queued", "agent_id": spec.agent_id,
-                              "provider_override": None, "model_override": None,
-                              "task": json.dumps({"label": label, "prompt": task})},
-                    inbound.model_dump(), "spawn")
-        if got is not None:
-            claims.append(got)
-    return {"status": "accepted", "session": sid, "run_id": run_id, "job": job,
-            "agent": spec.name, "agent_id": spec.agent_id, "hop": hop}
-
-
-def _children(tx: WriteTx, parent_id: str) -> int:
-    n = tx.one("SELECT count(*) AS n FROM sessions WHERE parent_id=?", (parent_id,))
-    return int(n["n"]) if n else 0
-
-
-def _spawn(tx: WriteTx, parent_id: str, task: str, agent: str | None, label: str, by: str,
-           limits: SessionLimits, caller: str = "operator", key: str | None = None
-           ) -> dict[str, Any]:
-    if _foreign(tx, _session(tx, parent_id), "session.spawn", by):
-        return {}
-    parent = _open_for(tx, parent_id, "session.spawn", by)
-    if parent is None:
-        return {}
-    try:
-        return _spawn_one(tx, parent, task, agent, label, by, limits, caller, key,
-                          _children(tx, parent_id))
-    except _Refused as r:
-        if isinstance(r.error, ValidationError) and r.reason == "empty task":
-            raise r.error from None
-        refuse(tx, parent_id, "session.spawn", r.reason, by, r.error)
-        return {}
-
-
-def _spawn_many(tx: WriteTx, parent_id: str, items: list[dict[str, Any]], by: str,
-                limits: SessionLimits, caller: str, key: str | None,
-                claim: ClaimFresh | None = None, claims: list[Any] | None = None
-                ) -> list[dict[str, Any]]:
-    """Several children in ONE commit; each item is accepted or refused on its own (every
-    refusal recorded), as that many single spawns would be. `claim`: see `_spawn_one`."""
-    if _foreign(tx, _session(tx, parent_id), "session.spawn", by):
-        return []
-    parent = _open_for(tx, parent_id, "session.spawn", by)
-    if parent is None:
-        return []
-    out: list[dict[str, Any]] = []
-    children = _children(tx, parent_id)
-    keyed = None  # the children an earlier run of this spawn made: one read, not one a child
-    if key:
-        keyed = {r["spawn_key"]: r for r in tx.all(
-            "SELECT * FROM sessions WHERE parent_id=? AND spawn_key IS NOT NULL",
-            (parent_id,))}
-    for i, item in enumerate(items):
-        try:
-            res = _spawn_one(tx, parent, str(item.get("task") or ""), item.get("agent") or None,
-                             str(item.get("label") or ""), by, limits, caller,
-                             f"{key}:{i}" if key else None, children, keyed, claim, claims)
-        except _Refused as r:
-            tx.emit(NewEvent(entity_id=parent_id, actor=by or "operator", role="operator",
-                             payload=ev.PermissionRefused(action="session.spawn",
-                                                          target=parent_id, reason=r.reason)))
-            out.append({"status": "refused", "reason": r.reason})
-            continue
-        if not res.get("existing"):
-            children += 1
-        out.append(res)
-    return out
-
-
-
 
 
 def announce(tx: WriteTx, child: dict[str, Any], status: str, summary: str, by: str, *,
