@@ -27,7 +27,7 @@ class TurnRecords(StoreView):
     waits for two commits (claim, finish) instead of five.
 
     The turn's end (`turn.finished`, the turn's last record) is held, not written (issue
-    36): the job's finish folds it into `turnjob.finished` (`claims._finish`), a pause for
+    36): the job's finish folds it into `turnjob.finished` (`finish._finish`), a pause for
     approval writes it beside `turnjob.waiting` (`claims._pause`): each is handed `end`
     and the worker clears it once written. A worker that gave the job up (or whose finish
     failed) writes it alone if the turn is still open (`write_end`). A storage fault

@@ -58,7 +58,6 @@ from .claims import (  # the store commands; re-exported for tests and benchmark
     TextSink,
     _budget,
     _claim,
-    _finish,
     _ours,
     _pause,
     _render,
@@ -68,6 +67,7 @@ from .claims import (  # the store commands; re-exported for tests and benchmark
     default_owner,
     worker_lease,
 )
+from .finish import _finish
 from .reads import announce_context
 from .records import TurnRecords
 from .rerun import TakeOverToolBox
