@@ -141,3 +141,50 @@ async def test_kill_9_mid_turn_loses_nothing_and_answers_once(tmp_path: Path) ->
         assert await store.verify_projections() == []
     finally:
         await store.close()
+
+
+async def test_a_killed_workers_job_is_taken_over_before_its_lease_lapses(tmp_path: Path
+                                                                         ) -> None:
+    """A worker killed mid-turn still holds a lease of 120 s; a worker on the same host sees
+    that its process is gone and takes its running job over at once, not after the TTL
+    (issue 36: a job claimed in the commit that queued it is running from that commit)."""
+    from clawtower.core.agents.config import config_from_data
+    from clawtower.core.sessions.runner import SessionRunner
+    from clawtower.core.sessions.skills import SkillSet
+
+    db = tmp_path / "gone.db"
+    store = await open_store(db)
+    try:
+        s = Sessions(store)
+        await s.set_spec("worker", AgentSpecConfig.model_validate({"policy": {"tools": []}}))
+        sid = await s.create(agent="worker")
+        await s.send(sid, "a long answer")
+        # every model call of this worker takes 60 s: killed inside its turn
+        proc = subprocess.Popen([sys.executable, WORKER, str(db), "60000", "120"],
+                                env=child_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+
+            async def running() -> bool:
+                row = await store.fetchone("SELECT status FROM turn_jobs WHERE session_id=?",
+                                           (sid,))
+                return row is not None and row["status"] == "running"
+            await wait_until(running)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        dead = await store.fetchone("SELECT owner, expires_at FROM leases WHERE name LIKE"
+                                    " 'worker:%' AND released=0")
+        assert dead is not None and dead["expires_at"] > store.clock.now() + 60
+        runner = SessionRunner(store, config_from_data({"speed": 0}, "t"), lease_ttl_s=120,
+                               skills=SkillSet())
+        assert await runner.run_until_idle(30)  # far less than the dead lease's 120 s
+        job = await store.fetchone("SELECT status, attempt, owner FROM turn_jobs WHERE"
+                                   " session_id=?", (sid,))
+        assert job is not None
+        assert (job["status"], job["attempt"], job["owner"]) == ("done", 2, runner.owner)
+        assert [m["role"] for m in (await s.get(sid))["messages"]] == ["user", "assistant"]
+        assert await store.verify_projections() == []
+    finally:
+        await store.close()

@@ -29,7 +29,7 @@ from .. import leases
 from ..agents.config import ClawtowerConfig
 from ..aio import wait_event
 from ..errors import ClawError, StorageFault
-from ..liveness import liveness, process_tag
+from ..liveness import holder_gone, process_tag
 from ..sessions.specs import AgentSpec
 from ..store.faults import storage_fault
 from ..store.interface import Store, WriteTx
@@ -45,9 +45,6 @@ if TYPE_CHECKING:
 LEASE = "flows"
 
 
-def holder_gone(owner: str) -> bool:
-    """A lease owner (`host:pid:start#n`) whose process is known gone from this host."""
-    return liveness(owner.partition("#")[0]) == "gone"
 
 
 class FlowEngine:

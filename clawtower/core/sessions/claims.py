@@ -7,8 +7,6 @@ parent), pause at an approval gate, renew the worker's lease. The worker that ru
 from __future__ import annotations
 
 import json
-import os
-import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +24,7 @@ from ..agents.turns import (
     TurnState,
 )
 from ..events import NewEvent
+from ..liveness import holder_gone, process_tag
 from ..memory.bm25 import recall_sync
 from ..memory.policy import recall_namespaces
 from ..memory.service import recalled_refs
@@ -260,6 +259,17 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
                  label=str(json.loads(session["task"] or "{}").get("label") or ""))
 
 
+def _gone_workers(tx: WriteTx, owner: str) -> list[str]:
+    """Workers whose lease is live but whose process is known gone from this host (killed):
+    their running jobs are taken over now, not once the lease lapses (a job claimed in the
+    commit that queued it waits for no TTL after a kill -9). Another host's are unknown."""
+    rows = tx.all("SELECT owner FROM leases WHERE name LIKE 'worker:%' AND released=0 AND"
+                  " expires_at > ? AND owner <> ?", (tx.now, owner))
+    # only owners named as `default_owner` names them now (`host:pid:start#n`): before, the
+    # third part was random, and a live worker of that release would read as gone
+    return [r["owner"] for r in rows if "#" in str(r["owner"]) and holder_gone(str(r["owner"]))]
+
+
 def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
            defaults: dict[str, str], only: set[str] | None, expired: bool) -> list[Claim]:
     """Up to `n` jobs: queued ones, and (with `expired`) running ones whose worker's lease
@@ -269,11 +279,13 @@ def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
     rows = tx.all("SELECT * FROM turn_jobs WHERE status='queued' ORDER BY queued_seq"
                   " LIMIT ?", (n * 4 + 16,))
     if expired:
+        gone = json.dumps(_gone_workers(tx, owner))
         rows += tx.all(
             "SELECT j.* FROM turn_jobs j LEFT JOIN leases l ON l.name = 'worker:' ||"
             " j.owner WHERE j.status='running' AND (l.name IS NULL OR l.released=1"
-            " OR l.expires_at <= ? OR j.owner = ?) ORDER BY j.queued_seq LIMIT ?",
-            (tx.now, owner, n + len(mine) + 16))
+            " OR l.expires_at <= ? OR j.owner = ? OR j.owner IN (SELECT value FROM"
+            " json_each(?))) ORDER BY j.queued_seq LIMIT ?",
+            (tx.now, owner, gone, n + len(mine) + 16))
     if only is not None:  # these sessions and their descendants
         marks = ",".join("?" * len(only))
         only = {r["id"] for r in tx.all(
@@ -403,4 +415,5 @@ def _renew(tx: WriteTx, claims: list[Claim], owner: str, ttl: float) -> list[str
 
 
 def default_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    """`host:pid:start#n`: unique per worker, and tells whether its process is gone."""
+    return f"{process_tag()}#{uuid.uuid4().hex[:6]}"
