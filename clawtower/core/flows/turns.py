@@ -97,19 +97,15 @@ def _queue_node(tx: WriteTx, item: WorkItem, job_id: str, runner: SessionRunner 
     # `flow.task_taken`, issue 36); a node session logged before says nothing of it
     task = {"label": item.local_id, "prompt": item.instruction, "flow_task": item.task_id,
             "taken": True}
-    inbound = sev.SessionInbound(msg_id=new_id("m"), text=node_text(item), sender=by)
-    tx.emit(NewEvent(entity_id=sid, actor=by, role="agent", payload=sev.SessionCreated(
+    created = sev.SessionCreated(
         title=f"{item.flow_id} {spec.name} {item.local_id}", agent_id=spec.agent_id,
         provider_override=provider, model_override=model,
         deliver=False, channel=INTERNAL_CHANNEL, trace_id=item.flow_id, task=task,
         created_by=by,  # with its first message and the job that takes it (issue 24.2)
-        inbound=inbound, job_id=job_id, job_reason="flow")))
-    if runner is None:
-        return sid, None
-    session = {"id": sid, "status": "queued", "agent_id": spec.agent_id,
-               "provider_override": provider, "model_override": model,
-               "task": json.dumps(task)}
-    return sid, runner.claim_fresh_in(tx, job_id, session, inbound.model_dump(), "flow")
+        inbound=sev.SessionInbound(msg_id=new_id("m"), text=node_text(item), sender=by),
+        job_id=job_id, job_reason="flow")
+    tx.emit(NewEvent(entity_id=sid, actor=by, role="agent", payload=created))
+    return sid, runner.claim_fresh_in(tx, sid, created) if runner is not None else None
 
 
 _EXECUTORS = "flow-executor"  # a memo key entity no event has: a flow's executor is fixed

@@ -101,6 +101,15 @@ class Fresh:
     session: dict[str, Any]  # id, status, agent_id, provider_override, model_override, task
     inbound: dict[str, Any]  # the inbox row's msg_id, text, sender
 
+    @classmethod
+    def created(cls, sid: str, p: sev.SessionCreated) -> Fresh:
+        """What `p` (its `session.created`, with its message and job) made of `sid`."""
+        assert p.inbound is not None and p.job_id is not None
+        return cls({"id": sid, "status": "queued", "agent_id": p.agent_id,
+                    "provider_override": p.provider_override,
+                    "model_override": p.model_override, "task": json.dumps(p.task)},
+                   p.inbound.model_dump())
+
 
 # --------------------------------------------------------------------------- commands
 
@@ -314,20 +323,21 @@ def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
 _LEASED = "worker-lease"  # a memo key entity no event has: this batch took our lease
 
 
-def claim_fresh(tx: WriteTx, job_id: str, fresh: Fresh, reason: str, owner: str, ttl: float,
+def claim_fresh(tx: WriteTx, sid: str, created: sev.SessionCreated, owner: str, ttl: float,
                 defaults: dict[str, str]) -> Claim | None:
-    """Claim, in the command that created its session and queued it, a `Fresh` session's
-    job: it never shows as queued to another worker, and the claim is not a command of its
-    own (issue 36: a flow node's turn). This worker's lease is taken or renewed once per
-    batch of commands; None when it cannot be had (the job stays queued for whoever can)."""
+    """Claim, in the command that emitted `created` (a session with its one message and the
+    job that takes it), that job: it never shows as queued to another worker, and the claim
+    is not a command of its own, nor does it read back what `created` wrote (`Fresh`; issue
+    36: a flow node's turn, a spawned child's). This worker's lease is taken or renewed
+    once per batch of commands; None when it cannot be had (the job stays queued)."""
     def lease() -> bool:
         return leases.acquire_in(tx, worker_lease(owner), owner, ttl)
 
     if not tx.cached(_LEASED, owner, lease):
         return None
-    job = {"id": job_id, "session_id": fresh.session["id"], "attempt": 0, "reason": reason,
-           "took": None}
-    return _start(tx, job, owner, defaults, fresh)
+    job = {"id": created.job_id, "session_id": sid, "attempt": 0,
+           "reason": created.job_reason, "took": None}
+    return _start(tx, job, owner, defaults, Fresh.created(sid, created))
 
 
 _OURS = ("SELECT j.status, j.owner, j.attempt, l.owner AS lease_owner, l.released,"

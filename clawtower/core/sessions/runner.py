@@ -30,7 +30,6 @@ import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from .. import leases
 from ..acp.session import ACP_PROVIDER, harness_name, run_acp_turn
@@ -54,7 +53,6 @@ from . import gate
 from .claims import (  # the store commands; re-exported for tests and benchmarks
     STEER_NOTE,
     Claim,
-    Fresh,
     TextSink,
     _budget,
     _claim,
@@ -67,6 +65,7 @@ from .claims import (  # the store commands; re-exported for tests and benchmark
     default_owner,
     worker_lease,
 )
+from .events import SessionCreated
 from .finish import _finish
 from .reads import announce_context
 from .records import TurnRecords
@@ -184,10 +183,9 @@ class SessionRunner:
         self._reserved += 1
         return True
 
-    def claim_fresh_in(self, tx: WriteTx, job_id: str, session: dict[str, Any],
-                       inbound: dict[str, Any], reason: str) -> Claim | None:
-        return claim_fresh(tx, job_id, Fresh(session, inbound), reason, self.owner,
-                           self.lease_ttl_s, self._defaults)
+    def claim_fresh_in(self, tx: WriteTx, sid: str, created: SessionCreated
+                       ) -> Claim | None:
+        return claim_fresh(tx, sid, created, self.owner, self.lease_ttl_s, self._defaults)
 
     def adopt(self, claim: Claim | None) -> None:
         self._reserved -= 1

@@ -335,10 +335,8 @@ class Sessions(SessionReads):
         def command(tx: WriteTx) -> tuple[list[dict[str, Any]], list[Any]]:
             claims: list[Any] = []  # this run's: a command run again starts empty
 
-            def budgeted(tx: WriteTx, job: str, session: dict[str, Any],
-                         inbound: dict[str, Any], reason: str) -> Any:
-                return claim(tx, job, session, inbound, reason) if len(claims) < limit \
-                    else None
+            def budgeted(tx: WriteTx, sid: str, created: sev.SessionCreated) -> Any:
+                return claim(tx, sid, created) if len(claims) < limit else None
 
             return _spawn_many(tx, parent_id, items, by, self.limits, caller, key, budgeted,
                                claims), claims

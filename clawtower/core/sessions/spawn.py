@@ -6,7 +6,6 @@ spawning from a turn claims new children's jobs in the same command (`ClaimFresh
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -29,9 +28,9 @@ from .registry import new_id, spec_by_ref, spec_name
 from .specs import may_spawn
 
 # What claims a child's job in the command that spawns it (core/sessions/runner.py's
-# `claim_fresh_in`, passed in: (tx, job id, the session's row, its inbox row, the job's
-# reason) -> a claim, or None when no slot or lease is left)
-ClaimFresh = Callable[[WriteTx, str, dict[str, Any], dict[str, Any], str], Any]
+# `claim_fresh_in`, passed in: (tx, the child's id, its `session.created`) -> a claim, or
+# None when no slot or lease is left)
+ClaimFresh = Callable[[WriteTx, str, sev.SessionCreated], Any]
 
 
 class _Refused(Exception):
@@ -88,18 +87,16 @@ def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None
     sid = _next_session_id(tx)
     run_id = new_id("run")
     job = new_id("J")  # the child, its task and the job that takes it: one event
-    inbound = sev.SessionInbound(msg_id=new_id("m"), text=task, sender=parent_id)
-    tx.emit(_ev(sid, by, sev.SessionCreated(
+    created = sev.SessionCreated(
         title=label or task.strip().splitlines()[0][:60], agent_id=spec.agent_id,
         deliver=False, channel=INTERNAL_CHANNEL, parent_id=parent_id, hop=hop,
         trace_id=parent["trace_id"], run_id=run_id, spawn_key=key,
         task={"label": label, "prompt": task}, created_by=by,
-        inbound=inbound, job_id=job, job_reason="spawn")))
+        inbound=sev.SessionInbound(msg_id=new_id("m"), text=task, sender=parent_id),
+        job_id=job, job_reason="spawn")
+    tx.emit(_ev(sid, by, created))
     if claim is not None and claims is not None:
-        got = claim(tx, job, {"id": sid, "status": "queued", "agent_id": spec.agent_id,
-                              "provider_override": None, "model_override": None,
-                              "task": json.dumps({"label": label, "prompt": task})},
-                    inbound.model_dump(), "spawn")
+        got = claim(tx, sid, created)
         if got is not None:
             claims.append(got)
     return {"status": "accepted", "session": sid, "run_id": run_id, "job": job,
