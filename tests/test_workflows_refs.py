@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clawtower.core.workflows.conditions import (
     ConditionError,
     check_workflow_conditions,
     evaluate_condition,
 )
-from clawtower.core.workflows.jsvalues import UNDEFINED, js_string, to_json
+from clawtower.core.workflows.jsvalues import UNDEFINED, js_plain, js_string, to_json
 from clawtower.core.workflows.load import WorkflowError, load_workflow
 from clawtower.core.workflows.refs import (
     RefError,
@@ -134,3 +137,46 @@ def test_javascript_numbers_keys_and_string_cuts() -> None:
         '{\n  "x": [\n    1,\n    0.000001,\n    null\n  ]\n}')
     assert js_prefix("ab\U0001F600c", 3) == "ab"  # never half a character
     assert js_prefix("ab\U0001F600c", 4) == "ab\U0001F600"
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, of the same types all the way down (1 and 1.0 differ), NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (a != a and b != b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(),
+                    st.integers(min_value=-2**70, max_value=2**70), st.floats(), st.text(),
+                    st.just(UNDEFINED))
+_KEYS = st.one_of(st.text(max_size=4), st.integers(min_value=0, max_value=2**33).map(str),
+                  st.sampled_from(["01", "0", "4294967294", "4294967295", "-1", "¹", "٣"]))
+_VALUES = st.recursive(_LEAVES, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.tuples(inner, inner),
+    st.dictionaries(_KEYS, inner, max_size=4),
+    st.dictionaries(st.integers(0, 20), inner, max_size=3)), max_leaves=20)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_VALUES.filter(lambda v: v is not UNDEFINED))
+def test_js_plain_is_the_stringify_round_trip(value: object) -> None:
+    """js_plain (a gate's request, subject and context normalised in its write, issue 36)
+    is exactly json.loads(to_json(value)): key order, dropped undefined members, numbers as
+    JavaScript holds them, types included."""
+    assert _same(js_plain(value), json.loads(to_json(value)))
+
+
+def test_unicode_digit_keys_are_not_array_indexes() -> None:
+    """`"¹".isdigit()` is true in Python: such a key stays in its place (it once crashed
+    JSON.stringify's key ordering with int("¹"))."""
+    value = {"b": 1, "¹": 2, "10": 3, "2": 4}
+    assert to_json(value) == '{"2":4,"10":3,"b":1,"¹":2}'
+    assert list(js_plain(value)) == ["2", "10", "b", "¹"]
+    with pytest.raises(ValueError):
+        js_plain(UNDEFINED)  # not JSON, as json.loads("undefined") refused

@@ -339,12 +339,12 @@ def read_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """A file's bytes, read incrementally: refused once it passes `max_bytes` (so /dev/zero
     or a FIFO that never ends costs at most max_bytes + one chunk). Errors name the file."""
     p = Path(path)
-    name = printable(str(p))
     chunks: list[bytes] = []
     total = 0
     try:
-        if stat.S_ISFIFO(p.stat().st_mode) or stat.S_ISSOCK(p.stat().st_mode):
-            raise ValidationError(f"{name}: not a regular file (a pipe or socket)")
+        mode = p.stat().st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            raise ValidationError(f"{_name(p)}: not a regular file (a pipe or socket)")
         with p.open("rb") as f:
             while True:
                 chunk = f.read(min(_READ_CHUNK, max_bytes + 1 - total))
@@ -353,18 +353,24 @@ def read_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
                 chunks.append(chunk)
                 total += len(chunk)
                 if total > max_bytes:
-                    raise ValidationError(f"{name}: larger than {max_bytes} bytes")
+                    raise ValidationError(f"{_name(p)}: larger than {max_bytes} bytes")
     except FileNotFoundError:
-        raise ValidationError(f"{name}: no such file") from None
+        raise ValidationError(f"{_name(p)}: no such file") from None
     except IsADirectoryError:
-        raise ValidationError(f"{name}: is a directory") from None
+        raise ValidationError(f"{_name(p)}: is a directory") from None
     except PermissionError:
-        raise ValidationError(f"{name}: permission denied") from None
+        raise ValidationError(f"{_name(p)}: permission denied") from None
     except OSError as exc:
-        raise ValidationError(f"{name}: cannot read ({exc.strerror or exc})") from None
+        raise ValidationError(f"{_name(p)}: cannot read ({exc.strerror or exc})") from None
     except ValueError as exc:  # an embedded NUL in the path
-        raise ValidationError(f"{name}: not a usable path ({exc})") from None
+        raise ValidationError(f"{_name(p)}: not a usable path ({exc})") from None
     return b"".join(chunks)
+
+
+def _name(p: Path) -> str:
+    """The path as an error names it: built only when there is an error (a workflow's file
+    is read at every resume of a gate, issue 36)."""
+    return printable(str(p))
 
 
 def read_text(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> str:

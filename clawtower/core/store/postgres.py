@@ -458,7 +458,7 @@ class PostgresStore(BatchWriter, LogReads):
                     self._catch_up()
             r.execute("BEGIN IMMEDIATE")
             replica_open = True
-            result = run_commands(r, jobs, now, self.path)
+            result = run_commands(r, jobs, now, self.path, self._columns)
             emitted, texts = result.emitted, result.texts
             rows = [(e.seq, e.ts, e.entity, e.entity_id, e.type, e.actor, e.role, text,
                      e.idem_key) for e, text in zip(emitted, texts, strict=True)]

@@ -314,7 +314,7 @@ class SQLiteStore(BatchWriter, LogReads):
             self._drill.apply(conn)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            result = run_commands(conn, jobs, now, self.path)
+            result = run_commands(conn, jobs, now, self.path, self._columns)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:  # SQLite rolls back itself on a full disk or I/O error

@@ -49,7 +49,7 @@ class Tx:
         self.deferred: Exception | None = None
         self.emitted: list[StoredEvent] = []
         self.payload_json: list[str] = []  # as logged, one per emitted event
-        # column names of each read's statement, shared by the batch's commands: building
+        # column names of each read's statement, kept by the writer (`run_commands`): building
         # them from `cursor.description` per row cost ~1 µs a row on the writer thread
         self._columns: dict[str, tuple[str, ...]] = {} if columns is None else columns
         # values derived from rows, per entity, shared by the batch's commands (`cached`)
@@ -191,12 +191,20 @@ class BatchResult:
     texts: list[str] = field(default_factory=list)  # each emitted event's payload as logged
 
 
+COLUMNS_KEPT = 4096  # statements whose column names a writer keeps (some are built per call)
+
+
 def run_commands(
-    conn: sqlite3.Connection, jobs: list[Job], now: float, path: str
+    conn: sqlite3.Connection, jobs: list[Job], now: float, path: str,
+    columns: dict[str, tuple[str, ...]] | None = None,
 ) -> BatchResult:
-    """Run each job's command in its own savepoint inside the caller's open transaction."""
+    """Run each job's command in its own savepoint inside the caller's open transaction.
+    `columns`: the writer's column names per statement, kept across its batches (a gate's
+    round trip is a batch of one or two commands: a cache per batch missed every read)."""
     result = BatchResult()
-    columns: dict[str, tuple[str, ...]] = {}
+    if columns is None or len(columns) > COLUMNS_KEPT:
+        columns = {} if columns is None else columns
+        columns.clear()
     memo: dict[str, dict[Hashable, Any]] = {}
     for job in jobs:
         tx = Tx(conn, now, columns, memo)
@@ -272,6 +280,9 @@ class BatchWriter(ABC):
         self._changed = asyncio.Event()
         self.batches = 0
         self.commands = 0
+        # the writer's column names per read statement (`run_commands`), for its lifetime:
+        # a table only gains columns while a process runs, and Tx._names checks the width
+        self._columns: dict[str, tuple[str, ...]] = {}
 
     # ------------------------------------------------------------------ to supply
 

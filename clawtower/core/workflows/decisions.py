@@ -5,7 +5,6 @@ deciding a gate is not driving a run; the service inherits it as `Decisions`."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
@@ -17,7 +16,7 @@ from ..store.interface import Store, WriteTx
 from ..tasks.permissions import Role
 from . import events as wev
 from .envelopes import _loads, error_envelope
-from .jsvalues import UNDEFINED, to_json
+from .jsvalues import UNDEFINED, js_plain
 from .kinds import GATE_KINDS
 from .load import WorkflowError
 from .recorder import lease_name
@@ -143,7 +142,7 @@ class Decisions:
                              role=Role.OPERATOR.value, payload=wev.WorkflowResumed(
                                  step_id=run["waiting_step"], decision=decision,
                                  by=(by or "").strip() or None,
-                                 result=json.loads(to_json(result)), owner=process_tag(),
+                                 result=js_plain(result), owner=process_tag(),
                                  approval_id=run["approval_id"] if decided else None,
                                  decided=decided, lease=taken)))
             for event in lease if taken is None else ():

@@ -21,7 +21,6 @@ inherits the last three, so its API is the one it always was.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import uuid
 import weakref
@@ -53,7 +52,7 @@ from .envelopes import (
     ok_envelope,
     render,
 )
-from .jsvalues import UNDEFINED, copy_plain, js_prefix, to_json
+from .jsvalues import UNDEFINED, copy_plain, js_plain, js_prefix, to_json
 from .kinds import GATE_KINDS
 from .llm import CURRENT_RUN, config_llm
 from .load import WorkflowError, is_input_step, load_workflow_shared, resolve_workflow_file
@@ -177,7 +176,7 @@ class Workflows(Decisions, Adoption, Reruns):
         name = workflow.get("name")
         started = wev.WorkflowStarted(
             file=str(path), name=name if isinstance(name, str) else path.stem,
-            args=json.loads(to_json(args)), steps=[str(s["id"]) for s in workflow["steps"]],
+            args=js_plain(args), steps=[str(s["id"]) for s in workflow["steps"]],
             digest=file_digest(path) if digest is None else digest,
             cost_limit=_limit_dict(workflow), owner=process_tag(), cwd=self.cwd)
         tx.emit(NewEvent(entity_id=run_id, actor=self.actor, role=Role.OPERATOR.value,
@@ -346,7 +345,7 @@ class Workflows(Decisions, Adoption, Reruns):
             approval_id = c.request_approval(
                 tx, kind=GATE_KINDS[pause.kind], subject=run_id,
                 title=f"{run_id} {name}: {pause.step_id}{again}", prompt=prompt,
-                context=json.loads(to_json(context)), preview=preview, actor=requester,
+                context=js_plain(context), preview=preview, actor=requester,
                 role=Role.APPROVER,
                 required_approver=pause.identity.get("requiredApprover"),
                 require_different_approver=bool(pause.identity.get("requireDifferentApprover")),
@@ -357,10 +356,10 @@ class Workflows(Decisions, Adoption, Reruns):
                              payload=wev.WorkflowPaused(
                                  step_id=pause.step_id, index=pause.index, gate=pause.kind,
                                  resume_at=pause.resume_at, approval_id=approval_id,
-                                 token_hash=token_hash, request=json.loads(to_json(request)),
+                                 token_hash=token_hash, request=js_plain(request),
                                  identity=pause.identity,
                                  input_schema=pause.input_schema,
-                                 subject=json.loads(to_json(pause.subject)),
+                                 subject=js_plain(pause.subject),
                                  result=gate_output.result if gate_output else None,
                                  cost=gate_output.cost if gate_output else [],
                                  started=started, released=released[0] if released else None,
