@@ -34,7 +34,7 @@ from .store.view import StoreView
 from .tasks import commands as c
 from .tasks.permissions import Role
 from .tasks.phases import MAX_ATTEMPTS, Phase
-from .tasks.scan import ACTIONABLE_SQL, ACTIVE
+from .tasks.scan import ACTIONABLE_SQL, ACTIVE, CHANGED_SQL
 from .tasks.service import Tasks
 
 log = logging.getLogger("clawtower.orchestrator")
@@ -180,13 +180,15 @@ class Orchestrator:
         # scanning every finished task, and the latest approval is one index probe.
         return await self.store.fetchall(ACTIONABLE_SQL)
 
-    async def tick(self) -> int:
-        """Start driving every actionable task not already in flight."""
+    async def tick(self, since: int | None = None) -> int:
+        """Start driving every actionable task not already in flight; with `since`, only
+        among the tasks the log touched after that seq (a wake-up by a change: `run`)."""
         now = asyncio.get_running_loop().time()
         room = self.concurrency - len(self._inflight)
         if room <= 0:
             return 0
-        rows = await self.actionable()
+        rows = await (self.actionable() if since is None
+                      else self.store.fetchall(CHANGED_SQL, (since,)))
         phases = {row["id"]: row["phase"] for row in rows}
         free = [row["id"] for row in rows
                 if row["id"] not in self._inflight and self._retry_at.get(row["id"], 0.0) <= now]
@@ -293,18 +295,33 @@ class Orchestrator:
             self._inflight.pop(task_id, None)
 
     async def run(self, stop: asyncio.Event, *, poll_s: float = 0.5) -> None:
+        """Tick at every change of the log, at every driver's end and every `poll_s`. A
+        change alone scans only the tasks it touched (CHANGED_SQL); the whole scan runs at
+        least every `poll_s` (what no event announces: a retry's time come, room freed)."""
+        loop = asyncio.get_running_loop()
         seq = await self.store.last_seq()
+        since: int | None = None  # None: the whole scan
+        full_at = loop.time()
         while not stop.is_set():
-            await self.tick()
+            if since is None:
+                full_at = loop.time()
+            await self.tick(since)
             waiter = asyncio.ensure_future(self.store.wait_for_change(seq, poll_s))
             stopper = asyncio.ensure_future(stop.wait())
-            done_any = [waiter, stopper, *self._inflight.values()]
-            await asyncio.wait(done_any, return_when=asyncio.FIRST_COMPLETED)
+            drivers = list(self._inflight.values())
+            done, _ = await asyncio.wait([waiter, stopper, *drivers],
+                                         return_when=asyncio.FIRST_COMPLETED)
             stopper.cancel()
+            before = seq
             if waiter.done():
                 seq = waiter.result()
             else:
                 waiter.cancel()
+            now = loop.time()
+            changed_only = (seq > before and not any(d in done for d in drivers)
+                            and now - full_at < poll_s
+                            and not any(t <= now for t in self._retry_at.values()))
+            since = before if changed_only else None
         await self.cancel_inflight()
 
     async def cancel_inflight(self) -> None:
