@@ -274,10 +274,11 @@ async def three_nodes(store: Any) -> str:
 
 
 async def test_a_nodes_job_is_claimed_in_the_command_that_queues_it(tmp_path: Path) -> None:
-    """Issue 36: the node's session, its job and the job's claim (`turnjob.started`) are one
-    command: the job is never queued for another worker to take, and the claim is not a
-    command of its own. With no free slot in the worker, the job is queued and claimed by
-    the worker's claim loop as before (here: one slot for three nodes at once)."""
+    """Issue 36: the node's session, its job and the job's claim are one event
+    (`session.created` with the job's `start`) in one command: the job is never queued for
+    another worker to take, and the claim is neither a command nor an event of its own.
+    With no free slot in the worker, the job is queued and claimed by the worker's claim
+    loop as before (here: one slot for three nodes at once)."""
     for slots in (8, 1):
         store = await open_store(tmp_path / f"db-{slots}.sqlite")
         try:
@@ -292,12 +293,11 @@ async def test_a_nodes_job_is_claimed_in_the_command_that_queues_it(tmp_path: Pa
             flow = await FlowEngine(store, brain).run_flow(fid, timeout_s=60)
             assert flow["status"] == "done", flow
             queued = [c for c in commands if c == ["session.created"]]  # a node's, alone
-            claimed = [c for c in commands if "session.created" in c and "turnjob.started"
-                       in c]
+            claimed = [c for c in commands if "session.created+start" in c]
             if slots == 8:
                 assert len(claimed) == 3 and queued == [], commands
-                for c in claimed:  # the session, then (the worker's lease) its claim
-                    assert c[0] == "session.created" and c[-1] == "turnjob.started", c
+                for c in claimed:  # (the worker's lease, once per batch) the session claimed
+                    assert c[-1] == "session.created+start" and "turnjob.started" not in c, c
             else:  # one slot: the first node claimed at once, the others by the claim loop
                 assert len(claimed) == 1 and len(queued) == 2, commands
             jobs = await store.fetchall("SELECT status, attempt FROM turn_jobs")

@@ -153,6 +153,9 @@ async def test_a_child_runs_in_four_events(store: Any) -> None:
              for e in await store.events_after(0, entity_id=eid)]
     announce = await store.fetchall("SELECT 1 FROM events WHERE type='session.announced'"
                                     " AND entity_id=?", (sid,))
+    # (one child spawned by `spawn_subagent` is queued for the claim loop: its start is an
+    # event of its own; children of `spawn_subagents` are claimed in the spawning command,
+    # their start folded into their creation: test_sessions_milestones m4)
     assert sorted(types) == sorted([
         "session.created", "turnjob.started", "turnjob.finished"]) \
         and len(announce) == 1
@@ -198,11 +201,21 @@ async def test_a_claimed_turn_that_never_runs_is_closed(store: Any) -> None:
 
 def _unfold(events: list[StoredEvent]) -> list[StoredEvent]:
     """A log of the new code written as the code before issue 36 wrote it: each job's turn
-    end its own `turn.finished` (on the turn, just before the job's end, same time)."""
+    end its own `turn.finished` (on the turn, just before the job's end, same time), and a
+    job claimed in its session's creation started by its own `turnjob.started` (on the
+    job, just after the creation, same time)."""
     out: list[StoredEvent] = []
     turn_of: dict[str, tuple[str, str]] = {}  # job id -> (its latest turn id, its agent)
     for e in events:
         p = e.payload
+        if isinstance(p, sev.SessionCreated) and p.start is not None and p.job_id:
+            s = p.start
+            turn_of[p.job_id] = (s.turn_id, s.turn.agent if s.turn is not None else "")
+            out.append(e.model_copy(update={"payload": p.model_copy(update={"start": None})}))
+            out.append(StoredEvent(seq=0, ts=e.ts, entity="turnjob", entity_id=p.job_id,
+                                   type="turnjob.started", actor=s.owner, role="system",
+                                   payload=s, idem_key=None))
+            continue
         if isinstance(p, sev.TurnJobStarted):
             turn_of[e.entity_id] = (p.turn_id, p.turn.agent if p.turn is not None else "")
         if isinstance(p, sev.TurnJobFinished) and p.turn is not None:
@@ -265,7 +278,10 @@ async def test_a_jobs_turn_ends_in_its_finish_as_its_own_event_did(store: Any,
         "job done; turn finished (completed): 1 tool round(s), 2 model call(s); last call"
         f" worker turn on sim-standard: {u.prompt_tokens}+{u.completion_tokens} tokens")
     old = _unfold(new)
-    assert len(old) - len(new) == 5
+    starts = sum(1 for e in new if isinstance(e.payload, sev.SessionCreated)
+                 and e.payload.start is not None)
+    assert starts == 2  # the two children, claimed in the command that spawned them
+    assert len(old) - len(new) == 5 + starts
     tables = {**TABLES, "turn_tools": "turn_id, call_id"}
     live = await rows(store, tables)
     for name, log in (("old", old), ("new", new)):  # both forms replay to the same rows

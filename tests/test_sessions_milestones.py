@@ -295,9 +295,12 @@ async def test_m4_children_are_claimed_in_the_command_that_spawns_them(tmp_path:
             sid = await sessions.create(agent="lead")
             await sessions.send(sid, "#spawn 3 worker a part")
             assert await r.run_until_idle(60)
-            spawning = [c for c in commands if c.count("session.created") == 3]
+            spawning = [c for c in commands
+                        if sum(t.startswith("session.created") for t in c) == 3]
             assert len(spawning) == 1, commands
-            assert spawning[0].count("turnjob.started") == claimed_at_once, spawning
+            # each claimed child's start rides in its `session.created` (one event a child)
+            assert spawning[0].count("session.created+start") == claimed_at_once, spawning
+            assert "turnjob.started" not in spawning[0], spawning
             jobs = await store.fetchall("SELECT j.status, j.attempt FROM turn_jobs j JOIN"
                                         " sessions s ON s.id=j.session_id WHERE"
                                         " s.parent_id=?", (sid,))

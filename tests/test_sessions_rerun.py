@@ -96,3 +96,52 @@ async def test_a_first_attempt_runs_its_calls(tmp_path: Path) -> None:
         assert not res["content"].startswith(REUSED) and '"words": 2' in res["content"]
     finally:
         await store.close()
+
+
+async def test_a_job_claimed_in_its_sessions_creation_is_re_run_the_same_way(
+        tmp_path: Path) -> None:
+    """Issue 36: a job claimed in the command that created its session (a flow node's, a
+    spawned child's) has no `turnjob.started` of its own: its first attempt's start rides
+    in `session.created`. A worker that died after its call's result was recorded is taken
+    over: the re-run finds that attempt's turn there and reuses the result; the turn's
+    history, its usage window and the re-run's start are read from the creation too."""
+    from clawtower.core.sessions import history
+    from clawtower.core.sessions.claims import claim_fresh
+
+    store = await open_store(str(tmp_path / "db.sqlite"))
+    try:
+        sessions = Sessions(store)
+        await spec(sessions, "clerk", policy={"tools": ["text.count"]})
+        agent = await store.fetchone("SELECT agent_id FROM agent_specs WHERE name='clerk'")
+        assert agent is not None
+        sid, job = "S-1", "J-fresh"
+        created = sev.SessionCreated(
+            title="a node", agent_id=agent["agent_id"], channel="agent",
+            inbound=sev.SessionInbound(msg_id="m-in", text=f"#call text.count {ARGS}",
+                                       sender="flow:F-1"), job_id=job, job_reason="flow")
+        claim = await store.execute(lambda tx: claim_fresh(
+            tx, NewEvent(entity_id=sid, actor="flow:F-1", role="agent", payload=created),
+            "dead-worker", 1.0, {}))
+        assert claim is not None and claim.attempt == 1
+        assert await event_types(store, "turnjob.started") == []  # folded into the creation
+        await store.append([NewEvent(entity_id=claim.turn_id, actor="clerk", role="agent",
+                                     payload=p) for p in (
+            ev.TurnToolCalled(round=1, call_id="c1", name="text.count", arguments=ARGS),
+            ev.TurnToolResult(round=1, call_id="c1", name="text.count",
+                              content='{"words": 99}'))])
+        r, _ = runner(store, lease_ttl_s=1.0)
+        try:
+            assert await r.run_until_idle(30, {sid})
+        finally:
+            await r.aclose()
+        [row] = await store.fetchall("SELECT * FROM turn_jobs WHERE session_id=?", (sid,))
+        assert (row["status"], row["attempt"]) == ("done", 2)
+        results = [e["payload"]["content"] for e in await event_types(store, "turn.tool_result")]
+        assert results == ['{"words": 99}', REUSED + '{"words": 99}']  # not run again
+        turns = (await history.read(store, sid)).turns  # `session history`, from the log
+        assert [(t["job"], t["status"]) for t in turns] == [(job, "done")]
+        assert turns[0]["message"].endswith(f"#call text.count {ARGS}")
+        assert turns[0]["tool_calls"][0]["name"] == "text.count"  # the dead attempt's call
+        assert await store.verify_projections() == []
+    finally:
+        await store.close()

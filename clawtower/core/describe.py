@@ -115,6 +115,10 @@ def _summary(e: StoredEvent, arrow: str) -> str:
         return _workflow_summary(t, p)
     if t.startswith("turn."):
         return _turn_summary(t, p)
+    if t == "session.created" and p.get("start"):  # its job claimed there (issue 36)
+        st = p["start"]
+        return (f"created: {one_line(p.get('title', ''), 80)}; job {p['job_id']} started on"
+                f" {st['provider']}/{st['model']} by {st['owner']}")
     if t == "turnjob.finished" and p.get("turn"):  # its turn's end, folded in (issue 36)
         return f"job {p['status']}; " + _turn_summary("turn.finished", p["turn"])
     if t.startswith("trigger."):

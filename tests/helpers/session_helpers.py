@@ -154,7 +154,8 @@ async def event_types(store: Any, type_: str) -> list[Any]:
 def record_commands(store: Any) -> list[list[str]]:
     """From now on, the event types each store command writes, one list per command in
     the order they were queued (`store.execute` wrapped): what a test asserts to say that
-    facts were written in one commit."""
+    facts were written in one commit. A `session.created` carrying its job's start (issue
+    36) is recorded as `session.created+start`."""
     commands: list[list[str]] = []
     real_execute = store.execute
 
@@ -166,7 +167,8 @@ def record_commands(store: Any) -> list[list[str]]:
             return getattr(self._tx, name)
 
         def emit(self, event: Any) -> Any:
-            self._types.append(event.payload.TYPE)
+            folded = getattr(event.payload, "start", None) is not None
+            self._types.append(event.payload.TYPE + ("+start" if folded else ""))
             return self._tx.emit(event)
 
     async def execute(command: Any) -> Any:

@@ -16,12 +16,14 @@ The engine waits for the job on the store's change channel: one watcher per brai
 after each commit, which of the awaited jobs ended (one query for all of them), and hands
 each its row; no polling loop of its own.
 
-What an executed node writes (issue 36: 5 events, was 8): the flow's TASK
-(`flow.task_sent`); `session.created`, folding the TASK message and the job, and taking
-the task (it shows as running from there: no `flow.task_taken`); `turnjob.started`,
-folding the turn's start; `turnjob.finished`, folding the turn's end (`turn`: no
-`turn.finished`), the reply and the session's end (`session_status`: ok when the job is
-done, error otherwise; no `session.finished`); the REPLY (`flow.replied`). A node session
+What an executed node writes (issue 36: 4 events, was 8): the flow's TASK
+(`flow.task_sent`); `session.created`, folding the TASK message, the job, the job's start
+when this worker claims it there (`start`, with the turn's start: no `turnjob.started`;
+a job left queued for want of a slot starts later in its own) and taking the task (it
+shows as running from there: no `flow.task_taken`); `turnjob.finished`, folding the
+turn's end (`turn`: no `turn.finished`), the reply and the session's end
+(`session_status`: ok when the job is done, error otherwise; no `session.finished`); the
+REPLY (`flow.replied`). A node session
 that did not end with its job (one with sessions of its own, a job ended otherwise than by
 its turn) is ended by `_close_session` after it.
 """
@@ -104,8 +106,11 @@ def _queue_node(tx: WriteTx, item: WorkItem, job_id: str, runner: SessionRunner 
         created_by=by,  # with its first message and the job that takes it (issue 24.2)
         inbound=sev.SessionInbound(msg_id=new_id("m"), text=node_text(item), sender=by),
         job_id=job_id, job_reason="flow")
-    tx.emit(NewEvent(entity_id=sid, actor=by, role="agent", payload=created))
-    return sid, runner.claim_fresh_in(tx, sid, created) if runner is not None else None
+    creation = NewEvent(entity_id=sid, actor=by, role="agent", payload=created)
+    if runner is None:
+        tx.emit(creation)
+        return sid, None
+    return sid, runner.claim_fresh_in(tx, creation)  # emits it, its job's start folded in
 
 
 _EXECUTORS = "flow-executor"  # a memo key entity no event has: a flow's executor is fixed

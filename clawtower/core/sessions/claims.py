@@ -23,7 +23,7 @@ from ..agents.turns import (
     TurnResult,
     TurnState,
 )
-from ..events import NewEvent
+from ..events import NewEvent, StoredEvent
 from ..liveness import holder_gone, process_tag
 from ..memory.bm25 import recall_sync
 from ..memory.policy import recall_namespaces
@@ -152,7 +152,11 @@ def _budget(spec: AgentSpec) -> TurnBudget:
 
 
 def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str],
-           fresh: Fresh | None = None) -> Claim | None:
+           fresh: Fresh | None = None,
+           emit_start: Callable[[sev.TurnJobStarted], StoredEvent] | None = None
+           ) -> Claim | None:
+    """Claim `job`: its start recorded (`turnjob.started`, or by `emit_start`: folded into
+    the event that creates a `fresh` session), its claim prepared for the worker."""
     sid = job["session_id"]
     session = fresh.session if fresh is not None else tx.one(
         "SELECT status, agent_id, provider_override, model_override, task"
@@ -180,9 +184,8 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     # that came in since (their lines, their context) wake the session after it, by the
     # join. Taken now, a re-run parent would answer them, its spawns left undone.
     rerun = attempt > 1 and resume is None
-    first = tx.one("SELECT min(seq) AS s FROM events WHERE entity='turnjob' AND"
-                   " entity_id=? AND type='turnjob.started'", (job["id"],)) if rerun else None
-    rerun_start = first["s"] if first else None
+    first = takeover.first_start(tx, sid, job["id"]) if rerun else None
+    rerun_start = first
     if rerun:  # the dead attempt's turn closes, its task waits
         task, prior = takeover.job_task(tx, job)
         if task and tx.one("SELECT 1 FROM session_inbox WHERE session_id=? AND"
@@ -247,15 +250,13 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     # the model turn starts with the claim (one event); a harness's turn records its own
     turn = None if provider == ACP_PROVIDER else ev.TurnStarted(
         subject=sid, agent=spec.name, model=model, budget=_budget(spec).as_json())
-    started = tx.emit(NewEvent(entity_id=job["id"], actor=owner, role="system",
-                               payload=sev.TurnJobStarted(
-                                   session_id=sid, owner=owner, attempt=attempt,
-                                   turn_id=turn_id, agent_id=spec.agent_id, provider=provider,
-                                   model=model, took=took, drained=drained,
-                                   backlog_msg_id=backlog_msg,
-                                   announces=[a["msg_id"] for a in announces],
-                                   recalled=recalled_refs(memories), turn=turn,
-                                   message=folded)))
+    start = sev.TurnJobStarted(
+        session_id=sid, owner=owner, attempt=attempt, turn_id=turn_id, agent_id=spec.agent_id,
+        provider=provider, model=model, took=took, drained=drained, backlog_msg_id=backlog_msg,
+        announces=[a["msg_id"] for a in announces], recalled=recalled_refs(memories),
+        turn=turn, message=folded)
+    started = emit_start(start) if emit_start is not None else tx.emit(
+        NewEvent(entity_id=job["id"], actor=owner, role="system", payload=start))
     if folded is not None and history and history[-1]["msg_id"] == folded.msg_id:
         history[-1]["seq"] = started.seq  # logged with the start: its seq
     if not requester:
@@ -323,21 +324,35 @@ def _claim(tx: WriteTx, owner: str, ttl: float, n: int, mine: set[str],
 _LEASED = "worker-lease"  # a memo key entity no event has: this batch took our lease
 
 
-def claim_fresh(tx: WriteTx, sid: str, created: sev.SessionCreated, owner: str, ttl: float,
+def claim_fresh(tx: WriteTx, creation: NewEvent, owner: str, ttl: float,
                 defaults: dict[str, str]) -> Claim | None:
-    """Claim, in the command that emitted `created` (a session with its one message and the
-    job that takes it), that job: it never shows as queued to another worker, and the claim
-    is not a command of its own, nor does it read back what `created` wrote (`Fresh`; issue
-    36: a flow node's turn, a spawned child's). This worker's lease is taken or renewed
-    once per batch of commands; None when it cannot be had (the job stays queued)."""
+    """Emit `creation` (a `session.created` with the session's one message and the job that
+    takes it) with that job's claim folded in (`start`): the job never shows as queued to
+    another worker, and the session, its message, its job and the job's start are one event
+    (issue 36: a flow node's turn, a spawned child's). The claim is not a command of its own
+    and reads nothing `creation` wrote (`Fresh`). This worker's lease is taken or renewed
+    once per batch of commands; without it, `creation` is emitted as it is (the job stays
+    queued for any worker) and None returned."""
     def lease() -> bool:
         return leases.acquire_in(tx, worker_lease(owner), owner, ttl)
 
+    created = creation.payload
+    assert isinstance(created, sev.SessionCreated)
     if not tx.cached(_LEASED, owner, lease):
+        tx.emit(creation)
         return None
+    sid = creation.entity_id
     job = {"id": created.job_id, "session_id": sid, "attempt": 0,
            "reason": created.job_reason, "took": None}
-    return _start(tx, job, owner, defaults, Fresh.created(sid, created))
+
+    def emit_start(start: sev.TurnJobStarted) -> StoredEvent:
+        return tx.emit(NewEvent(entity_id=sid, actor=creation.actor, role=creation.role,
+                                idem_key=creation.idem_key,
+                                payload=created.model_copy(update={"start": start})))
+
+    claim = _start(tx, job, owner, defaults, Fresh.created(sid, created), emit_start)
+    assert claim is not None  # a fresh session is never stopped: its start was emitted
+    return claim
 
 
 _OURS = ("SELECT j.status, j.owner, j.attempt, l.owner AS lease_owner, l.released,"

@@ -64,6 +64,10 @@ class SessionCreated(Payload):
     inbound: SessionInbound | None = None
     job_id: str | None = None
     job_reason: str = ""
+    # ... and (issue 36) that job's start, when the worker whose command created the session
+    # claimed it there: projected as its own `turnjob.started` (entity `job_id`) would be,
+    # with this event's seq. None in older logs, and when no worker claimed it at once.
+    start: TurnJobStarted | None = None
 
 
 class SessionForked(Payload):
@@ -323,3 +327,7 @@ class ToolCallEscalated(Payload):
     session_id: str
     approval_id: str
     timeout_s: float
+
+
+SessionCreated.model_rebuild()  # `start` names a class defined after it
+SessionForked.model_rebuild()

@@ -1,7 +1,8 @@
 """Going back in a session (issue 37), the read side: its turns as the log has them (the
 fork itself is `fork.py`).
 
-A turn is a TurnJob that started (numbered by its first `turnjob.started`): the messages it
+A turn is a TurnJob that started (numbered by its first `turnjob.started`, or the start its
+session's `session.created` carries when the job was claimed there, issue 36): the messages it
 took, its tool calls, its tokens, its reply, the log position it ended at. A fork is a new
 session (`session.forked`) whose transcript is the origin's messages up to that position,
 each copied as a `session.message` naming its original: read from the log at that point,
@@ -31,7 +32,9 @@ LOG_SQL = (
     " (SELECT id FROM turn_jobs WHERE session_id=?1)) OR (entity='turn' AND entity_id IN"
     " (SELECT json_extract(payload, '$.turn_id') FROM events WHERE entity='turnjob' AND"
     " type='turnjob.started' AND entity_id IN (SELECT id FROM turn_jobs WHERE"
-    " session_id=?1))) ORDER BY seq")
+    " session_id=?1) UNION SELECT json_extract(payload, '$.start.turn_id') FROM events"
+    " WHERE entity='session' AND entity_id=?1 AND type='session.created'))"
+    " ORDER BY seq")
 
 _TYPES = ("session.created", "session.forked", "session.message", "session.announced",
           "turnjob.started", "turnjob.finished", "turnjob.waiting", "turnjob.resumed",
@@ -63,6 +66,8 @@ class Log:
             seq = int(r["seq"])
             if kind == "session.created":
                 self.created = True
+                if p.get("start") and p.get("job_id"):  # its job claimed there (issue 36)
+                    kind, p = "turnjob.started", {**p["start"], "job": p["job_id"]}
             elif kind == "session.forked":
                 self.created = True
                 self.fork = {**p, "seq": seq, "at": r["ts"], "actor": r["actor"]}
@@ -70,8 +75,8 @@ class Log:
                 self._message(seq, p)
             elif kind == "session.announced":
                 self._message(seq, {**p, "role": "announce"})
-            elif kind == "turnjob.started":
-                job = r["entity_id"]
+            if kind == "turnjob.started":
+                job = p.get("job") or r["entity_id"]
                 t = by_job.get(job)
                 if t is None:
                     t = by_job[job] = {

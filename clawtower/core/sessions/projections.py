@@ -65,6 +65,8 @@ def _create(db: sqlite3.Connection, p: sev.SessionCreated, e: StoredEvent) -> No
         _inbox(db, e.entity_id, p.inbound, e, touch=False)
     if p.job_id is not None:  # and the job that takes it
         _queue(db, p.job_id, e.entity_id, p.job_reason, e, touch=False)
+        if p.start is not None:  # and that job's start (issue 36)
+            _start(db, p.job_id, p.start, e)
 
 
 @projects(sev.SessionAgentSwitched)
@@ -175,11 +177,12 @@ def _delivered(db: sqlite3.Connection, e: StoredEvent) -> None:
                (e.seq, e.entity_id, p.channel, p.msg_id, p.text, e.ts))
 
 
-def _take(db: sqlite3.Connection, e: StoredEvent, msgs: list[str]) -> None:
-    """Inbox messages `msgs` are taken by the job `e` is about (at its start or a steer)."""
+def _take(db: sqlite3.Connection, e: StoredEvent, msgs: list[str], job_id: str = "") -> None:
+    """Inbox messages `msgs` are taken by the job `e` is about (at its start or a steer),
+    or by `job_id` (a start folded into its session's creation)."""
     for msg in msgs:
         db.execute("UPDATE session_inbox SET status='taken', job_id=?, taken_at=?"
-                   " WHERE msg_id=?", (e.entity_id, e.ts, msg))
+                   " WHERE msg_id=?", (job_id or e.entity_id, e.ts, msg))
 
 
 @projects(sev.TurnJobQueued)
@@ -204,6 +207,13 @@ def _queue(db: sqlite3.Connection, job_id: str, sid: str, reason: str, e: Stored
 def _job_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.TurnJobStarted)
+    _start(db, e.entity_id, p, e)
+
+
+def _start(db: sqlite3.Connection, job_id: str, p: sev.TurnJobStarted, e: StoredEvent
+           ) -> None:
+    """Job `job_id` starts: `e` is its `turnjob.started`, or the `session.created` that
+    carries it (issue 36)."""
     if p.message is not None:  # the message the job took, folded in (issue 24.2)
         _transcript(db, p.session_id, p.message, e)
     took: dict[str, Any] = {"msgs": p.took, "drained": p.drained, "announces": p.announces,
@@ -213,16 +223,16 @@ def _job_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     db.execute("UPDATE turn_jobs SET status='running', owner=?, attempt=?, turn_id=?,"
                " agent_id=?, provider=?, model=?, took=?, started_at=?, last_seq=?"
                " WHERE id=?", (p.owner, p.attempt, p.turn_id, p.agent_id, p.provider,
-                               p.model, _j(took), e.ts, e.seq, e.entity_id))
+                               p.model, _j(took), e.ts, e.seq, job_id))
     if p.turn is not None:  # the turn starts with the claim (issue 24.2)
         add_turn(db, p.turn_id, p.turn, e)
-    _take(db, e, p.took)
+    _take(db, e, p.took, job_id)
     for item in p.drained:
         db.execute("UPDATE session_backlog SET status='drained', drained_by=? WHERE item_id=?",
-                   (e.entity_id, item))
+                   (job_id, item))
     _touch(db, p.session_id, e,
            "status=CASE WHEN status IN ('stopped','finished') THEN status ELSE 'running' END,"
-           " active_job=?", (e.entity_id,))
+           " active_job=?", (job_id,))
 
 
 @projects(sev.TurnJobSteered)

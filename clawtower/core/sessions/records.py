@@ -32,7 +32,8 @@ class TurnRecords(StoreView):
     and the worker clears it once written. A worker that gave the job up (or whose finish
     failed) writes it alone if the turn is still open (`write_end`). A storage fault
     writes nothing: the take-over closes the turn. A job's turn thus writes
-    `turnjob.started` (its start), tool calls and results, and `turnjob.finished` (its
+    `turnjob.started` (its start, or the `start` of its session's `session.created` when it
+    was claimed there), tool calls and results, and `turnjob.finished` (its
     end, its reply, its session's end)."""
 
     def __init__(self, store: Store) -> None:

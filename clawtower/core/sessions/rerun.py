@@ -48,15 +48,22 @@ class TakeOverToolBox(SessionToolBox):
         """Per earlier attempt (oldest first): its calls by (name, arguments), in order,
         each with its recorded result (None: made, no result recorded)."""
         store, job = self.runner.store, self.claim.job_id
+        # its starts: its own events, and (issue 36) the first one folded into its
+        # session's creation when the job was claimed there
         rows = await store.fetchall(
-            "SELECT seq, type, payload FROM events WHERE entity='turnjob' AND entity_id=?"
-            " AND type IN ('turnjob.started', 'turnjob.resumed') ORDER BY seq", (job,))
+            "SELECT seq, type, payload FROM events WHERE (entity='turnjob' AND entity_id=?1"
+            " AND type IN ('turnjob.started', 'turnjob.resumed')) OR (entity='session' AND"
+            " entity_id=?2 AND type='session.created' AND json_extract(payload, '$.job_id')=?1)"
+            " ORDER BY seq", (job, self.claim.session_id))
         turns: list[str] = []
         for r in rows:
             if r["type"] == "turnjob.resumed":
                 turns = []  # a resumed turn goes on from its checkpoint
                 continue
-            tid = str(json.loads(r["payload"]).get("turn_id") or "")
+            p = json.loads(r["payload"])
+            if r["type"] == "session.created":
+                p = p.get("start") or {}
+            tid = str(p.get("turn_id") or "")
             if tid and tid != self.claim.turn_id:
                 turns.append(tid)
         if not turns:

@@ -9,7 +9,8 @@ A job's life, each step one store command:
 
 1. claim: take (or renew) the worker's lease, drain the session's backlog into ONE
    `[Backlog]` user message, take its pending messages as user messages, note the
-   unconsumed announces, record `turnjob.started` (a job whose worker died is claimed
+   unconsumed announces, record `turnjob.started` (a job claimed in the command that
+   created its session: in that `session.created`; a job whose worker died is claimed
    again once that worker's lease expired: attempt + 1, same inputs, they are already in
    the transcript);
 2. the turn runs; at every safe boundary (after a tool round) the steering hook looks for
@@ -65,7 +66,6 @@ from .claims import (  # the store commands; re-exported for tests and benchmark
     default_owner,
     worker_lease,
 )
-from .events import SessionCreated
 from .finish import _finish
 from .reads import announce_context
 from .records import TurnRecords
@@ -183,9 +183,9 @@ class SessionRunner:
         self._reserved += 1
         return True
 
-    def claim_fresh_in(self, tx: WriteTx, sid: str, created: SessionCreated
-                       ) -> Claim | None:
-        return claim_fresh(tx, sid, created, self.owner, self.lease_ttl_s, self._defaults)
+    def claim_fresh_in(self, tx: WriteTx, creation: NewEvent) -> Claim | None:
+        """Emit `creation` with its job claimed by this worker (`claims.claim_fresh`)."""
+        return claim_fresh(tx, creation, self.owner, self.lease_ttl_s, self._defaults)
 
     def adopt(self, claim: Claim | None) -> None:
         self._reserved -= 1

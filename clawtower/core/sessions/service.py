@@ -335,8 +335,11 @@ class Sessions(SessionReads):
         def command(tx: WriteTx) -> tuple[list[dict[str, Any]], list[Any]]:
             claims: list[Any] = []  # this run's: a command run again starts empty
 
-            def budgeted(tx: WriteTx, sid: str, created: sev.SessionCreated) -> Any:
-                return claim(tx, sid, created) if len(claims) < limit else None
+            def budgeted(tx: WriteTx, creation: NewEvent) -> Any:
+                if len(claims) < limit:
+                    return claim(tx, creation)
+                tx.emit(creation)  # no free slot: queued for the claim loop
+                return None
 
             return _spawn_many(tx, parent_id, items, by, self.limits, caller, key, budgeted,
                                claims), claims

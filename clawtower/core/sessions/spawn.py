@@ -28,9 +28,10 @@ from .registry import new_id, spec_by_ref, spec_name
 from .specs import may_spawn
 
 # What claims a child's job in the command that spawns it (core/sessions/runner.py's
-# `claim_fresh_in`, passed in: (tx, the child's id, its `session.created`) -> a claim, or
+# `claim_fresh_in`, passed in: (tx, the child's `session.created`, not emitted yet) -> it
+# emits it, with the job's start folded in when it claims the job; a claim, or
 # None when no slot or lease is left)
-ClaimFresh = Callable[[WriteTx, str, sev.SessionCreated], Any]
+ClaimFresh = Callable[[WriteTx, NewEvent], Any]
 
 
 class _Refused(Exception):
@@ -94,11 +95,13 @@ def _spawn_one(tx: WriteTx, parent: dict[str, Any], task: str, agent: str | None
         task={"label": label, "prompt": task}, created_by=by,
         inbound=sev.SessionInbound(msg_id=new_id("m"), text=task, sender=parent_id),
         job_id=job, job_reason="spawn")
-    tx.emit(_ev(sid, by, created))
+    creation = _ev(sid, by, created)
     if claim is not None and claims is not None:
-        got = claim(tx, sid, created)
+        got = claim(tx, creation)  # emits it, the job's start folded in when claimed
         if got is not None:
             claims.append(got)
+    else:
+        tx.emit(creation)
     return {"status": "accepted", "session": sid, "run_id": run_id, "job": job,
             "agent": spec.name, "agent_id": spec.agent_id, "hop": hop}
 

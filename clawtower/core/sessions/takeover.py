@@ -30,11 +30,14 @@ def _turn_usage(tx: WriteTx, sid: str, turn_id: str, job_id: str
                 ) -> tuple[int, int, int, float]:
     """(model calls, prompt tokens, completion tokens, cost) of a turn of session `sid`:
     its usage events lie between its start and the next turn of the session. A turn starts
-    with `turn.started`, or (issue 24.2) with its job's `turnjob.started` carrying it."""
+    with `turn.started`, or (issue 24.2) with its job's `turnjob.started` carrying it, or
+    (issue 36) with the session's `session.created` carrying that start."""
     start = tx.one("SELECT seq FROM events WHERE entity_id=? AND type='turn.started'",
                    (turn_id,)) or tx.one(
         "SELECT seq FROM events WHERE entity_id=? AND type='turnjob.started' AND"
-        " json_extract(payload, '$.turn_id')=?", (job_id, turn_id))
+        " json_extract(payload, '$.turn_id')=?", (job_id, turn_id)) or tx.one(
+        "SELECT seq FROM events WHERE entity_id=? AND type='session.created' AND"
+        " json_extract(payload, '$.start.turn_id')=?", (sid, turn_id))
     if start is None:
         return 0, 0, 0, 0.0
     nxt = tx.one("SELECT min(seq) AS s FROM events WHERE seq > ? AND ((type='turn.started'"
@@ -50,6 +53,19 @@ def _turn_usage(tx: WriteTx, sid: str, turn_id: str, job_id: str
     if row is None:
         return 0, 0, 0, 0.0
     return int(row["n"]), int(row["p"]), int(row["c"]), float(row["cost"])
+
+
+def first_start(tx: WriteTx, sid: str, job_id: str) -> int | None:
+    """The seq the job's first attempt started at: its first `turnjob.started`, or (issue
+    36) its session's `session.created` when the job was claimed in that command."""
+    row = tx.one("SELECT min(seq) AS s FROM events WHERE entity='turnjob' AND entity_id=?"
+                 " AND type='turnjob.started'", (job_id,))
+    if row is not None and row["s"] is not None:
+        return int(row["s"])
+    row = tx.one("SELECT seq FROM events WHERE entity='session' AND entity_id=? AND"
+                 " type='session.created' AND json_extract(payload, '$.job_id')=? AND"
+                 " json_extract(payload, '$.start') IS NOT NULL", (sid, job_id))
+    return int(row["seq"]) if row is not None else None
 
 
 def close_dead_turn(tx: WriteTx, job: dict[str, Any], owner: str) -> int | None:

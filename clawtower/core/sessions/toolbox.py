@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from ..store.interface import Store, WriteTx
     from ..tools.registry import ToolRegistry
     from .claims import Claim
-    from .events import SessionCreated
     from .service import Sessions
     from .specs import AgentSpec
 
@@ -76,8 +75,7 @@ class TurnHost(Protocol):
     async def fenced_append(self, claim: Claim, events: list[NewEvent]) -> bool: ...
     # children claimed in the command that spawns them (see SessionRunner.reserve)
     def reserve(self) -> bool: ...
-    def claim_fresh_in(self, tx: WriteTx, sid: str, created: SessionCreated
-                       ) -> Claim | None: ...
+    def claim_fresh_in(self, tx: WriteTx, creation: NewEvent) -> Claim | None: ...
     def adopt(self, claim: Claim | None) -> None: ...
 
 

@@ -29,6 +29,7 @@ class _SessionSpans(_Base):
                 flow.root().aliases.append(sid)  # `clawtower trace S-n` finds its flow
             if p.job_id:
                 self.session_jobs.setdefault(sid, set()).add(p.job_id)
+            self.start_claimed(e, p)
             return
         parent = self.session_parent(p.parent_id) if p.parent_id else None
         attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
@@ -47,6 +48,13 @@ class _SessionSpans(_Base):
         self.session_span[sid] = d
         if p.job_id:
             self.session_jobs.setdefault(sid, set()).add(p.job_id)
+        self.start_claimed(e, p)
+
+    def start_claimed(self, e: Event, p: Any) -> None:
+        """The job claimed in the session's creation starts there (issue 36: `start`, as
+        its own `turnjob.started` would; absent from older logs and a fork's copy)."""
+        if getattr(p, "start", None) is not None and p.job_id:
+            self.start_job(e, p.start, p.job_id)
 
     def on_session_forked(self, e: Event, p: Any) -> None:
         """A fork (issue 37) is a session of its own: a trace of its own, naming its origin
@@ -78,7 +86,10 @@ class _SessionSpans(_Base):
         self.on_turnjob_queued(e, p)
 
     def on_turnjob_started(self, e: Event, p: Any) -> None:
-        sid, job = p.session_id, e.entity_id
+        self.start_job(e, p, e.entity_id)
+
+    def start_job(self, e: Event, p: Any, job: str) -> None:
+        sid = p.session_id
         self.session_jobs.setdefault(sid, set()).add(job)
         sd = self.session_span.get(sid)
         if sd is not None and sid not in self.sessions_ended:

@@ -132,6 +132,8 @@ class SessionMemoryScreen(ListDetailScreen):
             elif e.type.startswith(("turnjob.", "agentspec.")) and getattr(
                     e.payload, "session_id", self.session_id) == self.session_id:
                 ids.add("*")
+            elif e.type == "session.created" and e.entity_id == self.session_id:
+                ids.add("*")  # a job claimed in the session's creation starts there (issue 36)
         return bool(ids), ids
 
     def sync(self) -> None:
