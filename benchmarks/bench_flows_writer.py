@@ -58,13 +58,14 @@ class Meter:
         key = re.sub(r"'[^']*'|\b\d[\d.]*\b", "?", sql)[:90]
         self.by_sql[(self.current, key)] += 1
 
-    def run_commands(self, conn: Any, jobs: list[Job], now: float, path: str) -> Any:
+    def run_commands(self, conn: Any, jobs: list[Job], now: float, path: str,
+                     columns: Any = None) -> Any:
         if self.trace:
             conn.set_trace_callback(self._trace)
         wrapped = [Job(self._timed(j.command), j.future) for j in jobs]
         t0 = time.thread_time_ns()
         try:
-            return ORIGINAL(conn, wrapped, now, path)
+            return ORIGINAL(conn, wrapped, now, path, columns)
         finally:
             self.ns += time.thread_time_ns() - t0
             self.current = "(batch)"

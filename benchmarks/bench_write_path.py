@@ -90,9 +90,9 @@ class WriterClock:
         self.original = sqlite_store.run_commands
 
     def __enter__(self) -> WriterClock:
-        def timed(conn: Any, jobs: Any, now: float, path: str) -> Any:
+        def timed(conn: Any, jobs: Any, now: float, path: str, columns: Any = None) -> Any:
             t0 = time.thread_time_ns()
-            result = self.original(conn, jobs, now, path)
+            result = self.original(conn, jobs, now, path, columns)
             self.ns += time.thread_time_ns() - t0
             self.events += len(result.emitted)
             return result
