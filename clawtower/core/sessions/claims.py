@@ -184,8 +184,7 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     # that came in since (their lines, their context) wake the session after it, by the
     # join. Taken now, a re-run parent would answer them, its spawns left undone.
     rerun = attempt > 1 and resume is None
-    first = takeover.first_start(tx, sid, job["id"]) if rerun else None
-    rerun_start = first
+    rerun_start = takeover.first_start(tx, sid, job["id"]) if rerun else None
     if rerun:  # the dead attempt's turn closes, its task waits
         task, prior = takeover.job_task(tx, job)
         if task and tx.one("SELECT 1 FROM session_inbox WHERE session_id=? AND"
