@@ -300,8 +300,7 @@ class Orchestrator:
         least every `poll_s` (what no event announces: a retry's time come, room freed)."""
         loop = asyncio.get_running_loop()
         seq = await self.store.last_seq()
-        since: int | None = None  # None: the whole scan
-        full_at = loop.time()
+        since: int | None = None  # None: the whole scan (the first one sets `full_at`)
         while not stop.is_set():
             if since is None:
                 full_at = loop.time()

@@ -202,8 +202,9 @@ def run_commands(
     `columns`: the writer's column names per statement, kept across its batches (a gate's
     round trip is a batch of one or two commands: a cache per batch missed every read)."""
     result = BatchResult()
-    if columns is None or len(columns) > COLUMNS_KEPT:
-        columns = {} if columns is None else columns
+    if columns is None:
+        columns = {}
+    elif len(columns) > COLUMNS_KEPT:
         columns.clear()
     memo: dict[str, dict[Hashable, Any]] = {}
     for job in jobs:
