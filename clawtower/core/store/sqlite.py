@@ -448,15 +448,31 @@ def verify_file(path: str) -> list[str]:
         live.close()
 
 
+_EMPTY: bytes | None = None  # the empty projection tables, serialized (`empty_projections`)
+
+
+def empty_projections() -> sqlite3.Connection:
+    """A fresh in-memory database holding the projection tables, empty. Creating the ~50
+    tables and their indexes costs ~11 ms; the process builds them once and copies the
+    image after (~0.1 ms): a verify runs after every step of the phase machine's test."""
+    global _EMPTY
+    fresh = sqlite3.connect(":memory:", isolation_level=None)
+    if _EMPTY is not None:
+        fresh.deserialize(_EMPTY)
+        return fresh
+    for statement in _split(PROJECTION_SCHEMA):
+        fresh.execute(statement)
+    _EMPTY = fresh.serialize()  # two threads building it at once build the same image
+    return fresh
+
+
 def verify_connection(live: sqlite3.Connection) -> list[str]:
     """Replay `live`'s log into a fresh in-memory database and list every projection table
     that differs (the PostgreSQL store runs this on its local replica)."""
     from . import projections
 
-    fresh = sqlite3.connect(":memory:", isolation_level=None)
+    fresh = empty_projections()
     try:
-        for statement in _split(PROJECTION_SCHEMA):
-            fresh.execute(statement)
         live.execute("BEGIN")  # one snapshot for the log and the projections
         fresh.execute("BEGIN")
         for row in live.execute("SELECT * FROM events ORDER BY seq"):
