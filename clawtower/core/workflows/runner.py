@@ -557,13 +557,16 @@ class Runner:
             canonical = str(full.resolve(strict=True))
         except OSError:
             raise _StepFailure(f"Workflow step {sid} workflow file not found: {full}") from None
-        if canonical in self.ctx.active:
+        # the chain of files being executed, this one included: resolved here, when a step
+        # runs a sub-workflow, not at every run's start and resume (issue 36)
+        active = self.ctx.active | {str(self.file_path.resolve())}
+        if canonical in active:
             raise _StepFailure(f"Workflow step {sid} creates a cycle: {canonical} is already"
                                " being executed")
         sub_args = resolve_workflow_step_args(step.get("workflow_args"), self.args, results)
         spawned, top = self.ctx.spawned, self._step_id or sid
         child_ctx = Context(env=env, cwd=cwd, recorder=NullRecorder(), pipeline=self.ctx.pipeline,
-                            stderr=self.ctx.stderr, active=self.ctx.active | {canonical},
+                            stderr=self.ctx.stderr, active=active | {canonical},
                             cost_parent=self.cost,
                             # its processes are this step's (an adopter ends them)
                             spawned=None if spawned is None else

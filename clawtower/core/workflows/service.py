@@ -196,7 +196,7 @@ class Workflows(Decisions, Adoption, Reruns):
                                   handing_over=lambda: self._handing_over)
         return Context(env=self.env, cwd=cwd or self.cwd, recorder=recorder,
                        pipeline=self._pipeline, stderr=self.stderr,
-                       active=frozenset({str(path.resolve())}), spawned=recorder.spawned)
+                       spawned=recorder.spawned)  # `active`: runner._sub_workflow
 
     async def _pipeline(self, step_id: str, text: str, data: Any, env: dict[str, str],
                         cwd: str, on_spawn: Callable[[int], None] | None = None
