@@ -15,6 +15,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from folded_logs import import_log, read_log, same_as_folded
 from session_helpers import runner, spec
 
@@ -134,16 +135,21 @@ async def test_the_folded_log_projects_the_same_rows_in_fewer_events(store: Any,
     assert len(old) - len(new) == 3 * 8 + 2 * 4 + 1
 
 
-async def test_a_child_runs_in_four_events(store: Any) -> None:
-    """What the new code writes for one child, by type (the parent's share aside): its
-    turn's end rides in its job's (issue 36), no `turn.finished` of its own."""
+@pytest.mark.parametrize("slots", [16, 1])
+async def test_a_child_runs_in_three_events(store: Any, slots: int) -> None:
+    """What the new code writes for one child of `spawn_subagent`, by type (the parent's
+    share aside): its turn's end rides in its job's (issue 36), no `turn.finished` of its
+    own; with a free slot its job is claimed in the spawning command, its start folded
+    into its creation (as `spawn_subagents`' children, test_sessions_milestones m4). With
+    no slot (`slots=1`: the parent's turn holds it) the child is queued for whichever
+    worker has room, and its start is an event of its own."""
     s = Sessions(store)
     await spec(s, "lead", policy={"tools": ["spawn_subagent", "spawn_subagents"],
                                   "subagents": ["worker"]})
     await spec(s, "worker", policy={"tools": []})
     sid = await s.create(agent="lead")
     await s.send(sid, "#spawn 1 worker a trivial part")
-    r, _ = runner(store)
+    r, _ = runner(store, max_concurrent=slots)
     assert await r.run_until_idle(30)
     (child,) = await store.fetchall("SELECT id FROM sessions WHERE parent_id=?", (sid,))
     job = await store.fetchone("SELECT id, turn_id FROM turn_jobs WHERE session_id=?",
@@ -153,12 +159,11 @@ async def test_a_child_runs_in_four_events(store: Any) -> None:
              for e in await store.events_after(0, entity_id=eid)]
     announce = await store.fetchall("SELECT 1 FROM events WHERE type='session.announced'"
                                     " AND entity_id=?", (sid,))
-    # (one child spawned by `spawn_subagent` is queued for the claim loop: its start is an
-    # event of its own; children of `spawn_subagents` are claimed in the spawning command,
-    # their start folded into their creation: test_sessions_milestones m4)
-    assert sorted(types) == sorted([
-        "session.created", "turnjob.started", "turnjob.finished"]) \
-        and len(announce) == 1
+    folded = [e.payload for e in await store.events_after(0, entity_id=child["id"])
+              if isinstance(e.payload, sev.SessionCreated)]
+    assert len(folded) == 1 and (folded[0].start is not None) == (slots > 1)
+    assert sorted(types) == sorted(["session.created", "turnjob.finished"] + (
+        [] if slots > 1 else ["turnjob.started"])) and len(announce) == 1
     turn = await store.fetchone("SELECT status, subject, agent FROM turns WHERE id=?",
                                 (job["turn_id"],))
     assert turn == {"status": "completed", "subject": child["id"], "agent": "worker"}

@@ -317,6 +317,21 @@ class Sessions(SessionReads):
         return await self.store.execute(
             lambda tx: _spawn(tx, parent_id, task, agent, label, by, self.limits, caller, key))
 
+    async def spawn_claimed(self, parent_id: str, task: str, claim: ClaimFresh, *,
+                            agent: str | None = None, label: str = "", by: str = "operator",
+                            caller: str = "operator", key: str | None = None
+                            ) -> tuple[dict[str, Any], Any]:
+        """`spawn`, the new child's job claimed by `claim` in the same commit (a worker
+        spawning from a turn, with a free slot: issue 36, as `spawn_many_claimed`);
+        returns the result and the claim (None: no new child, e.g. the same key again)."""
+        def command(tx: WriteTx) -> tuple[dict[str, Any], Any]:
+            claims: list[Any] = []  # this run's: a command run again starts empty
+            out = _spawn(tx, parent_id, task, agent, label, by, self.limits, caller, key,
+                         claim, claims)
+            return out, claims[0] if claims else None
+
+        return await self.store.execute(command)
+
     async def spawn_many(self, parent_id: str, items: list[dict[str, Any]], *,
                          by: str = "operator", caller: str = "operator",
                          key: str | None = None) -> list[dict[str, Any]]:

@@ -112,8 +112,10 @@ def _children(tx: WriteTx, parent_id: str) -> int:
 
 
 def _spawn(tx: WriteTx, parent_id: str, task: str, agent: str | None, label: str, by: str,
-           limits: SessionLimits, caller: str = "operator", key: str | None = None
+           limits: SessionLimits, caller: str = "operator", key: str | None = None,
+           claim: ClaimFresh | None = None, claims: list[Any] | None = None
            ) -> dict[str, Any]:
+    """One child (`Sessions.spawn`); refused as `_spawn_one` says. `claim`: see there."""
     if _foreign(tx, _session(tx, parent_id), "session.spawn", by):
         return {}
     parent = _open_for(tx, parent_id, "session.spawn", by)
@@ -121,7 +123,7 @@ def _spawn(tx: WriteTx, parent_id: str, task: str, agent: str | None, label: str
         return {}
     try:
         return _spawn_one(tx, parent, task, agent, label, by, limits, caller, key,
-                          _children(tx, parent_id))
+                          _children(tx, parent_id), claim=claim, claims=claims)
     except _Refused as r:
         if isinstance(r.error, ValidationError) and r.reason == "empty task":
             raise r.error from None

@@ -178,6 +178,23 @@ class SessionToolBox:
                 runner.adopt(None)
         return many
 
+    async def _spawn(self, sid: str, args: dict[str, Any], key: str) -> dict[str, Any]:
+        """One child, its job claimed by this worker in the spawning commit when it has a
+        free slot (as `_spawn_many`'s), else queued for whichever worker has room."""
+        runner = self.runner
+        agent, label = args.get("agent") or None, str(args.get("label") or "")
+        if not runner.reserve():
+            return await runner.sessions.spawn(sid, args["task"], agent=agent, label=label,
+                                               by=sid, caller="tool", key=key)
+        claim: Claim | None = None
+        try:
+            out, claim = await runner.sessions.spawn_claimed(
+                sid, args["task"], runner.claim_fresh_in, agent=agent, label=label, by=sid,
+                caller="tool", key=key)
+        finally:
+            runner.adopt(claim)  # None gives the slot back
+        return out
+
     async def call(self, name: str, arguments: str) -> ToolResult:
         if name in memory_tools.NAMES and allowed(name, self.allow):
             c = self.claim
@@ -219,11 +236,8 @@ class SessionToolBox:
         if not isinstance(args, dict) or not isinstance(args.get("task"), str):
             return ToolResult(content=f"{SPAWN_TOOL}: arguments must be a JSON object with a"
                               " string 'task'", is_error=True, error_kind="arguments")
-        key = self._key(args)
         try:
-            out = await self.runner.sessions.spawn(
-                sid, args["task"], agent=args.get("agent") or None,
-                label=str(args.get("label") or ""), by=sid, caller="tool", key=key)
+            out = await self._spawn(sid, args, self._key(args))
         except ClawError as exc:
             kind = "policy" if "refused" in str(exc) or "may not" in str(exc) else "failed"
             return ToolResult(content=f"{SPAWN_TOOL}: {exc}", is_error=True, error_kind=kind)
