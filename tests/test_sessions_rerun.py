@@ -14,7 +14,7 @@ from clawtower.core.sessions import events as sev
 from clawtower.core.sessions.rerun import REUSED
 from clawtower.core.sessions.service import Sessions
 from clawtower.core.store import open_store
-from tests.helpers.session_helpers import event_types, runner, spec
+from tests.helpers.session_helpers import event_types, run_idle, runner, spec
 
 ARGS = '{"text": "alpha beta"}'
 
@@ -52,11 +52,7 @@ async def take_over(tmp_path: Path, result: str | None) -> tuple[list[Any], str]
         sid = await sessions.create(agent="clerk")
         await sessions.send(sid, f"#call text.count {ARGS}")
         await dead_attempt(store, sid, result=result)
-        r, _ = runner(store, lease_ttl_s=1.0)
-        try:
-            assert await r.run_until_idle(30, {sid})
-        finally:
-            await r.aclose()
+        await run_idle(store, sid, lease_ttl_s=1.0)
         [job] = await store.fetchall("SELECT * FROM turn_jobs WHERE session_id=?", (sid,))
         assert (job["status"], job["attempt"]) == ("done", 2)
         results = [e["payload"] for e in await event_types(store, "turn.tool_result")]
@@ -129,11 +125,7 @@ async def test_a_job_claimed_in_its_sessions_creation_is_re_run_the_same_way(
             ev.TurnToolCalled(round=1, call_id="c1", name="text.count", arguments=ARGS),
             ev.TurnToolResult(round=1, call_id="c1", name="text.count",
                               content='{"words": 99}'))])
-        r, _ = runner(store, lease_ttl_s=1.0)
-        try:
-            assert await r.run_until_idle(30, {sid})
-        finally:
-            await r.aclose()
+        await run_idle(store, sid, lease_ttl_s=1.0)
         [row] = await store.fetchall("SELECT * FROM turn_jobs WHERE session_id=?", (sid,))
         assert (row["status"], row["attempt"]) == ("done", 2)
         results = [e["payload"]["content"] for e in await event_types(store, "turn.tool_result")]
