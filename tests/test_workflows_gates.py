@@ -3,6 +3,7 @@ as aliases, identity rules, schema-checked answers, and the one approvals list."
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -263,3 +264,70 @@ async def test_an_approved_gate_resumes_with_the_output_recorded_at_its_pause(
     gate = next(s for s in (await wf.get(run_id))["steps"] if s["id"] == "gate")
     assert gate["status"] == "done" and gate["result"]["approved"] is True
     assert await store.verify_projections() == []
+
+
+async def test_two_resumes_of_one_gate_one_wins_and_only_it_runs_the_next_step(
+        wf: Workflows, tmp_path: Path, store: Any) -> None:
+    """A resume's claim of its gate is written with the run's next write (issue 36), not
+    before: two resumes racing with one token both reach that write, one commits, the other
+    is refused and writes nothing, and the step after the gate runs once."""
+    flow = write(tmp_path, "steps:\n  - id: gate\n    approval: go?\n"
+                 "  - id: after\n    run: echo ran >> after\n")
+    token = (await wf.run(flow))["requiresApproval"]["resumeToken"]
+    before = await store.last_seq()
+    a, b = await asyncio.gather(wf.resume(token=token, approve=True, approved_by="a"),
+                                wf.resume(token=token, approve=True, approved_by="b"))
+    assert sorted([a["ok"], b["ok"]]) == [False, True]
+    lost = a if not a["ok"] else b
+    assert lost["error"]["message"] == "Workflow resume state not found"
+    assert (tmp_path / "after").read_text() == "ran\n"
+    types = [e.type for e in await store.events_after(before, 1000)]
+    assert types.count("workflow.resumed") == 1 and "workflow.finished" in types
+    assert await store.verify_projections() == []
+
+
+async def test_a_gate_after_a_gate_is_one_commit(wf: Workflows, tmp_path: Path,
+                                                 store: Any) -> None:
+    """Resume -> the next gate persisted: the claim, the decision, the next gate's start,
+    its approvals item, the pause and the lease let go, in one commit."""
+    flow = write(tmp_path, "steps:\n  - id: g1\n    approval: one?\n"
+                 "  - id: g2\n    approval: two?\n  - id: g3\n    approval: three?\n")
+    token = (await wf.run(flow))["requiresApproval"]["resumeToken"]
+    for gate in ("g2", "g3"):
+        batches = store.batches
+        env = await wf.resume(token=token, approve=True)
+        assert store.batches - batches == 1
+        token = env["requiresApproval"]["resumeToken"]
+        row = await store.fetchone("SELECT status, waiting_step FROM workflow_runs")
+        assert row == {"status": "paused", "waiting_step": gate}
+    assert (await wf.resume(token=token, approve=True))["status"] == "ok"
+
+
+async def test_a_resume_cancelled_before_its_first_write_leaves_the_gate_waiting(
+        wf: Workflows, tmp_path: Path, store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing of a resume is written before the run's next write: cancelled before it, the
+    run still waits at its gate and the same token resumes it afterwards."""
+    from clawtower.core.workflows import runner
+
+    token = (await paused(wf, tmp_path))["requiresApproval"]["resumeToken"]
+    before = await store.last_seq()
+    entered, hold = asyncio.Event(), asyncio.Event()
+    original = runner.Runner.run
+
+    async def held(self: Any, *args: Any) -> Any:
+        entered.set()
+        await hold.wait()
+        return await original(self, *args)
+
+    monkeypatch.setattr(runner.Runner, "run", held)
+    task = asyncio.create_task(wf.resume(token=token, approve=True))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await store.last_seq() == before
+    row = await store.fetchone("SELECT status, waiting_step FROM workflow_runs")
+    assert row == {"status": "paused", "waiting_step": "gate"}
+    monkeypatch.setattr(runner.Runner, "run", original)
+    env = await wf.resume(token=token, approve=True, approved_by="bob")
+    assert env["output"] == ["done true bob\n"]

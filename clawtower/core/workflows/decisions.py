@@ -5,6 +5,7 @@ deciding a gate is not driving a run; the service inherits it as `Decisions`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
@@ -126,8 +127,14 @@ class Decisions:
                              role=Role.OPERATOR.value, payload=payload))
         return payload
 
-    async def _consume(self, run: dict[str, Any], decision: str, by: str | None,
-                       result: dict[str, Any], reason: str = "") -> None:
+    def _consume(self, run: dict[str, Any], decision: str, by: str | None,
+                 result: dict[str, Any], reason: str = "") -> Callable[[WriteTx], None]:
+        """The write that claims the gate, records the decision and takes the run's lease.
+        Not a commit of its own: it opens the run's next write (the recorder's `opening`:
+        the next gate's pause, or the start of the first step with an effect), so a gate
+        after a gate costs one commit (issue 36). Nothing with an effect runs before it
+        commits; if the gate was decided meanwhile, that write raises GateDecided and
+        nothing of this resume is written."""
         def command(tx: WriteTx) -> None:
             self._claim(tx, run)
             decided = self._decide(tx, run, "approved" if decision == "approved"
@@ -148,7 +155,7 @@ class Decisions:
             for event in lease if taken is None else ():
                 tx.emit(event)
 
-        await self.store.execute(command)
+        return command
 
     async def _consume_cancel(self, run: dict[str, Any], by: str | None, decision: str,
                               reason: str = "") -> None:

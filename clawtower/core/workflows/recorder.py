@@ -6,6 +6,8 @@ driver's lease. Facts that follow one another with nothing in between are writte
 event (issue 24.2): a step's result carries the next step's start (`step_finished.next`),
 and a gate's start waits for its pause (`Workflows._pause` folds it in with the gate's
 approval request and the lease let go), so a step in a row costs two events, not three.
+A resume's claim of its gate (`opening`) is likewise written by the run's next write, so a
+gate that follows a gate costs one commit, not two (issue 36).
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ class StoreRecorder:
         self.gate_output: wev.WorkflowStepFinished | None = None  # written with the pause
         self.gate_start: wev.WorkflowStepStarted | None = None  # written with the pause
         self.held: wev.WorkflowStepFinished | None = None
+        # a resume's claim of its gate (Decisions._consume): run first by the next write of
+        # this run, before anything with an effect starts; None once it is committed
+        self.opening: Callable[[WriteTx], None] | None = None
+
+    def open(self, tx: WriteTx) -> None:
+        """Inside a write of this run: the resume's claim first, if it is not committed yet
+        (GateDecided from it rolls the whole write back)."""
+        if self.opening is not None:
+            self.opening(tx)
 
     def spawned(self, step_id: str, pid: int) -> None:
         """Not awaited: the group's leader dies with this process anyway (shell.py); the
@@ -89,17 +100,20 @@ class StoreRecorder:
         """A step's result, skip or failure (and what was kept for it), fenced by the run's
         lease in the same commit."""
         events = [self._event(p) for p in (*self._pending(), *payloads)]
-        if not events:
+        if not events and self.opening is None:
             return
 
         def command(tx: WriteTx) -> bool:
+            self.open(tx)
             if not self._fenced(tx):
                 return False
             for event in events:
                 tx.emit(event)
             return True
 
-        if not await self.store.execute(command):
+        written = await self.store.execute(command)
+        self.opening = None
+        if not written:
             raise LeaseLost(self.run_id)
 
     async def flush(self, *, lost_ok: bool = False) -> None:
@@ -121,8 +135,9 @@ class StoreRecorder:
         if kind in SAFE_KINDS:
             # a gate has no process and no effect: its start rides in its pause, which
             # finds a run cancelled meanwhile (one commit per gate, no read before it); with
-            # no start recorded it simply runs again
-            await self.flush()
+            # no start recorded it simply runs again; a resume's claim waits for it too
+            if self.gate_start is not None or self.held is not None:
+                await self.flush()
             self.gate_start = start
             return
         before = self._pending()  # a result kept for this start: one event with it
@@ -132,6 +147,7 @@ class StoreRecorder:
             now = [*before, start]
 
         def command(tx: WriteTx) -> str:
+            self.open(tx)
             row = tx.one("SELECT status FROM workflow_runs WHERE id=?", (self.run_id,))
             if row is not None and row["status"] == "cancelled":
                 if before and self._fenced(tx):  # what finished before the cancel, kept
@@ -145,6 +161,7 @@ class StoreRecorder:
             return ""
 
         why = await self.store.execute(command)
+        self.opening = None
         if why == "cancelled":
             raise RunCancelled(self.run_id)
         if why == "lost":

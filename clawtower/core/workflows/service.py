@@ -41,7 +41,7 @@ from . import events as wev
 from .adoption import Adoption
 from .conditions import check_workflow_conditions
 from .cost import CostLimitExceeded, CostTracker, parse_limit
-from .decisions import NOT_FOUND, Decisions
+from .decisions import NOT_FOUND, Decisions, GateDecided
 from .envelopes import (
     _loads,
     _lost,
@@ -213,13 +213,21 @@ class Workflows(Decisions, Adoption, Reruns):
 
     async def _drive(self, run_id: str, workflow: dict[str, Any], path: Path,
                      args: dict[str, Any], results: dict[str, dict[str, Any]], start: int,
-                     last: str | None, cwd: str | None = None) -> dict[str, Any]:
+                     last: str | None, cwd: str | None = None,
+                     opening: Callable[[WriteTx], None] | None = None) -> dict[str, Any]:
+        """Drive the run on from step `start`. `opening`: a resume's claim of its gate,
+        written first by the run's next write (StoreRecorder.opening)."""
         token = CURRENT_RUN.set(run_id)  # LLM stages record their usage on the run
+        ctx = self._context(run_id, path, cwd)
+        recorder = ctx.recorder
+        assert isinstance(recorder, StoreRecorder)
+        recorder.opening = opening
         lost = asyncio.Event()
-        renewer = asyncio.create_task(self._renew(run_id, lost, asyncio.current_task()))
+        renewer = asyncio.create_task(self._renew(run_id, lost, asyncio.current_task(),
+                                                  recorder))
         try:
             return await self._drive_run(run_id, workflow, path, args, results, start, last,
-                                         cwd)
+                                         ctx, recorder)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if lost.is_set() and task is not None and task.uncancel() == 0:
@@ -230,12 +238,15 @@ class Workflows(Decisions, Adoption, Reruns):
             CURRENT_RUN.reset(token)
 
     async def _renew(self, run_id: str, lost: asyncio.Event,
-                     driver: asyncio.Task[Any] | None) -> None:
+                     driver: asyncio.Task[Any] | None, recorder: StoreRecorder) -> None:
         """Keep the run's lease while driving it; losing it (another process adopted the run
-        after this one stalled past the TTL) stops this driver without a write."""
+        after this one stalled past the TTL) stops this driver without a write. Until a
+        resume's claim is committed the run is not this driver's: there is nothing to keep."""
         name = lease_name(run_id)
         while True:
             await asyncio.sleep(self.lease_ttl_s / 3)
+            if recorder.opening is not None:
+                continue
             try:
                 ok = await self.store.execute(
                     lambda tx: leases._acquire(tx, name, self.owner, self.lease_ttl_s))
@@ -250,8 +261,8 @@ class Workflows(Decisions, Adoption, Reruns):
 
     async def _drive_run(self, run_id: str, workflow: dict[str, Any], path: Path,
                          args: dict[str, Any], results: dict[str, dict[str, Any]], start: int,
-                         last: str | None, cwd: str | None) -> dict[str, Any]:
-        ctx = self._context(run_id, path, cwd)
+                         last: str | None, ctx: Context, recorder: StoreRecorder
+                         ) -> dict[str, Any]:
         tracker = CostTracker(ctx.env, ctx.stderr, parse_limit(workflow.get("cost_limit")))
         if start > 0 and tracker.limit is not None:
             # a gate pauses a run, it does not reset its spend; what was spent counts only
@@ -259,12 +270,12 @@ class Workflows(Decisions, Adoption, Reruns):
             # without one skips the read of its step events (issue 36)
             tracker.restore(await self._spend(run_id))
         runner = Runner(workflow, path, args, ctx, tracker)
-        recorder = ctx.recorder
-        assert isinstance(recorder, StoreRecorder)
         try:
             outcome = await runner.run(results, start, last)
             if outcome.pause is None:
                 await recorder.flush()  # the last step's result, kept for the next write
+        except GateDecided:
+            raise  # the resume's claim lost its gate: nothing of this resume was written
         except LeaseLost:
             return _lost(run_id)
         except HandedOver:
@@ -282,6 +293,8 @@ class Workflows(Decisions, Adoption, Reruns):
             task = asyncio.current_task()
             if task is not None and _ADOPTED_AWAY.get(task) == run_id:
                 raise  # adopted elsewhere: not this driver's to end
+            if recorder.opening is not None:
+                raise  # cancelled before its claim was written: the run waits at its gate
             await asyncio.shield(recorder.flush(lost_ok=True))
             if self._handing_over:  # left for another engine, as a kill -9 would leave it
                 await asyncio.shield(leases.release(self.store, lease_name(run_id),
@@ -318,6 +331,7 @@ class Workflows(Decisions, Adoption, Reruns):
         gate_output, started, held = recorder.gate_output, recorder.gate_start, recorder.held
 
         def command(tx: WriteTx) -> str:
+            recorder.open(tx)  # a resume's claim of the gate before (one commit for both)
             if held is not None:  # a guard: a gate's start writes any result kept before it
                 tx.emit(NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
                                  payload=held))
@@ -369,6 +383,7 @@ class Workflows(Decisions, Adoption, Reruns):
             return approval_id
 
         approval_id = await self.store.execute(command)
+        recorder.opening = None
         if not approval_id:
             return ok_envelope("cancelled", [])
         request = copy_plain(request)  # the caller's own (it may hold the parse's values)
@@ -447,10 +462,11 @@ class Workflows(Decisions, Adoption, Reruns):
             decision = "answered"
         start = int(run["resume_at"])
         check_workflow_conditions(workflow, start)
-        await self._consume(run, decision, approved_by, previous, reason)
+        claim = self._consume(run, decision, approved_by, previous, reason)
         results[step_id] = previous
         last = step_id if gate == "input" else last_completed_step(workflow["steps"], results)
-        return await self._drive(run_id, workflow, path, args, results, start, last)
+        return await self._drive(run_id, workflow, path, args, results, start, last,
+                                 opening=claim)
 
 
 def _limit_dict(workflow: Mapping[str, Any]) -> dict[str, Any] | None:
