@@ -1,10 +1,12 @@
-"""Approval round trip: approve -> the orchestrator resumes the task -> visible to a reader.
+"""Approval round trip: approve -> the task ready to resume (its phase moves in the decision's
+commit) -> visible to a reader.
 
 Ours (synchronous=NORMAL unless --sync FULL): N tasks (one planned side effect each) are
 driven to awaiting_approval with the simulator at speed 0, then `Orchestrator.run` is
 started in-process: event-driven, it waits in `store.wait_for_change`. One cycle:
 
-  t0   `Approvals.approve(id)` is called (the decision is committed by the writer task)
+  t0   `Approvals.approve(id)` is called (the decision, and the task's move to
+       ready_to_resume, committed by the writer task in one command)
   ack  approve() returned
   vis  a reader (the store's read connection, woken by `store.wait_for_change`) sees the
        task in ready_to_resume or a later phase (the orchestrator moves on at once to
@@ -12,8 +14,10 @@ started in-process: event-driven, it waits in `store.wait_for_change`. One cycle
 
 Before each cycle the previous task is left to finish (completed) and the loop to settle,
 so every approval lands on an idle engine. The first cycles are a warm-up and not counted.
-Reported: p50/p90 of ack and of vis, in ms; also "written", when the orchestrator's
-ready_to_resume transition batch began (its stored timestamp; a lower bound of its commit).
+Reported: p50/p90 of ack and of vis, in ms; also "written", when the batch that wrote the
+ready_to_resume transition began (its stored timestamp; a lower bound of its commit). Since
+issue 36 that is the decision's own commit (the task's phase follows the decision in it, by
+the orchestrator's rule); before, it was the orchestrator's next write.
 Target: vis p50 <= 2 ms.
 
 Peer, interleaved cycle by cycle in the same process (only if `langgraph` and
@@ -272,7 +276,7 @@ async def main() -> None:
 
     table = [
         ["clawtower: approve() acknowledged", len(mine), *stats(col(mine, "ack_ms"))],
-        ["clawtower: orchestrator's write began", len(mine), *stats(col(mine, "written_ms"))],
+        ["clawtower: ready_to_resume's write began", len(mine), *stats(col(mine, "written_ms"))],
         ["clawtower: ready_to_resume visible", len(mine), *stats(col(mine, "visible_ms"))],
     ]
     if peer:

@@ -1,4 +1,5 @@
-"""The approval round trip's shape (issue 24): approve is one write with no read before it;
+"""The approval round trip's shape (issue 24): approve is one write with no read before it,
+and the task's phase moves in it (issue 36);
 the orchestrator acts on a decided approval in one command (`resume_decided`) without
 reading the whole task first; its scan probes approvals in the index alone (schema v19)."""
 
@@ -73,10 +74,21 @@ async def test_approve_is_one_write_with_no_read_before_it(store, tasks, monkeyp
     assert out["decision"] == "approved" and calls == ["execute"]
 
 
+async def test_an_approval_moves_its_task_in_its_own_commit(store, tasks):
+    """The decision and the task's phase, one commit: ready to resume with no engine."""
+    tid, aid, _ = await awaiting(store, tasks)
+    batches = store.batches
+    await Approvals(store).approve(aid, by="alice")
+    assert store.batches - batches == 1
+    assert (await tasks.get(tid))["phase"] == "ready_to_resume"
+
+
 async def test_the_engine_acts_on_a_decision_before_reading_the_task(store, tasks,
                                                                     monkeypatch):
+    """A decision written alone (a release before issue 36): the engine moves the task in
+    one command, before it reads it."""
     tid, aid, o = await awaiting(store, tasks)
-    await Approvals(store).approve(aid, by="alice")
+    await store.execute(lambda tx: c.decide_approval(tx, aid, True, "alice", ""))
     order: list[str] = []
     get, execute = o.tasks.get, store.execute
 

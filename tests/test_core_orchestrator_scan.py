@@ -116,15 +116,15 @@ async def test_a_retry_no_event_announces_is_made_under_a_busy_log(store, tasks,
     (a,) = await awaiting(store, tasks, 1)
     o = orchestrator(store)
     failed = asyncio.Event()
-    resume = o._resume
+    drive = o.drive
 
-    async def flaky(task_id: str) -> bool:
+    async def flaky(task_id: str, phase: str | None = None) -> None:
         if not failed.is_set():
             failed.set()
             raise RuntimeError("a passing fault")
-        return await resume(task_id)
+        await drive(task_id, phase)
 
-    o._resume = flaky  # type: ignore[method-assign]
+    o.drive = flaky  # type: ignore[method-assign]
     stop = asyncio.Event()
     run = asyncio.create_task(o.run(stop, poll_s=30.0))
     try:

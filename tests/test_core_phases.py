@@ -282,8 +282,8 @@ async def test_side_effects_gate_completion(store, clock):
     assert a["status"] == "pending" and a["kind"] == "task_side_effect"
     assert [e["kind"] for e in a["context"]["effects"]] == ["notify", "deploy"]
     await refused(d, tid, P.READY_TO_RESUME, f"approval {a['id']} is pending")
-    await d.approvals.approve(a["id"], by="alice")
-    await d.move(tid, P.READY_TO_RESUME)
+    await d.approvals.approve(a["id"], by="alice")  # the phase follows in the same commit
+    assert (await d.get(tid))["phase"] == P.READY_TO_RESUME
     await refused(d, tid, P.COMPLETED, "2 approved side effect(s) not done yet")
     keys = await d.perform_effects(tid)
     assert len(set(keys)) == 2
@@ -296,10 +296,32 @@ async def test_rejected_approval_cannot_resume(store, clock):
     tid = await d.new()
     await d.to(tid, P.AWAITING_APPROVAL, effects=True)
     a = await d.latest_approval(tid)
-    await d.approvals.reject(a["id"], by="alice", reason="not today")
+    # the decision alone (as a release before issue 36 wrote it, with no phase move in
+    # its commit): the guard refuses the resume
+    await store.execute(lambda tx: c.decide_approval(tx, a["id"], False, "alice", "not today"))
     await refused(d, tid, P.READY_TO_RESUME, "is rejected")
     await d.move(tid, P.FAILED, "rejected")
     assert (await d.approvals.get(a["id"]))["status"] == "rejected"
+
+
+async def test_a_decision_through_the_approvals_list_moves_its_task_in_its_commit(store,
+                                                                                   clock):
+    """Approved: ready_to_resume; rejected: failed; by the orchestrator's rule, in the
+    decision's own commit (issue 36), with no engine running."""
+    d = Driver(store, clock)
+    for approve, phase in ((True, P.READY_TO_RESUME), (False, P.FAILED)):
+        tid = await d.new()
+        await d.to(tid, P.AWAITING_APPROVAL, effects=True)
+        a = await d.latest_approval(tid)
+        batches = store.batches
+        await (d.approvals.approve if approve else d.approvals.reject)(a["id"], by="alice")
+        assert store.batches - batches == 1
+        t = await d.get(tid)
+        assert t["phase"] == phase
+        verb = "granted" if approve else "rejected"
+        assert t["history"][-1]["reason"] == f"approval {a['id']} {verb} by alice"
+        assert t["history"][-1]["actor"] == "orchestrator"
+    assert await store.verify_projections() == []
 
 
 async def test_failing_while_awaiting_approval_withdraws_it(store, clock):

@@ -80,12 +80,14 @@ async def cmd_decide(args: argparse.Namespace, approve: bool) -> int:
                 f"a running session worker resumes the turn ({what})" if live else
                 f"no session worker runs now: `clawtower serve`, `clawtower session run` or"
                 f" the console resumes the turn ({what})"))
-        if r.get("kind") == "task_side_effect":  # the engine performs it: is one running?
+        if r.get("kind") == "task_side_effect" and r["decision"] != "approved":
+            print(f"{r['subject']}: failed (its side effects were refused)")
+        elif r.get("kind") == "task_side_effect":  # the engine performs them: is one running?
             live = await live_lease(store, "engine:")
-            print(f"{r['subject']}: " + ("a running engine resumes it" if live
-                                         else "no engine runs now: `clawtower serve` (or"
-                                         " `clawtower serve --until-idle`) or the console"
-                                         " resumes it"))
+            print(f"{r['subject']}: ready to resume; " + (
+                "a running engine performs its side effects" if live
+                else "no engine runs now: `clawtower serve` (or `clawtower serve"
+                     " --until-idle`) or the console performs its side effects"))
         if r.get("run_status"):  # a workflow gate: the run went on in this process
             env = r.get("envelope") or {}
             waiting = {"needs_approval": "waits at another approval",

@@ -83,7 +83,15 @@ class Approvals:
                                       " permission requests only")
             if kind == TOOL_CALL_KIND:  # a session's turn waits for it: decided and resumed
                 return decide_tool_call(tx, approval_id, approve, by, reason, Role.OPERATOR)
-            return c.decide_approval(tx, approval_id, approve, by, reason, Role.OPERATOR, row)
+            out = c.decide_approval(tx, approval_id, approve, by, reason, Role.OPERATOR, row)
+            if out and kind == c.SIDE_EFFECT_KIND:
+                # the task's phase follows its decision in the same commit, by the
+                # orchestrator's own rule (approved: ready_to_resume; rejected: failed): no
+                # second commit, no window where the decision shows and the task still waits,
+                # and no engine needs to run for it (issue 36). Effects stay the engine's.
+                c.resume_decided(tx, out["subject"], Role.ORCHESTRATOR.value,
+                                 Role.ORCHESTRATOR)
+            return out
 
         out = await self.store.execute(decide)
         if out is None:

@@ -36,18 +36,20 @@ def test_approve_by_a_named_operator(run: Run, awaiting: tuple[Path, str]) -> No
     r = run("approve", approval, "--by", "alice", "--reason", "looks right", "--db", db)
     assert (r.code, r.err) == (0, "")
     assert r.out == (f"{approval}: approved by alice (task_side_effect T-1)\n"
-                     "T-1: no engine runs now: `clawtower serve` (or `clawtower serve"
-                     " --until-idle`) or the console resumes it\n")  # says what moves it
+                     "T-1: ready to resume; no engine runs now: `clawtower serve` (or"
+                     " `clawtower serve --until-idle`) or the console performs its side"
+                     " effects\n")  # says what moves it on
     assert run("approvals", "--json", "--db", db).json() == []
     assert run("approvals", "--db", db).out == "no pending approvals yet\n"
     (a,) = run("approvals", "--all", "--json", "--db", db).json()
     assert (a["status"], a["decided_by"], a["reason"]) == ("approved", "alice", "looks right")
-    assert query(db, "SELECT type, actor, role FROM events WHERE seq=?", (max_seq(db),)) == [
-        ("approval.decided", "alice", "operator")]
-    # the orchestrator resumes it; the effects still have to run before it completes
-    r = run("task", "transition", "T-1", "ready_to_resume", "--as", "orchestrator",
-            "--reason", "approved", "--db", db)
-    assert r.code == 0, r.err
+    # the task's phase follows the decision in the same commit, by the orchestrator's rule
+    last = max_seq(db)
+    assert query(db, "SELECT type, actor, role FROM events WHERE seq>=? ORDER BY seq",
+                 (last - 1,)) == [("approval.decided", "alice", "operator"),
+                                  ("task.transitioned", "orchestrator", "orchestrator")]
+    assert query(db, "SELECT phase FROM tasks WHERE id='T-1'") == [("ready_to_resume",)]
+    # the effects still have to run before it completes
     r = run("task", "transition", "T-1", "completed", "--as", "orchestrator", "--reason", "done",
             "--db", db)
     assert r.code == 2
@@ -60,19 +62,23 @@ def test_reject_with_a_reason(run: Run, awaiting: tuple[Path, str]) -> None:
     db, approval = awaiting
     r = run("reject", approval, "--reason", "not before the launch", "--db", db)
     assert (r.code, r.err) == (0, "")
-    assert r.out.startswith(f"{approval}: rejected by {OPERATOR} (task_side_effect T-1)\n")
+    assert r.out == (f"{approval}: rejected by {OPERATOR} (task_side_effect T-1)\n"
+                     "T-1: failed (its side effects were refused)\n")
     t = run("task", "show", "T-1", "--json", "--db", db).json()
     (a,) = t["approvals"]
     assert (a["status"], a["decided_by"], a["reason"]) == (
         "rejected", OPERATOR, "not before the launch")
-    # rejected: it cannot resume
+    # rejected: the task failed with the decision, in its commit; it cannot resume
+    assert t["phase"] == "failed"
     r = run("task", "transition", "T-1", "ready_to_resume", "--as", "orchestrator",
             "--reason", "try", "--db", db)
     assert r.code == 2
-    assert f"approval {approval} is rejected" in r.err
+    assert "failed -> ready_to_resume is not a legal transition" in r.err
     lines = run("events", "--db", db).out.splitlines()
-    assert lines[-1].split()[3:5] == ["approval.decided", approval]
-    assert lines[-1].endswith(f"rejected by {OPERATOR}: not before the launch")
+    assert lines[-2].split()[3:5] == ["approval.decided", approval]
+    assert lines[-2].endswith(f"rejected by {OPERATOR}: not before the launch")
+    assert lines[-1].split()[3:5] == ["task.transitioned", "T-1"]
+    assert f"approval {approval} rejected by {OPERATOR}: not before the launch" in lines[-1]
 
 
 def test_events_text_json_after_and_entity(run: Run, seeded: Path) -> None:

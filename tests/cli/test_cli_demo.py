@@ -161,15 +161,17 @@ def test_approve_then_serve_completes_the_task_once(demo_copy: Demo) -> None:
     r = run_cli(["approve", d.approval, "--db", db], d.home)
     assert (r.returncode, r.stderr) == (0, "")
     assert r.stdout == (f"{d.approval}: approved by {OPERATOR} (task_side_effect {subject})\n"
-                        f"{subject}: no engine runs now: `clawtower serve` (or `clawtower"
-                        " serve --until-idle`) or the console resumes it\n")
+                        f"{subject}: ready to resume; no engine runs now: `clawtower serve`"
+                        " (or `clawtower serve --until-idle`) or the console performs its"
+                        " side effects\n")
+    assert query(d.db, "SELECT phase FROM tasks WHERE id=?", (subject,)) == [
+        ("ready_to_resume",)]  # the decision moved it, in its own commit
 
     r = run_cli(["serve", "--until-idle", "--db", db], d.home, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "lease.acquired" not in r.stdout  # machinery only with --verbose (issue 27)
     moves = [ln.split(None, 6)[3:] for ln in r.stdout.splitlines() if "task.transitioned" in ln]
     assert [(m[1], m[3].split(":")[0]) for m in moves] == [
-        (subject, "awaiting_approval -> ready_to_resume"),
         (subject, "ready_to_resume -> completed")]
     show = json.loads(run_cli(["task", "show", subject, "--json", "--db", db], d.home).stdout)
     assert show["phase"] == "completed"

@@ -144,8 +144,8 @@ class Driver:
         if target == P.AWAITING_APPROVAL:
             return
         a = await self.latest_approval(tid)
-        await self.approvals.approve(a["id"], by="alice")
-        await self.move(tid, P.READY_TO_RESUME)
+        await self.approvals.approve(a["id"], by="alice")  # its phase follows in its commit
+        assert (await self.get(tid))["phase"] == P.READY_TO_RESUME
         assert target == P.READY_TO_RESUME
 
     async def satisfy(self, tid: str, src: Phase, dst: Phase) -> None:
@@ -168,8 +168,10 @@ class Driver:
         elif pair == (P.QUALITY_GATE, P.EXECUTION_READY):
             await self.quality_review(tid, "rework")
         elif pair == (P.AWAITING_APPROVAL, P.READY_TO_RESUME):
+            # the decision alone (the approvals list would move the task in its commit)
             a = await self.latest_approval(tid)
-            await self.approvals.approve(a["id"], by="alice")
+            await self.store.execute(lambda tx: c.decide_approval(tx, a["id"], True, "alice",
+                                                                  ""))
         elif pair == (P.READY_TO_RESUME, P.COMPLETED):
             await self.perform_effects(tid)
 

@@ -156,7 +156,7 @@ def transition(tx: WriteTx, task_id: str, dst: Phase, reason: str, actor: str, r
         effects = pending_effects(tx, task_id)
         spec = json.loads(task["spec"])
         request_approval(
-            tx, kind="task_side_effect", subject=task_id,
+            tx, kind=SIDE_EFFECT_KIND, subject=task_id,
             title=f"{task_id}: {len(effects)} side effect(s) of {task['title']!r}",
             prompt=f"Allow {task_id} to perform its planned side effects?",
             context={"task": task_id, "attempt": attempt, "phase": dst.value,
@@ -198,6 +198,9 @@ def request_approval(tx: WriteTx, *, kind: str, subject: str, title: str, prompt
             require_different_approver=require_different_approver)))
     return approval_id
 
+
+#: the approvals kind of a task's planned side effects (decided: its phase follows at once)
+SIDE_EFFECT_KIND = "task_side_effect"
 
 #: what deciding an approval reads of its row (not the wide title, prompt and context)
 DECISION_COLUMNS = ("SELECT id, kind, subject, status, decided_by, decided_at, required_approver,"
