@@ -235,6 +235,40 @@ async def test_m3_steer_at_the_boundary_then_the_backlog_resumes_the_task(
     assert s["pending"] == [] and await store.verify_projections() == []
 
 
+async def test_m3_a_task_steered_twice_resumes_once_worded_with_its_rounds_in_total(
+        store: Any, sessions: Sessions) -> None:
+    """A resumed task steered again is saved as the task itself, not as the [Backlog]
+    message that resumed it: its resume text stays one line however often it is steered
+    (it nested, and grew by the whole wording at every steer), its rounds count those of
+    every job on it, and each of its steps runs once."""
+    await spec(sessions, "worker", policy={"tools": ["text.count"]})
+    gated = GatedRegistry(store, gate_at=2)
+    r, _ = runner(store, registry=gated)
+    sid = await sessions.create(agent="worker")
+    await sessions.send(sid, "#work 8 build the report")
+    async with running(r, sid):
+        await asyncio.wait_for(gated.reached.wait(), 20)  # inside tool round 2
+        await sessions.send(sid, "first question?")
+        gated.release.set()
+        # the gate again at the resumed job's second call (its round 2, step 4 in total)
+        gated.reached, gated.release, gated.gate_at = asyncio.Event(), asyncio.Event(), 4
+        await asyncio.wait_for(gated.reached.wait(), 20)
+        await sessions.send(sid, "second question?")
+        gated.release.set()
+    s = await sessions.get(sid)
+    resumes = [b["text"] for b in s["backlog"]]
+    assert len(resumes) == 2 and all(t.count("Resume the interrupted task:") == 1
+                                     for t in resumes)
+    assert resumes[0].startswith("Resume the interrupted task: #work 8 build the report")
+    assert resumes[1].startswith("Resume the interrupted task: #work 8 build the report")
+    assert "interrupted after 2 tool round(s)" in resumes[0]
+    assert "interrupted after 4 tool round(s)" in resumes[1]
+    assert [json.loads(a)["text"][:9] for _, a in gated.calls] == [
+        f"step {i} of" for i in range(1, 9)]
+    assert texts(s)[-1][1].startswith("Resumed and finished")
+    assert await store.verify_projections() == []
+
+
 async def test_m3_the_rounds_last_result_and_the_steer_are_one_commit(
         store: Any, sessions: Sessions) -> None:
     """Issue 36 (steer p50): the message is taken by the command that appends the round's

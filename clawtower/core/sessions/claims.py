@@ -81,7 +81,8 @@ class Claim:
     announces: list[dict[str, Any]]
     focus: str  # the task this turn works on (saved as a resume token when steered)
     started_at: float
-    focus_round: int = 0
+    focus_round: int = 0  # the turn's round at which `focus` became its task
+    focus_prior: int = 0  # tool rounds done on `focus` by the jobs before (a resumed task)
     cancel: CancelHandle = field(default_factory=CancelHandle)
     lost: bool = False
     resume: gate.Resume | None = None  # a job queued again after its tool call was decided
@@ -176,6 +177,7 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     attempt = int(job["attempt"] or 0) + 1
     took: list[str] = []
     drained: list[str] = []
+    resumed: list[dict[str, Any]] = []  # the `resume` items drained: their task goes on
     backlog_msg: str | None = None
     resume = gate.load_resume(tx, job["id"]) if job["reason"] == "resume" else None
     steer_round: int | None = None  # a take-over with messages waiting: they steer
@@ -197,6 +199,7 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
         waiting = [] if fresh is not None else tx.all(
             "SELECT * FROM session_backlog WHERE session_id=? AND status='waiting' ORDER BY"
             " seq", (sid,))
+        resumed = [b for b in waiting if b["kind"] == "resume"]
         if waiting:
             backlog_msg = new_id("m")
             text = "[Backlog]\n" + "\n".join(f"- {b['text']}" for b in waiting)
@@ -241,6 +244,11 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     focus_msgs = steered[-1:] if steered else mine
     focus = "\n".join(h["text"] for h in focus_msgs) or (history[-1]["text"] if history
                                                           else "")
+    focus_prior = 0  # tool rounds done on `focus` before this job
+    if resumed and not steered:  # the task a resume item names: continued, not nested in
+        # the [Backlog] wording again at the next steer (as takeover.job_task does)
+        d = json.loads(resumed[-1]["data"] or "{}")
+        focus, focus_prior = str(d.get("task") or focus), int(d.get("rounds_done") or 0)
     memories = recall_sync(tx, recall_namespaces(
         spec.config.context_policy.recall, spec.config.policy.memory, spec.name), focus,
         k=spec.config.context_policy.recall.top_k, now=tx.now,
@@ -263,7 +271,8 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
                          "operator")
     return Claim(job_id=job["id"], session_id=sid, attempt=attempt, turn_id=turn_id,
                  spec=spec, provider=provider, model=model, history=history,
-                 announces=announces, focus=focus, started_at=tx.now, resume=resume,
+                 announces=announces, focus=focus, focus_prior=focus_prior,
+                 started_at=tx.now, resume=resume,
                  requester=requester, memories=memories,
                  label=str(json.loads(session["task"] or "{}").get("label") or ""))
 
@@ -378,7 +387,7 @@ def _steer(tx: WriteTx, claim: Claim, owner: str, state: TurnState) -> list[str]
                      " ORDER BY seq", (sid,))
     if not pending:
         return []
-    done = state.rounds - claim.focus_round
+    done = claim.focus_prior + state.rounds - claim.focus_round
     last = next((m.content for m in reversed(state.messages) if m.role == "tool"), "")
     item = new_id("b")
     text = takeover.resume_text(claim.focus, done, last)

@@ -478,7 +478,7 @@ class SessionRunner:
             texts, msgs = await self.store.execute(command)
             if texts:
                 claim.focus = texts[-1]
-                claim.focus_round = state.rounds
+                claim.focus_round, claim.focus_prior = state.rounds, 0
             return msgs
 
         def on_text(text: str) -> None:
