@@ -72,5 +72,14 @@ async def test_a_closed_store_leaves_no_wake_socket(db_path):
     await s.wait_for_change(0, 0.01)
     folder = channel_dir(store_target)
     assert len(list(folder.iterdir())) == 1
+    other = await open_store(store_target)  # a second listener on the same file
+    await other.wait_for_change(0, 0.01)
+    assert len(list(folder.iterdir())) == 2
     await s.close()
-    assert list(folder.iterdir()) == []
+    assert len(list(folder.iterdir())) == 1  # the other's socket, and its folder, stay
+    await other.close()
+    assert not folder.exists()  # the last one leaves no folder behind in the temp folder
+    again = await open_store(store_target)  # and a later listener makes it again
+    await again.wait_for_change(0, 0.01)
+    assert len(list(folder.iterdir())) == 1
+    await again.close()

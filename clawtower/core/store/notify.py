@@ -53,18 +53,25 @@ class WakeChannel:
         if not SUPPORTED:
             return False
         loop = asyncio.get_running_loop()
-        try:
-            self.dir.parent.mkdir(mode=0o700, exist_ok=True)
-            self.dir.mkdir(mode=0o700, exist_ok=True)
-            name = f"{os.getpid()}-{next(_ids)}"
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            sock.setblocking(False)
-            path = self.dir / name
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            sock.bind(str(path))
-        except OSError:
-            return False
+        name = f"{os.getpid()}-{next(_ids)}"
+        path = self.dir / name
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        for last in (False, True):  # the folder may go between its mkdir and the bind
+            try:
+                self.dir.parent.mkdir(mode=0o700, exist_ok=True)
+                self.dir.mkdir(mode=0o700, exist_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                sock.bind(str(path))
+                break
+            except FileNotFoundError:
+                if last:  # pragma: no cover - removed twice in a row by closing peers
+                    sock.close()
+                    return False
+            except OSError:
+                sock.close()
+                return False
 
         def readable() -> None:
             newest = 0
@@ -116,6 +123,8 @@ class WakeChannel:
             self._listener.close()
             with contextlib.suppress(OSError):
                 (self.dir / self._name).unlink()
+            with contextlib.suppress(OSError):  # the last listener takes the folder with it
+                self.dir.rmdir()  # (one per store file ever waited on, under the temp folder)
             self._listener = None
         if self._sender is not None:
             self._sender.close()
