@@ -197,13 +197,20 @@ async def test_m2_every_visible_tool_is_callable_and_every_hidden_one_refused(
 # --------------------------------------------------------------------------- milestone 3
 
 
-async def test_m3_steer_at_the_boundary_then_the_backlog_resumes_the_task(
-        store: Any, sessions: Sessions) -> None:
+async def working(store: Any, sessions: Sessions, task: str) -> tuple[Any, Any, Any, str]:
+    """A worker session sent `task` (a `#work N` loop of text.count calls), its runner's
+    tool calls gated at the second: (gated registry, runner, recording, session id)."""
     await spec(sessions, "worker", policy={"tools": ["text.count"]})
     gated = GatedRegistry(store, gate_at=2)
     r, rec = runner(store, registry=gated)
     sid = await sessions.create(agent="worker")
-    await sessions.send(sid, "#work 5 build the report")
+    await sessions.send(sid, task)
+    return gated, r, rec, sid
+
+
+async def test_m3_steer_at_the_boundary_then_the_backlog_resumes_the_task(
+        store: Any, sessions: Sessions) -> None:
+    gated, r, rec, sid = await working(store, sessions, "#work 5 build the report")
     async with running(r, sid):
         await asyncio.wait_for(gated.reached.wait(), 20)  # inside tool round 2
         sent = await sessions.send(sid, "what is the status?")
@@ -241,11 +248,7 @@ async def test_m3_a_task_steered_twice_resumes_once_worded_with_its_rounds_in_to
     message that resumed it: its resume text stays one line however often it is steered
     (it nested, and grew by the whole wording at every steer), its rounds count those of
     every job on it, and each of its steps runs once."""
-    await spec(sessions, "worker", policy={"tools": ["text.count"]})
-    gated = GatedRegistry(store, gate_at=2)
-    r, _ = runner(store, registry=gated)
-    sid = await sessions.create(agent="worker")
-    await sessions.send(sid, "#work 8 build the report")
+    gated, r, _, sid = await working(store, sessions, "#work 8 build the report")
     async with running(r, sid):
         await asyncio.wait_for(gated.reached.wait(), 20)  # inside tool round 2
         await sessions.send(sid, "first question?")
