@@ -247,8 +247,8 @@ def _start(tx: WriteTx, job: dict[str, Any], owner: str, defaults: dict[str, str
     focus_prior = 0  # tool rounds done on `focus` before this job
     if resumed and not steered:  # the task a resume item names: continued, not nested in
         # the [Backlog] wording again at the next steer (as takeover.job_task does)
-        d = json.loads(resumed[-1]["data"] or "{}")
-        focus, focus_prior = str(d.get("task") or focus), int(d.get("rounds_done") or 0)
+        task, focus_prior = takeover.resumed_task(resumed[-1])
+        focus = task or focus
     memories = recall_sync(tx, recall_namespaces(
         spec.config.context_policy.recall, spec.config.policy.memory, spec.name), focus,
         k=spec.config.context_policy.recall.top_k, now=tx.now,

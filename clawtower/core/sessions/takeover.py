@@ -114,6 +114,12 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def resumed_task(item: dict[str, Any]) -> tuple[str, int]:
+    """A `resume` backlog item's task and the tool rounds done on it (its `data`)."""
+    d = json.loads(item["data"] or "{}")
+    return str(d.get("task") or ""), int(d.get("rounds_done") or 0)
+
+
 def job_task(tx: WriteTx, job: dict[str, Any]) -> tuple[str, int]:
     """What the job was working on and the tool rounds done on it before the job: the task
     a resume item it drained names (continued, not nested), else its last steered message,
@@ -121,8 +127,7 @@ def job_task(tx: WriteTx, job: dict[str, Any]) -> tuple[str, int]:
     resumed = tx.all("SELECT data FROM session_backlog WHERE drained_by=? AND kind='resume'"
                      " ORDER BY seq", (job["id"],))
     if resumed:
-        d = json.loads(resumed[-1]["data"])
-        return str(d.get("task", "")), int(d.get("rounds_done", 0))
+        return resumed_task(resumed[-1])
     mine = [(r["text"], json.loads(r["meta"])) for r in tx.all(
         "SELECT text, meta FROM session_messages WHERE session_id=? AND role='user' AND"
         " json_extract(meta, '$.job')=? ORDER BY seq", (job["session_id"], job["id"]))]

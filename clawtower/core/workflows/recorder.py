@@ -13,7 +13,7 @@ gate that follows a gate costs one commit, not two (issue 36).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import events as ev
 from .. import leases
@@ -22,6 +22,8 @@ from ..liveness import process_tag
 from ..store.interface import Store, WriteTx
 from ..tasks.permissions import Role
 from . import events as wev
+
+T = TypeVar("T")
 
 SAFE_KINDS = ("approval", "input", "none")  # steps with no effect of their own
 
@@ -60,11 +62,19 @@ class StoreRecorder:
         # this run, before anything with an effect starts; None once it is committed
         self.opening: Callable[[WriteTx], None] | None = None
 
-    def open(self, tx: WriteTx) -> None:
-        """Inside a write of this run: the resume's claim first, if it is not committed yet
-        (GateDecided from it rolls the whole write back)."""
-        if self.opening is not None:
-            self.opening(tx)
+    async def write(self, command: Callable[[WriteTx], T]) -> T:
+        """A write of this run: the resume's claim first, if it is not committed yet
+        (GateDecided from it rolls the whole write back), then `command`."""
+        opening = self.opening
+
+        def run(tx: WriteTx) -> T:
+            if opening is not None:
+                opening(tx)
+            return command(tx)
+
+        out = await self.store.execute(run)
+        self.opening = None
+        return out
 
     def spawned(self, step_id: str, pid: int) -> None:
         """Not awaited: the group's leader dies with this process anyway (shell.py); the
@@ -104,16 +114,13 @@ class StoreRecorder:
             return
 
         def command(tx: WriteTx) -> bool:
-            self.open(tx)
             if not self._fenced(tx):
                 return False
             for event in events:
                 tx.emit(event)
             return True
 
-        written = await self.store.execute(command)
-        self.opening = None
-        if not written:
+        if not await self.write(command):
             raise LeaseLost(self.run_id)
 
     async def flush(self, *, lost_ok: bool = False) -> None:
@@ -147,7 +154,6 @@ class StoreRecorder:
             now = [*before, start]
 
         def command(tx: WriteTx) -> str:
-            self.open(tx)
             row = tx.one("SELECT status FROM workflow_runs WHERE id=?", (self.run_id,))
             if row is not None and row["status"] == "cancelled":
                 if before and self._fenced(tx):  # what finished before the cancel, kept
@@ -160,8 +166,7 @@ class StoreRecorder:
                 tx.emit(self._event(p))
             return ""
 
-        why = await self.store.execute(command)
-        self.opening = None
+        why = await self.write(command)
         if why == "cancelled":
             raise RunCancelled(self.run_id)
         if why == "lost":

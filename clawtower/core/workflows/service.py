@@ -331,7 +331,6 @@ class Workflows(Decisions, Adoption, Reruns):
         gate_output, started, held = recorder.gate_output, recorder.gate_start, recorder.held
 
         def command(tx: WriteTx) -> str:
-            recorder.open(tx)  # a resume's claim of the gate before (one commit for both)
             if held is not None:  # a guard: a gate's start writes any result kept before it
                 tx.emit(NewEvent(entity_id=run_id, actor="workflow", role=Role.SYSTEM.value,
                                  payload=held))
@@ -382,8 +381,8 @@ class Workflows(Decisions, Adoption, Reruns):
                                  asked_role=asked[0].role if asked else "")))
             return approval_id
 
-        approval_id = await self.store.execute(command)
-        recorder.opening = None
+        # with a resume's claim of the gate before, if any (one commit for both)
+        approval_id = await recorder.write(command)
         if not approval_id:
             return ok_envelope("cancelled", [])
         request = copy_plain(request)  # the caller's own (it may hold the parse's values)
