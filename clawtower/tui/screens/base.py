@@ -325,6 +325,8 @@ class ListDetailScreen(ConsoleScreen):
         super().apply(delta)
 
     def _list(self) -> None:
+        if self._tearing_down():  # rows read while the console quit: their list may be gone
+            return
         lst = self.item_list
         items = self.items()
         lst.load(items)
