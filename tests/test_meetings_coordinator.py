@@ -251,3 +251,31 @@ async def test_a_cancelled_meeting_is_recorded_as_stopped_not_left_running(store
              if e.type == "meeting.ended"]
     assert len(ended) == 1 and "interrupted in round 1" in ended[0].payload.detail
     assert await store.verify_projections() == []
+
+
+async def test_a_participants_max_output_tokens_caps_its_replies(store, tmp_path: Path) -> None:
+    """agents.yaml's `max_output_tokens` ("per model call") reaches a meeting participant's
+    request, as it reaches a turn's: it was dropped between the config and the meeting."""
+    from clawtower.core.agents.config import load_agents
+
+    cfg = tmp_path / "agents.yaml"
+    cfg.write_text("speed: 0\nagents:\n"
+                   "  alice: {role: participant, max_output_tokens: 48}\n"
+                   "  bob: {role: participant}\n"
+                   "  scribe: {role: summarizer, max_output_tokens: 500}\n")
+    team = load_agents(cfg)
+    sim = team.providers["simulator"]
+    seen: list[tuple[str, str, int | None]] = []
+    real_stream = sim.stream
+
+    def stream(request):  # type: ignore[no-untyped-def]
+        md = request.metadata
+        seen.append((md["purpose"], md["agent"], request.max_tokens))
+        return real_stream(request)
+
+    sim.stream = stream  # type: ignore[method-assign]
+    await Coordinator(store, team).run(
+        MeetingConfig(topic="t", participants=["alice", "bob"], max_rounds=1, summary_tokens=40),
+        meeting_id="m9")
+    assert sorted(set(seen)) == [("meeting", "alice", 48), ("meeting", "bob", None),
+                                 ("meeting_summary", "scribe", 40)]

@@ -206,7 +206,8 @@ class AgentConfig(BaseModel):
     def agent_def(self) -> AgentDef:
         return AgentDef.model_validate({"role": self.role, "model": self.model,
                                         "escalation_model": self.escalation_model,
-                                        "provider": self.provider, "executor": self.executor})
+                                        "provider": self.provider, "executor": self.executor,
+                                        "max_output_tokens": self.max_output_tokens})
 
 
 def build_provider(name: str, config: ProviderConfig) -> Provider:

@@ -408,7 +408,7 @@ class Coordinator:
             model=definition.model,
             messages=[ChatMessage(role="system", content=PARTICIPANT_PROMPT.format(agent=agent)),
                       ChatMessage(role="user", content=user)],
-            timeout_s=config.agent_timeout_s,
+            max_tokens=definition.max_output_tokens, timeout_s=config.agent_timeout_s,
             metadata={"purpose": "meeting", "labels": [agent], "agent": agent, "meeting": mid,
                       "topic": topic, "round": rnd - 1},
         )
