@@ -374,3 +374,26 @@ async def test_forged_agent_output_changes_nothing_outside_the_typed_api(store, 
     assert await store.verify_projections() == []
     print(f"\n[figure] forgery: {provider.outputs} forged agent outputs, 0 state changes"
           " outside the typed API")
+
+
+async def test_each_agents_max_output_tokens_caps_its_calls(store, clock, tasks):
+    """agents.yaml's `max_output_tokens` ("per model call") reaches the executor's and the
+    reviewers' requests: it was dropped between the config and the task's phases."""
+    agents = dict(AGENTS)
+    agents["builder"] = AgentDef(role="executor", max_output_tokens=300)
+    agents["critic"] = AgentDef(role="quality_reviewer", max_output_tokens=120)
+    team = AgentSet.simulated(SimScript(speed=0, agents=agents))
+    sim = team.providers["simulator"]
+    seen: set[tuple[str, str, int | None]] = set()
+    real_stream = sim.stream
+
+    def stream(request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        md = request.metadata
+        seen.add((md["purpose"], md["agent"], request.max_tokens))
+        return real_stream(request)
+
+    sim.stream = stream  # type: ignore[method-assign]
+    await tasks.create(GOOD_SPEC)
+    await idle(Orchestrator(store, team, clock=clock))
+    assert seen == {("spec_review", "checker", None), ("execute", "builder", 300),
+                    ("spec_gate", "checker", None), ("quality_gate", "critic", 120)}

@@ -537,7 +537,7 @@ class Orchestrator:
             metadata={"task": task["id"], "title": task["title"], "purpose": purpose,
                       "round": round_, "attempt": attempt,
                       "labels": task["spec"].get("labels", []), "agent": name},
-            timeout_s=self.agent_timeout_s)
+            max_tokens=agent.max_output_tokens, timeout_s=self.agent_timeout_s)
         async with asyncio.timeout(self.agent_timeout_s):
             result = await complete(provider, request)
         await self.store.execute(lambda tx: c.record_usage(
