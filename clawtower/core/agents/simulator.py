@@ -100,7 +100,8 @@ class AgentDef(BaseModel):
     escalation_model: str | None = None
     provider: str = "simulator"
     executor: str | None = None  # see core.agents.config.AgentConfig.executor
-    # agents.yaml's cap on one reply (a meeting participant's, as a turn's): None = the model's
+    # agents.yaml's cap on one reply (a meeting participant's, a task phase's, as a turn's);
+    # None: the model's own
     max_output_tokens: int | None = Field(default=None, ge=1)
 
 
