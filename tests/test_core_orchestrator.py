@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from protocol import GOOD_SPEC, WEAK_SPEC, good_spec
+from session_helpers import Recording
 
 from clawtower.core.agents.provider import ChatRequest, StreamEvent, Usage
 from clawtower.core.agents.registry import AgentSet
@@ -383,17 +384,9 @@ async def test_each_agents_max_output_tokens_caps_its_calls(store, clock, tasks)
     agents["builder"] = AgentDef(role="executor", max_output_tokens=300)
     agents["critic"] = AgentDef(role="quality_reviewer", max_output_tokens=120)
     team = AgentSet.simulated(SimScript(speed=0, agents=agents))
-    sim = team.providers["simulator"]
-    seen: set[tuple[str, str, int | None]] = set()
-    real_stream = sim.stream
-
-    def stream(request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        md = request.metadata
-        seen.add((md["purpose"], md["agent"], request.max_tokens))
-        return real_stream(request)
-
-    sim.stream = stream  # type: ignore[method-assign]
+    rec = team.providers["simulator"] = Recording(team.providers["simulator"])
     await tasks.create(GOOD_SPEC)
     await idle(Orchestrator(store, team, clock=clock))
+    seen = {(r.metadata["purpose"], r.metadata["agent"], r.max_tokens) for r in rec.requests}
     assert seen == {("spec_review", "checker", None), ("execute", "builder", 300),
                     ("spec_gate", "checker", None), ("quality_gate", "critic", 120)}

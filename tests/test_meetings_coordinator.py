@@ -263,19 +263,13 @@ async def test_a_participants_max_output_tokens_caps_its_replies(store, tmp_path
                    "  alice: {role: participant, max_output_tokens: 48}\n"
                    "  bob: {role: participant}\n"
                    "  scribe: {role: summarizer, max_output_tokens: 500}\n")
+    from session_helpers import Recording
+
     team = load_agents(cfg)
-    sim = team.providers["simulator"]
-    seen: list[tuple[str, str, int | None]] = []
-    real_stream = sim.stream
-
-    def stream(request):  # type: ignore[no-untyped-def]
-        md = request.metadata
-        seen.append((md["purpose"], md["agent"], request.max_tokens))
-        return real_stream(request)
-
-    sim.stream = stream  # type: ignore[method-assign]
+    rec = team.providers["simulator"] = Recording(team.providers["simulator"])
     await Coordinator(store, team).run(
         MeetingConfig(topic="t", participants=["alice", "bob"], max_rounds=1, summary_tokens=40),
         meeting_id="m9")
-    assert sorted(set(seen)) == [("meeting", "alice", 48), ("meeting", "bob", None),
+    seen = {(r.metadata["purpose"], r.metadata["agent"], r.max_tokens) for r in rec.requests}
+    assert sorted(seen) == [("meeting", "alice", 48), ("meeting", "bob", None),
                                  ("meeting_summary", "scribe", 40)]
