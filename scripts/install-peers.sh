@@ -26,6 +26,18 @@ PY=${PYTHON:-python3}
 mkdir -p "$PEERS"
 want=${1:-all}
 
+# A venv whose import was checked once carries a stamp naming its pin, and later runs trust
+# it: the checks of LiteLLM and Phoenix cost 7-9 s of CPU each, on every CI run. A venv
+# broken since is still found by the tests: LiteLLM's probe its import and skip with the
+# reason, Phoenix's fail with the server's log.
+ready() {  # venv pin module
+  local venv=$1 pin=$2 module=$3
+  [ -x "$venv/bin/python" ] || return 1
+  [ "$(cat "$venv/.clawtower-ready" 2>/dev/null)" = "$pin" ] && return 0
+  "$venv/bin/python" -c "import $module" 2>/dev/null || return 1
+  echo "$pin" > "$venv/.clawtower-ready"
+}
+
 install_llama() {
   local venv="$PEERS/llama" model="$PEERS/models/SmolLM2-135M-Instruct.Q4_1.gguf"
   if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import llama_cpp.server" 2>/dev/null; then
@@ -54,12 +66,13 @@ PYEOF
 install_litellm() {
   # Exact pin: a past LiteLLM release was compromised, and newer ones do not install here.
   local venv="$PEERS/litellm"
-  if [ ! -x "$venv/bin/litellm" ] || ! "$venv/bin/python" -c "import litellm.proxy.proxy_server" \
-      2>/dev/null; then
-    echo "peers: installing the LiteLLM proxy (PyPI litellm[proxy]==1.100.0)"
+  local pin='litellm[proxy]==1.100.0'
+  if [ ! -x "$venv/bin/litellm" ] || ! ready "$venv" "$pin" litellm.proxy.proxy_server; then
+    echo "peers: installing the LiteLLM proxy (PyPI $pin)"
     rm -rf "$venv"
     "$PY" -m venv "$venv" || return 1
-    "$venv/bin/pip" install --quiet 'litellm[proxy]==1.100.0' || return 1
+    "$venv/bin/pip" install --quiet "$pin" || return 1
+    ready "$venv" "$pin" litellm.proxy.proxy_server || return 1
   fi
   echo "peers: litellm proxy ready: $venv/bin/litellm --config <file>"
 }
@@ -173,12 +186,13 @@ install_openclaw() {
 
 install_phoenix() {
   local venv="$PEERS/phoenix"
-  if [ ! -x "$venv/bin/phoenix" ] || ! "$venv/bin/python" -c "import phoenix.server.main" \
-      2>/dev/null; then
-    echo "peers: installing Arize Phoenix (PyPI arize-phoenix==20.26.1)"
+  local pin='arize-phoenix==20.26.1'
+  if [ ! -x "$venv/bin/phoenix" ] || ! ready "$venv" "$pin" phoenix.server.main; then
+    echo "peers: installing Arize Phoenix (PyPI $pin)"
     rm -rf "$venv"
     "$PY" -m venv "$venv" || return 1
-    "$venv/bin/pip" install --quiet 'arize-phoenix==20.26.1' || return 1
+    "$venv/bin/pip" install --quiet "$pin" || return 1
+    ready "$venv" "$pin" phoenix.server.main || return 1
   fi
   echo "peers: phoenix ready: PHOENIX_PORT=P PHOENIX_WORKING_DIR=D $venv/bin/phoenix serve"
 }
