@@ -298,6 +298,46 @@ def test_every_event_type_and_projection_loads_on_first_use():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_an_event_type_loads_only_the_modules_of_its_word_and_they_are_all_it_needs():
+    """The first decode of a type loads the payload module its first word names
+    (`events.PAYLOAD_MODULE_OF`), the first apply the projection modules that word names
+    (`projections.PROJECTORS_OF`). Checked against every type and handler of core: each
+    type's payload is in its word's module, each handler's module is among its word's, and
+    the handlers of a type run in the order of `PROJECTION_MODULES` however the modules were
+    loaded (that of a load of all). And a workflow's events load no other protocol's."""
+    code = (
+        "import sys, importlib, pkgutil\n"
+        "import clawtower.core.events as ev, clawtower.core.store.projections as pr\n"
+        "assert ev.payload_class('workflow.started').TYPE == 'workflow.started'\n"
+        "pr._handlers_of('workflow.started'); pr._handlers_of('approval.decided')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('clawtower.core.') and\n"
+        "                m.endswith(('.events', '.projections')))\n"
+        "assert loaded == ['clawtower.core.events', 'clawtower.core.store.projections',\n"
+        "    'clawtower.core.workflows.events', 'clawtower.core.workflows.projections'], loaded\n"
+        "pr._handlers_of('turnjob.started')  # the sessions' projections load first\n"
+        "lazy = pr._handlers_of('session.created')\n"
+        "assert [h.__module__ for h in lazy] == ['clawtower.core.flows.projections',\n"
+        "    'clawtower.core.sessions.projections'], lazy  # the order of a load of all\n"
+        "from clawtower import core\n"
+        "for m in pkgutil.walk_packages(core.__path__, 'clawtower.core.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "for t in ev.registered_types():\n"
+        "    word = t.split('.', 1)[0]\n"
+        "    mod = ev.payload_class(t).__module__\n"
+        "    assert ev.PAYLOAD_MODULE_OF.get(word, 'clawtower.core.events') == mod, (t, mod)\n"
+        "    if word == 'store':\n"
+        "        assert word not in pr.PROJECTORS_OF  # its repairs: every module's\n"
+        "        continue\n"
+        "    own = {f'clawtower.core.{m}.projections' for m in pr.PROJECTORS_OF[word]}\n"
+        "    for h in pr._HANDLERS.get(t, []):\n"
+        "        assert h.__module__ in own | {pr.__name__}, (t, h.__module__, own)\n"
+        "assert pr._handlers_of('session.created') == lazy\n"
+        "print('ok')\n"
+    )
+    out = _child(code)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
+
+
 # ------------------------------------------------------------- cold start of read commands
 # A read command opens the store and reads projection tables: it builds no pydantic model
 # (no payload, spec or config model), loads no console, HTTP client, MCP SDK or YAML parser,

@@ -7,6 +7,7 @@ replays work on typed data. Later features register their own payloads the same 
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,13 +18,19 @@ from .lazy import LazyModules
 
 _REGISTRY: dict[str, type[Payload]] = {}
 
-# The other modules that define payloads. A type not registered yet loads them all (first
-# decode of a stored event), so a process needs no import list of its own to read any event,
-# and one that never decodes an event never builds their models (start-up: BENCHMARKS.md).
-# tests/test_core_imports.py checks the list against every Payload subclass in core.
-PAYLOAD_MODULES = tuple(f"clawtower.core.{m}.events" for m in (
-    "acp", "experts", "flows", "meetings", "memory", "sessions", "signin", "traces",
-    "triggers", "workflows"))
+# The other modules that define payloads, each named by the first word of its event types
+# (`session.created` -> sessions). The first decode of a type loads its word's module only:
+# a `workflow run` builds the workflow payloads, not the sessions', flows' or ACP's (~50 ms
+# of each CLI process that writes; start-up: BENCHMARKS.md). A type of a word not listed
+# loads them all, so a process needs no import list of its own to read any event, and one
+# that never decodes an event never builds their models. tests/test_core_imports.py checks
+# the map against every Payload subclass in core.
+PAYLOAD_MODULE_OF = {word: f"clawtower.core.{m}.events" for word, m in (
+    ("acp", "acp"), ("agentspec", "sessions"), ("console", "signin"), ("expert", "experts"),
+    ("flow", "flows"), ("meeting", "meetings"), ("memory", "memory"),
+    ("session", "sessions"), ("toolcall", "sessions"), ("traces", "traces"),
+    ("trigger", "triggers"), ("turnjob", "sessions"), ("workflow", "workflows"))}
+PAYLOAD_MODULES = tuple(sorted(set(PAYLOAD_MODULE_OF.values())))
 _payload_modules = LazyModules(*PAYLOAD_MODULES)
 
 P = TypeVar("P", bound="Payload")
@@ -53,6 +60,11 @@ class Payload(BaseModel):
 
 def payload_class(type_name: str) -> type[Payload]:
     cls = _REGISTRY.get(type_name)
+    if cls is None:
+        module = PAYLOAD_MODULE_OF.get(type_name.split(".", 1)[0])
+        if module is not None:
+            importlib.import_module(module)
+            cls = _REGISTRY.get(type_name)
     if cls is None and not _payload_modules.loaded:
         _payload_modules.load()
         cls = _REGISTRY.get(type_name)

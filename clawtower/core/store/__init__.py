@@ -7,6 +7,7 @@ from .sqlite import SQLiteStore
 __all__ = ["Command", "SQLiteStore", "Store", "WriteTx", "open_store"]
 
 # Every feature's events and projections register themselves when first needed, not here:
-# decoding a stored event loads every payload module (core.events.PAYLOAD_MODULES) and
-# applying one loads every projection (projections.PROJECTION_MODULES), so any process that
-# opens a store can decode and replay them, and one that only reads tables builds no model.
+# decoding a stored event loads the payload module its type's first word names
+# (core.events.PAYLOAD_MODULE_OF) and applying one the projections that word names
+# (projections.PROJECTORS_OF; an unknown word loads them all), so any process that opens a
+# store can decode and replay them, and one that only reads tables builds no model.

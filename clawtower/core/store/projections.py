@@ -6,6 +6,7 @@ so the two cannot drift. Handlers use only values carried by the event: never th
 
 from __future__ import annotations
 
+import importlib
 import json
 import sqlite3
 from collections.abc import Callable
@@ -18,13 +19,27 @@ from ..lazy import LazyModules
 Handler = Callable[[sqlite3.Connection, StoredEvent], None]
 _HANDLERS: dict[str, list[Handler]] = {}
 
-# The other modules that register projections. They load with the first event applied (live
-# or in a replay), not with the store: a command that only reads tables never builds their
-# payload models (start-up: BENCHMARKS.md). tests/test_core_imports.py checks the list.
+# The other modules that register projections, in the order their handlers of one event
+# type run (`workflows` first: the order of handlers it had in this module). A module loads
+# with the first event applied (live or in a replay) of a type it projects, not with the
+# store: a command that only reads tables builds no payload model, and one that writes
+# workflow events loads no sessions, flows or ACP projection (start-up: BENCHMARKS.md).
 PROJECTION_MODULES = tuple(f"clawtower.core.{m}.projections" for m in (
-    "workflows",  # first: the order of handlers it had in this module
-    "acp", "flows", "meetings", "memory", "sessions", "triggers", "signin"))
+    "workflows", "acp", "flows", "meetings", "memory", "sessions", "triggers", "signin"))
 _projection_modules = LazyModules(*PROJECTION_MODULES)
+
+# Which of them project an event type, by the type's first word (beside this module's own
+# handlers, always loaded): a word not listed (`store.repaired`, whose repairs any module
+# registers) loads them all. tests/test_core_imports.py checks it against every handler.
+PROJECTORS_OF: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("agent", "approval", "artifact", "attempt", "circuit", "expert", "lease",
+                     "note", "permission", "retry", "review", "side_effect", "task", "tool",
+                     "toolcall", "traces", "turn"), ()),
+    "acp": ("acp",), "agentspec": ("sessions",), "console": ("signin",), "flow": ("flows",),
+    "meeting": ("meetings",), "memory": ("memory",), "session": ("flows", "sessions"),
+    "trigger": ("triggers",), "turnjob": ("sessions",), "workflow": ("workflows",)}
+_RANK = {m: i for i, m in enumerate((__name__, *PROJECTION_MODULES))}
+_READY: dict[str, tuple[Handler, ...]] = {}  # type -> its handlers, their modules loaded
 
 
 def load_all() -> None:
@@ -38,6 +53,7 @@ def projects(*types: type[ev.Payload]) -> Callable[[Handler], Handler]:
     def wrap(fn: Handler) -> Handler:
         for t in types:
             _HANDLERS.setdefault(t.TYPE, []).append(fn)
+            _READY.pop(t.TYPE, None)  # a module loaded since: its handler joins the type's
         return fn
 
     return wrap
@@ -80,10 +96,27 @@ def find_repairs(conn: sqlite3.Connection) -> list[ev.RepairedValue]:
 
 
 def apply(conn: sqlite3.Connection, event: StoredEvent) -> None:
-    if not _projection_modules.loaded:
-        _projection_modules.load()
-    for handler in _HANDLERS.get(event.type, ()):
+    handlers = _READY.get(event.type)
+    if handlers is None:
+        handlers = _handlers_of(event.type)
+    for handler in handlers:
         handler(conn, event)
+
+
+def _handlers_of(type_name: str) -> tuple[Handler, ...]:
+    """The handlers of `type_name` once every module that projects it is loaded, in the
+    order of `PROJECTION_MODULES` whatever order the modules were loaded in."""
+    modules = PROJECTORS_OF.get(type_name.split(".", 1)[0])
+    if modules is None:
+        _projection_modules.load()
+    else:
+        for m in modules:
+            importlib.import_module(f"clawtower.core.{m}.projections")
+    found = _HANDLERS.get(type_name, [])
+    ready = tuple(sorted(found, key=lambda h: (_RANK.get(h.__module__, len(_RANK)),
+                                               found.index(h))))
+    _READY[type_name] = ready
+    return ready
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))

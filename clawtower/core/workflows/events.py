@@ -1,5 +1,6 @@
 """The payloads of a Lobster-compatible workflow run (core/workflows): its own module, like
-every protocol's (core.events.PAYLOAD_MODULES loads it with the first decode). Entity id:
+every protocol's (core.events.PAYLOAD_MODULE_OF loads it with the first decode of a
+workflow event). Entity id:
 the run id (W-1, W-2, ...). Step results are Lobster's result objects ({id, stdout, json,
 approved, ...}) as JSON: a paused run is rebuilt from them in any process, so every result
 that a later step may reference is in the log."""
