@@ -15,11 +15,11 @@ remembers the rest.
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 from ..errors import NotFound, ValidationError
 from ..events import ApprovalDecided, NewEvent
+from ..ids import new_id
 from ..store.interface import WriteTx
 from ..tasks import commands as c
 from ..tasks.permissions import Role
@@ -27,10 +27,6 @@ from . import events as aev
 
 ALLOW_KINDS = ("allow_once", "allow_always")
 REJECT_KINDS = ("reject_once", "reject_always")
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 def pick_option(options: list[dict[str, str]], allow: bool, always: bool) -> dict[str, str]:

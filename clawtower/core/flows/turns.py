@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Any
 from ..agents.config import SIMULATOR
 from ..errors import ClawError
 from ..events import NewEvent
+from ..ids import new_id
 from ..sessions import events as sev
 from ..sessions.checks import INTERNAL_CHANNEL, _next_session_id
 from ..sessions.flownodes import flow_node_job_id
-from ..sessions.registry import new_id, spec_by_ref
+from ..sessions.registry import spec_by_ref
 from ..sessions.specs import AgentSpec
 from ..store.interface import Store, WriteTx
 from .brains import AgentFailed, Answer, Brain, Decision

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..events import NewEvent
+from ..ids import new_id
 from ..store.interface import WriteTx
 from . import events as sev
 from .history import Log, check_turn, load
-from .registry import new_id, spec_by_ref
+from .registry import spec_by_ref
 
 
 def fork_in(tx: WriteTx, row: dict[str, Any], at: int, *, agent: str | None, reason: str,

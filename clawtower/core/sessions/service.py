@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Conflict, NotFound, ValidationError
 from ..events import NewEvent
+from ..ids import new_id
 from ..store.interface import Store, WriteTx
 from . import events as sev
 from . import takeover
@@ -34,7 +35,6 @@ from .reads import SessionReads, clip
 from .registry import (
     _default_spec,
     _set_spec,
-    new_id,
     spec_by_ref,
     spec_for,
     spec_name,

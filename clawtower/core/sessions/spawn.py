@@ -12,6 +12,7 @@ from typing import Any
 from .. import events as ev
 from ..errors import PermissionDenied, ValidationError
 from ..events import NewEvent
+from ..ids import new_id
 from ..store.interface import WriteTx
 from . import events as sev
 from .checks import (
@@ -24,7 +25,7 @@ from .checks import (
     _session,
     refuse,
 )
-from .registry import new_id, spec_by_ref, spec_name
+from .registry import spec_by_ref, spec_name
 from .specs import may_spawn
 
 # What claims a child's job in the command that spawns it (core/sessions/runner.py's

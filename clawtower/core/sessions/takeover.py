@@ -19,9 +19,9 @@ from typing import Any
 
 from .. import events as ev
 from ..events import NewEvent
+from ..ids import new_id
 from ..store.interface import Store, WriteTx
 from . import events as sev
-from .registry import new_id
 
 INTERRUPTED = "interrupted"
 
