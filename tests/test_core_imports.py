@@ -276,7 +276,7 @@ def test_every_event_type_and_projection_loads_on_first_use():
     code = (
         "import sys\nimport clawtower.core.store\n"
         "assert 'clawtower.core.events' not in sys.modules and 'pydantic' not in sys.modules\n"
-        "import clawtower.core.events as ev, clawtower.core.store.projections as pr\n"
+        "import clawtower.core.events as ev, clawtower.core.store.handlers as pr\n"
         "assert ev.payload_class('meeting.started').TYPE == 'meeting.started'\n"
         "types = set(ev.registered_types())\n"
         "pr.load_all()\n"
@@ -287,7 +287,7 @@ def test_every_event_type_and_projection_loads_on_first_use():
         "missing = set(ev.registered_types()) - types\n"
         "assert not missing, ('add their modules to core.events.PAYLOAD_MODULES', missing)\n"
         "after = {k: len(v) for k, v in pr._HANDLERS.items()}\n"
-        "assert after == handlers, ('add to projections.PROJECTION_MODULES',\n"
+        "assert after == handlers, ('add to store.handlers.PROJECTION_MODULES',\n"
         "    {k: v for k, v in after.items() if handlers.get(k) != v})\n"
         "assert any(t.startswith('meeting.') for t in types), types\n"
         "try:\n    ev.decode('nope.nope', '{}')\n"
@@ -301,13 +301,13 @@ def test_every_event_type_and_projection_loads_on_first_use():
 def test_an_event_type_loads_only_the_modules_of_its_word_and_they_are_all_it_needs():
     """The first decode of a type loads the payload module its first word names
     (`events.PAYLOAD_MODULE_OF`), the first apply the projection modules that word names
-    (`projections.PROJECTORS_OF`). Checked against every type and handler of core: each
+    (`store.handlers.PROJECTORS_OF`). Checked against every type and handler of core: each
     type's payload is in its word's module, each handler's module is among its word's, and
     the handlers of a type run in the order of `PROJECTION_MODULES` however the modules were
     loaded (that of a load of all). And a workflow's events load no other protocol's."""
     code = (
         "import sys, importlib, pkgutil\n"
-        "import clawtower.core.events as ev, clawtower.core.store.projections as pr\n"
+        "import clawtower.core.events as ev, clawtower.core.store.handlers as pr\n"
         "assert ev.payload_class('workflow.started').TYPE == 'workflow.started'\n"
         "pr._handlers_of('workflow.started'); pr._handlers_of('approval.decided')\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('clawtower.core.') and\n"
@@ -330,7 +330,7 @@ def test_an_event_type_loads_only_the_modules_of_its_word_and_they_are_all_it_ne
         "        continue\n"
         "    own = {f'clawtower.core.{m}.projections' for m in pr.PROJECTORS_OF[word]}\n"
         "    for h in pr._HANDLERS.get(t, []):\n"
-        "        assert h.__module__ in own | {pr.__name__}, (t, h.__module__, own)\n"
+        "        assert h.__module__ in own | {pr.CORE}, (t, h.__module__, own)\n"
         "assert pr._handlers_of('session.created') == lazy\n"
         "print('ok')\n"
     )

@@ -9,5 +9,5 @@ __all__ = ["Command", "SQLiteStore", "Store", "WriteTx", "open_store"]
 # Every feature's events and projections register themselves when first needed, not here:
 # decoding a stored event loads the payload module its type's first word names
 # (core.events.PAYLOAD_MODULE_OF) and applying one the projections that word names
-# (projections.PROJECTORS_OF; an unknown word loads them all), so any process that opens a
+# (handlers.PROJECTORS_OF; an unknown word loads them all), so any process that opens a
 # store can decode and replay them, and one that only reads tables builds no model.

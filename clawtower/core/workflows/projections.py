@@ -1,6 +1,6 @@
 """Projections of workflow runs (Lobster workflows, expert processes): `workflow_runs` and
 `workflow_steps` rows from workflow.* events. Loaded on the first workflow event applied
-(core/store/projections.py: PROJECTORS_OF).
+(core/store/handlers.py: PROJECTORS_OF).
 """
 
 from __future__ import annotations
