@@ -23,10 +23,10 @@ _HANDLERS: dict[str, list[Handler]] = {}
 
 # The other modules that register projections, in the order their handlers of one event
 # type run, after core's own (`workflows` first: the order its handlers had when they lived
-# in core/store/projections.py). A module loads
-# with the first event applied (live or in a replay) of a type it projects, not with the
-# store: a command that only reads tables builds no payload model, and one that writes
-# workflow events loads no sessions, flows or ACP projection (start-up: BENCHMARKS.md).
+# in core/store/projections.py). A module loads with the first event applied (live or in a
+# replay) of a type it projects, not with the store: a command that only reads tables
+# builds no payload model, and one that writes workflow events loads no sessions, flows or
+# ACP projection (start-up: BENCHMARKS.md).
 PROJECTION_MODULES = tuple(f"clawtower.core.{m}.projections" for m in (
     "workflows", "acp", "flows", "meetings", "memory", "sessions", "triggers", "signin"))
 _projection_modules = LazyModules(*PROJECTION_MODULES)
@@ -118,9 +118,9 @@ def _handlers_of(type_name: str) -> tuple[Handler, ...]:
     else:
         for m in modules:
             importlib.import_module(f"clawtower.core.{m}.projections")
-    found = _HANDLERS.get(type_name, [])
-    ready = tuple(sorted(found, key=lambda h: (_RANK.get(h.__module__, len(_RANK)),
-                                               found.index(h))))
+    # a stable sort: one module's handlers of a type keep their order of registration
+    ready = tuple(sorted(_HANDLERS.get(type_name, ()),
+                         key=lambda h: _RANK.get(h.__module__, len(_RANK))))
     _READY[type_name] = ready
     return ready
 
