@@ -1,23 +1,32 @@
-"""A stdio MCP server (official SDK) implementing the operations of the expert packages the
-tests run: our own acme-support-expert's helpdesk and kb tools, and the openexperts radiant
-fixture's crm and email tools. Neither package's tools have real servers here.
+"""A stdio MCP server implementing the operations of the expert packages the tests run: our
+own acme-support-expert's helpdesk and kb tools, and the openexperts radiant fixture's crm and
+email tools. Neither package's tools have real servers here.
+
+It speaks the protocol our client (the `mcp` SDK, 2.3.0) speaks, MCP 2026-07-28 over stdio,
+written out as JSON lines without the SDK: importing the SDK is ~1.3 s of CPU, and this
+server is started ~100 times a run (every expert step that calls a tool starts one). What it
+answers is what the SDK's low-level server answered for the same requests (the replies
+were recorded from it; `tests/test_sales_server.py` holds them), and every test that uses it
+drives it through the SDK's client. The SDK's own server side is still exercised by
+`fake_mcp_server.py` (progress, concurrent calls, hangs) and the real servers in
+`real-peers.md`.
 
 Every call is appended as a JSON line to $SALES_MCP_CALLS (when set), so tests see exactly
 what was executed (and that a manual-tier operation never was). With
-$SALES_MCP_LIST_DELAY (seconds) the process's first tools/list answers that late.
+$SALES_MCP_LIST_DELAY (seconds) the process's first tools/list answers that late, while the
+requests after it are answered at once (as the SDK's server, which answers concurrently).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
 from typing import Any
 
-import anyio
-import mcp_types as types
-from mcp import MCPError
-from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
+VERSION = "2026-07-28"
+SERVER = {"io.modelcontextprotocol/serverInfo": {"name": "sales", "version": "1.0"}}
 
 CONTACT = {"contact_id": "c-17", "name": "Sarah Lee", "company": "Acme",
            "deal_stage": "Stage 3", "last_activity": "2026-11-20", "notes": []}
@@ -57,46 +66,90 @@ TOOLS: dict[str, tuple[list[str], Any]] = {
     "send_reply": (["ticket_id", "body"], lambda a: {"reply_id": "r-1"}),
 }
 
-
+_out = threading.Lock()
 _slowed: list[bool] = []
 
 
-async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
-    delay = os.environ.get("SALES_MCP_LIST_DELAY")  # the first list of this process is slow
-    if delay and not _slowed:
-        _slowed.append(True)
-        await anyio.sleep(float(delay))
-    return types.ListToolsResult(tools=[
-        types.Tool(name=n, description=f"{n} (test double)", input_schema={
-            "type": "object", "properties": {k: {} for k in req}, "required": req})
-        for n, (req, _) in TOOLS.items()])
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.error: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            self.error["data"] = data
 
 
-async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-                    ) -> types.CallToolResult:
-    args = params.arguments or {}
+def send(message: dict[str, Any]) -> None:
+    line = json.dumps(message, separators=(",", ":")) + "\n"
+    with _out:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def discover(params: dict[str, Any]) -> dict[str, Any]:
+    return {"cacheScope": "private", "capabilities": {"tools": {"listChanged": False}},
+            "resultType": "complete", "supportedVersions": [VERSION], "ttlMs": 0,
+            "_meta": SERVER}
+
+
+def list_tools(params: dict[str, Any]) -> dict[str, Any]:
+    return {"cacheScope": "private", "resultType": "complete", "tools": [
+        {"description": f"{n} (test double)", "inputSchema": {
+            "type": "object", "properties": {k: {} for k in req}, "required": req},
+         "name": n} for n, (req, _) in TOOLS.items()], "ttlMs": 0, "_meta": SERVER}
+
+
+def call_tool(params: dict[str, Any]) -> dict[str, Any]:
+    name, args = params.get("name"), params.get("arguments") or {}
     log = os.environ.get("SALES_MCP_CALLS")
     if log:
         with open(log, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"tool": params.name, "args": args}) + "\n")
-    if params.name not in TOOLS:
-        raise MCPError(code=-32602, message=f"Unknown tool: {params.name}")
-    req, fn = TOOLS[params.name]
+            f.write(json.dumps({"tool": name, "args": args}) + "\n")
+    if name not in TOOLS:
+        raise RpcError(-32602, f"Unknown tool: {name}")
+    req, fn = TOOLS[name]
     missing = [k for k in req if k not in args]
     if missing:
-        return types.CallToolResult(content=[types.TextContent(
-            type="text", text=f"missing arguments: {', '.join(missing)}")], is_error=True)
+        return {"content": [{"text": f"missing arguments: {', '.join(missing)}",
+                             "type": "text"}],
+                "isError": True, "resultType": "complete", "_meta": SERVER}
     out = fn(args)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(out))],
-                                structured_content=out)
+    return {"content": [{"text": json.dumps(out), "type": "text"}], "isError": False,
+            "resultType": "complete", "structuredContent": out, "_meta": SERVER}
 
 
-async def main() -> None:
-    server: Server[Any] = Server("sales", version="1.0", on_list_tools=list_tools,
-                                 on_call_tool=call_tool)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+METHODS = {"server/discover": discover, "tools/list": list_tools, "tools/call": call_tool}
+
+
+def answer(request: dict[str, Any]) -> None:
+    rid, method = request["id"], request.get("method")
+    try:
+        handler = METHODS.get(method)  # type: ignore[arg-type]
+        if handler is None:
+            raise RpcError(-32601, "Method not found", method)
+        send({"jsonrpc": "2.0", "id": rid, "result": handler(request.get("params") or {})})
+    except RpcError as exc:
+        send({"jsonrpc": "2.0", "id": rid, "error": exc.error})
+
+
+def main() -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError:
+            continue  # as the SDK's server: a line that is not JSON is dropped
+        if "id" not in request or "method" not in request:
+            continue  # a notification (cancelled, initialized) or a reply: nothing to answer
+        delay = os.environ.get("SALES_MCP_LIST_DELAY")
+        if request["method"] == "tools/list" and delay and not _slowed:
+            _slowed.append(True)  # the first list of this process is slow, the rest are not
+            late = threading.Timer(float(delay), answer, (request,))
+            late.daemon = True  # gone at stdin's end, as the SDK's server is
+            late.start()
+            continue
+        answer(request)
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    main()
