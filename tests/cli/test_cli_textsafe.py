@@ -12,7 +12,7 @@ import pytest
 import yaml
 from cli_helpers import Run
 
-from clawtower.core.textsafe import safe, safe_line
+from clawtower.core.textsafe import drop_unsafe, is_safe, safe, safe_line
 from tests.helpers.hook_expert import install_hook_expert
 
 ESC = "\x1b"
@@ -37,6 +37,19 @@ HOSTILE = " | ".join(CORPUS)
 def assert_shown(text: str) -> None:
     bad = sorted({repr(ch) for ch in text if ch in RAW})
     assert not bad, f"raw control/bidi characters reached the output: {bad}"
+
+
+def test_the_check_the_escape_and_the_drop_agree_on_every_code_point() -> None:
+    # three tables and a character class built apart (the class as ranges, for start-up)
+    unsafe = [chr(o) for o in range(0x110000) if not is_safe(chr(o))]
+    assert len(unsafe) == 2272
+    for c in unsafe:
+        assert safe(c) != c and drop_unsafe(c) == ""
+        assert safe_line(c) == safe(c)  # they differ only on a newline, which is safe
+    text = "".join(chr(o) for o in range(0x110000))
+    assert len(drop_unsafe(text)) == 0x110000 - len(unsafe)
+    assert is_safe(drop_unsafe(text)) and is_safe(safe(text)) and is_safe(safe_line(text))
+    assert safe("a\nb\tc") == "a\nb\tc" and safe_line("a\nb") == "a\\nb"
 
 
 def test_the_sanitiser_shows_what_it_would_have_obeyed() -> None:
