@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -139,7 +138,7 @@ async def audit(url: str, tasks: int, runs: int, steps: int) -> dict[str, object
 
 async def engines_and_a_kill_9(url: str, backend: str, tasks: int, runs: int,
                                steps: int) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="clawtower-engines-"))
+    folder = throwaway_folder("clawtower-engines-")  # removed with the run, even killed
     await seed(url, folder, tasks, runs, steps)
     t0 = time.monotonic()
     workers = [spawn(url, f"e{i}", KILLED_TTL if i == 0 else TTL) for i in range(ENGINES)]

@@ -18,6 +18,7 @@ it was: no store file, no -wal/-shm, no folders.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -111,21 +112,71 @@ def _is_default(db: str) -> bool:
         return False
 
 
+EMPTY_PREFIX = "clawtower-empty-"
+OWNER = "owner.lock"
+
+
 @asynccontextmanager
 async def _empty_store() -> AsyncIterator[Store]:
     """A fresh store in a temporary folder, removed afterwards: what a read of a store that
-    does not exist yet sees (the same answers as a real empty store, from the same code)."""
-    import tempfile
-
+    does not exist yet sees (the same answers as a real empty store, from the same code).
+    A process killed before its cleanup (SIGKILL, SIGTERM) left its folder behind (~0.7 MB
+    in /tmp each): the folder is held (flock) while its process lives, and the next one made
+    removes those no process holds (`sweep_empty_folders`)."""
     from clawtower.core.store import open_store
 
-    with tempfile.TemporaryDirectory(prefix="clawtower-empty-") as folder:
+    sweep_empty_folders()
+    folder, fd = _held_folder()
+    try:
         # thrown away at once: nothing to make durable, so no fsync on creating it
-        store = await open_store(Path(folder) / "clawtower.db", synchronous="OFF")
+        store = await open_store(folder / "clawtower.db", synchronous="OFF")
         try:
             yield store
         finally:
             await store.close()
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+        os.close(fd)  # after the removal: a sweep never races its owner
+
+
+def _held_folder() -> tuple[Path, int]:
+    import fcntl
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix=EMPTY_PREFIX))
+    fd = os.open(folder / ".owner", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(folder / ".owner", folder / OWNER)  # a sweep sees the lock only once it is held
+    return folder, fd
+
+
+def sweep_empty_folders(root: Path | None = None) -> list[Path]:
+    """Remove the throwaway stores' folders under `root` (the temporary folder) whose lock no
+    process holds: their process died before its cleanup. A folder without the lock (made by
+    an older release) is left as it is; a live process's lock is never taken."""
+    import fcntl
+    import shutil
+    import tempfile
+
+    removed = []
+    for folder in (root or Path(tempfile.gettempdir())).glob(EMPTY_PREFIX + "*"):
+        try:
+            fd = os.open(folder / OWNER, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while its process lives
+        except OSError:
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        finally:
+            os.close(fd)
+    return removed
 
 
 class _LazyStore:

@@ -10,6 +10,7 @@ import asyncio
 import json
 import queue
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -232,3 +233,58 @@ def test_events_follow_waits_for_the_store_instead_of_creating_it(run: Run, home
         assert (first["seq"], first["type"], first["entity_id"]) == (1, "task.created", "T-1")
     finally:
         stop(proc, "`events --follow`")
+
+
+HOLD = """
+import asyncio, sys
+from clawtower.cli.stores import cli_store
+
+async def main():
+    async with cli_store(sys.argv[1], read_only=True) as store:
+        print(store.path, flush=True)
+        await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_a_read_killed_mid_way_leaves_its_empty_store_to_the_next_one(
+        home: Path, missing: Path, tmp_path: Path) -> None:
+    # a killed process cannot clean up: its throwaway folder (~0.7 MB) stayed in /tmp for
+    # good; the next read removes it, and never the folder of a process still alive
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    old = tmp / "clawtower-empty-olderrelease"  # no lock in it: not ours to judge
+    old.mkdir()
+    env = {**child_env(home), "TMPDIR": str(tmp)}
+
+    def hold() -> tuple[subprocess.Popen[str], Path]:
+        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(missing)], env=env,
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        return proc, Path(proc.stdout.readline().strip()).parent
+
+    def read() -> None:
+        out = subprocess.run([str(CLAWTOWER), "task", "list", "--db", str(missing)], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+
+    killed, killed_folder = hold()
+    alive, alive_folder = hold()
+    try:
+        assert killed_folder.parent == tmp and (killed_folder / "clawtower.db").exists()
+        read()
+        assert killed_folder.exists() and alive_folder.exists()  # both owners alive
+        killed.kill()
+        killed.wait(30)
+        read()
+        assert not killed_folder.exists()
+        assert sorted(tmp.iterdir()) == sorted([old, alive_folder])
+    finally:
+        for proc in (killed, alive):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(30)
+    read()  # alive's is gone too now that it was killed
+    assert list(tmp.iterdir()) == [old]
+    assert_absent(missing)
