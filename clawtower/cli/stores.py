@@ -122,10 +122,10 @@ async def _empty_store() -> AsyncIterator[Store]:
     does not exist yet sees (the same answers as a real empty store, from the same code).
     A process killed before its cleanup (SIGKILL, SIGTERM) left its folder behind (~0.7 MB
     in /tmp each): the folder is held (flock) while its process lives, and the next one made
-    removes those no process holds (`sweep_empty_folders`)."""
+    removes those no process holds (`_sweep_empty_folders`)."""
     from clawtower.core.store import open_store
 
-    sweep_empty_folders()
+    _sweep_empty_folders()
     folder, fd = _held_folder()
     try:
         # thrown away at once: nothing to make durable, so no fsync on creating it
@@ -152,31 +152,26 @@ def _held_folder() -> tuple[Path, int]:
     return folder, fd
 
 
-def sweep_empty_folders(root: Path | None = None) -> list[Path]:
-    """Remove the throwaway stores' folders under `root` (the temporary folder) whose lock no
-    process holds: their process died before its cleanup. A folder without the lock (made by
-    an older release) is left as it is; a live process's lock is never taken."""
+def _sweep_empty_folders() -> None:
+    """Remove the throwaway stores' folders whose lock no process holds: their process died
+    before its cleanup. A folder without the lock (made by an older release) is left as it
+    is; a live process's lock is never taken."""
     import fcntl
     import shutil
     import tempfile
 
-    removed = []
-    for folder in (root or Path(tempfile.gettempdir())).glob(EMPTY_PREFIX + "*"):
+    for folder in Path(tempfile.gettempdir()).glob(EMPTY_PREFIX + "*"):
         try:
             fd = os.open(folder / OWNER, os.O_RDWR)
         except OSError:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while its process lives
-        except OSError:
-            os.close(fd)
-            continue
-        try:
             shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
+        except OSError:
+            pass
         finally:
             os.close(fd)
-    return removed
 
 
 class _LazyStore:
