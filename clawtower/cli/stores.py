@@ -156,22 +156,12 @@ def _sweep_empty_folders() -> None:
     """Remove the throwaway stores' folders whose lock no process holds: their process died
     before its cleanup. A folder without the lock (made by an older release) is left as it
     is; a live process's lock is never taken."""
-    import fcntl
-    import shutil
     import tempfile
 
+    from clawtower.core.files import remove_unheld
+
     for folder in Path(tempfile.gettempdir()).glob(EMPTY_PREFIX + "*"):
-        try:
-            fd = os.open(folder / OWNER, os.O_RDWR)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while its process lives
-            shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        remove_unheld(folder, [folder / OWNER])
 
 
 class _LazyStore:

@@ -14,7 +14,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -84,4 +84,26 @@ def write_if_changed(path: Path, text: str, *, mode: int | None = None) -> bool:
     return True
 
 
-__all__ = ["fsync_dir", "write_bytes", "write_if_changed", "write_text"]
+def remove_unheld(folder: Path, locks: Iterable[Path]) -> bool:
+    """Remove `folder` when no process holds (flock) any of `locks`, the lock files its
+    owners hold while they live: what is left of owners that died before their cleanup.
+    False, with nothing removed, while a lock is held or cannot be opened."""
+    import fcntl
+    import shutil
+
+    held: list[int] = []
+    try:
+        for lock in locks:
+            fd = os.open(lock, os.O_RDWR)
+            held.append(fd)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while a process has it
+        shutil.rmtree(folder)
+        return True
+    except OSError:
+        return False
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+__all__ = ["fsync_dir", "remove_unheld", "write_bytes", "write_if_changed", "write_text"]

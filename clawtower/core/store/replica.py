@@ -60,7 +60,6 @@ def prune(root: Path, *, keep: Path | None = None, now: float | None = None) -> 
     """Remove the folders of stores nobody opened for PRUNE_AFTER_S (a database dropped, a
     URL no longer used) and that no process holds (every slot lock free); the removed ones.
     A replica is a cache: at worst a store opened again replays its log once."""
-    import shutil
     import time
 
     at = time.time() if now is None else now
@@ -77,19 +76,8 @@ def prune(root: Path, *, keep: Path | None = None, now: float | None = None) -> 
             continue
         if at - newest < PRUNE_AFTER_S:
             continue
-        held: list[int] = []
-        try:
-            for lock in folder.glob("slot-*.lock"):
-                fd = os.open(lock, os.O_RDWR)
-                held.append(fd)
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while a process has it
-            shutil.rmtree(folder)
+        if files.remove_unheld(folder, folder.glob("slot-*.lock")):
             out.append(folder)
-        except OSError:
-            continue
-        finally:
-            for fd in held:
-                os.close(fd)
     return out
 
 
