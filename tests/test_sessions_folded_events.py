@@ -369,3 +369,48 @@ async def test_a_worker_stopping_mid_turn_still_closes_its_turn(store: Any) -> N
     assert turn == {"status": "cancelled", "stop_reason": "cancelled"}
     assert len(await store.fetchall("SELECT 1 FROM events WHERE type='turn.finished'")) == 1
     assert await store.verify_projections() == []
+
+async def test_a_session_born_started_has_the_rows_a_queue_then_a_start_leave(
+        store: Any) -> None:
+    """Issue 36: a `session.created` that carries its job and the job's start inserts the
+    session, its first message and the job as the start leaves them (3 statements fewer
+    per spawned child or flow node). Each such event of a real fan-out, projected alone,
+    gives the same rows as the path before: the job queued, then the start applied."""
+    from clawtower.core.sessions.projections import _create, _start
+    from clawtower.core.store.projections import apply
+    from clawtower.core.store.sqlite import empty_projections
+
+    s = Sessions(store)
+    await spec(s, "lead", policy={"tools": ["spawn_subagent", "spawn_subagents"],
+                                  "subagents": ["worker"]})
+    await spec(s, "worker", policy={"tools": []})
+    sid = await s.create(agent="lead")
+    await s.send(sid, "#spawn 3 worker a trivial part")
+    r, _ = runner(store, max_concurrent=16)
+    assert await r.run_until_idle(30)
+    born = [e for e in await store.events_after(0) if isinstance(e.payload, sev.SessionCreated)
+            and e.payload.start is not None]
+    assert len(born) == 3
+    for e in born:
+        p = e.payload
+        assert isinstance(p, sev.SessionCreated) and p.start is not None
+        assert p.job_id is not None and p.inbound is not None
+        assert p.inbound.msg_id in p.start.took
+        now, before = empty_projections(), empty_projections()
+        said: dict[str, list[str]] = {"now": [], "before": []}
+        now.set_trace_callback(said["now"].append)
+        before.set_trace_callback(said["before"].append)
+        apply(now, e)
+        _create(before, p.model_copy(update={"start": None}), e)
+        _start(before, p.job_id, p.start, e)
+        # the UPDATEs of the job, the message and the session are in their INSERTs
+        assert len(said["now"]) == len(said["before"]) - 3
+        for table in TABLES:
+            rows = [sorted(db.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
+                    for db in (now, before)]
+            assert rows[0] == rows[1], table
+        status = now.execute("SELECT s.status, j.status, i.status FROM sessions s JOIN"
+                             " turn_jobs j ON j.session_id=s.id JOIN session_inbox i ON"
+                             " i.session_id=s.id").fetchall()
+        assert status == [("running", "running", "taken")]
+    assert await store.verify_projections() == []

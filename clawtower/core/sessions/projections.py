@@ -51,7 +51,11 @@ def _forked(db: sqlite3.Connection, e: StoredEvent) -> None:
 def _create(db: sqlite3.Connection, p: sev.SessionCreated, e: StoredEvent) -> None:
     num = int(e.entity_id.split("-", 1)[1])
     # with a job folded in, the row is born as `_queue`'s touch would leave it (one
-    # statement instead of an INSERT and two UPDATEs of the same row)
+    # statement instead of an INSERT and two UPDATEs of the same row); with its start too,
+    # the session, its first message and the job are born as the start leaves them
+    start = p.start if p.job_id is not None and p.start is not None \
+        and p.start.session_id == e.entity_id else None
+    status = "idle" if p.job_id is None else "queued" if start is None else "running"
     db.execute(
         "INSERT INTO sessions (id, num, title, agent_id, provider_override, model_override,"
         " deliver, channel, parent_id, hop, trace_id, run_id, task, spawn_key, status,"
@@ -59,13 +63,16 @@ def _create(db: sqlite3.Connection, p: sev.SessionCreated, e: StoredEvent) -> No
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (e.entity_id, num, p.title, p.agent_id, p.provider_override, p.model_override,
          int(p.deliver), p.channel, p.parent_id, p.hop, p.trace_id, p.run_id, _j(p.task),
-         p.spawn_key, "idle" if p.job_id is None else "queued", p.job_id, p.created_by,
-         e.ts, e.ts, e.seq))
+         p.spawn_key, status, p.job_id, p.created_by, e.ts, e.ts, e.seq))
+    taken = p.inbound.msg_id if p.inbound is not None and start is not None \
+        and p.inbound.msg_id in start.took else ""
     if p.inbound is not None:  # the first message, folded in (issue 24.2)
-        _inbox(db, e.entity_id, p.inbound, e, touch=False)
-    if p.job_id is not None:  # and the job that takes it
+        _inbox(db, e.entity_id, p.inbound, e, touch=False, taken_by=p.job_id if taken else None)
+    if p.job_id is not None and start is not None:  # the job, born started (issue 36)
+        _start(db, p.job_id, start, e, born=p.job_reason, taken=taken)
+    elif p.job_id is not None:  # the job that takes it
         _queue(db, p.job_id, e.entity_id, p.job_reason, e, touch=False)
-        if p.start is not None:  # and that job's start (issue 36)
+        if p.start is not None:  # and a start of another session's (never written)
             _start(db, p.job_id, p.start, e)
 
 
@@ -91,10 +98,16 @@ def _inbound(db: sqlite3.Connection, e: StoredEvent) -> None:
 
 
 def _inbox(db: sqlite3.Connection, sid: str, p: sev.SessionInbound, e: StoredEvent,
-           touch: bool = True) -> None:
-    db.execute("INSERT INTO session_inbox (msg_id, session_id, text, sender, status, seq, at)"
-               " VALUES (?, ?, ?, ?, 'pending', ?, ?)",
-               (p.msg_id, sid, p.text, p.sender, e.seq, e.ts))
+           touch: bool = True, taken_by: str | None = None) -> None:
+    """`taken_by`: the job that took it in the same event (born as `_take` leaves it)."""
+    if taken_by is None:
+        db.execute("INSERT INTO session_inbox (msg_id, session_id, text, sender, status, seq,"
+                   " at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+                   (p.msg_id, sid, p.text, p.sender, e.seq, e.ts))
+    else:
+        db.execute("INSERT INTO session_inbox (msg_id, session_id, text, sender, status,"
+                   " job_id, seq, at, taken_at) VALUES (?, ?, ?, ?, 'taken', ?, ?, ?, ?)",
+                   (p.msg_id, sid, p.text, p.sender, taken_by, e.seq, e.ts, e.ts))
     if touch:
         _touch(db, sid, e)
 
@@ -210,26 +223,38 @@ def _job_started(db: sqlite3.Connection, e: StoredEvent) -> None:
     _start(db, e.entity_id, p, e)
 
 
-def _start(db: sqlite3.Connection, job_id: str, p: sev.TurnJobStarted, e: StoredEvent
-           ) -> None:
+def _start(db: sqlite3.Connection, job_id: str, p: sev.TurnJobStarted, e: StoredEvent,
+           born: str | None = None, taken: str = "") -> None:
     """Job `job_id` starts: `e` is its `turnjob.started`, or the `session.created` that
-    carries it (issue 36)."""
+    carries it (issue 36). `born`: the job is created by `e` too, with this reason, and
+    its session row was inserted running; `taken`: an inbox message inserted taken. The
+    rows are the same as a queue then a start leave them, in fewer statements."""
     if p.message is not None:  # the message the job took, folded in (issue 24.2)
         _transcript(db, p.session_id, p.message, e)
     took: dict[str, Any] = {"msgs": p.took, "drained": p.drained, "announces": p.announces,
                             "backlog_msg_id": p.backlog_msg_id}
     if p.recalled:  # only when there is one: a store projected before it verifies the same
         took["recalled"] = p.recalled
-    db.execute("UPDATE turn_jobs SET status='running', owner=?, attempt=?, turn_id=?,"
-               " agent_id=?, provider=?, model=?, took=?, started_at=?, last_seq=?"
-               " WHERE id=?", (p.owner, p.attempt, p.turn_id, p.agent_id, p.provider,
-                               p.model, _j(took), e.ts, e.seq, job_id))
+    if born is None:
+        db.execute("UPDATE turn_jobs SET status='running', owner=?, attempt=?, turn_id=?,"
+                   " agent_id=?, provider=?, model=?, took=?, started_at=?, last_seq=?"
+                   " WHERE id=?", (p.owner, p.attempt, p.turn_id, p.agent_id, p.provider,
+                                   p.model, _j(took), e.ts, e.seq, job_id))
+    else:
+        db.execute("INSERT INTO turn_jobs (id, session_id, status, reason, owner, attempt,"
+                   " turn_id, agent_id, provider, model, took, queued_at, started_at,"
+                   " queued_seq, last_seq) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?,"
+                   " ?, ?, ?, ?)",
+                   (job_id, p.session_id, born, p.owner, p.attempt, p.turn_id, p.agent_id,
+                    p.provider, p.model, _j(took), e.ts, e.ts, e.seq, e.seq))
     if p.turn is not None:  # the turn starts with the claim (issue 24.2)
         add_turn(db, p.turn_id, p.turn, e)
-    _take(db, e, p.took, job_id)
+    _take(db, e, [m for m in p.took if m != taken] if taken else p.took, job_id)
     for item in p.drained:
         db.execute("UPDATE session_backlog SET status='drained', drained_by=? WHERE item_id=?",
                    (job_id, item))
+    if born is not None:
+        return
     _touch(db, p.session_id, e,
            "status=CASE WHEN status IN ('stopped','finished') THEN status ELSE 'running' END,"
            " active_job=?", (job_id,))
