@@ -379,7 +379,7 @@ async def test_each_verify_replays_into_its_own_empty_copy(store, clock):
     """The replay database is a copy of one empty image built once per process: a verify
     leaves no row in the image for the next one (a second store's verify would otherwise
     compare against the first store's rows), and its tables are those of the schema."""
-    from clawtower.core.store.sqlite import empty_projections
+    from clawtower.core.store.replay import empty_projections
 
     await _workload(store, clock)
     assert await store.verify_projections() == []

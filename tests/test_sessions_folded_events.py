@@ -378,7 +378,7 @@ async def test_a_session_born_started_has_the_rows_a_queue_then_a_start_leave(
     gives the same rows as the path before: the job queued, then the start applied."""
     from clawtower.core.sessions.projections import _create, _start
     from clawtower.core.store.projections import apply
-    from clawtower.core.store.sqlite import empty_projections
+    from clawtower.core.store.replay import empty_projections
 
     s = Sessions(store)
     await spec(s, "lead", policy={"tools": ["spawn_subagent", "spawn_subagents"],

@@ -52,9 +52,9 @@ from .faults import READ_ONLY, UNREACHABLE, cause_of
 from .ledger import migration_checksum, migration_name
 from .postgres_url import redact
 from .reads import LogReads
+from .replay import event_of_row, verify_connection
 from .replica import Slot, memory_replica, replica_root
 from .schema import LATEST_VERSION, MIGRATIONS
-from .sqlite import _tuple_to_event, verify_connection
 from .writer import BatchResult, BatchWriter, Job, dict_factory, first_line, run_commands
 
 T = TypeVar("T")
@@ -339,7 +339,7 @@ class PostgresStore(BatchWriter, LogReads):
             for row in rows:
                 r.execute(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
                           tuple(row))
-                projections.apply(r, _tuple_to_event(row))
+                projections.apply(r, event_of_row(row))
             r.execute("COMMIT")
         except BaseException:
             r.execute("ROLLBACK")

@@ -20,7 +20,7 @@ import time
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiosqlite
 
@@ -40,29 +40,18 @@ from .loopread import LoopReader, open_loop_reader
 from .loopwrite import LoopWrites, begin_now
 from .notify import WakeChannel
 from .reads import LogReads
+from .replay import event_of_row, split_script, verify_connection
 from .schema import (
     APPLICATION_ID,
     LATEST_VERSION,
     LEDGER_VERSION,
     MIGRATIONS,
-    PROJECTION_SCHEMA,
     PROJECTION_TABLES,
 )
 from .writer import BatchResult, BatchWriter, Job, first_line, run_commands
 from .writer import dict_factory as _dict_factory
 
-if TYPE_CHECKING:  # the payload models and projections load on first use (start-up)
-    from ..events import StoredEvent
-
 BUSY_TIMEOUT_MS = 30_000
-
-
-def _connect_sync(path: str, synchronous: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA synchronous={synchronous}")
-    return conn
 
 
 def check_and_migrate(conn: sqlite3.Connection, path: str) -> int:
@@ -98,7 +87,7 @@ def check_and_migrate(conn: sqlite3.Connection, path: str) -> int:
         for target, script in MIGRATIONS:
             if target <= version:
                 continue
-            for statement in _split(script):
+            for statement in split_script(script):
                 _migrate_statement(conn, statement)
             conn.execute(f"PRAGMA user_version={target}")
             version = target
@@ -143,21 +132,6 @@ def _enable_wal(conn: sqlite3.Connection) -> str:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
-
-
-def _split(script: str) -> list[str]:
-    """Split a schema script into statements (triggers contain inner semicolons)."""
-    out: list[str] = []
-    buf = ""
-    for line in script.splitlines(keepends=True):
-        buf += line
-        if sqlite3.complete_statement(buf):
-            if buf.strip():
-                out.append(buf.strip())
-            buf = ""
-    if buf.strip():
-        out.append(buf.strip())
-    return out
 
 
 class SQLiteStore(BatchWriter, LogReads):
@@ -444,21 +418,11 @@ class SQLiteStore(BatchWriter, LogReads):
                 conn.execute(f"DELETE FROM {table}")
             n = 0
             for row in conn.execute("SELECT * FROM events ORDER BY seq").fetchall():
-                projections.apply(conn, _tuple_to_event(row))
+                projections.apply(conn, event_of_row(row))
                 n += 1
             return n
 
         return await self.execute(command)
-
-
-def _tuple_to_event(r: Sequence[Any]) -> StoredEvent:
-    from ..events import StoredEvent, decode_logged
-
-    seq, ts, entity, entity_id, type_, actor, role, payload, idem = r
-    return StoredEvent(
-        seq=seq, ts=ts, entity=entity, entity_id=entity_id, type=type_, actor=actor, role=role,
-        payload=decode_logged(seq, type_, payload), idem_key=idem,
-    )
 
 
 def verify_file(path: str) -> list[str]:
@@ -469,57 +433,6 @@ def verify_file(path: str) -> list[str]:
         return verify_connection(live)
     finally:
         live.close()
-
-
-_EMPTY: bytes | None = None  # the empty projection tables, serialized (`empty_projections`)
-
-
-def empty_projections() -> sqlite3.Connection:
-    """A fresh in-memory database holding the projection tables, empty. Creating the ~50
-    tables and their indexes costs ~11 ms; the process builds them once and copies the
-    image after (~0.1 ms): a verify runs after every step of the phase machine's test."""
-    global _EMPTY
-    fresh = sqlite3.connect(":memory:", isolation_level=None)
-    if _EMPTY is not None:
-        fresh.deserialize(_EMPTY)
-        return fresh
-    for statement in _split(PROJECTION_SCHEMA):
-        fresh.execute(statement)
-    _EMPTY = fresh.serialize()  # two threads building it at once build the same image
-    return fresh
-
-
-def verify_connection(live: sqlite3.Connection) -> list[str]:
-    """Replay `live`'s log into a fresh in-memory database and list every projection table
-    that differs (the PostgreSQL store runs this on its local replica)."""
-    from . import projections
-
-    fresh = empty_projections()
-    try:
-        live.execute("BEGIN")  # one snapshot for the log and the projections
-        fresh.execute("BEGIN")
-        for row in live.execute("SELECT * FROM events ORDER BY seq"):
-            projections.apply(fresh, _tuple_to_event(row))
-        fresh.execute("COMMIT")
-        problems: list[str] = []
-        for table, order in PROJECTION_TABLES.items():
-            a = live.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
-            b = fresh.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
-            if a != b:
-                sa, sb = set(a), set(b)
-                problems.append(
-                    f"{table}: {len(a)} live rows vs {len(b)} replayed; "
-                    f"{len(sa - sb)} only live, {len(sb - sa)} only replayed"
-                )
-        live.execute("COMMIT")
-        return problems
-    finally:
-        fresh.close()
-        # a replay that failed (an event it cannot read) must not leave the snapshot open:
-        # on the PostgreSQL store `live` is the replica, and every later write would fail
-        # ("cannot start a transaction within a transaction") and its close hang
-        if live.in_transaction:
-            live.execute("ROLLBACK")
 
 
 def _open_error(path: str, exc: sqlite3.Error) -> StoreError:
