@@ -106,6 +106,20 @@ def _fold(events: list[StoredEvent]) -> list[StoredEvent]:
 
 
 
+async def _spawned(store: Any, n: int, slots: int) -> str:
+    """A lead spawning `n` workers with a trivial part each, run until idle by a worker
+    with `slots` turns at once; the lead's session id."""
+    s = Sessions(store)
+    await spec(s, "lead", policy={"tools": ["spawn_subagent", "spawn_subagents"],
+                                  "subagents": ["worker"]})
+    await spec(s, "worker", policy={"tools": []})
+    sid = await s.create(agent="lead")
+    await s.send(sid, f"#spawn {n} worker a trivial part")
+    r, _ = runner(store, max_concurrent=slots)
+    assert await r.run_until_idle(30)
+    return sid
+
+
 async def test_a_log_of_the_release_before_replays_and_verifies(store: Any) -> None:
     old = read_log(OLD_LOG)
     await import_log(store, old)
@@ -143,14 +157,7 @@ async def test_a_child_runs_in_three_events(store: Any, slots: int) -> None:
     into its creation (as `spawn_subagents`' children, test_sessions_milestones m4). With
     no slot (`slots=1`: the parent's turn holds it) the child is queued for whichever
     worker has room, and its start is an event of its own."""
-    s = Sessions(store)
-    await spec(s, "lead", policy={"tools": ["spawn_subagent", "spawn_subagents"],
-                                  "subagents": ["worker"]})
-    await spec(s, "worker", policy={"tools": []})
-    sid = await s.create(agent="lead")
-    await s.send(sid, "#spawn 1 worker a trivial part")
-    r, _ = runner(store, max_concurrent=slots)
-    assert await r.run_until_idle(30)
+    sid = await _spawned(store, 1, slots)
     (child,) = await store.fetchall("SELECT id FROM sessions WHERE parent_id=?", (sid,))
     job = await store.fetchone("SELECT id, turn_id FROM turn_jobs WHERE session_id=?",
                                (child["id"],))
@@ -380,14 +387,7 @@ async def test_a_session_born_started_has_the_rows_a_queue_then_a_start_leave(
     from clawtower.core.store.projections import apply
     from clawtower.core.store.replay import empty_projections
 
-    s = Sessions(store)
-    await spec(s, "lead", policy={"tools": ["spawn_subagent", "spawn_subagents"],
-                                  "subagents": ["worker"]})
-    await spec(s, "worker", policy={"tools": []})
-    sid = await s.create(agent="lead")
-    await s.send(sid, "#spawn 3 worker a trivial part")
-    r, _ = runner(store, max_concurrent=16)
-    assert await r.run_until_idle(30)
+    await _spawned(store, 3, 16)
     born = [e for e in await store.events_after(0) if isinstance(e.payload, sev.SessionCreated)
             and e.payload.start is not None]
     assert len(born) == 3
