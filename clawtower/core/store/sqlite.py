@@ -406,7 +406,6 @@ class SQLiteStore(BatchWriter, LogReads):
 
     async def rebuild_projections(self) -> int:
         """Throw the projections away and rebuild them from the log, in one write transaction."""
-
         if self.writes_here is not None:  # the whole log in one command: not on the loop
             self.writes_here.back_off()
 
