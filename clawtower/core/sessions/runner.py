@@ -43,6 +43,7 @@ from ..agents.turns import (
     run_turn,
 )
 from ..agents.usage import Price
+from ..aio import unless_set
 from ..errors import ClawError
 from ..events import NewEvent
 from ..memory.service import memory_context, recalled_refs, turn_recall
@@ -117,6 +118,7 @@ class SessionRunner:
         self.errors: list[str] = []
         self.finished = 0
         self._stop = asyncio.Event()
+        self._ended = asyncio.Event()  # a job's task ended: a slot is free, or the worker idle
         self._stops_at = float("-inf")
         # expert specs (source `expert:<name>`): that expert's bound MCP servers
         self._experts: dict[str, tuple[str, ToolRegistry]] = {}
@@ -195,6 +197,7 @@ class SessionRunner:
     def _done_callback(self, job_id: str) -> Callable[[asyncio.Task[None]], None]:
         def done(_task: asyncio.Task[None]) -> None:
             self.running.pop(job_id, None)
+            self._ended.set()
 
         return done
 
@@ -228,7 +231,7 @@ class SessionRunner:
         try:
             while not self._stop.is_set() and not (stop is not None and stop.is_set()):
                 await self._tick(cadence, loop.time())
-                seq = await self.store.wait_for_change(seq, 0.05 if self.running else 0.2)
+                seq = await self._next(seq, 0.05 if self.running else 0.2)
         finally:
             await self.aclose()
 
@@ -248,7 +251,14 @@ class SessionRunner:
             await self._tick(cadence, now)
             if not self.running and await self.quiet(sessions):
                 return True
-            seq = await self.store.wait_for_change(seq, 0.05)
+            seq = await self._next(seq, 0.05)
+
+    async def _next(self, seq: int, timeout: float) -> int:
+        """The store's newest seq once it passes `seq`; sooner when a job's task ends (its
+        last commit may wake the loop before the task is gone from `running`), or `timeout`."""
+        got = await unless_set(self._ended, self.store.wait_for_change(seq, timeout))
+        self._ended.clear()
+        return seq if got is None else got
 
     async def _sweep_approvals(self) -> None:
         """Waiting tool calls past their policy's timeout: rejected or escalated."""
