@@ -10,7 +10,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from .. import leases
@@ -27,15 +27,19 @@ from ..events import NewEvent, StoredEvent
 from ..liveness import holder_gone, process_tag
 from ..memory.bm25 import recall_sync
 from ..memory.policy import recall_namespaces
-from ..memory.service import recalled_refs
+from ..memory.service import memory_context, recalled_refs
 from ..store.interface import WriteTx
 from . import events as sev
 from . import gate, takeover
+from .reads import announce_context
 from .service import (
     new_id,
     spec_by_ref,
 )
 from .specs import AgentSpec
+
+if TYPE_CHECKING:
+    from .skills import SkillSet
 
 STEER_NOTE = ("[Steer] The user sent a new message while you were working. Answer it now;"
               " your interrupted task is saved in the backlog and continues after your"
@@ -122,6 +126,25 @@ def _render(m: dict[str, Any]) -> ChatMessage:
     if meta.get("steered"):
         return ChatMessage(role="user", content=f"{STEER_NOTE}\n\n{m['text']}")
     return ChatMessage(role="user", content=m["text"])  # user, [Backlog], announce lines
+
+
+def turn_messages(claim: Claim, skills: SkillSet) -> list[ChatMessage]:
+    """What a claimed job's turn is prompted with: the system prompt (the spec's, or ours,
+    with the injected skills, the announces it took and the recalled memories, ephemeral:
+    never stored as messages) and the history its claim read."""
+    spec = claim.spec
+    system = spec.config.defaults.system_prompt or (
+        f"You are {spec.name}, an agent working in a session. Answer the latest user"
+        " message. A [Backlog] message lists work that was interrupted or queued:"
+        " continue it.")
+    choice = skills.for_policy(spec.config.policy.skills, spec.config.policy.tools)
+    if choice.injected:
+        system += "\n\n" + choice.prompt()
+    if claim.announces:
+        system += "\n\n" + announce_context(claim.announces)
+    if claim.memories:
+        system += "\n\n" + memory_context(claim.memories)
+    return [ChatMessage(role="system", content=system), *(_render(m) for m in claim.history)]
 
 
 def _history(tx: WriteTx, sid: str, n: int, last: sev.SessionMessage | None = None,

@@ -46,7 +46,7 @@ from ..agents.usage import Price
 from ..aio import unless_set
 from ..errors import ClawError
 from ..events import NewEvent
-from ..memory.service import memory_context, recalled_refs, turn_recall
+from ..memory.service import recalled_refs, turn_recall
 from ..store.faults import storage_fault
 from ..store.interface import Store, WriteTx
 from ..tools.approval import TierGate
@@ -60,11 +60,11 @@ from .claims import (  # the store commands; re-exported for tests and benchmark
     _claim,
     _ours,
     _pause,
-    _render,
     _renew,
     _steer,
     claim_fresh,
     default_owner,
+    turn_messages,
     worker_lease,
 )
 from .finish import _finish
@@ -343,22 +343,6 @@ class SessionRunner:
 
     # ------------------------------------------------------------- one job
 
-    def _messages(self, claim: Claim) -> list[ChatMessage]:
-        spec = claim.spec
-        system = spec.config.defaults.system_prompt or (
-            f"You are {spec.name}, an agent working in a session. Answer the latest user"
-            " message. A [Backlog] message lists work that was interrupted or queued:"
-            " continue it.")
-        choice = self.skills.for_policy(spec.config.policy.skills, spec.config.policy.tools)
-        if choice.injected:
-            system += "\n\n" + choice.prompt()
-        if claim.announces:
-            system += "\n\n" + announce_context(claim.announces)
-        if claim.memories:  # ephemeral, like announces: never stored as a message
-            system += "\n\n" + memory_context(claim.memories)
-        return [ChatMessage(role="system", content=system),
-                *(_render(m) for m in claim.history)]
-
     async def _run(self, claim: Claim) -> None:
         result: TurnResult | None = None
         error = ""
@@ -500,8 +484,8 @@ class SessionRunner:
             if r is not None else None
         return await run_turn(
             provider, model=claim.model,
-            messages=[self._messages(claim)[0], *r.messages] if r is not None
-            else self._messages(claim),
+            messages=[turn_messages(claim, self.skills)[0], *r.messages] if r is not None
+            else turn_messages(claim, self.skills),
             tools=box, gate=TierGate(spec.config.policy.approval), resume=resume,
             budget=_budget(spec), start_recorded=True,  # the claim recorded the turn's start
             subject=sid, agent=spec.name, store=records, price=price, steer_at=steer_at,
