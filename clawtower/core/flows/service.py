@@ -50,6 +50,9 @@ class WorkItem:
     local_id: str = "root"
     msg_id: str = ""
     split: bool = False
+    # queued from the command that dispatched its TASK (not found by a scan): nothing can
+    # have been queued for it before that commit, so a brain need not look (TurnBrain)
+    dispatched_here: bool = False
 
 
 @dataclass
@@ -220,7 +223,8 @@ def _dispatch(tx: WriteTx, row: dict[str, Any], from_agent: str) -> WorkItem:
         idem=f"flow-task:{row['task_id']}"))
     return WorkItem(flow_id=row["flow_id"], task_id=row["task_id"], kind="task",
                     agent=row["agent"], instruction=row["instruction"], context=ctx,
-                    depth=int(row["depth"]), local_id=row["local_id"], msg_id=msg)
+                    depth=int(row["depth"]), local_id=row["local_id"], msg_id=msg,
+                    dispatched_here=True)
 
 
 def decompose(tx: WriteTx, task_id: str, raw: Any, tokens: int = 0) -> Outcome:

@@ -236,9 +236,10 @@ class TurnBrain:
 
     async def decide(self, item: WorkItem, delegates: list[str]) -> Decision:
         """A node whose turn was queued before a crash was decided already: it executes
-        (a model asked again might decide otherwise while its turn runs on)."""
-        if await self.store.fetchone("SELECT 1 FROM turn_jobs WHERE id=?",
-                                     (node_job_id(item.task_id),)) is not None:
+        (a model asked again might decide otherwise while its turn runs on). A node whose
+        TASK this engine's own command just sent has no turn yet: nothing is read."""
+        if not item.dispatched_here and await self.store.fetchone(
+                "SELECT 1 FROM turn_jobs WHERE id=?", (node_job_id(item.task_id),)) is not None:
             return Decision("execute")
         return await self.decider.decide(item, delegates)
 
