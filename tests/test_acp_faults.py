@@ -215,3 +215,37 @@ async def test_a_running_session_worker_recovers_a_run_whose_driver_dies_later(
     finally:
         stop.set()
         await task
+
+
+async def test_a_cancelled_turn_ends_even_when_its_clean_up_hangs(
+        acp_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancelling a turn (a session stopped, a worker or console stopping) kills the
+    harness's group at once and ends within the clean-up's bound, even when the client's
+    clean-up (its store flush, a terminal's reaping) never returns."""
+    from clawtower.core import liveness
+    from clawtower.core.acp import bridge
+
+    async def hangs(self: BridgeClient) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(BridgeClient, "aclose", hangs)
+    monkeypatch.setattr(bridge, "CLEANUP_S", 0.5)
+    h = script_harness("mute", "import time; time.sleep(600)", init_timeout_s=300)
+    turn = AcpTurn(acp_store, h, "hello", workspace=str(tmp_path))
+    task = asyncio.create_task(turn.run())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_S
+    while turn.proc is None:  # the harness started and the turn waits on its answer
+        assert loop.time() < deadline and not task.done()
+        await asyncio.sleep(0.05)
+    pgid = turn.proc.pid
+    await asyncio.sleep(0.2)
+    task.cancel()
+    t0 = loop.time()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 30)
+    assert loop.time() - t0 < 10  # two bounds of 0.5 s and the harness's reaping
+    assert not liveness._group_members(pgid)
+    ended = await acp_store.fetchall("SELECT payload FROM events WHERE entity_id=? AND"
+                                     " type='acp.run_finished'", (turn.run_id,))
+    assert len(ended) == 1 and '"cancelled"' in ended[0]["payload"]

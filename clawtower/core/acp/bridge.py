@@ -44,6 +44,9 @@ from .permissions import answer_cancelled
 
 T = TypeVar("T")
 CANCEL_GRACE_S = 10.0
+# the most a turn's clean-up (the client's flush and terminals; the cancelled run's last
+# event) may take once the turn ended or was cancelled
+CLEANUP_S = 10.0
 AUTH_REQUIRED = -32000
 STREAM_LIMIT = 16 * 1024 * 1024  # one JSON-RPC line (a big file's content) may be large
 
@@ -214,10 +217,12 @@ class AcpTurn:
                                  "".join(client.text) if client else "", reason)
         except asyncio.CancelledError:
             with contextlib.suppress(BaseException):
+                if self.proc is not None:  # the harness first: nothing below may spare it
+                    _kill_group(self.proc.pid)
                 await self._stop(client)
-                await self._emit(aev.AcpRunFinished(status="cancelled",
-                                                    stop_reason="cancelled",
-                                                    error="the driver was cancelled"))
+                await _within(self._emit(aev.AcpRunFinished(
+                    status="cancelled", stop_reason="cancelled",
+                    error="the driver was cancelled")), CLEANUP_S)
             raise
         await self._stop(client)
         if client is not None:
@@ -308,9 +313,10 @@ class AcpTurn:
                     f.cancel()
                     with contextlib.suppress(BaseException):
                         await f
-            await client.aclose()
-            with contextlib.suppress(Exception):
-                await conn.close()
+            # bounded: a clean-up that hangs must not spare the harness below, nor keep a
+            # cancelled turn waiting for ever (the body's own `aclose` reports its errors)
+            await _within(client.aclose(), CLEANUP_S)
+            await _within(conn.close(), CLEANUP_S)
             # the whole group, even when the leader has exited: a child it started (tsx's
             # node) can outlive it (the group was seen alive right after a turn, under load)
             _kill_group(proc.pid)
@@ -321,10 +327,11 @@ class AcpTurn:
                 await stderr
 
     async def _stop(self, client: BridgeClient | None) -> None:
-        """Kill the harness's whole group (children that outlive the leader too)."""
+        """Kill the harness's whole group (children that outlive the leader too). The
+        client's clean-up (its text flushed to the store, its terminals reaped) is bounded:
+        one that hangs must not keep the turn, and whoever stops it, waiting for ever."""
         if client is not None:
-            with contextlib.suppress(Exception):
-                await client.aclose()
+            await _within(client.aclose(), CLEANUP_S)
         if self.proc is not None:
             _kill_group(self.proc.pid)
             await _within(self.proc.wait(), 5.0)
