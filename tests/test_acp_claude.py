@@ -22,7 +22,15 @@ capped: with CLAUDE_CODE_MAX_OUTPUT_TOKENS reached, Claude Code retries and then
 (-32603 "exceeded the N output token maximum"), not `max_tokens`.
 
 Without a key and a server, the same harness fails `session/prompt` with `-32000
-Authentication required`: reported, not a hang."""
+Authentication required`: reported, not a hang.
+
+Under the suite's load the bare-mode turn sometimes stalls inside Claude Code after the
+model has answered: on 2026-11-30 its reply streamed 15 s into the turn (`end_turn` in its
+transcript), then nothing for 11 min 41 s -- no HTTP request open, every pipe between our
+client, claude-agent-acp and `claude` empty -- before the result came; alone it passed 8 of
+8 times in 26-33 s. That one turn stretched the suite by ~5 minutes, past CI's limit. So
+that case bounds a turn at STALL_S and, on a timeout only, runs the prompt once more with a
+fresh harness: a second stall still fails the test."""
 
 from __future__ import annotations
 
@@ -39,6 +47,7 @@ from clawtower.core.store import open_store
 from clawtower.core.store.interface import Store
 
 TURN_S = 600.0  # measured 65 s for the default prompt; generous for 2 loaded cores
+STALL_S = 150.0  # bare mode: 27-62 s measured in the suite; a stall ran ~12 min (above)
 
 
 @pytest.fixture
@@ -69,15 +78,20 @@ async def test_a_real_prompt_completes_and_streams(acp_store: Store, tmp_path: P
     ws.mkdir()
     claude_harness()  # skips when the harness is not installed
     env = _env(home, "")
+    turn_s, attempts = (STALL_S, 2) if bare else (TURN_S, 1)
     with litellm_proxy(catch_all=True, flatten=True, n_ctx=n_ctx) as base:
         env["ANTHROPIC_BASE_URL"] = base
         if bare:
             env["CLAUDE_CODE_SIMPLE"] = "1"
-        h = claude_harness(env=env, turn_timeout_s=TURN_S, permission_timeout_s=30)
-        streamed: list[str] = []
-        turn = AcpTurn(acp_store, h, "Say hello in one short sentence.", workspace=str(ws),
-                       on_text=streamed.append)
-        out = await asyncio.wait_for(turn.run(), TURN_S + 120)
+        for attempt in range(1, attempts + 1):
+            h = claude_harness(env=env, turn_timeout_s=turn_s, permission_timeout_s=30)
+            streamed: list[str] = []
+            turn = AcpTurn(acp_store, h, "Say hello in one short sentence.",
+                           workspace=str(ws), on_text=streamed.append)
+            out = await asyncio.wait_for(turn.run(), turn_s + 120)
+            if out.stop_reason != "timeout" or attempt == attempts:
+                break
+            print(f"\nclaude-agent-acp stalled ({out.error[:200]}); a fresh harness once more")
     assert out.status == "done", out
     assert out.stop_reason in ("end_turn", "max_tokens"), out
     assert streamed and "".join(streamed) == out.text and out.text.strip(), streamed
