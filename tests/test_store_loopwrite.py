@@ -9,6 +9,7 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,22 @@ def noting(text: str, threads: list[int]) -> Any:
     return command
 
 
+@pytest.fixture
+async def sqlite_store(db_path: Path) -> AsyncIterator[Any]:
+    """The store on `db_path` (SQLite: only it commits on the loop's thread), closed after."""
+    store = await open_store(db_path)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def loop_writes(store: Any) -> LoopWrites:
+    here = store.writes_here
+    assert here is not None
+    return here
+
+
 async def count_notes(store: SQLiteStore) -> int:
     row = await store.fetchone("SELECT count(*) AS c FROM events WHERE type='note.added'")
     assert row is not None
@@ -42,8 +59,7 @@ async def count_notes(store: SQLiteStore) -> int:
 
 async def test_a_small_batch_commits_on_the_loop_thread_and_is_durable(db_path: Path) -> None:
     store = await open_store(db_path, synchronous="FULL")
-    here = store.writes_here
-    assert here is not None
+    here = loop_writes(store)
     here.budget_s = here.heavy_s = 60.0  # a loaded machine must not move these
     loop_thread = threading.get_ident()
     threads: list[int] = []
@@ -60,31 +76,25 @@ async def test_a_small_batch_commits_on_the_loop_thread_and_is_durable(db_path: 
 
 
 async def test_a_batch_of_more_than_max_jobs_commits_on_the_writer_thread(
-        db_path: Path) -> None:
-    store = await open_store(db_path)
-    here = store.writes_here
-    assert here is not None
+        sqlite_store: Any) -> None:
+    store = sqlite_store
     threads: list[int] = []
-    try:
-        n = here.max_jobs + 1
-        # queued before the writer runs: it takes them into one batch
-        futures = [store.submit(noting(f"n{i}", threads)) for i in range(n)]
-        seqs = await asyncio.gather(*futures)
-        assert len(set(threads)) == 1 and threads[0] != threading.get_ident()
-        assert seqs == list(range(seqs[0], seqs[0] + n))  # one batch, in order
-        # the next small one is on the loop's thread again
-        await store.execute(noting("after", threads))
-        assert threads[-1] == threading.get_ident()
-    finally:
-        await store.close()
+    n = loop_writes(store).max_jobs + 1
+    # queued before the writer runs: it takes them into one batch
+    futures = [store.submit(noting(f"n{i}", threads)) for i in range(n)]
+    seqs = await asyncio.gather(*futures)
+    assert len(set(threads)) == 1 and threads[0] != threading.get_ident()
+    assert seqs == list(range(seqs[0], seqs[0] + n))  # one batch, in order
+    # the next small one is on the loop's thread again
+    await store.execute(noting("after", threads))
+    assert threads[-1] == threading.get_ident()
 
 
 async def test_a_write_lock_held_elsewhere_waits_on_the_writer_thread_not_the_loop(
-        db_path: Path) -> None:
-    store = await open_store(db_path)
-    here = store.writes_here
-    assert here is not None
+        sqlite_store: Any, db_path: Path) -> None:
+    store = sqlite_store
     threads: list[int] = []
+    here = loop_writes(store)
     other = sqlite3.connect(db_path, isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")  # another process's write in progress
@@ -103,52 +113,44 @@ async def test_a_write_lock_held_elsewhere_waits_on_the_writer_thread_not_the_lo
         assert threads[-1] != threading.get_ident()
     finally:
         other.close()
-        await store.close()
 
 
-async def test_a_heavy_batch_sends_the_next_ones_to_the_thread(db_path: Path) -> None:
-    store = await open_store(db_path)
-    store.writes_here = LoopWrites(heavy_s=0.01, backoff_s=60.0, budget_s=60.0)
+async def test_a_heavy_batch_sends_the_next_ones_to_the_thread(sqlite_store: Any) -> None:
+    store = sqlite_store
     threads: list[int] = []
+    store.writes_here = LoopWrites(heavy_s=0.01, backoff_s=60.0, budget_s=60.0)
 
     def heavy(tx: Any) -> None:
         threads.append(threading.get_ident())
         time.sleep(0.03)
         tx.emit(note("heavy"))
 
-    try:
-        await store.execute(heavy)
-        await store.execute(noting("next", threads))
-        assert threads[0] == threading.get_ident() and threads[1] != threading.get_ident()
-        assert store.writes_here.moved == 1 and await count_notes(store) == 2
-    finally:
-        await store.close()
+    await store.execute(heavy)
+    await store.execute(noting("next", threads))
+    assert threads[0] == threading.get_ident() and threads[1] != threading.get_ident()
+    assert store.writes_here.moved == 1 and await count_notes(store) == 2
 
 
-async def test_a_failing_command_rolls_back_alone_on_either_thread(db_path: Path) -> None:
-    store = await open_store(db_path)
-    here = store.writes_here
-    assert here is not None
+async def test_a_failing_command_rolls_back_alone_on_either_thread(sqlite_store: Any) -> None:
+    store = sqlite_store
+    here = loop_writes(store)
 
     def failing(tx: Any) -> None:
         tx.emit(note("lost"))
         raise StoreError("refused")
 
-    try:
-        for on_loop in (True, False):
-            if not on_loop:
-                here.back_off()
-            good: list[int] = []
-            ok = store.submit(noting("kept", good))
-            bad = store.submit(failing)
-            await ok
-            with pytest.raises(StoreError, match="refused"):
-                await bad
-            assert (good[0] == threading.get_ident()) is on_loop
-        rows = await store.fetchall("SELECT payload FROM events WHERE type='note.added'")
-        assert [json.loads(r["payload"])["text"] for r in rows] == ["kept", "kept"]
-    finally:
-        await store.close()
+    for on_loop in (True, False):
+        if not on_loop:
+            here.back_off()
+        good: list[int] = []
+        ok = store.submit(noting("kept", good))
+        bad = store.submit(failing)
+        await ok
+        with pytest.raises(StoreError, match="refused"):
+            await bad
+        assert (good[0] == threading.get_ident()) is on_loop
+    rows = await store.fetchall("SELECT payload FROM events WHERE type='note.added'")
+    assert [json.loads(r["payload"])["text"] for r in rows] == ["kept", "kept"]
 
 
 def test_the_policy_moves_on_an_average_over_budget_or_one_heavy_batch() -> None:
