@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import re
 
-from clawtower.core.agents.simulator import count_tokens
+from clawtower.core.agents.tokens import count_tokens
 
 _REFERENCE = re.compile(r"\w+|[^\w\s]")  # the definition: words and punctuation
 

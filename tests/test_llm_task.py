@@ -20,7 +20,8 @@ from clawtower.core.agents.llm_task import (
 )
 from clawtower.core.agents.openai import OpenAIProvider
 from clawtower.core.agents.provider import ChatRequest, ProviderError, StreamEvent, Usage
-from clawtower.core.agents.simulator import Simulator, minimal_instance, script_from_data
+from clawtower.core.agents.simreplies import minimal_instance
+from clawtower.core.agents.simulator import Simulator, script_from_data
 from clawtower.core.agents.usage import Price, UsageRecorder, usage_for_subject
 from clawtower.core.errors import ValidationError
 

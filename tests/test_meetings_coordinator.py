@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from clawtower.core.agents.registry import AgentSet
-from clawtower.core.agents.simulator import AgentDef, SimScript, Step, count_tokens, load_script
+from clawtower.core.agents.simulator import AgentDef, SimScript, Step, load_script
+from clawtower.core.agents.tokens import count_tokens
 from clawtower.core.errors import ValidationError
 from clawtower.core.meetings.consensus import Consensus
 from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig

@@ -235,7 +235,7 @@ async def cmd_llm_ask(args: argparse.Namespace) -> int:
 
     from clawtower.core.agents.config import load_config
     from clawtower.core.agents.provider import Usage
-    from clawtower.core.agents.simulator import count_tokens
+    from clawtower.core.agents.tokens import count_tokens
     from clawtower.core.agents.usage import UsageRecorder
     from clawtower.core.store import open_store
 

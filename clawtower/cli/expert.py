@@ -285,7 +285,7 @@ def _validate(args: argparse.Namespace) -> Awaitable[int]:
 
 
 def _prompt(args: argparse.Namespace) -> int:
-    from clawtower.core.agents.simulator import count_tokens
+    from clawtower.core.agents.tokens import count_tokens
     from clawtower.core.experts import home
     from clawtower.core.experts.package import load_package
     from clawtower.core.experts.prompt import assemble, render

@@ -64,7 +64,7 @@ from ..tools.approval import TIERS, TierGate
 from ..tools.names import unwire, wire_names
 from ..tools.types import ToolBox, ToolResult
 from .provider import ChatMessage, ChatRequest, Provider, ProviderError, ToolCall, ToolSpec, Usage
-from .simulator import count_tokens
+from .tokens import count_tokens
 from .turntypes import (  # re-exported: callers import them from the loop
     BoundaryHook,
     CancelHandle,

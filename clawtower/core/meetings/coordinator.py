@@ -37,7 +37,8 @@ from .. import leases
 from ..agents.completion import complete
 from ..agents.provider import ChatMessage, ChatRequest, ProviderError
 from ..agents.registry import AgentSet
-from ..agents.simulator import AgentDef, count_tokens, truncate_tokens
+from ..agents.simulator import AgentDef
+from ..agents.tokens import count_tokens, truncate_tokens
 from ..errors import Conflict, NotFound, StorageFault, ValidationError
 from ..events import NewEvent, Payload
 from ..liveness import holder_gone, process_tag
