@@ -283,7 +283,10 @@ class Simulator:
             text = str(body["text"])
         else:
             text = json.dumps(body, sort_keys=True)
-        chunks = [text[i:i + 24] for i in range(0, len(text), 24)] or [""]
+        # streamed in pieces over the think time; with none (speed 0) the pieces would come
+        # at once, so the text is one piece (a piece is an event through every consumer)
+        chunks = [text[i:i + 24] for i in range(0, len(text), 24)] if delay > 0 else [text]
+        chunks = chunks or [""]
         per_chunk = delay / len(chunks)
         for chunk in chunks:
             if per_chunk > 0:
