@@ -166,8 +166,9 @@ def _end(db: sqlite3.Connection, sid: str, result: str, e: StoredEvent) -> None:
 def _announced(db: sqlite3.Connection, e: StoredEvent) -> None:
     p = e.payload
     assert isinstance(p, sev.SessionAnnounced)
+    meta = _j(p.meta)  # encoded once for its two rows
     db.execute("INSERT INTO session_messages VALUES (?, ?, ?, 'announce', ?, ?, ?)",
-               (e.seq, e.entity_id, p.msg_id, p.text, _j(p.meta), e.ts))
+               (e.seq, e.entity_id, p.msg_id, p.text, meta, e.ts))
     src = p.meta.get("source", {})
     res = p.meta.get("result", {})
     stats = p.meta.get("stats", {})
@@ -177,7 +178,7 @@ def _announced(db: sqlite3.Connection, e: StoredEvent) -> None:
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (str(src.get("run_id", "")), e.entity_id, str(src.get("session_id", "")), p.msg_id,
          str(src.get("agent_id", "")), str(src.get("agent_name", "")),
-         str(res.get("status", "")), str(res.get("summary", "")), _j(p.meta),
+         str(res.get("status", "")), str(res.get("summary", "")), meta,
          int(stats.get("tokens", 0)), float(stats.get("cost_usd", 0.0)), e.seq, e.ts))
     _touch(db, e.entity_id, e)
 
