@@ -1,6 +1,7 @@
 r"""The simulator's token count: words and punctuation, the usage figures of the offline
 simulator and the estimate of a reply whose server streamed no usage. One definition,
-`\w+|[^\w\s]`; ASCII text is counted on its bytes without building a match per token."""
+`\w+|[^\w\s]`, counted on the text's ASCII bytes (a few other characters first replaced by
+ASCII ones of their class) without building a match per token."""
 
 from __future__ import annotations
 
