@@ -12,8 +12,9 @@ from clawtower.core.agents.registry import AgentSet
 from clawtower.core.agents.simulator import AgentDef, SimScript, Step
 from clawtower.core.errors import Conflict, NotFound
 from clawtower.core.meetings import coordinator as coord
+from clawtower.core.meetings.config import MeetingConfig
 from clawtower.core.meetings.consensus import Consensus
-from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig, lease_name
+from clawtower.core.meetings.coordinator import Coordinator, lease_name
 from clawtower.core.meetings.service import Meetings
 
 NAMES = ["alice", "bob", "carol"]

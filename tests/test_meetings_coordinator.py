@@ -12,8 +12,9 @@ from clawtower.core.agents.registry import AgentSet
 from clawtower.core.agents.simulator import AgentDef, SimScript, Step, load_script
 from clawtower.core.agents.tokens import count_tokens
 from clawtower.core.errors import ValidationError
+from clawtower.core.meetings.config import MeetingConfig
 from clawtower.core.meetings.consensus import Consensus
-from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig
+from clawtower.core.meetings.coordinator import Coordinator
 from clawtower.core.meetings.minutes import load_meeting, render_minutes
 from clawtower.core.meetings.stance import Stance
 

@@ -12,7 +12,7 @@ from clawtower.core import Meetings, start_meeting
 from clawtower.core.agents.registry import AgentSet
 from clawtower.core.agents.simulator import AgentDef, SimScript, Step
 from clawtower.core.errors import Conflict, NotFound, ValidationError
-from clawtower.core.meetings.coordinator import MeetingConfig
+from clawtower.core.meetings.config import MeetingConfig
 from clawtower.core.store import open_store
 
 NAMES = ["alice", "bob", "carol"]

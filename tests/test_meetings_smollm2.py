@@ -8,8 +8,9 @@ from pathlib import Path
 
 from clawtower.core.agents.config import load_agents
 from clawtower.core.agents.openai import OpenAIProvider
+from clawtower.core.meetings.config import MeetingConfig
 from clawtower.core.meetings.consensus import Consensus
-from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig
+from clawtower.core.meetings.coordinator import Coordinator
 from clawtower.core.meetings.stance import Stance
 
 NAMES = ["ada", "ben", "cyd"]

@@ -339,7 +339,8 @@ KINDS: dict[str, type[Protocol]] = {p.name: p for p in (
 async def left_meeting(store: Store, agents: Any) -> str:
     """A meeting as `meeting run` opens it, whose process left before its first round (its
     short lease lapses at once): orphaned, for an engine to adopt."""
-    from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig
+    from clawtower.core.meetings.config import MeetingConfig
+    from clawtower.core.meetings.coordinator import Coordinator
 
     config = MeetingConfig(topic="Ship it?", participants=["a", "b", "c"], max_rounds=5)
     mid = await Coordinator(store, agents, lease_ttl_s=0.05).open(config)

@@ -185,7 +185,8 @@ async def test_meetings_a_fault_on_a_renewal_keeps_the_lease(
         folder: Path, db_path: Path) -> None:
     """The meeting's lease renewer outlives a storage fault: the meeting is never left
     orphaned (for another engine to run twice) while its process runs it."""
-    from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig
+    from clawtower.core.meetings.config import MeetingConfig
+    from clawtower.core.meetings.coordinator import Coordinator
     from clawtower.core.meetings.service import Meetings
 
     slow = folder / "meeting.yaml"

@@ -259,7 +259,7 @@ async def test_a_meeting_rounds_replies_and_summaries(tmp_path: Path) -> None:
     from test_meetings_service import NAMES, st, team
 
     from clawtower.core import start_meeting
-    from clawtower.core.meetings.coordinator import MeetingConfig
+    from clawtower.core.meetings.config import MeetingConfig
 
     store = await open_store(tmp_path / "db.sqlite")
     try:

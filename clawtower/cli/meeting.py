@@ -21,7 +21,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from clawtower.core.meetings.coordinator import MeetingConfig
+    from clawtower.core.meetings.config import MeetingConfig
     from clawtower.core.store import Store
 
 
@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _meeting_config(args: argparse.Namespace) -> MeetingConfig:
     from pydantic import ValidationError as PydanticValidationError
 
-    from clawtower.core.meetings.coordinator import MeetingConfig
+    from clawtower.core.meetings.config import MeetingConfig
 
     names = [n.strip() for n in args.participants.split(",") if n.strip()]
     try:
@@ -91,7 +91,7 @@ async def cmd_meeting(args: argparse.Namespace) -> int:
         # everything is checked before the store is opened: bad input writes nothing
         config = _meeting_config(args)
         agents = load_agents(args.config or default_agents_file())
-        from clawtower.core.meetings.coordinator import validate as validate_meeting
+        from clawtower.core.meetings.config import validate as validate_meeting
 
         validate_meeting(config, agents)
     if mc in ("run", "resume"):

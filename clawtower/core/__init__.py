@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         ValidationError,
     )
     from .events import NewEvent, StoredEvent
-    from .meetings.coordinator import MeetingConfig, MeetingOutcome
+    from .meetings.config import MeetingConfig, MeetingOutcome
     from .meetings.service import Meetings, start_meeting
     from .orchestrator import Orchestrator
     from .store import SQLiteStore, Store, open_store

@@ -32,7 +32,8 @@ from clawtower.core.agents.simulator import AgentDef, Step
 from clawtower.core.assets import asset
 from clawtower.core.events import LeaseAcquired, Payload
 from clawtower.core.meetings import events as mev
-from clawtower.core.meetings.coordinator import Coordinator, MeetingConfig, lease_name
+from clawtower.core.meetings.config import MeetingConfig
+from clawtower.core.meetings.coordinator import Coordinator, lease_name
 from clawtower.core.tasks import commands as _commands
 
 EXAMPLES = asset("examples", "demo")

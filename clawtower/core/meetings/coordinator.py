@@ -29,9 +29,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from .. import leases
 from ..agents.completion import complete
@@ -46,7 +46,8 @@ from ..store.interface import Store, WriteTx
 from ..tasks.commands import record_usage
 from ..tasks.permissions import Role
 from . import events as mev
-from .consensus import MIN_AGENTS, Consensus, decide
+from .config import MeetingConfig, MeetingOutcome, validate
+from .consensus import Consensus, decide
 from .stance import Stance, parse_stance
 
 ACTOR = "coordinator"
@@ -66,66 +67,12 @@ SUMMARIZER_PROMPT = (
 )
 
 
-class MeetingConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    topic: str
-    participants: list[str]
-    max_rounds: int = Field(default=5, ge=1, le=100)
-    summary_tokens: int = Field(default=500, ge=16, le=32_000)
-    agent_timeout_s: float = Field(default=60.0, gt=0)
-    meeting_timeout_s: float = Field(default=600.0, gt=0)
-    summarizer: str | None = None  # an agent name; default: the summarizer role, else the first
-    # What each agent is given: the rolling summary, or (a baseline for the token benchmark)
-    # the whole transcript of every earlier reply.
-    history: Literal["rolling", "full"] = "rolling"
-
-
-class MeetingOutcome(BaseModel):
-    meeting_id: str
-    result: Consensus
-    reason: str  # consensus | max_rounds | timeout | stopped
-    rounds: int
-    detail: str
-    stances: dict[str, Stance]
-
-
 class _Reply(BaseModel):
     agent: str
     status: str
     raw: str
     stance: Stance
     why: str
-
-
-def validate(config: MeetingConfig, agents: AgentSet) -> tuple[list[str], str]:
-    """Check a meeting's input; return (participants, summarizer). Raises ValidationError."""
-    topic = config.topic.strip()
-    if not topic:
-        raise ValidationError("meeting: the topic is empty")
-    names = [n.strip() for n in config.participants if n.strip()]
-    if len(set(names)) != len(names):
-        raise ValidationError(f"meeting: an agent is named twice in {', '.join(names)}")
-    if len(names) < MIN_AGENTS:
-        raise ValidationError(
-            f"meeting: needs at least {MIN_AGENTS} agents, got {len(names)}"
-            + (f" ({', '.join(names)})" if names else "")
-        )
-    unknown = [n for n in names if n not in agents.agents]
-    if unknown:
-        raise ValidationError(
-            f"meeting: unknown agent {', '.join(unknown)}"
-            f" (known: {', '.join(sorted(agents.agents)) or 'none'})"
-        )
-    summarizer = config.summarizer
-    if summarizer is None:
-        roles = [n for n, a in sorted(agents.agents.items()) if a.role == "summarizer"]
-        summarizer = roles[0] if roles else names[0]
-    if summarizer not in agents.agents:
-        raise ValidationError(f"meeting: unknown summarizer agent {summarizer}")
-    for name in {*names, summarizer}:
-        agents.provider(agents.agents[name])  # an unknown provider is bad input too
-    return names, summarizer
 
 
 def lease_name(meeting_id: str) -> str:

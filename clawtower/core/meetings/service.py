@@ -29,7 +29,7 @@ from ..tasks.permissions import Role
 # write: `meeting list` and `show` read tables only (start-up: BENCHMARKS.md).
 if TYPE_CHECKING:
     from ..agents.registry import AgentSet
-    from .coordinator import MeetingConfig, MeetingOutcome
+    from .config import MeetingConfig, MeetingOutcome
 
 _STATUS = {"timed_out": "timeout"}
 # a meeting row with its lease's holder (no row: a meeting from before meetings had leases)
@@ -209,7 +209,8 @@ async def start_meeting(
     meeting_id: str | None = None,
 ) -> tuple[str, asyncio.Task[MeetingOutcome]]:
     """Validate, record meeting.started, and run the rounds in a task; return (id, task)."""
-    from .coordinator import Coordinator, validate
+    from .config import validate
+    from .coordinator import Coordinator
 
     validate(config, agents)
     coordinator = Coordinator(store, agents)
