@@ -285,8 +285,8 @@ class Simulator:
             text = json.dumps(body, sort_keys=True)
         # streamed in pieces over the think time; with none (speed 0) the pieces would come
         # at once, so the text is one piece (a piece is an event through every consumer)
-        chunks = [text[i:i + 24] for i in range(0, len(text), 24)] if delay > 0 else [text]
-        chunks = chunks or [""]
+        chunks = [text[i:i + 24] for i in range(0, len(text), 24)] if delay > 0 and text \
+            else [text]
         per_chunk = delay / len(chunks)
         for chunk in chunks:
             if per_chunk > 0:
