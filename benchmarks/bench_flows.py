@@ -23,6 +23,9 @@ With `--turns`, every size also runs with each executed node a TurnJob in a sess
 its agent (`TurnBrain` over `PlanBrain`, the session worker in the same process, the
 simulator at speed 0): the node's session, TASK message, job and its claim in one commit,
 the turn's records, the reply and the job's end, then the REPLY. Target: <= 1x LangGraph.
+Beside it, LangGraph once more with each node an agent step as LangGraph users write one:
+one `invoke` of a LangChain chat model on the node's task, answering at once as our
+simulator does (benchmarks/lg_chat.py); its ratio is reported, with no target of its own.
 
     .venv/bin/python benchmarks/bench_flows.py [--quick] [--sizes 1000,10000,100000] [--turns]
     .venv-bench/bin/python benchmarks/bench_flows.py         # with the LangGraph column
@@ -146,23 +149,34 @@ def _merge(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
     return {**a, **b}
 
 
+def _chat() -> Callable[[str], str]:
+    from lg_chat import ask  # LangChain: only where LangGraph is installed
+
+    return ask
+
+
 class State(TypedDict):  # module level: LangGraph reads the hints of its node functions
     results: Annotated[dict[str, str], _merge]
     synthesis: Annotated[list[str], operator.add]
 
 
-def langgraph_dag(path: Path, dag: list[dict[str, Any]], sync: str) -> tuple[Any, str]:
+def langgraph_dag(path: Path, dag: list[dict[str, Any]], sync: str,
+                  model: bool = False) -> tuple[Any, str]:
+    """LangGraph's run of `dag`; `model`: each node one chat-model call on its task
+    (lg_chat.py), as an agent step in LangGraph is written, beside our nodes as turns."""
     try:
         from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.graph import END, START, StateGraph
+        ask = _chat() if model else None
     except ImportError as exc:
         return None, (f"LangGraph column skipped: {exc.name or exc} is not installed here"
                       " (install benchmarks/requirements-peers.txt into a side venv)")
     n = len(dag)
+    tasks = {s["id"]: f"TASK {s['id']}\n{s['instruction']}" for s in dag}
 
     def node(name: str) -> Any:
         def run(state: State) -> dict[str, Any]:
-            return {"results": {name: f"worker did {name}"}}
+            return {"results": {name: ask(tasks[name]) if ask else f"worker did {name}"}}
         return run
 
     def synth(state: State) -> dict[str, Any]:
@@ -241,9 +255,12 @@ def main() -> None:
                      if args.peer_size in dags else (None, "no peer size among --sizes"))
         if peer is None:
             print(why)
+        agent_peer = (langgraph_dag(d / "lgm.db", dags[args.peer_size], args.sync,
+                                    model=True)[0] if peer is not None and args.turns else None)
         ours_runs: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
         turn_runs: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
         theirs: list[dict[str, float]] = []
+        theirs_model: list[dict[str, float]] = []
         for _ in range(reps):
             for n in sizes:
                 ours_runs[n].append(measured(lambda n=n: asyncio.run(
@@ -253,6 +270,8 @@ def main() -> None:
                         ours(d / "turns.db", dags[n], args.sync, conc, turns=True))))
                 if peer is not None and n == args.peer_size:
                     theirs.append(measured(peer))
+                    if agent_peer is not None:
+                        theirs_model.append(measured(agent_peer))
         rows = []
         med: dict[int, float] = {}
         for n in sizes:
@@ -293,6 +312,21 @@ def main() -> None:
                 rows.append(["ratio TurnJobs/LangGraph (paired)", cm.fmt_num(cm.median(tr)),
                              cm.spread(tr), "", "", "", f"target <= {TARGET_TURNS}"])
                 results["turns_ratio_median"] = cm.median(tr)
+            if theirs_model:  # LangGraph's nodes as agent steps: one chat-model call each
+                mw = [r["wall_s"] for r in theirs_model]
+                rows.append([f"LangGraph, each node a chat-model call, {args.peer_size:,}",
+                             cm.fmt_num(cm.median(mw)), cm.spread(mw),
+                             cm.fmt_num(cm.median([r["cpu_s"] for r in theirs_model])),
+                             f"{args.peer_size / cm.median(mw):,.0f}",
+                             f"{cm.median([r['bytes_per_subtask'] for r in theirs_model]):,.0f}",
+                             "-"])
+                mr = [a["wall_s"] / b for a, b in zip(turn_runs[args.peer_size], mw,
+                                                      strict=True)]
+                rows.append(["ratio TurnJobs/LangGraph with model calls (paired)",
+                             cm.fmt_num(cm.median(mr)), cm.spread(mr), "", "", "",
+                             "(no target)"])
+                results["langgraph_model_calls"] = theirs_model
+                results["turns_ratio_model_calls_median"] = cm.median(mr)
         cm.print_table(f"Random DAG, width {args.width} ({args.sync}, {reps} reps, {conc} in"
                        " flight), seconds", ["workload", "median wall", "range", "median CPU",
                                              "subtasks/s", "bytes/subtask", "events/subtask"],

@@ -14,6 +14,9 @@ a graph fan -> N x `Send("work", ...)` -> join, SqliteSaver on a WAL connection 
 synchronous mode, `invoke(..., durability="sync")`. Target: ours <= 0.8x LangGraph's wall
 time (issue 36; seed 004 asked 0.5x). CPU time (the process's, every thread) is reported
 beside it: on a shared machine it moves less with other people's load than wall does.
+Then LangGraph once more with each branch an agent step as LangGraph users write one: one
+`invoke` of a LangChain chat model, answering at once as our simulator does
+(benchmarks/lg_chat.py); its ratio is reported, with no target.
 
 Steer latency: a session in a long tool loop (zero-latency model and tool); `send` a message;
 time until the turn's steering hook has injected it at the next safe boundary (its
@@ -154,11 +157,20 @@ class Item(TypedDict):
     i: int
 
 
-def langgraph_fanout(path: Path, n: int, sync: str) -> tuple[Any, str]:
+def _chat() -> Any:
+    from lg_chat import ask  # LangChain: only where LangGraph is installed
+
+    return ask
+
+
+def langgraph_fanout(path: Path, n: int, sync: str, model: bool = False) -> tuple[Any, str]:
+    """LangGraph's fan-out; `model`: each branch one chat-model call on its part
+    (lg_chat.py), as an agent step in LangGraph is written, beside our children's turns."""
     try:
         from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.graph import END, START, StateGraph
         from langgraph.types import Send
+        ask = _chat() if model else None
     except ImportError as exc:
         return None, (f"LangGraph column skipped: {exc.name or exc} is not installed here"
                       " (install benchmarks/requirements-peers.txt into a side venv)")
@@ -170,6 +182,8 @@ def langgraph_fanout(path: Path, n: int, sync: str) -> tuple[Any, str]:
         return [Send("work", {"i": i}) for i in range(state["n"])]
 
     def work(item: Item) -> dict[str, Any]:
+        if ask is not None:
+            ask(f"a trivial part ({item['i']})")
         return {"results": [item["i"]]}
 
     def join(state: State) -> dict[str, Any]:
@@ -225,12 +239,17 @@ def main() -> None:
         peer, why = langgraph_fanout(d / "lg.db", n, args.sync)
         if peer is None:
             print(why)
+        agent_peer = langgraph_fanout(d / "lgm.db", n, args.sync, model=True)[0] \
+            if peer is not None else None
         ours: list[dict[str, float]] = []
         theirs: list[dict[str, float]] = []
+        theirs_model: list[dict[str, float]] = []
         for _ in range(reps):
             ours.append(asyncio.run(ours_fanout(d / "ours.db", n, args.sync, conc)))
             if peer is not None:
                 theirs.append(peer())
+            if agent_peer is not None:
+                theirs_model.append(agent_peer())
         ow = [r["wall_s"] for r in ours]
         oc = [r["cpu_s"] for r in ours]
         rows = [["clawtower sessions", cm.fmt_num(cm.median(ow)), cm.spread(ow),
@@ -252,6 +271,18 @@ def main() -> None:
             rows.append(["ratio ours/LangGraph (paired)", cm.fmt_num(cm.median(ratios)),
                          cm.spread(ratios), cm.fmt_num(cm.median(cpu_ratios)), "",
                          f"target <= {TARGET_RATIO}", ""])
+        if theirs_model:  # LangGraph's branches as agent steps: one chat-model call each
+            mw = [r["wall_s"] for r in theirs_model]
+            mc = [r["cpu_s"] for r in theirs_model]
+            mr = [a / b for a, b in zip(ow, mw, strict=True)]
+            rows.append(["LangGraph, a chat-model call each", cm.fmt_num(cm.median(mw)),
+                         cm.spread(mw), cm.fmt_num(cm.median(mc)), f"{n}", "-", "-"])
+            rows.append(["ratio ours/LangGraph with calls", cm.fmt_num(cm.median(mr)),
+                         cm.spread(mr), cm.fmt_num(cm.median(
+                             [a / b for a, b in zip(oc, mc, strict=True)])), "",
+                         "(no target)", ""])
+            results["langgraph_model_calls"] = theirs_model
+            results["ratio_model_calls_median"] = cm.median(mr)
         cm.print_table(f"Fan-out: {n} subagents, announces joined ({args.sync}, {reps} reps,"
                        f" {conc} in flight), seconds (CPU: the process's, both threads)",
                        ["workload", "median wall", "range", "median CPU", "announces",
