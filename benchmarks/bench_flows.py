@@ -149,12 +149,6 @@ def _merge(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
     return {**a, **b}
 
 
-def _chat() -> Callable[[str], str]:
-    from lg_chat import ask  # LangChain: only where LangGraph is installed
-
-    return ask
-
-
 class State(TypedDict):  # module level: LangGraph reads the hints of its node functions
     results: Annotated[dict[str, str], _merge]
     synthesis: Annotated[list[str], operator.add]
@@ -167,7 +161,8 @@ def langgraph_dag(path: Path, dag: list[dict[str, Any]], sync: str,
     try:
         from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.graph import END, START, StateGraph
-        ask = _chat() if model else None
+        from lg_chat import ask as chat  # LangChain: a dependency of LangGraph
+        ask = chat if model else None
     except ImportError as exc:
         return None, (f"LangGraph column skipped: {exc.name or exc} is not installed here"
                       " (install benchmarks/requirements-peers.txt into a side venv)")

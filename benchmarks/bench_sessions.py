@@ -157,12 +157,6 @@ class Item(TypedDict):
     i: int
 
 
-def _chat() -> Any:
-    from lg_chat import ask  # LangChain: only where LangGraph is installed
-
-    return ask
-
-
 def langgraph_fanout(path: Path, n: int, sync: str, model: bool = False) -> tuple[Any, str]:
     """LangGraph's fan-out; `model`: each branch one chat-model call on its part
     (lg_chat.py), as an agent step in LangGraph is written, beside our children's turns."""
@@ -170,7 +164,8 @@ def langgraph_fanout(path: Path, n: int, sync: str, model: bool = False) -> tupl
         from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.graph import END, START, StateGraph
         from langgraph.types import Send
-        ask = _chat() if model else None
+        from lg_chat import ask as chat  # LangChain: a dependency of LangGraph
+        ask = chat if model else None
     except ImportError as exc:
         return None, (f"LangGraph column skipped: {exc.name or exc} is not installed here"
                       " (install benchmarks/requirements-peers.txt into a side venv)")
