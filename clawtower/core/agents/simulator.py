@@ -188,15 +188,17 @@ class Simulator:
         digest = hashlib.sha256(json.dumps([self.script.seed, *key]).encode()).digest()
         return random.Random(int.from_bytes(digest[:8], "big"))
 
-    def step_for(self, labels: list[str], purpose: str, round_: int) -> Step:
+    def _steps(self, labels: list[str], purpose: str) -> list[Step] | None:
+        """The first label's script for `purpose`, or None when no label has one."""
         for label in labels:
             steps = self.script.scripts.get(label, {}).get(purpose)
             if steps:
-                return steps[min(round_, len(steps) - 1)]
-        return Step()
+                return steps
+        return None
 
-    def _scripted(self, labels: list[str], purpose: str) -> bool:
-        return any(self.script.scripts.get(label, {}).get(purpose) for label in labels)
+    def step_for(self, labels: list[str], purpose: str, round_: int) -> Step:
+        steps = self._steps(labels, purpose)
+        return steps[min(round_, len(steps) - 1)] if steps else Step()
 
     def delay_s(self, step: Step, *key: Any) -> float:
         if self.script.speed == 0:  # no delay at any draw: the draw (a sha256) is skipped
@@ -215,11 +217,12 @@ class Simulator:
         if purpose in ("llm_task", "turn", "ask", "session") and md.get("agent"):
             labels.append(str(md["agent"]))
         round_ = int(md.get("round", 0))
-        if purpose == "session" and not self._scripted(labels, purpose):
+        steps = self._steps(labels, purpose)  # looked up once
+        if purpose == "session" and not steps:
             text, calls = session_reply(request)  # one Step, built once (a turn per node)
             return Step(tool_calls=[SimToolCall(name=n, arguments=a) for n, a in calls]), {
                 "text": text}
-        step = self.step_for(labels, purpose, round_)
+        step = steps[min(round_, len(steps) - 1)] if steps else Step()
         if purpose == "execute":
             failed = step.fail is not None or step.ok is False
             body: dict[str, Any] = {
@@ -246,14 +249,11 @@ class Simulator:
         elif purpose == "llm_task":
             body = {"text": step.text if step.text is not None else json.dumps(
                 step.answer if step.answer is not None else llm_task_answer(request))}
-        elif purpose == "turn":
+        elif purpose in ("turn", "session"):  # a session here is scripted (else returned above)
             body = {"text": step.text if step.text is not None else (
                 "" if step.tool_calls else f"{md.get('agent', 'agent')}: done")}
         elif purpose == "ask":
             body = {"text": step.text if step.text is not None else ask_reply(request)}
-        elif purpose == "session":  # scripted (the unscripted reply is returned above)
-            body = {"text": step.text if step.text is not None else (
-                "" if step.tool_calls else f"{md.get('agent', 'agent')}: done")}
         else:
             body = {"verdict": step.verdict or "approved", "findings": step.findings}
         return step, body
